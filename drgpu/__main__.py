@@ -1,0 +1,5 @@
+"""`python -m drgpu`."""
+
+from drgpu.cli import main
+
+main()

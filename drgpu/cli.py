@@ -1,0 +1,240 @@
+"""The drgpu command line: a thin shell over the pure core.
+
+`main` is the one place where an error becomes a message and an exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from drgpu.errors import DrgpuError, ExitCode
+
+app = typer.Typer(
+    name="drgpu",
+    help="Give each container of a DeepRacer-style training stack exactly its GPUs, and prove it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EnvFile = Annotated[
+    Path,
+    typer.Option("--env-file", help="The settings file (DeepRacer-for-cloud's system.env)."),
+]
+RunEnv = Annotated[
+    Path | None,
+    typer.Option("--run-env", help="Settings layered on top (default: run.env beside --env-file)."),
+]
+InventoryFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--inventory",
+        help="Plan against a topology JSON file (`drgpu gpus --json`) instead of this host's NVML.",
+    ),
+]
+ComposeFiles = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file", "-f", help="A compose file of your own stack (repeatable); default: drgpu's."
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+
+DEFAULT_ENV_FILE = Path("system.env")
+
+
+@app.command()
+def plan(
+    env_file: EnvFile = DEFAULT_ENV_FILE,
+    run_env: RunEnv = None,
+    inventory: InventoryFile = None,
+    file: ComposeFiles = None,
+    json_output: Json = False,
+) -> None:
+    """Show which GPUs each service would get, after checking them against the machine."""
+    from drgpu import present, session
+
+    prepared = session.prepare(env_file, run_env, inventory, file)
+    if json_output:
+        present.print_json(present.plan_document(prepared.plan))
+    else:
+        present.plan_table(prepared.plan)
+    present.warnings(prepared.plan.warnings)
+
+
+@app.command()
+def render(
+    env_file: EnvFile = DEFAULT_ENV_FILE,
+    run_env: RunEnv = None,
+    inventory: InventoryFile = None,
+    file: ComposeFiles = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE (atomically).")
+    ] = None,
+) -> None:
+    """Print the Compose override that gives each service exactly its GPUs."""
+    from drgpu import present, session
+    from drgpu.render import render_override
+
+    prepared = session.prepare(env_file, run_env, inventory, file)
+    text = render_override(prepared.plan)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        session.write_owned_file(output, text)
+    present.warnings(prepared.plan.warnings)
+
+
+@app.command()
+def up(
+    env_file: EnvFile = DEFAULT_ENV_FILE,
+    run_env: RunEnv = None,
+    file: ComposeFiles = None,
+) -> None:
+    """Check, render, start the stack, and prove every container got exactly its GPUs."""
+    from drgpu import present, session
+
+    prepared = session.prepare(env_file, run_env, None, file)
+    present.warnings(prepared.plan.warnings)
+    containers = session.up(prepared)
+    present.up_table(prepared.plan, containers)
+
+
+@app.command()
+def down(
+    env_file: EnvFile = DEFAULT_ENV_FILE,
+    run_env: RunEnv = None,
+    file: ComposeFiles = None,
+) -> None:
+    """Stop and remove the stack's containers (with --remove-orphans)."""
+    from drgpu import session
+
+    session.down(env_file, run_env, file)
+
+
+@app.command()
+def gpus(
+    full: Annotated[bool, typer.Option("--full", help="Show whole UUIDs.")] = False,
+    json_output: Json = False,
+) -> None:
+    """List this host's GPUs in nvidia-smi (PCI bus) order, as NVML reports them."""
+    from drgpu import present
+    from drgpu.nvml import read_inventory
+    from drgpu.topology import inventory_to_json
+
+    inventory = read_inventory()
+    if json_output:
+        present.print_json(inventory_to_json(inventory))
+    else:
+        present.gpus_table(inventory, full=full)
+
+
+@app.command(name="cuda-check")
+def cuda_check(
+    service: Annotated[
+        str | None, typer.Option("--service", help="Check this service's container (host side).")
+    ] = None,
+    all_services: Annotated[
+        bool, typer.Option("--all", help="Check every GPU service of the stack (host side).")
+    ] = False,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="The run (default: DR_RUN_ID of --env-file).")
+    ] = None,
+    env_file: EnvFile = DEFAULT_ENV_FILE,
+    expect: Annotated[
+        int | None, typer.Option("--expect", help="Inside: the number of GPUs to see.")
+    ] = None,
+    expect_uuid: Annotated[
+        list[str] | None, typer.Option("--expect-uuid", help="Inside: a UUID to see (repeat).")
+    ] = None,
+    frameworks: Annotated[
+        str | None, typer.Option("--frameworks", help="Inside: also ask torch,tensorflow.")
+    ] = None,
+    json_output: Json = False,
+) -> None:
+    """What a container really sees: run inside one, or from the host with --service/--all."""
+    if service is None and not all_services:
+        from drgpu import probe
+
+        argv = ["--json"] if json_output else []
+        argv += ["--expect", str(expect)] if expect is not None else []
+        for uuid in expect_uuid or []:
+            argv += ["--expect-uuid", uuid]
+        argv += ["--frameworks", frameworks] if frameworks else []
+        raise typer.Exit(probe.main(argv))
+    from drgpu import cudacheck, present
+    from drgpu.engine import project_containers
+    from drgpu.errors import CheckFailedError, DockerError
+
+    project = f"deepracer-{run_id or _run_id_of(env_file)}"
+    containers = project_containers(project)
+    if not containers:
+        raise DockerError(f"no containers of {project}: is the stack up?")
+    results = cudacheck.check(cudacheck.select(containers, service))
+    if json_output:
+        present.print_json(cudacheck.document(project, results))
+    else:
+        present.check_table(project, results)
+    if not all(result.ok for result in results):
+        raise CheckFailedError("a container does not see what it was given (see above)")
+
+
+def _run_id_of(env_file: Path) -> str:
+    """DR_RUN_ID from the settings file, when there is one; else 0."""
+    if not env_file.is_file():
+        return "0"
+    from drgpu.config import load_config
+
+    return load_config(env_file).run_id
+
+
+@app.command(name="version")
+def version() -> None:
+    """Print drgpu's version."""
+    from drgpu import __version__
+
+    typer.echo(__version__)
+
+
+def _fail(message: str, hint: str | None, code: int) -> NoReturn:
+    sys.stderr.write(f"drgpu: error: {message}\n")
+    if hint:
+        sys.stderr.write(f"  hint: {hint}\n")
+    raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; the one place where errors turn into messages and exit codes."""
+    command = typer.main.get_command(app)
+    click_error: type[Exception] = next(
+        c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+    )
+    try:
+        code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
+    except DrgpuError as exc:
+        _fail(exc.message, exc.hint, exc.exit_code)
+    except click_error as exc:
+        message = str(getattr(exc, "format_message", exc.__str__)())
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.stdout.write(message)
+            raise SystemExit(ExitCode.OK) from None
+        _fail(message.strip().splitlines()[0], "see drgpu --help", ExitCode.CONFIG)
+    except typer.Abort:
+        _fail("aborted", None, 130)
+    except KeyboardInterrupt:
+        _fail("interrupted", None, 130)
+    except Exception as exc:
+        if os.environ.get("DRGPU_DEBUG"):
+            raise
+        _fail(
+            f"unexpected {type(exc).__name__}: {exc}",
+            "this is a bug in drgpu; DRGPU_DEBUG=1 shows the traceback",
+            ExitCode.UNEXPECTED,
+        )
+    raise SystemExit(code if isinstance(code, int) else 0)

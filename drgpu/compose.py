@@ -1,0 +1,57 @@
+"""How drgpu drives Docker Compose: finding the binary and the command lines it runs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from drgpu.errors import DockerError
+
+_PLUGIN_DIRS = (
+    "~/.docker/cli-plugins",
+    "/usr/local/lib/docker/cli-plugins",
+    "/usr/local/libexec/docker/cli-plugins",
+    "/usr/lib/docker/cli-plugins",
+    "/usr/libexec/docker/cli-plugins",
+)
+
+
+def find_compose(settings: Mapping[str, str]) -> tuple[str, ...]:
+    """The Compose command: DRGPU_COMPOSE, else the docker plugin, else a docker-compose v2."""
+    chosen = settings.get("DRGPU_COMPOSE") or os.environ.get("DRGPU_COMPOSE")
+    if chosen:
+        return tuple(shlex.split(chosen))
+    docker = shutil.which("docker")
+    if docker and any(
+        (Path(directory).expanduser() / "docker-compose").is_file() for directory in _PLUGIN_DIRS
+    ):
+        return (docker, "compose")
+    beside_python = Path(sys.executable).parent / "docker-compose"
+    standalone = shutil.which("docker-compose") or (
+        str(beside_python) if beside_python.is_file() else None
+    )
+    if standalone:
+        return (standalone,)
+    raise DockerError(
+        "no Docker Compose found",
+        hint="install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE",
+    )
+
+
+def compose_command(
+    compose: tuple[str, ...], project: str, files: tuple[Path, ...], *args: str
+) -> list[str]:
+    """`<compose> -p PROJECT -f FILE ... ARGS`."""
+    command = [*compose, "-p", project]
+    for path in files:
+        command += ["-f", str(path)]
+    return [*command, *args]
+
+
+def compose_environment(settings: Mapping[str, str]) -> dict[str, str]:
+    """The environment Compose interpolates from: the process's, with system.env on top."""
+    return {**os.environ, **settings}

@@ -1,0 +1,174 @@
+"""system.env (and run.env on top of it), read without touching `os.environ`.
+
+DeepRacer-for-cloud's `DR_*` keys work unchanged; drgpu's own keys start with
+`DRGPU_` and are documented in `system.env.example`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from drgpu.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
+from drgpu.errors import ConfigError
+
+TRAINER_DEVICES_KEY = "DR_SAGEMAKER_CUDA_DEVICES"
+SIMULATOR_DEVICES_KEY = "DR_ROBOMAKER_CUDA_DEVICES"
+
+DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        "DRGPU_SHARING": "how services may share a GPU: exclusive (the default)",
+        "DRGPU_COMPOSE": "the Compose command to run, e.g. 'docker compose' or a path",
+        "DRGPU_SAGEMAKER_IMAGE": "full image name of the trainer in drgpu's base stack",
+        "DRGPU_ROBOMAKER_IMAGE": "full image name of the simulator in drgpu's base stack",
+    }
+)
+SHARING_MODES = ("exclusive",)
+DOCKER_STYLES = ("compose", "swarm")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_WHOLE_NUMBER = re.compile(r"^[0-9]+$")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting was written."""
+
+    path: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings of one stack, parsed and checked."""
+
+    values: Mapping[str, str]
+    origins: Mapping[str, Origin]
+    run_id: str
+    workers: int
+    host_x: bool
+    docker_style: str
+    sharing: str
+    trainer_devices: DeviceRequest
+    simulator_devices: DeviceRequest
+
+    @property
+    def project(self) -> str:
+        """The compose project name, as DeepRacer-for-cloud names it."""
+        return f"deepracer-{self.run_id}"
+
+    def where(self, key: str) -> str:
+        """`KEY (file:line)` for messages, or just `KEY` when it was not written."""
+        origin = self.origins.get(key)
+        return f"{key} ({origin})" if origin else key
+
+    @property
+    def wants_gpu(self) -> bool:
+        """Whether any service asks for a GPU (and NVML is therefore needed)."""
+        return self.trainer_devices.wants_gpu or self.simulator_devices.wants_gpu
+
+
+def load_config(env_file: Path, run_env: Path | None = None) -> Config:
+    """Read `env_file`, then `run_env` (default: a `run.env` beside it, when present)."""
+    if not env_file.is_file():
+        raise ConfigError(
+            f"no settings file at {env_file}",
+            hint="copy system.env.example to system.env, or pass --env-file",
+        )
+    if run_env is not None and not run_env.is_file():
+        raise ConfigError(f"no run settings file at {run_env}")
+    files = [env_file]
+    run_env = run_env if run_env is not None else env_file.with_name("run.env")
+    if run_env.is_file():
+        files.append(run_env)
+    values, origins = read_env_files(files)
+    return config_from_values(values, origins)
+
+
+def read_env_files(paths: list[Path]) -> tuple[dict[str, str], dict[str, Origin]]:
+    """The values of dotenv files read as one, later files on top (as `source`ing them does),
+    and the file and line each key was last set on."""
+    import io
+
+    from dotenv import dotenv_values
+
+    texts = []
+    for path in paths:
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+    raw = dotenv_values(stream=io.StringIO("\n".join(texts)), interpolate=True)
+    values = {key: value or "" for key, value in raw.items()}
+    origins: dict[str, Origin] = {}
+    for path, text in zip(paths, texts, strict=True):
+        for number, line in enumerate(text.splitlines(), start=1):
+            match = re.match(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
+            if match and match[1] in values:
+                origins[match[1]] = Origin(path, number)
+    return values, origins
+
+
+def config_from_values(values: Mapping[str, str], origins: Mapping[str, Origin]) -> Config:
+    """Check and parse settings; the first problem becomes a `ConfigError` naming its line."""
+
+    def fail(key: str, message: str, hint: str | None = None) -> ConfigError:
+        origin = origins.get(key)
+        where = f"{origin}: " if origin else ""
+        return ConfigError(f"{where}{key}: {message}", hint=hint)
+
+    for key in values:
+        if key.startswith("DRGPU_") and key not in DRGPU_KEYS:
+            close = difflib.get_close_matches(key, list(DRGPU_KEYS), n=1, cutoff=0.6)
+            suggestion = f"; did you mean {close[0]}?" if close else ""
+            raise fail(key, f"unknown drgpu setting{suggestion}", "see system.env.example")
+
+    def devices(key: str) -> DeviceRequest:
+        if key not in values:
+            return NO_GPU
+        try:
+            return parse_devices(values[key])
+        except DeviceSyntaxError as exc:
+            raise fail(key, str(exc)) from None
+
+    def choice(key: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = values.get(key, default).strip().lower() or default
+        if value not in allowed:
+            raise fail(key, f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    run_id = values.get("DR_RUN_ID", "0").strip() or "0"
+    if not _RUN_ID.match(run_id):
+        raise fail("DR_RUN_ID", f"{run_id!r} must be lowercase letters, digits, '-' or '_'")
+    workers_text = values.get("DR_WORKERS", "1").strip() or "1"
+    if not _WHOLE_NUMBER.match(workers_text) or int(workers_text) < 1:
+        raise fail("DR_WORKERS", f"{workers_text!r} is not a whole number of at least 1")
+    host_x = values.get("DR_HOST_X", "false").strip().lower()
+    if host_x not in _TRUE + _FALSE:
+        raise fail("DR_HOST_X", f"{host_x!r} is not true or false")
+    docker_style = choice("DR_DOCKER_STYLE", "compose", DOCKER_STYLES)
+    if docker_style == "swarm":
+        raise fail(
+            "DR_DOCKER_STYLE",
+            "swarm is not supported by this drgpu version",
+            "set DR_DOCKER_STYLE=compose",
+        )
+    return Config(
+        values=MappingProxyType(dict(values)),
+        origins=MappingProxyType(dict(origins)),
+        run_id=run_id,
+        workers=int(workers_text),
+        host_x=host_x in _TRUE,
+        docker_style=docker_style,
+        sharing=choice("DRGPU_SHARING", "exclusive", SHARING_MODES),
+        trainer_devices=devices(TRAINER_DEVICES_KEY),
+        simulator_devices=devices(SIMULATOR_DEVICES_KEY),
+    )

@@ -1,0 +1,128 @@
+"""`drgpu cuda-check` from the host: run the probe in each container, compare with its plan.
+
+The plan a container was started with is read from its labels (`drgpu.gpus`), so
+nothing goes stale when a stack is changed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drgpu.engine import ContainerFacts
+from drgpu.errors import ConfigError, DockerError
+
+GPUS_LABEL = "drgpu.gpus"
+PROBE_EXIT_MISMATCH = 6
+EXEC_NOT_FOUND = (126, 127)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one container sees against what it was given."""
+
+    service: str
+    container: str
+    expected: tuple[str, ...]
+    seen_nvml: tuple[str, ...]
+    seen_cuda: tuple[str, ...]
+    ok: bool
+    problems: tuple[str, ...]
+    findings: tuple[str, ...] = ()
+
+
+def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
+    """The containers to check: one service's, or (service None) every GPU service's."""
+    if service is None:
+        chosen = [c for c in containers if c.labels.get(GPUS_LABEL)]
+        if not chosen:
+            raise ConfigError("no service of this stack was given a GPU by drgpu")
+        return chosen
+    chosen = [c for c in containers if c.service == service]
+    if not chosen:
+        names = ", ".join(sorted({c.service for c in containers})) or "none"
+        raise ConfigError(f"no service {service!r} in this stack (services: {names})")
+    return chosen
+
+
+def expected_uuids(container: ContainerFacts) -> tuple[str, ...]:
+    """The GPUs drgpu gave a container, from its label."""
+    return tuple(uuid for uuid in container.labels.get(GPUS_LABEL, "").split(",") if uuid)
+
+
+def probe_arguments(expected: tuple[str, ...]) -> list[str]:
+    """The probe's command line for one container."""
+    if not expected:
+        return ["--json", "--expect", "0"]
+    return ["--json", "--expect-uuid", *expected]
+
+
+def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult:
+    """A probe run's verdict on one container."""
+    expected = expected_uuids(container)
+    if exit_code in EXEC_NOT_FOUND:
+        raise DockerError(
+            f"{container.name}: the image has no python3, so the probe cannot run there",
+            hint="run `python3 probe.py` from drgpu/probe.py with another interpreter, or add one",
+        )
+    try:
+        report: dict[str, Any] = json.loads(output)
+    except json.JSONDecodeError:
+        last = output.strip().splitlines()[-1] if output.strip() else f"exit {exit_code}"
+        raise DockerError(f"{container.name}: the probe failed: {last}") from None
+    nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
+    cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
+    expectations = report.get("expectations", {})
+    return CheckResult(
+        service=container.service,
+        container=container.name,
+        expected=expected,
+        seen_nvml=nvml,
+        seen_cuda=cuda,
+        ok=exit_code == 0 and bool(expectations.get("met", False)),
+        problems=tuple(expectations.get("problems", [])),
+        findings=tuple(report.get("findings", [])),
+    )
+
+
+def check(containers: list[ContainerFacts]) -> list[CheckResult]:
+    """Run the probe in each running container and judge what it saw."""
+    from drgpu import probe
+    from drgpu.engine import run_file_in_container
+
+    source = Path(probe.__file__).read_bytes()
+    results = []
+    for container in containers:
+        if container.state != "running":
+            raise DockerError(
+                f"{container.name} is {container.state}, not running: start the stack first"
+            )
+        ran = run_file_in_container(
+            container.id, source, probe_arguments(expected_uuids(container))
+        )
+        results.append(judge(container, ran.exit_code, ran.output))
+    return results
+
+
+def document(project: str, results: list[CheckResult]) -> dict[str, Any]:
+    """The `cuda-check --json` document of a host-side check."""
+    return {
+        "schema_version": 1,
+        "project": project,
+        "ok": all(result.ok for result in results),
+        "results": [
+            {
+                "service": r.service,
+                "container": r.container,
+                "expected": list(r.expected),
+                "seen_nvml": list(r.seen_nvml),
+                "seen_cuda": list(r.seen_cuda),
+                "ok": r.ok,
+                "problems": list(r.problems),
+                "findings": list(r.findings),
+            }
+            for r in results
+        ],
+    }

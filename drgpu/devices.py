@@ -1,0 +1,204 @@
+"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`.
+
+A value is `all`, empty or `none` (no GPU), or a comma list of NVML indices
+(nvidia-smi's numbering: PCI bus order, not CUDA's fastest-first order), full or
+abbreviated GPU UUIDs, PCI bus ids and MIG UUIDs. Parsing needs no machine;
+resolving checks a parsed request against an inventory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from drgpu.model import Assignment, Gpu, Inventory
+from drgpu.topology import normalize_pci_bus_id, parse_pci_bus_id
+
+
+class SelectorKind(str, Enum):
+    """The forms a single device token can take."""
+
+    INDEX = "index"
+    GPU_UUID = "gpu-uuid"
+    MIG_UUID = "mig-uuid"
+    PCI_BUS_ID = "pci-bus-id"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """One token of a device list, as written and as understood."""
+
+    kind: SelectorKind
+    text: str
+    key: str
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """A parsed `*_CUDA_DEVICES` value."""
+
+    all: bool = False
+    selectors: tuple[Selector, ...] = ()
+
+    @property
+    def wants_gpu(self) -> bool:
+        """Whether the service asks for any GPU at all."""
+        return self.all or bool(self.selectors)
+
+
+NO_GPU = DeviceRequest()
+
+_CUDA_PREFIX = re.compile(r"^\s*cuda\s*:\s*(?P<rest>.*)$", re.IGNORECASE)
+_INDEX = re.compile(r"^[0-9]+$")
+_NEGATIVE = re.compile(r"^-[0-9]+$")
+_UUID = re.compile(
+    r"^(?P<prefix>GPU|MIG)-(?P<body>(?:GPU-)?[0-9a-fA-F][0-9a-fA-F/-]*)$", re.IGNORECASE
+)
+
+
+class DeviceSyntaxError(ValueError):
+    """A device value that does not parse; the message is one line."""
+
+
+def parse_devices(value: str) -> DeviceRequest:
+    """Parse a device value, or raise `DeviceSyntaxError` saying exactly what is wrong."""
+    text = value.strip()
+    if text.lower() in ("", "none", "void"):
+        return NO_GPU
+    if text.lower() == "all":
+        return DeviceRequest(all=True)
+    cuda = _CUDA_PREFIX.match(text)
+    if cuda is not None:
+        raise DeviceSyntaxError(
+            f"{text!r} is not a device list (torch's 'cuda:N' device strings do not belong"
+            f" here): write {cuda['rest'].strip() or '0'!r}"
+        )
+    tokens = [token.strip() for token in text.split(",")]
+    if "" in tokens:
+        cleaned = ",".join(token for token in tokens if token)
+        raise DeviceSyntaxError(f"{text!r} has an empty entry between commas: write {cleaned!r}")
+    selectors = tuple(_parse_token(token) for token in tokens)
+    seen: dict[str, str] = {}
+    for selector in selectors:
+        if selector.key in seen:
+            raise DeviceSyntaxError(
+                f"{text!r} names the same device twice ({seen[selector.key]!r}"
+                f" and {selector.text!r})"
+            )
+        seen[selector.key] = selector.text
+    return DeviceRequest(selectors=selectors)
+
+
+def _parse_token(token: str) -> Selector:
+    if _INDEX.match(token):
+        return Selector(SelectorKind.INDEX, token, f"index:{int(token)}")
+    if _NEGATIVE.match(token):
+        raise DeviceSyntaxError(f"{token!r}: GPU indices start at 0 and cannot be negative")
+    if token.lower() in ("all", "none"):
+        raise DeviceSyntaxError(f"{token!r} cannot be combined with other devices")
+    uuid = _UUID.match(token)
+    if uuid is not None:
+        kind = SelectorKind.MIG_UUID if uuid["prefix"].upper() == "MIG" else SelectorKind.GPU_UUID
+        return Selector(kind, token, f"uuid:{token.lower()}")
+    if parse_pci_bus_id(token) is not None:
+        normalized = normalize_pci_bus_id(token)
+        return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{normalized}")
+    raise DeviceSyntaxError(
+        f"{token!r} is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID"
+        " (GPU-...), a MIG UUID (MIG-...), a PCI bus id (81:00.0), 'all' or 'none'"
+    )
+
+
+def resolve(request: DeviceRequest, inventory: Inventory) -> tuple[list[Assignment], list[str]]:
+    """The devices a request names on a machine, and every problem found on the way."""
+    if request.all:
+        return _everything(inventory), []
+    assignments: list[Assignment] = []
+    problems: list[str] = []
+    for selector in request.selectors:
+        found, problem = _resolve_one(selector, inventory)
+        if problem is not None:
+            problems.append(problem)
+        elif found is not None:
+            if any(found.uuid == other.uuid for other in assignments):
+                problems.append(f"{selector.text!r} names a device already in the list")
+            else:
+                assignments.append(found)
+    return assignments, problems
+
+
+def describe_inventory(inventory: Inventory) -> str:
+    """One line listing what exists: index, name, memory and bus id of each GPU."""
+    if not inventory.gpus:
+        return "this machine has no GPU"
+    return "this machine has " + ", ".join(describe_gpu(gpu) for gpu in inventory.gpus)
+
+
+def describe_gpu(gpu: Gpu) -> str:
+    """`1: Tesla M40 24GB (22912 MiB, 00000000:81:00.0)`."""
+    if gpu.lost:
+        return f"{gpu.index}: lost GPU ({gpu.pci_bus_id})"
+    return f"{gpu.index}: {gpu.name} ({gpu.memory_total_mib} MiB, {gpu.pci_bus_id})"
+
+
+def _everything(inventory: Inventory) -> list[Assignment]:
+    assignments: list[Assignment] = []
+    for gpu in inventory.gpus:
+        if gpu.lost:
+            continue
+        if gpu.mig_mode:
+            assignments.extend(Assignment(gpu, mig) for mig in gpu.mig_devices)
+        else:
+            assignments.append(Assignment(gpu))
+    return assignments
+
+
+def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
+    if selector.kind is SelectorKind.MIG_UUID:
+        return _resolve_mig(selector, inventory)
+    gpus = _matching_gpus(selector, inventory)
+    if not gpus:
+        return None, f"no GPU matches {selector.text!r}; {describe_inventory(inventory)}"
+    if len(gpus) > 1:
+        names = ", ".join(gpu.uuid for gpu in gpus)
+        return None, f"{selector.text!r} is ambiguous: it matches {names}"
+    gpu = gpus[0]
+    if gpu.lost:
+        return None, f"GPU {gpu.index} ({gpu.pci_bus_id}) is lost: NVML cannot reach it"
+    if gpu.mig_mode:
+        migs = ", ".join(mig.uuid for mig in gpu.mig_devices) or "none configured"
+        return None, (
+            f"GPU {gpu.index} ({gpu.name}) is in MIG mode and cannot be given whole:"
+            f" ask for one of its MIG devices ({migs})"
+        )
+    return Assignment(gpu), None
+
+
+def _matching_gpus(selector: Selector, inventory: Inventory) -> list[Gpu]:
+    if selector.kind is SelectorKind.INDEX:
+        return [gpu for gpu in inventory.gpus if gpu.index == int(selector.text)]
+    if selector.kind is SelectorKind.PCI_BUS_ID:
+        wanted = normalize_pci_bus_id(selector.text)
+        return [gpu for gpu in inventory.gpus if gpu.pci_bus_id == wanted]
+    prefix = selector.text.lower()
+    exact = [gpu for gpu in inventory.gpus if gpu.uuid.lower() == prefix]
+    return exact or [gpu for gpu in inventory.gpus if gpu.uuid.lower().startswith(prefix)]
+
+
+def _resolve_mig(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
+    prefix = selector.text.lower()
+    candidates = [
+        Assignment(gpu, mig)
+        for gpu in inventory.gpus
+        for mig in gpu.mig_devices
+        if gpu.mig_mode and mig.uuid.lower().startswith(prefix)
+    ]
+    exact = [found for found in candidates if found.uuid.lower() == prefix]
+    matches = exact or candidates
+    if not matches:
+        return None, f"no MIG device matches {selector.text!r}; {describe_inventory(inventory)}"
+    if len(matches) > 1:
+        names = ", ".join(found.uuid for found in matches)
+        return None, f"{selector.text!r} is ambiguous: it matches {names}"
+    return matches[0], None

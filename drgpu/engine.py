@@ -1,0 +1,128 @@
+"""The Docker engine boundary: the only module that speaks the Docker SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from drgpu.errors import DockerError
+
+PROJECT_LABEL = "com.docker.compose.project"
+SERVICE_LABEL = "com.docker.compose.service"
+
+
+@dataclass(frozen=True)
+class DeviceRequestFacts:
+    """One device request of a container, as the engine stored it."""
+
+    driver: str
+    device_ids: tuple[str, ...]
+    count: int
+    capabilities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What the engine says about one container."""
+
+    id: str
+    name: str
+    service: str
+    project: str
+    state: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)
+    device_requests: tuple[DeviceRequestFacts, ...] = ()
+
+
+def _client() -> Any:
+    try:
+        import docker
+
+        return docker.from_env(timeout=30)
+    except Exception as exc:  # the SDK raises many kinds while probing the socket
+        raise DockerError(
+            f"cannot reach the Docker engine: {exc}",
+            hint="is dockerd running, and DOCKER_HOST right?",
+        ) from None
+
+
+def project_containers(project: str) -> list[ContainerFacts]:
+    """Every container (running or not) of a compose project."""
+    client = _client()
+    try:
+        containers = client.containers.list(
+            all=True, filters={"label": f"{PROJECT_LABEL}={project}"}
+        )
+        return sorted((_facts(container.attrs) for container in containers), key=lambda c: c.name)
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+
+
+def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
+    config = attrs.get("Config") or {}
+    labels = config.get("Labels") or {}
+    environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    requests = (attrs.get("HostConfig") or {}).get("DeviceRequests") or []
+    return ContainerFacts(
+        id=attrs["Id"],
+        name=str(attrs.get("Name", "")).lstrip("/"),
+        service=labels.get(SERVICE_LABEL, ""),
+        project=labels.get(PROJECT_LABEL, ""),
+        state=(attrs.get("State") or {}).get("Status", "unknown"),
+        labels=labels,
+        environment=environment,
+        device_requests=tuple(
+            DeviceRequestFacts(
+                driver=request.get("Driver") or "",
+                device_ids=tuple(request.get("DeviceIDs") or ()),
+                count=int(request.get("Count") or 0),
+                capabilities=tuple(
+                    cap for group in request.get("Capabilities") or [] for cap in group
+                ),
+            )
+            for request in requests
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A command's exit code and output inside a container."""
+
+    exit_code: int
+    output: str
+
+
+PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
+
+
+def run_file_in_container(
+    container_id: str, source: bytes, args: list[str], interpreter: str = "python3"
+) -> ExecResult:
+    """Copy `source` into the container (put_archive) and run it there with `interpreter`."""
+    import io
+    import tarfile
+
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tarfile.TarInfo(PROBE_PATH_IN_CONTAINER.rsplit("/", 1)[1])
+        info.size = len(source)
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(source))
+    client = _client()
+    try:
+        container = client.containers.get(container_id)
+        container.put_archive(PROBE_PATH_IN_CONTAINER.rsplit("/", 1)[0], archive.getvalue())
+        result = container.exec_run(
+            [interpreter, PROBE_PATH_IN_CONTAINER, *args], stdout=True, stderr=False, demux=False
+        )
+    except Exception as exc:
+        raise DockerError(f"cannot run the probe in {container_id[:12]}: {exc}") from None
+    finally:
+        client.close()
+    output = result.output.decode("utf-8", "replace") if result.output else ""
+    return ExecResult(exit_code=int(result.exit_code), output=output)

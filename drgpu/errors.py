@@ -1,0 +1,66 @@
+"""The one error hierarchy: every failure a user can cause or meet ends here.
+
+Each error carries its exit code and, where one helps, a hint. The CLI is the
+only place that turns an error into a message (see `drgpu.cli.main`).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The documented exit codes of every drgpu command."""
+
+    OK = 0
+    UNEXPECTED = 1
+    CONFIG = 2
+    GPU_VALIDATION = 3
+    NVML_UNAVAILABLE = 4
+    DOCKER = 5
+    CHECK_FAILED = 6
+
+
+class DrgpuError(Exception):
+    """A failure with a one-line message, an exit code and an optional hint."""
+
+    exit_code: ExitCode = ExitCode.UNEXPECTED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ConfigError(DrgpuError):
+    """Bad command-line usage, a bad system.env, a bad compose or inventory file."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class GpuValidationError(DrgpuError):
+    """The requested GPUs do not fit the machine: every problem, reported at once."""
+
+    exit_code = ExitCode.GPU_VALIDATION
+
+    def __init__(self, problems: list[str], *, hint: str | None = None) -> None:
+        super().__init__("; ".join(problems), hint=hint)
+        self.problems = problems
+
+
+class NvmlUnavailableError(DrgpuError):
+    """NVML could not be loaded or initialised."""
+
+    exit_code = ExitCode.NVML_UNAVAILABLE
+
+
+class DockerError(DrgpuError):
+    """The Docker engine or the Compose binary failed."""
+
+    exit_code = ExitCode.DOCKER
+
+
+class CheckFailedError(DrgpuError):
+    """A check ran and found the result wrong (cuda-check mismatch, doctor failure)."""
+
+    exit_code = ExitCode.CHECK_FAILED

@@ -1,0 +1,118 @@
+"""The facts drgpu reasons about: GPUs, inventories and plans, as frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """A MIG slice of a GPU."""
+
+    uuid: str
+    memory_total_mib: int
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process NVML reports on a GPU (host PID)."""
+
+    pid: int
+    used_memory_mib: int
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One physical GPU, as NVML (or an inventory file) describes it."""
+
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    memory_total_mib: int
+    memory_used_mib: int = 0
+    compute_capability: tuple[int, int] = (0, 0)
+    utilization_gpu_percent: int | None = None
+    mig_mode: bool = False
+    mig_devices: tuple[MigDevice, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    error: str | None = None
+
+    @property
+    def lost(self) -> bool:
+        """Whether NVML reported this GPU as lost (or otherwise unusable)."""
+        return self.error is not None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Every GPU of one machine, in NVML index (PCI bus) order."""
+
+    gpus: tuple[Gpu, ...]
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None
+    init_error: str | None = None
+
+
+class Role(str, Enum):
+    """What a compose service is to drgpu."""
+
+    TRAINER = "trainer"
+    SIMULATOR = "simulator"
+    TRAINER_LAUNCHER = "trainer-launcher"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A device a service gets: a whole GPU, or one MIG slice of it."""
+
+    gpu: Gpu
+    mig: MigDevice | None = None
+
+    @property
+    def uuid(self) -> str:
+        """The UUID to render: the MIG device's when there is one."""
+        return self.mig.uuid if self.mig else self.gpu.uuid
+
+    @property
+    def memory_total_mib(self) -> int:
+        """The memory this assignment offers."""
+        return self.mig.memory_total_mib if self.mig else self.gpu.memory_total_mib
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """What one compose service gets."""
+
+    name: str
+    role: Role
+    devices: tuple[Assignment, ...]
+    capabilities: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str], ...]
+    reset_keys: tuple[str, ...] = ()
+    note: str | None = None
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the container itself gets GPUs through a device request."""
+        return bool(self.devices) and self.role is not Role.TRAINER_LAUNCHER
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The whole assignment for one stack, ready to render."""
+
+    project: str
+    run_id: str
+    services: tuple[ServicePlan, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    def service(self, name: str) -> ServicePlan:
+        """The plan of the service called `name`."""
+        for service in self.services:
+            if service.name == name:
+                return service
+        raise KeyError(name)

@@ -1,0 +1,146 @@
+"""The NVML boundary: the only module that imports pynvml (from nvidia-ml-py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from drgpu.errors import NvmlUnavailableError
+from drgpu.model import Gpu, GpuProcess, Inventory, MigDevice
+from drgpu.topology import normalize_pci_bus_id
+
+T = TypeVar("T")
+_MIB = 1024 * 1024
+
+_INIT_FAILURES = {
+    "NVMLError_LibraryNotFound": (
+        "library_not_found",
+        "NVML library not found (libnvidia-ml.so.1): the NVIDIA driver is not installed",
+        "install the NVIDIA driver; `nvidia-smi` must work on this host",
+    ),
+    "NVMLError_DriverNotLoaded": (
+        "driver_not_loaded",
+        "the NVIDIA driver is installed but not loaded",
+        "load the kernel module (`sudo modprobe nvidia`) or reboot after a driver update",
+    ),
+    "NVMLError_NoPermission": (
+        "no_permission",
+        "no permission to talk to the NVIDIA driver",
+        "check the permissions of /dev/nvidia*, or run as a user in the video group",
+    ),
+    "NVMLError_LibRmVersionMismatch": (
+        "lib_rm_version_mismatch",
+        "the NVIDIA driver library and kernel module have different versions",
+        "reboot to load the kernel module that matches the installed driver",
+    ),
+}
+
+
+@contextmanager
+def nvml_session() -> Iterator[Any]:
+    """An initialised pynvml module, shut down on exit; NVML failures become errors."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NvmlUnavailableError(
+            "the NVML binding is missing", hint="pip install nvidia-ml-py"
+        ) from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        _code, message, hint = _INIT_FAILURES.get(
+            type(exc).__name__, ("unknown", f"NVML failed to start: {exc}", None)
+        )
+        raise NvmlUnavailableError(message, hint=hint) from None
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def read_inventory() -> Inventory:
+    """Every GPU NVML shows, in NVML index (PCI bus) order."""
+    with nvml_session() as nvml:
+        return inventory_from_nvml(nvml)
+
+
+def inventory_from_nvml(nvml: Any) -> Inventory:
+    """The inventory through an initialised pynvml module."""
+    gpus = tuple(_gpu(nvml, index) for index in range(nvml.nvmlDeviceGetCount()))
+    return Inventory(
+        gpus=gpus,
+        driver_version=_text(_optional(nvml, nvml.nvmlSystemGetDriverVersion)),
+        cuda_driver_version=_optional(nvml, lambda: int(nvml.nvmlSystemGetCudaDriverVersion())),
+    )
+
+
+def _gpu(nvml: Any, index: int) -> Gpu:
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        return _describe(nvml, handle, index)
+    except nvml.NVMLError_GpuIsLost:
+        return Gpu(
+            index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost"
+        )
+    except nvml.NVMLError as exc:
+        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=str(exc))
+
+
+def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    mig_mode = bool(_optional(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
+    utilization = _optional(nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    return Gpu(
+        index=index,
+        uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
+        name=_text(nvml.nvmlDeviceGetName(handle)) or "",
+        pci_bus_id=normalize_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
+        memory_total_mib=int(memory.total) // _MIB,
+        memory_used_mib=int(memory.used) // _MIB,
+        compute_capability=(int(major), int(minor)),
+        utilization_gpu_percent=utilization,
+        mig_mode=mig_mode,
+        mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
+        processes=_processes(nvml, handle),
+    )
+
+
+def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
+    found = []
+    for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except nvml.NVMLError_NotFound:
+            continue
+        memory = nvml.nvmlDeviceGetMemoryInfo(mig)
+        found.append(
+            MigDevice(
+                uuid=_text(nvml.nvmlDeviceGetUUID(mig)) or "",
+                memory_total_mib=int(memory.total) // _MIB,
+            )
+        )
+    return tuple(found)
+
+
+def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...]:
+    running = _optional(nvml, lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []
+    return tuple(
+        GpuProcess(pid=int(proc.pid), used_memory_mib=int(proc.usedGpuMemory or 0) // _MIB)
+        for proc in running
+    )
+
+
+def _optional(nvml: Any, query: Callable[[], T]) -> T | None:
+    """A query some GPUs or drivers do not support: None instead of an error."""
+    try:
+        return query()
+    except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
+        return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,182 @@
+"""What drgpu prints: tables for people on stdout, JSON for machines, warnings on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from drgpu.model import Assignment, Inventory, Plan
+from drgpu.planning import ORDER_NOTE
+from drgpu.ui import note, warn
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from drgpu.cudacheck import CheckResult
+    from drgpu.engine import ContainerFacts
+
+PLAN_SCHEMA_VERSION = 1
+
+
+def print_json(document: Any) -> None:
+    """JSON on stdout."""
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def warnings(messages: Iterable[str]) -> None:
+    """Each warning on its own stderr line."""
+    for message in messages:
+        warn(message)
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """The `drgpu plan --json` document."""
+    return {
+        "schema_version": PLAN_SCHEMA_VERSION,
+        "project": plan.project,
+        "run_id": plan.run_id,
+        "services": {
+            service.name: {
+                "role": service.role.value,
+                "gpus": [_device_json(device) for device in service.devices],
+                "device_request": service.has_gpu,
+                "capabilities": list(service.capabilities),
+                "environment": dict(service.environment),
+                "labels": dict(service.labels),
+                "note": service.note,
+            }
+            for service in plan.services
+        },
+        "warnings": list(plan.warnings),
+        "index_order": ORDER_NOTE,
+    }
+
+
+def _device_json(device: Assignment) -> dict[str, Any]:
+    return {
+        "index": device.gpu.index,
+        "uuid": device.uuid,
+        "name": device.gpu.name,
+        "pci_bus_id": device.gpu.pci_bus_id,
+        "memory_total_mib": device.memory_total_mib,
+        "mig_parent_uuid": device.gpu.uuid if device.mig else None,
+    }
+
+
+def _devices_text(devices: Iterable[Assignment]) -> str:
+    lines = []
+    for device in devices:
+        slice_note = f" MIG {device.uuid}" if device.mig else ""
+        lines.append(f"{device.gpu.index}: {device.gpu.name}{slice_note} ({device.gpu.pci_bus_id})")
+    return "\n".join(lines) or "none (CPU only)"
+
+
+def plan_table(plan: Plan) -> None:
+    """The plan as a table on stdout, with the index-order note under it."""
+    table = _table(f"drgpu plan for {plan.project}", "Service", "Role", "GPUs", "Gets")
+    for service in plan.services:
+        if service.has_gpu:
+            gets = "device request: " + ", ".join(service.capabilities)
+        elif service.note:
+            gets = service.note
+        else:
+            gets = "NVIDIA_VISIBLE_DEVICES=void"
+        table.add_row(service.name, service.role.value, _devices_text(service.devices), gets)
+    table.caption = ORDER_NOTE
+    _print(table)
+
+
+def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:
+    """The verified assignment of a started stack."""
+    table = _table(f"{plan.project} is up", "Container", "State", "GPUs", "Verified")
+    for container in containers:
+        try:
+            service = plan.service(container.service)
+        except KeyError:
+            continue
+        table.add_row(container.name, container.state, _devices_text(service.devices), "ok")
+    _print(table)
+    note(f"every container of {plan.project} has exactly its planned GPUs")
+
+
+def gpus_table(inventory: Inventory, *, full: bool) -> None:
+    """This host's GPUs as a table on stdout."""
+    table = _table(
+        f"GPUs (driver {inventory.driver_version or '?'})",
+        "Index",
+        "UUID",
+        "Name",
+        "PCI bus id",
+        "Memory used/total",
+        "Util",
+        "CC",
+        "MIG",
+    )
+    for gpu in inventory.gpus:
+        if gpu.lost:
+            table.add_row(
+                str(gpu.index),
+                "-",
+                f"lost ({gpu.error})",
+                gpu.pci_bus_id or "-",
+                "-",
+                "-",
+                "-",
+                "-",
+            )
+            continue
+        uuid = gpu.uuid if full else gpu.uuid[:12]
+        migs = ", ".join(m.uuid if full else m.uuid[:12] for m in gpu.mig_devices)
+        table.add_row(
+            str(gpu.index),
+            uuid,
+            gpu.name,
+            gpu.pci_bus_id,
+            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB",
+            "-" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%",
+            "{}.{}".format(*gpu.compute_capability),
+            ("on: " + migs) if gpu.mig_mode else "off",
+        )
+    _print(table)
+    kinds = {gpu.name for gpu in inventory.gpus if not gpu.lost}
+    if len(kinds) > 1:
+        note(
+            "these GPUs differ in kind: CUDA's default order (fastest first) may differ from this"
+            " nvidia-smi order; drgpu uses these indices, renders UUIDs and sets"
+            " CUDA_DEVICE_ORDER=PCI_BUS_ID"
+        )
+
+
+def _table(title: str, *columns: str) -> Table:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _print(table: Table) -> None:
+    from rich.console import Console
+
+    # Piped output is not folded to 80 columns: a table line stays one line.
+    Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240).print(table)
+
+
+def check_table(project: str, results: list[CheckResult]) -> None:
+    """The verdict of `cuda-check` per container."""
+    table = _table(
+        f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
+    )
+    for result in results:
+        verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(result.problems)
+        table.add_row(
+            result.service,
+            "\n".join(result.expected) or "no GPU",
+            "\n".join(result.seen_nvml) or "none",
+            "\n".join(result.seen_cuda) or "none",
+            verdict,
+        )
+    _print(table)

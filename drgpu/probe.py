@@ -1,0 +1,1272 @@
+"""What a container really sees: NVML, the CUDA driver and, on request, the frameworks.
+
+A single self-contained file that uses the standard library only (ctypes, json,
+subprocess, ...), so that it runs as a plain script with any python3 >= 3.8 in
+any image, even one where neither drgpu nor pynvml is installed (`python3 -I`
+works too)::
+
+    python3 probe.py [--json] [--expect N] [--expect-uuid UUID ...]
+                     [--frameworks torch,tensorflow] [--framework-timeout S]
+
+drgpu imports it as well (`drgpu.probe.main(argv)` for `drgpu cuda-check`) and
+copies this very file into containers, so it must never import drgpu.
+
+It reports the environment that decides visibility, the devices NVML shows
+(libnvidia-ml.so.1), the devices the CUDA driver API shows (libcuda.so.1) in
+CUDA's own order, the mapping CUDA ordinal -> NVML index (by UUID, else by PCI
+bus id) and, with --frameworks, what torch and TensorFlow see, each in a
+subprocess that allocates next to nothing. A missing library, a failing
+nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the
+report, never a crash.
+
+Expectations
+    --expect N        every source that can count GPUs must count exactly N:
+                      NVML (a GPU in MIG mode counts as its MIG devices) and the
+                      CUDA driver (cuDeviceGetCount). A source whose library is
+                      absent does not count (NVML alone counts when libcuda.so.1
+                      is absent, and the reverse); a library that is present but
+                      fails to initialise counts as 0 GPUs; no library at all
+                      means 0 GPUs. So `--expect 0` passes in a container without
+                      any NVIDIA library, and `--expect 1` fails there.
+    --expect-uuid U   the exact set of GPU/MIG UUIDs the container must see, in
+                      NVML and (when libcuda is present) in CUDA. A GPU UUID also
+                      covers the MIG devices of that GPU.
+    With any expectation, a device NVML reports with an error (a lost GPU) and a
+    requested framework that is installed but fails, or sees a different number
+    of GPUs than --expect, are problems too. A framework that is not installed
+    is only a finding.
+
+Exit codes (drgpu's global codes, as far as they apply here)
+    0  the probe ran and every expectation was met (or none was given)
+    1  unexpected internal error (a bug in the probe)
+    2  usage error (bad arguments)
+    6  an expectation was not met
+    The probe never returns 4 (NVML unavailable): inside a container a missing
+    driver library is exactly what the check is about, so it is a finding, and
+    a mismatch (6) when an expectation asks for GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+SCHEMA_VERSION = 1
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+EXIT_MISMATCH = 6
+
+NVML_LIBRARY = "libnvidia-ml.so.1"
+CUDA_LIBRARY = "libcuda.so.1"
+ENVIRONMENT_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+)
+FRAMEWORKS = ("torch", "tensorflow")
+_FRAMEWORK_ALIASES = {
+    "torch": "torch",
+    "pytorch": "torch",
+    "tensorflow": "tensorflow",
+    "tf": "tensorflow",
+}
+DEFAULT_FRAMEWORK_TIMEOUT_S = 120.0
+MATMUL_SIZE = 256
+
+_MIB = 1024 * 1024
+
+# NVML return codes (nvml.h)
+_NVML_SUCCESS = 0
+_NVML_ERROR_NOT_SUPPORTED = 3
+_NVML_ERROR_NOT_FOUND = 6
+_NVML_ERROR_INSUFFICIENT_SIZE = 7
+_NVML_ERROR_FUNCTION_NOT_FOUND = 13
+_NVML_ERROR_GPU_IS_LOST = 15
+_NVML_INIT_FLAG_NO_GPUS = 1
+_NVML_DEVICE_MIG_ENABLE = 1
+
+# CUDA driver API (cuda.h)
+_CUDA_SUCCESS = 0
+_CUDA_ERROR_NO_DEVICE = 100
+_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+_CUDA_ERROR_NAMES = {
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    4: "CUDA_ERROR_DEINITIALIZED",
+    34: "CUDA_ERROR_STUB_LIBRARY",
+    46: "CUDA_ERROR_DEVICE_UNAVAILABLE",
+    100: "CUDA_ERROR_NO_DEVICE",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    304: "CUDA_ERROR_OPERATING_SYSTEM",
+    800: "CUDA_ERROR_NOT_PERMITTED",
+    801: "CUDA_ERROR_NOT_SUPPORTED",
+    802: "CUDA_ERROR_SYSTEM_NOT_READY",
+    803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+    999: "CUDA_ERROR_UNKNOWN",
+}
+
+if TYPE_CHECKING:
+    # The report is plain JSON-able dicts (see docs/probe.md for the schema). The aliases
+    # exist for the type checker only, so that Python 3.8 never evaluates `dict[...]`.
+    Report = dict[str, Any]
+    Section = dict[str, Any]
+    Device = dict[str, Any]
+
+
+class _CallError(Exception):
+    """A library call that returned an error code (or does not exist: code None)."""
+
+    def __init__(self, function: str, code: int | None, message: str) -> None:
+        super().__init__(f"{function}: {message}")
+        self.function = function
+        self.code = code
+        self.message = message
+
+
+# ----------------------------------------------------------------------------
+# Small pure helpers
+
+
+def format_uuid(raw: bytes, prefix: str = "GPU-") -> str:
+    """The text form of 16 raw UUID bytes: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
+    h = bytes(raw[:16]).hex()
+    return f"{prefix}{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def uuid_key(uuid: str) -> str:
+    """A comparable key: the 32 hex digits of a GPU-/MIG- UUID, else the lowered text."""
+    text = uuid.strip().lower()
+    body = text
+    for prefix in ("gpu-", "mig-"):
+        if body.startswith(prefix):
+            body = body[len(prefix) :]
+            break
+    digits = body.replace("-", "")
+    if len(digits) == 32 and all(c in "0123456789abcdef" for c in digits):
+        return digits
+    return text
+
+
+def normalize_pci_bus_id(text: str) -> str | None:
+    """NVML's spelling `00000000:81:00.0` of `0000:81:00.0`, `81:00.0`...; None if not one."""
+    value = text.strip()
+    domain = "0"
+    parts = value.split(":")
+    if len(parts) == 3:
+        domain = parts.pop(0)
+    if len(parts) != 2 or "." not in parts[1]:
+        return None
+    bus = parts[0]
+    device, _, function = parts[1].partition(".")
+    try:
+        numbers = (int(domain, 16), int(bus, 16), int(device, 16), int(function, 16))
+    except ValueError:
+        return None
+    if not (len(domain) <= 8 and len(bus) <= 2 and len(device) <= 2 and len(function) == 1):
+        return None
+    return "{:08X}:{:02X}:{:02X}.{:X}".format(*numbers)
+
+
+def format_cuda_version(version: int | None) -> str | None:
+    """12040 -> '12.4'."""
+    if version is None:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def read_environment(environ: Any = None) -> dict[str, str | None]:
+    """The variables that decide visibility: None when absent, the text (maybe "") when set."""
+    env = os.environ if environ is None else environ
+    return {name: env.get(name) for name in ENVIRONMENT_VARIABLES}
+
+
+def parse_frameworks(text: str) -> list[str]:
+    """`torch,tensorflow` -> canonical names; ValueError for an unknown one."""
+    names: list[str] = []
+    for item in text.split(","):
+        name = item.strip().lower()
+        if not name:
+            continue
+        if name not in _FRAMEWORK_ALIASES:
+            raise ValueError(f"unknown framework {item.strip()!r} (choose from torch, tensorflow)")
+        canonical = _FRAMEWORK_ALIASES[name]
+        if canonical not in names:
+            names.append(canonical)
+    return names
+
+
+# ----------------------------------------------------------------------------
+# NVML through ctypes
+
+
+class _NvmlMemory(ctypes.Structure):
+    _fields_ = [
+        ("total", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    ]
+
+
+class _NvmlPciInfo(ctypes.Structure):
+    _fields_ = [
+        ("busIdLegacy", ctypes.c_char * 16),
+        ("domain", ctypes.c_uint),
+        ("bus", ctypes.c_uint),
+        ("device", ctypes.c_uint),
+        ("pciDeviceId", ctypes.c_uint),
+        ("pciSubSystemId", ctypes.c_uint),
+        ("busId", ctypes.c_char * 32),
+    ]
+
+
+class _Nvml:
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+
+    def error_string(self, code: int) -> str:
+        try:
+            fn = self.lib.nvmlErrorString
+            fn.restype = ctypes.c_char_p
+            fn.argtypes = [ctypes.c_int]
+            text = fn(code)
+        except (AttributeError, OSError):
+            text = None
+        if isinstance(text, bytes) and text:
+            return text.decode("utf-8", "replace")
+        return f"NVML error {code}"
+
+    def call(self, name: str, *args: Any) -> None:
+        try:
+            fn = getattr(self.lib, name)
+        except AttributeError:
+            raise _CallError(name, None, "function not found in the library") from None
+        fn.restype = ctypes.c_int
+        code = int(fn(*args))
+        if code != _NVML_SUCCESS:
+            raise _CallError(name, code, self.error_string(code))
+
+    def call_first(self, names: Sequence[str], *args: Any) -> None:
+        """Calls the first of `names` the library exports."""
+        for name in names[:-1]:
+            if hasattr(self.lib, name):
+                self.call(name, *args)
+                return
+        self.call(names[-1], *args)
+
+    def text(self, name: str, *args: Any, size: int = 96) -> str:
+        buf = ctypes.create_string_buffer(size)
+        self.call(name, *args, buf, ctypes.c_uint(size))
+        return buf.value.decode("utf-8", "replace")
+
+
+def _unsupported(exc: _CallError) -> bool:
+    return exc.code in (None, _NVML_ERROR_NOT_SUPPORTED, _NVML_ERROR_FUNCTION_NOT_FOUND)
+
+
+def _load_library(name: str) -> tuple[Any, str | None]:
+    try:
+        return ctypes.CDLL(name), None
+    except OSError as exc:
+        return None, f"cannot load {name}: {exc}"
+
+
+def probe_nvml(library: str = NVML_LIBRARY) -> Section:
+    """What NVML shows; every failure is recorded in the section, never raised."""
+    section: Section = {
+        "library": library,
+        "loaded": False,
+        "available": False,
+        "error": None,
+        "error_code": None,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "device_count": None,
+        "devices": [],
+    }
+    lib, error = _load_library(library)
+    if lib is None:
+        section["error"] = error
+        return section
+    section["loaded"] = True
+    nvml = _Nvml(lib)
+    try:
+        if hasattr(lib, "nvmlInitWithFlags"):
+            nvml.call("nvmlInitWithFlags", ctypes.c_uint(_NVML_INIT_FLAG_NO_GPUS))
+        else:
+            nvml.call_first(("nvmlInit_v2", "nvmlInit"))
+    except _CallError as exc:
+        section["error"] = str(exc)
+        section["error_code"] = exc.code
+        return section
+    try:
+        _fill_nvml(nvml, section)
+    finally:
+        with contextlib.suppress(_CallError):
+            nvml.call("nvmlShutdown")
+    return section
+
+
+def _fill_nvml(nvml: _Nvml, section: Section) -> None:
+    with contextlib.suppress(_CallError):
+        section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion", size=96)
+    version = ctypes.c_int()
+    try:
+        nvml.call_first(
+            ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"),
+            ctypes.byref(version),
+        )
+        section["cuda_driver_version"] = int(version.value)
+    except _CallError:
+        pass
+    count = ctypes.c_uint()
+    try:
+        nvml.call_first(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"), ctypes.byref(count))
+    except _CallError as exc:
+        section["error"] = str(exc)
+        section["error_code"] = exc.code
+        return
+    section["available"] = True
+    section["device_count"] = int(count.value)
+    section["devices"] = [_nvml_device(nvml, index) for index in range(int(count.value))]
+
+
+def _nvml_device(nvml: _Nvml, index: int) -> Device:
+    device: Device = {
+        "index": index,
+        "uuid": None,
+        "name": None,
+        "pci_bus_id": None,
+        "memory_total_mib": None,
+        "memory_used_mib": None,
+        "compute_capability": None,
+        "mig_mode": None,
+        "mig_devices": [],
+        "error": None,
+    }
+    errors: list[str] = []
+    handle = ctypes.c_void_p()
+    try:
+        nvml.call_first(
+            ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"),
+            ctypes.c_uint(index),
+            ctypes.byref(handle),
+        )
+    except _CallError as exc:
+        device["error"] = str(exc)
+        return device
+
+    lost: list[bool] = []
+
+    def query(field: str, getter: Any) -> None:
+        if lost:
+            return  # a lost GPU fails every query the same way: say it once
+        try:
+            device[field] = getter()
+        except _CallError as exc:
+            if exc.code == _NVML_ERROR_GPU_IS_LOST:
+                lost.append(True)
+                errors.append(f"GPU is lost ({exc.function})")
+            elif not _unsupported(exc):
+                errors.append(str(exc))
+
+    query("uuid", lambda: nvml.text("nvmlDeviceGetUUID", handle, size=96))
+    query("name", lambda: nvml.text("nvmlDeviceGetName", handle, size=96))
+    query("pci_bus_id", lambda: _nvml_pci_bus_id(nvml, handle))
+    query("memory_total_mib", lambda: _nvml_memory(nvml, handle)[0])
+    query("memory_used_mib", lambda: _nvml_memory(nvml, handle)[1])
+    query("compute_capability", lambda: _nvml_compute_capability(nvml, handle))
+    query("mig_mode", lambda: _nvml_mig_mode(nvml, handle))
+    if device["mig_mode"]:
+        query("mig_devices", lambda: _nvml_mig_devices(nvml, handle))
+    if errors:
+        device["error"] = "; ".join(errors)
+    return device
+
+
+def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
+    info = _NvmlPciInfo()
+    nvml.call_first(("nvmlDeviceGetPciInfo_v3",), handle, ctypes.byref(info))
+    text = info.busId.decode("ascii", "replace")
+    return normalize_pci_bus_id(text) or text
+
+
+def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
+    memory = _NvmlMemory()
+    nvml.call("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
+    return int(memory.total) // _MIB, int(memory.used) // _MIB
+
+
+def _nvml_compute_capability(nvml: _Nvml, handle: ctypes.c_void_p) -> list[int]:
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    nvml.call(
+        "nvmlDeviceGetCudaComputeCapability", handle, ctypes.byref(major), ctypes.byref(minor)
+    )
+    return [int(major.value), int(minor.value)]
+
+
+def _nvml_mig_mode(nvml: _Nvml, handle: ctypes.c_void_p) -> bool:
+    current, pending = ctypes.c_uint(), ctypes.c_uint()
+    try:
+        nvml.call("nvmlDeviceGetMigMode", handle, ctypes.byref(current), ctypes.byref(pending))
+    except _CallError as exc:
+        if _unsupported(exc):
+            return False
+        raise
+    return int(current.value) == _NVML_DEVICE_MIG_ENABLE
+
+
+def _nvml_mig_devices(nvml: _Nvml, handle: ctypes.c_void_p) -> list[Device]:
+    slots = ctypes.c_uint()
+    nvml.call("nvmlDeviceGetMaxMigDeviceCount", handle, ctypes.byref(slots))
+    found: list[Device] = []
+    for slot in range(int(slots.value)):
+        mig = ctypes.c_void_p()
+        try:
+            nvml.call(
+                "nvmlDeviceGetMigDeviceHandleByIndex",
+                handle,
+                ctypes.c_uint(slot),
+                ctypes.byref(mig),
+            )
+        except _CallError:
+            continue  # a free slot (NOT_FOUND), or one this container may not see
+        entry: Device = {"index": slot, "uuid": None, "memory_total_mib": None, "error": None}
+        try:
+            entry["uuid"] = nvml.text("nvmlDeviceGetUUID", mig, size=96)
+            entry["memory_total_mib"] = _nvml_memory(nvml, mig)[0]
+        except _CallError as exc:
+            entry["error"] = str(exc)
+        found.append(entry)
+    return found
+
+
+# ----------------------------------------------------------------------------
+# The CUDA driver API through ctypes
+
+
+class _CuUuid(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_ubyte * 16)]
+
+
+class _Cuda:
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+
+    def describe(self, code: int) -> str:
+        name = self._error_text("cuGetErrorName", code) or _CUDA_ERROR_NAMES.get(code)
+        text = self._error_text("cuGetErrorString", code)
+        label = f"{name} ({code})" if name else f"CUDA error {code}"
+        return f"{label}: {text}" if text else label
+
+    def _error_text(self, function: str, code: int) -> str | None:
+        fn = getattr(self.lib, function, None)
+        if fn is None:
+            return None
+        out = ctypes.c_char_p()
+        fn.restype = ctypes.c_int
+        if int(fn(ctypes.c_int(code), ctypes.byref(out))) != _CUDA_SUCCESS or not out.value:
+            return None
+        return out.value.decode("utf-8", "replace")
+
+    def call(self, name: str, *args: Any) -> None:
+        try:
+            fn = getattr(self.lib, name)
+        except AttributeError:
+            raise _CallError(name, None, "function not found in the library") from None
+        fn.restype = ctypes.c_int
+        code = int(fn(*args))
+        if code != _CUDA_SUCCESS:
+            raise _CallError(name, code, self.describe(code))
+
+
+def probe_cuda(library: str = CUDA_LIBRARY) -> Section:
+    """What the CUDA driver API shows, in CUDA's order; failures are recorded, never raised.
+
+    `available` is true when cuInit succeeded or found no device (CUDA_ERROR_NO_DEVICE,
+    e.g. CUDA_VISIBLE_DEVICES=""): then `device_count` is a real count (maybe 0).
+    """
+    section: Section = {
+        "library": library,
+        "loaded": False,
+        "available": False,
+        "error": None,
+        "error_code": None,
+        "driver_version": None,
+        "device_count": None,
+        "devices": [],
+        "order_matches_nvml": None,
+        "ordinals_match_nvml_indices": None,
+    }
+    lib, error = _load_library(library)
+    if lib is None:
+        section["error"] = error
+        return section
+    section["loaded"] = True
+    cuda = _Cuda(lib)
+    version = ctypes.c_int()
+    try:
+        cuda.call("cuDriverGetVersion", ctypes.byref(version))
+        section["driver_version"] = int(version.value)
+    except _CallError:
+        pass
+    try:
+        cuda.call("cuInit", ctypes.c_uint(0))
+    except _CallError as exc:
+        section["error"] = str(exc)
+        section["error_code"] = exc.code
+        if exc.code == _CUDA_ERROR_NO_DEVICE:
+            section["available"] = True
+            section["device_count"] = 0
+        return section
+    count = ctypes.c_int()
+    try:
+        cuda.call("cuDeviceGetCount", ctypes.byref(count))
+    except _CallError as exc:
+        section["error"] = str(exc)
+        section["error_code"] = exc.code
+        return section
+    section["available"] = True
+    section["device_count"] = int(count.value)
+    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(int(count.value))]
+    return section
+
+
+def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
+    device: Device = {
+        "ordinal": ordinal,
+        "uuid": None,
+        "name": None,
+        "pci_bus_id": None,
+        "memory_total_mib": None,
+        "compute_capability": None,
+        "nvml_index": None,
+        "matched_by": None,
+        "error": None,
+    }
+    handle = ctypes.c_int()
+    try:
+        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
+    except _CallError as exc:
+        device["error"] = str(exc)
+        return device
+    errors: list[str] = []
+
+    def query(field: str, getter: Any) -> None:
+        try:
+            device[field] = getter()
+        except _CallError as exc:
+            errors.append(str(exc))
+
+    def name() -> str:
+        buf = ctypes.create_string_buffer(256)
+        cuda.call("cuDeviceGetName", buf, ctypes.c_int(256), handle)
+        return buf.value.decode("utf-8", "replace")
+
+    def uuid() -> str:
+        raw = _CuUuid()
+        functions = ("cuDeviceGetUuid_v2", "cuDeviceGetUuid")
+        function = next((f for f in functions if hasattr(cuda.lib, f)), functions[-1])
+        cuda.call(function, ctypes.byref(raw), handle)
+        return format_uuid(bytes(raw.bytes))
+
+    def pci_bus_id() -> str:
+        buf = ctypes.create_string_buffer(64)
+        cuda.call("cuDeviceGetPCIBusId", buf, ctypes.c_int(64), handle)
+        text = buf.value.decode("ascii", "replace")
+        return normalize_pci_bus_id(text) or text
+
+    def memory() -> int:
+        total = ctypes.c_size_t()
+        cuda.call("cuDeviceTotalMem_v2", ctypes.byref(total), handle)
+        return int(total.value) // _MIB
+
+    def compute_capability() -> list[int]:
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        cuda.call(
+            "cuDeviceGetAttribute",
+            ctypes.byref(major),
+            ctypes.c_int(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            handle,
+        )
+        cuda.call(
+            "cuDeviceGetAttribute",
+            ctypes.byref(minor),
+            ctypes.c_int(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+            handle,
+        )
+        return [int(major.value), int(minor.value)]
+
+    query("uuid", uuid)
+    query("name", name)
+    query("pci_bus_id", pci_bus_id)
+    query("memory_total_mib", memory)
+    query("compute_capability", compute_capability)
+    if errors:
+        device["error"] = "; ".join(dict.fromkeys(errors))
+    return device
+
+
+# ----------------------------------------------------------------------------
+# Mapping CUDA ordinals to NVML indices
+
+
+def map_cuda_to_nvml(nvml_devices: Sequence[Device], cuda_devices: Sequence[Device]) -> None:
+    """Sets `nvml_index` and `matched_by` of each CUDA device, in place.
+
+    A CUDA device matches an NVML GPU by UUID (its own, or one of its MIG devices':
+    then the CUDA device takes the MIG UUID's spelling), else by PCI bus id.
+    """
+    by_uuid: dict[str, tuple[int, str]] = {}
+    by_pci: dict[str, int] = {}
+    for gpu in nvml_devices:
+        index = int(gpu["index"])
+        if gpu.get("uuid"):
+            by_uuid.setdefault(uuid_key(str(gpu["uuid"])), (index, str(gpu["uuid"])))
+        for mig in gpu.get("mig_devices") or []:
+            if mig.get("uuid"):
+                by_uuid.setdefault(uuid_key(str(mig["uuid"])), (index, str(mig["uuid"])))
+        pci = normalize_pci_bus_id(str(gpu.get("pci_bus_id") or ""))
+        if pci is not None:
+            by_pci.setdefault(pci, index)
+    for device in cuda_devices:
+        device["nvml_index"] = None
+        device["matched_by"] = None
+        uuid = device.get("uuid")
+        if uuid and uuid_key(str(uuid)) in by_uuid:
+            index, spelling = by_uuid[uuid_key(str(uuid))]
+            device["nvml_index"] = index
+            device["matched_by"] = "uuid"
+            device["uuid"] = spelling
+            continue
+        pci = normalize_pci_bus_id(str(device.get("pci_bus_id") or ""))
+        if pci is not None and pci in by_pci:
+            device["nvml_index"] = by_pci[pci]
+            device["matched_by"] = "pci_bus_id"
+
+
+def order_findings(
+    cuda_devices: Sequence[Device], environment: dict[str, str | None]
+) -> tuple[bool | None, bool | None, list[str]]:
+    """(whether CUDA enumerates in NVML's relative order, whether every CUDA ordinal is
+    its NVML index, the findings about the mapping); None, None when nothing maps."""
+    findings: list[str] = []
+    mapped = [d for d in cuda_devices if d.get("nvml_index") is not None]
+    for device in cuda_devices:
+        if device.get("nvml_index") is None and device.get("error") is None:
+            findings.append(
+                f"CUDA device {device['ordinal']} ({device.get('uuid') or '?'}) "
+                "matches no NVML device"
+            )
+    if not mapped:
+        return None, None, findings
+    indices = [int(d["nvml_index"]) for d in mapped]
+    in_order = all(a <= b for a, b in zip(indices, indices[1:]))
+    differing = [d for d in mapped if int(d["ordinal"]) != int(d["nvml_index"])]
+    pairs = ", ".join(
+        f"CUDA device {d['ordinal']} is NVML index {d['nvml_index']}" for d in differing
+    )
+    if not in_order:
+        findings.append(f"{pairs}: set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs")
+    elif differing:
+        if any(str(d.get("uuid") or "").startswith("MIG-") for d in mapped):
+            why = "each MIG device is a CUDA device of its own"
+        elif environment.get("CUDA_VISIBLE_DEVICES") is not None:
+            why = "CUDA_VISIBLE_DEVICES narrows CUDA's view"
+        else:
+            why = "some GPUs are hidden from CUDA"
+        findings.append(f"{pairs} ({why}): CUDA ordinals are not NVML indices")
+    return in_order, not differing, findings
+
+
+# ----------------------------------------------------------------------------
+# Frameworks, each in a subprocess
+
+_RESULT_MARK = "DRGPU-PROBE-RESULT "
+
+_TORCH_SCRIPT = r"""
+import json, sys, time
+MARK = sys.argv[1]
+SIZE = int(sys.argv[2])
+out = {"installed": False}
+try:
+    import torch
+except ImportError as exc:
+    out["error"] = "import torch: %s" % (exc,)
+    print(MARK + json.dumps(out))
+    sys.exit(0)
+out["installed"] = True
+out["version"] = str(getattr(torch, "__version__", ""))
+out["cuda_available"] = bool(torch.cuda.is_available())
+count = int(torch.cuda.device_count())
+out["device_count"] = count
+devices = []
+for i in range(count):
+    entry = {"index": i, "name": None, "uuid": None, "matmul": None}
+    try:
+        entry["name"] = str(torch.cuda.get_device_name(i))
+        props = torch.cuda.get_device_properties(i)
+        uuid = getattr(props, "uuid", None)
+        entry["uuid"] = str(uuid) if uuid is not None else None
+    except Exception as exc:
+        entry["error"] = "%s: %s" % (type(exc).__name__, exc)
+    try:
+        device = torch.device("cuda", i)
+        a = torch.rand(SIZE, SIZE, device=device)
+        b = torch.rand(SIZE, SIZE, device=device)
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        c = a @ b
+        torch.cuda.synchronize(device)
+        ms = (time.perf_counter() - start) * 1000.0
+        entry["matmul"] = {"ok": True, "device": str(c.device), "ms": round(ms, 3),
+                           "error": None}
+    except Exception as exc:
+        entry["matmul"] = {"ok": False, "device": None, "ms": None,
+                           "error": "%s: %s" % (type(exc).__name__, exc)}
+    devices.append(entry)
+out["devices"] = devices
+print(MARK + json.dumps(out))
+"""
+
+_TENSORFLOW_SCRIPT = r"""
+import json, os, sys, time
+MARK = sys.argv[1]
+SIZE = int(sys.argv[2])
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+out = {"installed": False}
+try:
+    import tensorflow as tf
+except ImportError as exc:
+    out["error"] = "import tensorflow: %s" % (exc,)
+    print(MARK + json.dumps(out))
+    sys.exit(0)
+out["installed"] = True
+out["version"] = str(getattr(tf, "__version__", ""))
+gpus = tf.config.list_physical_devices("GPU")
+for gpu in gpus:
+    try:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    except Exception:
+        pass
+out["device_count"] = len(gpus)
+devices = []
+for i, gpu in enumerate(gpus):
+    entry = {"index": i, "name": gpu.name, "uuid": None, "matmul": None}
+    try:
+        details = tf.config.experimental.get_device_details(gpu)
+        entry["name"] = str(details.get("device_name", gpu.name))
+    except Exception:
+        pass
+    try:
+        with tf.device("/GPU:%d" % i):
+            a = tf.random.uniform((SIZE, SIZE))
+            b = tf.random.uniform((SIZE, SIZE))
+            _ = tf.matmul(a, b).numpy()
+            start = time.perf_counter()
+            c = tf.matmul(a, b)
+            _ = c.numpy()
+            ms = (time.perf_counter() - start) * 1000.0
+        entry["matmul"] = {"ok": True, "device": str(c.device), "ms": round(ms, 3),
+                           "error": None}
+    except Exception as exc:
+        entry["matmul"] = {"ok": False, "device": None, "ms": None,
+                           "error": "%s: %s" % (type(exc).__name__, exc)}
+    devices.append(entry)
+out["devices"] = devices
+print(MARK + json.dumps(out))
+"""
+
+_FRAMEWORK_SCRIPTS = {"torch": _TORCH_SCRIPT, "tensorflow": _TENSORFLOW_SCRIPT}
+
+
+def probe_framework(
+    name: str, timeout_s: float = DEFAULT_FRAMEWORK_TIMEOUT_S, python: str | None = None
+) -> Section:
+    """What one framework sees, from a child `python` (default: this interpreter).
+
+    The child gets TF_FORCE_GPU_ALLOW_GROWTH=true and allocates two small matrices
+    per device, so the probe never takes a GPU's memory.
+    """
+    section: Section = {
+        "installed": None,
+        "version": None,
+        "error": None,
+        "cuda_available": None,
+        "device_count": None,
+        "devices": [],
+        "elapsed_ms": None,
+    }
+    env = dict(os.environ)
+    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [
+        python or sys.executable or "python3",
+        "-c",
+        _FRAMEWORK_SCRIPTS[name],
+        _RESULT_MARK,
+        str(MATMUL_SIZE),
+    ]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        section["error"] = f"timed out after {timeout_s:g} s"
+        return section
+    except OSError as exc:
+        section["error"] = f"cannot run {command[0]}: {exc}"
+        return section
+    finally:
+        section["elapsed_ms"] = round((time.monotonic() - start) * 1000.0, 1)
+    result = _framework_result(done.stdout)
+    if result is None:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        section["error"] = f"exited with code {done.returncode}: {tail}"
+        return section
+    for key in ("installed", "version", "error", "cuda_available", "device_count", "devices"):
+        if key in result:
+            section[key] = result[key]
+    if done.returncode != 0 and section["error"] is None:
+        section["error"] = f"exited with code {done.returncode}"
+    return section
+
+
+def _framework_result(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(_RESULT_MARK):
+            try:
+                value = json.loads(line[len(_RESULT_MARK) :])
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def framework_findings(
+    name: str, section: Section, cuda_count: int | None
+) -> tuple[list[str], list[str]]:
+    """(findings, failures): failures are what breaks an expectation when one is given."""
+    findings: list[str] = []
+    failures: list[str] = []
+    if section.get("installed") is False:
+        findings.append(f"{name}: not installed")
+        return findings, failures
+    if section.get("error"):
+        failures.append(f"{name}: {section['error']}")
+    for device in section.get("devices") or []:
+        if device.get("error"):
+            failures.append(f"{name} device {device.get('index')}: {device['error']}")
+        matmul = device.get("matmul") or {}
+        if matmul and not matmul.get("ok"):
+            failures.append(
+                f"{name} device {device.get('index')}: matrix product failed: {matmul.get('error')}"
+            )
+    count = section.get("device_count")
+    if count is not None and cuda_count is not None and count != cuda_count:
+        findings.append(f"{name} sees {count} GPU(s) but the CUDA driver shows {cuda_count}")
+    if name == "torch" and count == 0 and section.get("cuda_available") is False:
+        findings.append("torch: CUDA is not available (a CPU-only build, or no GPU visible)")
+    findings.extend(failures)
+    return findings, failures
+
+
+# ----------------------------------------------------------------------------
+# Findings and expectations
+
+
+def nvml_units(nvml: Section) -> list[tuple[str | None, str | None]]:
+    """What NVML shows as usable units: (uuid, parent GPU uuid or None) each.
+
+    A GPU in MIG mode with MIG devices is its MIG devices; any other GPU is itself.
+    """
+    units: list[tuple[str | None, str | None]] = []
+    if not nvml.get("available"):
+        return units
+    for gpu in nvml.get("devices") or []:
+        migs = [m for m in gpu.get("mig_devices") or [] if m.get("uuid")]
+        if gpu.get("mig_mode") and migs:
+            units.extend((str(m["uuid"]), gpu.get("uuid")) for m in migs)
+        else:
+            units.append((gpu.get("uuid"), None))
+    return units
+
+
+def _count_problems(
+    expect: int, nvml: Section, cuda: Section, frameworks: dict[str, Section]
+) -> list[str]:
+    problems: list[str] = []
+    counted = False
+    if nvml.get("loaded"):
+        counted = True
+        count = len(nvml_units(nvml))
+        if count != expect:
+            why = "" if nvml.get("available") else f" ({nvml.get('error')})"
+            problems.append(f"NVML shows {count} GPU(s){why}, expected {expect}")
+    if cuda.get("loaded"):
+        counted = True
+        count = int(cuda.get("device_count") or 0)
+        if count != expect:
+            why = "" if cuda.get("available") else f" ({cuda.get('error')})"
+            problems.append(f"CUDA shows {count} GPU(s){why}, expected {expect}")
+    if not counted and expect != 0:
+        problems.append(
+            f"no NVIDIA library ({NVML_LIBRARY}, {CUDA_LIBRARY}) in the container: "
+            f"it sees 0 GPUs, expected {expect}"
+        )
+    for name, section in frameworks.items():
+        seen = section.get("device_count")
+        if section.get("installed") and seen is not None and seen != expect:
+            problems.append(f"{name} sees {seen} GPU(s), expected {expect}")
+    return problems
+
+
+def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> list[str]:
+    problems: list[str] = []
+    wanted = {uuid_key(u): u for u in expected}
+    units = nvml_units(nvml)
+    if nvml.get("loaded") or not cuda.get("loaded"):
+        seen = set()
+        for uuid, parent in units:
+            if uuid is None:
+                continue  # a GPU that cannot say its UUID is a device error, reported as such
+            keys = [uuid_key(uuid)] + ([uuid_key(parent)] if parent else [])
+            seen.update(keys)
+            if not any(key in wanted for key in keys):
+                problems.append(f"NVML shows {uuid}, not expected")
+        problems.extend(
+            f"NVML does not show expected {u}" for k, u in wanted.items() if k not in seen
+        )
+    if cuda.get("loaded"):
+        seen = set()
+        parents = _mig_parents(nvml)
+        for device in cuda.get("devices") or []:
+            uuid = device.get("uuid")
+            key = uuid_key(str(uuid)) if uuid else None
+            parent = parents.get(key) if key else None
+            if key:
+                seen.add(key)
+            if parent:
+                seen.add(parent)
+            if not ((key and key in wanted) or (parent and parent in wanted)):
+                problems.append(f"CUDA device {device['ordinal']} ({uuid or '?'}) is not expected")
+        problems.extend(
+            f"CUDA does not show expected {u}" for k, u in wanted.items() if k not in seen
+        )
+    return problems
+
+
+def _mig_parents(nvml: Section) -> dict[str, str]:
+    parents: dict[str, str] = {}
+    for gpu in nvml.get("devices") or []:
+        for mig in gpu.get("mig_devices") or []:
+            if mig.get("uuid") and gpu.get("uuid"):
+                parents[uuid_key(str(mig["uuid"]))] = uuid_key(str(gpu["uuid"]))
+    return parents
+
+
+def evaluate(
+    report: Report, expect: int | None = None, expect_uuids: Sequence[str] | None = None
+) -> Section:
+    """The `expectations` section of a report: met, and every problem found."""
+    nvml: Section = report.get("nvml") or {}
+    cuda: Section = report.get("cuda") or {}
+    frameworks: dict[str, Section] = report.get("frameworks") or {}
+    problems: list[str] = []
+    given = expect is not None or bool(expect_uuids)
+    if expect is not None:
+        problems.extend(_count_problems(expect, nvml, cuda, frameworks))
+    if expect_uuids:
+        problems.extend(_uuid_problems(list(expect_uuids), nvml, cuda))
+    if given:
+        for gpu in nvml.get("devices") or []:
+            if gpu.get("error"):
+                problems.append(f"NVML index {gpu['index']}: {gpu['error']}")
+        for name, section in frameworks.items():
+            problems.extend(framework_findings(name, section, None)[1])
+    return {
+        "expect": expect,
+        "expect_uuids": list(expect_uuids) if expect_uuids else None,
+        "met": not problems,
+        "problems": problems,
+    }
+
+
+def _findings(report: Report) -> list[str]:
+    env: dict[str, str | None] = report["environment"]
+    nvml: Section = report["nvml"]
+    cuda: Section = report["cuda"]
+    findings: list[str] = []
+    if not nvml["loaded"] or not nvml["available"]:
+        findings.append(f"NVML: {nvml['error']}")
+    for gpu in nvml["devices"]:
+        if gpu.get("error"):
+            findings.append(f"NVML index {gpu['index']}: {gpu['error']}")
+    if not cuda["loaded"]:
+        capabilities = env.get("NVIDIA_DRIVER_CAPABILITIES")
+        hint = ""
+        if capabilities is not None and not {"compute", "all"} & set(capabilities.split(",")):
+            hint = (
+                f" (NVIDIA_DRIVER_CAPABILITIES={capabilities} lacks 'compute'"
+                f": the runtime did not mount {CUDA_LIBRARY})"
+            )
+        findings.append(f"CUDA: {cuda['error']}{hint}")
+        if nvml["available"]:
+            findings.append("CUDA count not checked: NVML alone counts")
+    elif cuda["error"]:
+        findings.append(f"CUDA: cuInit failed: {cuda['error']}")
+    for device in cuda["devices"]:
+        if device.get("error"):
+            findings.append(f"CUDA device {device['ordinal']}: {device['error']}")
+    if nvml["available"] and cuda["available"]:
+        order, same, mapping = order_findings(cuda["devices"], env)
+        cuda["order_matches_nvml"] = order
+        cuda["ordinals_match_nvml_indices"] = same
+        findings.extend(mapping)
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip().lower() in ("", "void", "none"):
+        findings.append(f"NVIDIA_VISIBLE_DEVICES={visible!r}: the runtime exposes no GPU")
+    for name, section in report["frameworks"].items():
+        findings.extend(framework_findings(name, section, cuda.get("device_count"))[0])
+    return findings
+
+
+def collect(
+    *,
+    expect: int | None = None,
+    expect_uuids: Sequence[str] | None = None,
+    frameworks: Sequence[str] = (),
+    framework_timeout_s: float = DEFAULT_FRAMEWORK_TIMEOUT_S,
+    nvml_library: str | None = None,
+    cuda_library: str | None = None,
+) -> Report:
+    """Probe everything and return the report (schema_version 1); never raises on GPU trouble.
+
+    The libraries default to NVML_LIBRARY and CUDA_LIBRARY (sonames, found by dlopen).
+    """
+    start = time.monotonic()
+    report: Report = {
+        "schema_version": SCHEMA_VERSION,
+        "probe": {
+            "python": platform.python_version(),
+            "executable": sys.executable,
+            "hostname": platform.node(),
+            "elapsed_ms": None,
+        },
+        "environment": read_environment(),
+        "nvml": probe_nvml(nvml_library or NVML_LIBRARY),
+        # NVML first: libcuda reads CUDA_VISIBLE_DEVICES at cuInit, NVML ignores it
+        "cuda": probe_cuda(cuda_library or CUDA_LIBRARY),
+        "frameworks": {},
+        "findings": [],
+        "expectations": {},
+    }
+    map_cuda_to_nvml(report["nvml"]["devices"], report["cuda"]["devices"])
+    for name in frameworks:
+        report["frameworks"][name] = probe_framework(name, framework_timeout_s)
+    report["findings"] = _findings(report)
+    report["expectations"] = evaluate(report, expect, expect_uuids)
+    report["probe"]["elapsed_ms"] = round((time.monotonic() - start) * 1000.0, 1)
+    return report
+
+
+def exit_code(report: Report) -> int:
+    """0 when every expectation is met, 6 otherwise."""
+    return EXIT_OK if report["expectations"].get("met", True) else EXIT_MISMATCH
+
+
+# ----------------------------------------------------------------------------
+# Text output
+
+
+def _or(value: Any, default: str = "?") -> str:
+    return default if value is None else str(value)
+
+
+def _cc(value: Any) -> str:
+    return f"{value[0]}.{value[1]}" if isinstance(value, list) and len(value) == 2 else "?"
+
+
+def render_text(report: Report) -> str:
+    """The human report."""
+    lines: list[str] = []
+    probe = report["probe"]
+    lines.append(f"drgpu probe on {probe['hostname']} (python {probe['python']})")
+    lines.append("Environment:")
+    for name, value in report["environment"].items():
+        lines.append(f"  {name:<28} {'(unset)' if value is None else repr(value)}")
+    lines.extend(_nvml_text(report["nvml"]))
+    lines.extend(_cuda_text(report["cuda"]))
+    if report["frameworks"]:
+        lines.append("Frameworks:")
+        for name, section in report["frameworks"].items():
+            lines.extend(_framework_text(name, section))
+    lines.append("Findings:" if report["findings"] else "Findings: none")
+    lines.extend(f"  - {finding}" for finding in report["findings"])
+    expectations = report["expectations"]
+    if expectations.get("expect") is not None or expectations.get("expect_uuids"):
+        lines.append("Expectations: " + ("met" if expectations["met"] else "NOT MET"))
+        lines.extend(f"  - {problem}" for problem in expectations["problems"])
+    return "\n".join(lines) + "\n"
+
+
+def _nvml_text(nvml: Section) -> list[str]:
+    if not nvml["available"]:
+        return [f"NVML: unavailable: {nvml['error']}"]
+    lines = [
+        f"NVML: driver {_or(nvml['driver_version'])}, CUDA driver "
+        f"{_or(format_cuda_version(nvml['cuda_driver_version']))}, "
+        f"{nvml['device_count']} GPU(s) (NVML index = PCI bus order)"
+    ]
+    for gpu in nvml["devices"]:
+        if gpu["uuid"] is None and gpu["error"]:
+            lines.append(f"  [{gpu['index']}] error: {gpu['error']}")
+            continue
+        lines.append(
+            f"  [{gpu['index']}] {_or(gpu['uuid'])}  {_or(gpu['name'])}  {_or(gpu['pci_bus_id'])}"
+            f"  {_or(gpu['memory_total_mib'])} MiB  cc {_cc(gpu['compute_capability'])}"
+            + ("  MIG on" if gpu["mig_mode"] else "")
+            + (f"  error: {gpu['error']}" if gpu["error"] else "")
+        )
+        for mig in gpu["mig_devices"]:
+            lines.append(f"      MIG {_or(mig['uuid'])}  {_or(mig['memory_total_mib'])} MiB")
+    return lines
+
+
+def _cuda_text(cuda: Section) -> list[str]:
+    if not cuda["loaded"]:
+        return [f"CUDA: unavailable: {cuda['error']}"]
+    version = format_cuda_version(cuda["driver_version"])
+    head = f"CUDA: driver API {_or(version)}, {_or(cuda['device_count'], '0')} device(s)"
+    if cuda["error"]:
+        head += f" (cuInit: {cuda['error']})"
+    lines = [head + (" in CUDA order" if cuda["devices"] else "")]
+    for device in cuda["devices"]:
+        nvml_index = device["nvml_index"]
+        where = f"NVML {nvml_index}" if nvml_index is not None else "NVML ?"
+        lines.append(
+            f"  cuda:{device['ordinal']} -> {where}  {_or(device['uuid'])}  {_or(device['name'])}"
+            f"  {_or(device['pci_bus_id'])}  {_or(device['memory_total_mib'])} MiB"
+            f"  cc {_cc(device['compute_capability'])}"
+            + (f"  error: {device['error']}" if device["error"] else "")
+        )
+    return lines
+
+
+def _framework_text(name: str, section: Section) -> list[str]:
+    if section["installed"] is False:
+        return [f"  {name}: not installed"]
+    if section["installed"] is None:
+        return [f"  {name}: {section['error']}"]
+    lines = [
+        f"  {name} {_or(section['version'])}: {_or(section['device_count'])} GPU(s)"
+        + (f", error: {section['error']}" if section["error"] else "")
+    ]
+    for device in section["devices"]:
+        matmul = device.get("matmul") or {}
+        result = (
+            f"{MATMUL_SIZE}x{MATMUL_SIZE} matmul on {matmul.get('device')} in {matmul.get('ms')} ms"
+            if matmul.get("ok")
+            else f"matmul failed: {matmul.get('error')}"
+        )
+        lines.append(f"    [{device.get('index')}] {_or(device.get('name'))}: {result}")
+    return lines
+
+
+# ----------------------------------------------------------------------------
+# Command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="probe.py",
+        description="Report which GPUs this container really sees (NVML, CUDA, frameworks).",
+        epilog="exit codes: 0 ok, 1 internal error, 2 usage, 6 expectation not met",
+    )
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument(
+        "--expect", type=int, metavar="N", help="the number of GPUs the container must see"
+    )
+    parser.add_argument(
+        "--expect-uuid",
+        nargs="+",
+        action="extend",
+        metavar="UUID",
+        dest="expect_uuids",
+        default=None,
+        help="the exact GPU/MIG UUIDs the container must see",
+    )
+    parser.add_argument(
+        "--frameworks",
+        default="",
+        metavar="LIST",
+        help="comma-separated frameworks to try: torch,tensorflow",
+    )
+    parser.add_argument(
+        "--framework-timeout",
+        type=float,
+        metavar="S",
+        default=DEFAULT_FRAMEWORK_TIMEOUT_S,
+        help="seconds each framework subprocess may take (default: 120)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the probe; returns the exit code (argparse exits 2 itself on bad usage)."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.expect is not None and args.expect < 0:
+        parser.error("--expect must be 0 or more")
+    if args.framework_timeout <= 0:
+        parser.error("--framework-timeout must be positive")
+    try:
+        frameworks = parse_frameworks(args.frameworks)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        report = collect(
+            expect=args.expect,
+            expect_uuids=args.expect_uuids,
+            frameworks=frameworks,
+            framework_timeout_s=args.framework_timeout,
+        )
+        text = (
+            json.dumps(report, indent=2, sort_keys=False) + "\n"
+            if args.json
+            else render_text(report)
+        )
+    except Exception as exc:  # a bug in the probe: one line, not a traceback
+        sys.stderr.write(f"probe: internal error: {type(exc).__name__}: {exc}\n")
+        return EXIT_UNEXPECTED
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return exit_code(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The shell around the core: read the world, plan, write files, drive Compose."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from drgpu.config import Config, load_config
+from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
+from drgpu.model import Inventory, Plan
+from drgpu.planning import make_plan
+from drgpu.render import HEADER_MARK
+from drgpu.stack import Stack, base_stack_file, load_stack
+
+if TYPE_CHECKING:
+    from drgpu.engine import ContainerFacts
+
+STATE_DIR = ".drgpu"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything `up`, `plan` and `render` act on."""
+
+    config: Config
+    stack: Stack
+    plan: Plan
+    override_path: Path
+
+
+def prepare(
+    env_file: Path,
+    run_env: Path | None,
+    inventory_file: Path | None,
+    compose_files: list[Path] | None,
+) -> Prepared:
+    """Read settings, stack and inventory, and plan; any problem raises its DrgpuError."""
+    config = load_config(env_file, run_env)
+    stack = load_stack(compose_files or [base_stack_file()])
+    inventory = _inventory(config, inventory_file)
+    return Prepared(
+        config=config,
+        stack=stack,
+        plan=make_plan(config, stack, inventory),
+        override_path=override_path(env_file, config.project),
+    )
+
+
+def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
+    """The GPUs to plan against: a file, or NVML; none needed for a CPU-only stack."""
+    if inventory_file is not None:
+        from drgpu.topology import load_inventory
+
+        inventory = load_inventory(inventory_file)
+        if inventory.init_error and config.wants_gpu:
+            raise NvmlUnavailableError(
+                f"{inventory_file}: NVML failed on that machine ({inventory.init_error})"
+            )
+        return inventory
+    if not config.wants_gpu:
+        return Inventory(gpus=())
+    from drgpu.nvml import read_inventory
+
+    return read_inventory()
+
+
+def override_path(env_file: Path, project: str) -> Path:
+    """drgpu's own override file, in a `.drgpu` folder beside the settings file."""
+    return env_file.resolve().parent / STATE_DIR / f"{project}.override.yml"
+
+
+def write_owned_file(path: Path, text: str) -> None:
+    """Write `text` atomically, refusing to replace any file drgpu did not write."""
+    if path.exists() and not _written_by_drgpu(path):
+        raise ConfigError(
+            f"refusing to overwrite {path}: drgpu did not write it",
+            hint="choose another --output path, or move that file away",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _written_by_drgpu(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8") as stream:
+            return stream.readline().startswith(HEADER_MARK)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def up(prepared: Prepared) -> list[ContainerFacts]:
+    """Render, start the stack, and verify it; on any failure the stack goes back down."""
+    from drgpu import compose, process
+    from drgpu.render import render_override
+    from drgpu.ui import spinner
+
+    write_owned_file(prepared.override_path, render_override(prepared.plan))
+    files = (*prepared.stack.files, prepared.override_path)
+    binary = compose.find_compose(prepared.config.values)
+    environment = compose.compose_environment(prepared.config.values)
+    command = compose.compose_command(binary, prepared.plan.project, files, "up", "-d")
+    with spinner(f"starting {prepared.plan.project}"):
+        started = process.run(command, env=environment)
+    if not started.ok:
+        _bring_down(binary, prepared.plan.project, files, environment)
+        raise DockerError(
+            f"compose up failed: {started.last_error_line()}",
+            hint=_compose_hint(started.stderr),
+        )
+    from drgpu.engine import project_containers
+    from drgpu.verify import verify
+
+    try:
+        containers = project_containers(prepared.plan.project)
+        problems = verify(prepared.plan, containers)
+    except DockerError:
+        _bring_down(binary, prepared.plan.project, files, environment)
+        raise
+    if problems:
+        _bring_down(binary, prepared.plan.project, files, environment)
+        raise DockerError(
+            f"the started stack does not match the plan: {'; '.join(problems)}",
+            hint="the stack was brought back down; `drgpu doctor` checks the host",
+        )
+    return containers
+
+
+def down(env_file: Path, run_env: Path | None, compose_files: list[Path] | None) -> None:
+    """Stop and remove the stack's containers."""
+    from drgpu import compose
+    from drgpu.ui import spinner
+
+    config = load_config(env_file, run_env)
+    files: tuple[Path, ...] = tuple(compose_files or [base_stack_file()])
+    override = override_path(env_file, config.project)
+    if override.is_file():
+        files = (*files, override)
+    binary = compose.find_compose(config.values)
+    with spinner(f"stopping {config.project}"):
+        stopped = _bring_down(
+            binary, config.project, files, compose.compose_environment(config.values)
+        )
+    if not stopped:
+        raise DockerError(f"compose down failed for {config.project}")
+
+
+def _bring_down(
+    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
+) -> bool:
+    from drgpu import compose, process
+
+    command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
+    return process.run(command, env=environment).ok
+
+
+def _compose_hint(stderr: str) -> str | None:
+    if "could not select device driver" in stderr:
+        return "the NVIDIA container toolkit is missing, or dockerd was not restarted after it"
+    if "unknown device" in stderr:
+        return "a planned GPU is unknown to the NVIDIA container toolkit: run `drgpu gpus`"
+    if "!override" in stderr or "!reset" in stderr:
+        return "drgpu needs Docker Compose >= 2.24.4 (for !override and !reset)"
+    return None

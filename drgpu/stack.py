@@ -1,0 +1,107 @@
+"""The compose stack drgpu works on: which files, which services, what each already asks for."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drgpu.errors import ConfigError
+from drgpu.model import Role
+
+BASE_STACK_NAME = "docker-compose.yml"
+_SIMULATOR = re.compile(r"^robomaker(-[0-9]+)?$")
+
+
+@dataclass(frozen=True)
+class StackService:
+    """What drgpu needs to know of one service of the user's compose files."""
+
+    name: str
+    role: Role
+    has_device_requests: bool = False
+    has_gpus_key: bool = False
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The compose files of a stack and the services they define, in order of appearance."""
+
+    files: tuple[Path, ...]
+    services: tuple[StackService, ...]
+
+    def names(self, role: Role) -> list[str]:
+        """The services of one role."""
+        return [service.name for service in self.services if service.role is role]
+
+
+def role_of(name: str) -> Role:
+    """The role a service plays, from DeepRacer-for-cloud's service names."""
+    if name == "sagemaker":
+        return Role.TRAINER
+    if name == "rl_coach":
+        return Role.TRAINER_LAUNCHER
+    if _SIMULATOR.match(name):
+        return Role.SIMULATOR
+    return Role.OTHER
+
+
+def base_stack_file() -> Path:
+    """drgpu's own base stack: `compose/docker-compose.yml` (installed or in the source tree)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_data" / "compose", here.parent / "compose"):
+        if (candidate / BASE_STACK_NAME).is_file():
+            return candidate / BASE_STACK_NAME
+    raise ConfigError("drgpu's base stack is missing from this installation", hint="reinstall")
+
+
+def load_stack(files: list[Path]) -> Stack:
+    """Read the services of compose files, merged by name as compose merges them."""
+    services: dict[str, StackService] = {}
+    for path in files:
+        for name, body in _services_of(path).items():
+            previous = services.get(name, StackService(name=name, role=role_of(name)))
+            deploy = body.get("deploy") if isinstance(body, dict) else None
+            resources = deploy.get("resources") if isinstance(deploy, dict) else None
+            reservations = resources.get("reservations") if isinstance(resources, dict) else None
+            has_devices = isinstance(reservations, dict) and bool(reservations.get("devices"))
+            has_gpus = isinstance(body, dict) and bool(body.get("gpus"))
+            services[name] = StackService(
+                name=name,
+                role=previous.role,
+                has_device_requests=previous.has_device_requests or has_devices,
+                has_gpus_key=previous.has_gpus_key or has_gpus,
+            )
+    return Stack(files=tuple(files), services=tuple(services.values()))
+
+
+def _services_of(path: Path) -> dict[str, Any]:
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        """A safe loader that reads compose's merge tags as plain values."""
+
+    def _untagged(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node)
+        return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+    _Loader.add_constructor("!reset", _untagged)
+    _Loader.add_constructor("!override", _untagged)
+    try:
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except OSError as exc:
+        raise ConfigError(f"cannot read compose file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: not valid YAML") from None
+    services = document.get("services") if isinstance(document, dict) else None
+    if not isinstance(services, dict):
+        raise ConfigError(f"{path}: no 'services' in this compose file")
+    return services

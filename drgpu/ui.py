@@ -1,0 +1,29 @@
+"""Talk for people on stderr: spinners and warnings (rich, imported only when used)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def spinner(message: str) -> Iterator[None]:
+    """A spinner on stderr while a slow step runs; silent when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message):
+        yield
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"drgpu: warning: {message}\n")
+
+
+def note(message: str) -> None:
+    """One line of talk on stderr."""
+    sys.stderr.write(f"drgpu: {message}\n")

@@ -1,0 +1,47 @@
+"""Prove a started stack matches its plan, from what the engine says of each container."""
+
+from __future__ import annotations
+
+from drgpu.engine import ContainerFacts
+from drgpu.model import Plan, ServicePlan
+
+
+def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
+    """Every way the containers differ from the plan; empty when they match."""
+    problems: list[str] = []
+    for service in plan.services:
+        mine = [container for container in containers if container.service == service.name]
+        if not mine:
+            problems.append(f"service {service.name} has no container")
+        for container in mine:
+            problems.extend(
+                f"{container.name}: {p}" for p in _container_problems(service, container)
+            )
+    return problems
+
+
+def _container_problems(service: ServicePlan, container: ContainerFacts) -> list[str]:
+    problems = [
+        f"{key}={container.environment.get(key, '<unset>')!r}, planned {value!r}"
+        for key, value in service.environment
+        if container.environment.get(key) != value
+    ]
+    requests = container.device_requests
+    if not service.has_gpu:
+        if requests:
+            problems.append(f"has {len(requests)} device request(s), planned none")
+        return problems
+    if len(requests) != 1:
+        return [*problems, f"has {len(requests)} device requests, planned 1"]
+    request = requests[0]
+    planned = tuple(device.uuid for device in service.devices)
+    if request.driver != "nvidia":
+        problems.append(f"device request driver {request.driver!r}, planned 'nvidia'")
+    if request.device_ids != planned:
+        problems.append(f"device ids {list(request.device_ids)}, planned {list(planned)}")
+    if request.count:
+        problems.append(f"device request count {request.count}: count selects the first GPUs")
+    missing = set(service.capabilities) - set(request.capabilities)
+    if missing:
+        problems.append(f"device request lacks capabilities {sorted(missing)}")
+    return problems

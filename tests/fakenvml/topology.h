@@ -1,0 +1,96 @@
+/* Fake GPU topology shared by the fake libnvidia-ml and libcuda.
+ * See README.md in this directory for the JSON format. */
+#ifndef FAKE_TOPOLOGY_H
+#define FAKE_TOPOLOGY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#pragma GCC visibility push(hidden)
+
+#define FK_MAX_GPUS 64
+#define FK_MAX_MIGS 8   /* MIG devices per GPU (A100/H100 allow 7) */
+#define FK_MAX_PROCS 32 /* processes per list */
+#define FK_UUID_LEN 96
+#define FK_NAME_LEN 96
+
+#define FK_TOPOLOGY_ENV "FAKE_NVML_TOPOLOGY"
+#define FK_TOPOLOGY_BESIDE_LIB "fake-nvml-topology.json"
+
+typedef struct {
+    unsigned domain, bus, device, function;
+} fk_pci;
+
+typedef struct {
+    unsigned pid;
+    unsigned long long used_memory_mib;
+    char name[64]; /* for nvmlSystemGetProcessName; may be empty */
+} fk_process;
+
+typedef struct {
+    unsigned count;
+    fk_process list[FK_MAX_PROCS];
+} fk_process_list;
+
+typedef struct {
+    char uuid[FK_UUID_LEN];
+    char profile[32]; /* e.g. "1g.5gb"; may be empty */
+    unsigned long long memory_total_mib, memory_used_mib;
+    unsigned multiprocessor_count;
+    unsigned gpu_instance_id, compute_instance_id;
+    fk_process_list processes;
+} fk_mig;
+
+typedef struct {
+    char uuid[FK_UUID_LEN];
+    char name[FK_NAME_LEN];
+    fk_pci pci;
+    unsigned pci_device_id, pci_subsystem_id;
+    unsigned long long memory_total_mib, memory_used_mib;
+    int cc_major, cc_minor;
+    unsigned utilization_gpu, utilization_memory; /* percent */
+    unsigned minor_number;
+    unsigned multiprocessor_count;
+    bool persistence_mode;
+    bool mig_supported, mig_mode;
+    unsigned max_mig_devices;
+    unsigned mig_count;
+    fk_mig migs[FK_MAX_MIGS];
+    fk_process_list compute_processes, graphics_processes;
+    bool lost; /* "error": "gpu_is_lost" */
+} fk_gpu;
+
+typedef enum {
+    FK_INIT_OK,
+    FK_INIT_DRIVER_NOT_LOADED,
+    FK_INIT_LIBRARY_NOT_FOUND,
+    FK_INIT_NO_PERMISSION,
+    FK_INIT_LIB_RM_VERSION_MISMATCH,
+} fk_init_error;
+
+typedef struct {
+    char driver_version[80];
+    int cuda_driver_version; /* e.g. 12040 */
+    fk_init_error init_error;
+    unsigned gpu_count;
+    fk_gpu gpus[FK_MAX_GPUS]; /* sorted by PCI bus id */
+} fk_topology;
+
+/* Finds and reads the topology: $FAKE_NVML_TOPOLOGY, else
+ * fake-nvml-topology.json in the directory of the shared object containing
+ * `anchor`, else an empty topology (driver loaded, zero GPUs).
+ * Returns false for a malformed or unreadable file, after printing
+ * "<tag>: <why>" on stderr. */
+bool fk_topology_load(fk_topology *topo, const char *tag, const void *anchor);
+
+/* Accepts "00000000:81:00.0", "0000:81:00.0" and "81:00.0" (any hex case). */
+bool fk_parse_pci(const char *text, fk_pci *out);
+int fk_pci_compare(const fk_pci *a, const fk_pci *b);
+
+/* The 16 raw bytes of a "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" or
+ * "MIG-..." UUID; UUIDs without 32 hex digits get a stable hash instead. */
+void fk_uuid_bytes(const char *uuid, unsigned char out[16]);
+
+#pragma GCC visibility pop
+
+#endif

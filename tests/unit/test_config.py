@@ -1,0 +1,236 @@
+"""system.env and run.env, read from real files without touching os.environ."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from drgpu.config import Config, load_config
+from drgpu.devices import NO_GPU, DeviceRequest, SelectorKind
+from drgpu.errors import ConfigError, ExitCode
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def config_error(env_file: Path, run_env: Path | None = None) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load_config(env_file, run_env)
+    assert caught.value.exit_code is ExitCode.CONFIG
+    assert "\n" not in caught.value.message
+    return caught.value
+
+
+@pytest.fixture
+def system_env(tmp_path: Path) -> Path:
+    return write(
+        tmp_path / "system.env",
+        """
+        # a comment
+        DR_SAGEMAKER_CUDA_DEVICES=0
+        DR_ROBOMAKER_CUDA_DEVICES=1
+        DR_WORKERS=2
+        DR_RUN_ID=0
+        DR_HOST_X=False
+        DR_DOCKER_STYLE=compose
+        DR_LOCAL_S3_BUCKET=bucket
+        """,
+    )
+
+
+def test_reads_deepracer_keys(system_env: Path) -> None:
+    config = load_config(system_env)
+    assert config.workers == 2
+    assert config.run_id == "0"
+    assert config.project == "deepracer-0"
+    assert config.host_x is False
+    assert config.docker_style == "compose"
+    assert config.sharing == "exclusive"
+    assert [s.text for s in config.trainer_devices.selectors] == ["0"]
+    assert [s.kind for s in config.simulator_devices.selectors] == [SelectorKind.INDEX]
+
+
+def test_records_the_line_of_each_key(system_env: Path) -> None:
+    config = load_config(system_env)
+    assert config.where("DR_WORKERS") == f"DR_WORKERS ({system_env}:4)"
+    assert config.where("DRGPU_SHARING") == "DRGPU_SHARING"
+
+
+def test_run_env_beside_system_env_is_layered_on_top(system_env: Path) -> None:
+    write(system_env.with_name("run.env"), "DR_RUN_ID=7\nDR_ROBOMAKER_CUDA_DEVICES=\n")
+    config = load_config(system_env)
+    assert config.run_id == "7"
+    assert config.simulator_devices == NO_GPU
+    assert config.workers == 2
+    assert str(config.origins["DR_RUN_ID"]) == f"{system_env.with_name('run.env')}:1"
+
+
+def test_explicit_run_env_replaces_the_one_beside(system_env: Path, tmp_path: Path) -> None:
+    write(system_env.with_name("run.env"), "DR_RUN_ID=beside\n")
+    other = write(tmp_path / "other.env", "DR_RUN_ID=other\n")
+    assert load_config(system_env, other).run_id == "other"
+
+
+def test_a_named_run_env_that_is_missing_is_a_config_error(
+    system_env: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="no run settings file"):
+        load_config(system_env, tmp_path / "absent.env")
+
+
+def test_run_env_interpolates_values_of_system_env(system_env: Path) -> None:
+    system_env.write_text("DR_RUN_ID=abc\n")
+    system_env.with_name("run.env").write_text("DR_X=${DR_RUN_ID}-x\n")
+    assert load_config(system_env).values["DR_X"] == "abc-x"
+
+
+def test_missing_system_env_is_a_config_error_with_a_hint(tmp_path: Path) -> None:
+    error = config_error(tmp_path / "system.env")
+    assert error.message == f"no settings file at {tmp_path / 'system.env'}"
+    assert error.hint is not None and "system.env.example" in error.hint
+
+
+def test_os_environ_is_neither_read_nor_changed(
+    system_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DR_RUN_ID", "from-environment")
+    monkeypatch.delenv("DR_WORKERS", raising=False)
+    before = dict(os.environ)
+    config = load_config(system_env)
+    assert dict(os.environ) == before
+    assert config.run_id == "0"
+
+
+def test_values_are_interpolated_within_the_file(tmp_path: Path) -> None:
+    env = write(tmp_path / "system.env", "DR_RUN_ID=abc\nDR_OTHER=${DR_RUN_ID}-x\n")
+    assert load_config(env).values["DR_OTHER"] == "abc-x"
+
+
+def test_other_dr_keys_pass_through_in_values(system_env: Path) -> None:
+    assert load_config(system_env).values["DR_LOCAL_S3_BUCKET"] == "bucket"
+
+
+def test_values_cannot_be_changed(system_env: Path) -> None:
+    config = load_config(system_env)
+    with pytest.raises(TypeError):
+        config.values["DR_RUN_ID"] = "1"  # type: ignore[index]
+
+
+def test_defaults_when_keys_are_absent(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "system.env", "# nothing\n"))
+    assert (config.run_id, config.workers, config.host_x, config.docker_style) == (
+        "0",
+        1,
+        False,
+        "compose",
+    )
+    assert not config.wants_gpu
+
+
+def test_wants_gpu_when_either_key_asks(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "system.env", "DR_ROBOMAKER_CUDA_DEVICES=all\n"))
+    assert config.simulator_devices == DeviceRequest(all=True)
+    assert config.wants_gpu
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("true", True), ("True", True), ("1", True), ("false", False), ("0", False), ("", False)],
+)
+def test_host_x_reads_common_booleans(tmp_path: Path, text: str, expected: bool) -> None:
+    config = load_config(write(tmp_path / "system.env", f"DR_HOST_X={text}\n"))
+    assert config.host_x is expected
+
+
+def test_misspelt_drgpu_key_suggests_the_right_one(tmp_path: Path) -> None:
+    env = write(tmp_path / "system.env", "DR_RUN_ID=0\nDR_WORKERS=1\nDRGPU_SHARIN=exclusive\n")
+    error = config_error(env)
+    assert error.message == (
+        f"{env}:3: DRGPU_SHARIN: unknown drgpu setting; did you mean DRGPU_SHARING?"
+    )
+    assert error.message.split(": ")[0].endswith("system.env:3")
+
+
+def test_unknown_drgpu_key_without_a_close_match(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "system.env", "DRGPU_XYZZY=1\n"))
+    assert error.message.endswith("DRGPU_XYZZY: unknown drgpu setting")
+
+
+def test_error_in_run_env_names_run_env_and_its_line(system_env: Path) -> None:
+    write(system_env.with_name("run.env"), "# run settings\nDR_WORKERS=many\n")
+    error = config_error(system_env)
+    assert error.message.startswith(f"{system_env.with_name('run.env')}:2: DR_WORKERS: ")
+
+
+@pytest.mark.parametrize("workers", ["0", "-1", "two", "1.5", "²"])
+def test_workers_must_be_a_whole_number_of_at_least_one(tmp_path: Path, workers: str) -> None:
+    env = write(tmp_path / "system.env", f"DR_RUN_ID=0\nDR_WORKERS={workers}\n")
+    error = config_error(env)
+    assert error.message == (
+        f"{env}:2: DR_WORKERS: {workers!r} is not a whole number of at least 1"
+    )
+
+
+@pytest.mark.parametrize("run_id", ["a b", "Run", "-x", "x.y", "é"])
+def test_run_id_must_be_a_compose_project_suffix(tmp_path: Path, run_id: str) -> None:
+    env = write(tmp_path / "system.env", f"DR_RUN_ID={run_id}\n")
+    assert config_error(env).message == (
+        f"{env}:1: DR_RUN_ID: {run_id!r} must be lowercase letters, digits, '-' or '_'"
+    )
+
+
+@pytest.mark.parametrize("run_id", ["0", "12", "my-run_2"])
+def test_run_id_names_the_project(tmp_path: Path, run_id: str) -> None:
+    config = load_config(write(tmp_path / "system.env", f"DR_RUN_ID={run_id}\n"))
+    assert config.project == f"deepracer-{run_id}"
+
+
+def test_swarm_is_refused_with_a_hint(tmp_path: Path) -> None:
+    env = write(tmp_path / "system.env", "DR_DOCKER_STYLE=swarm\n")
+    error = config_error(env)
+    assert error.message == (
+        f"{env}:1: DR_DOCKER_STYLE: swarm is not supported by this drgpu version"
+    )
+    assert error.hint == "set DR_DOCKER_STYLE=compose"
+
+
+def test_unknown_docker_style_is_refused(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "system.env", "DR_DOCKER_STYLE=kubernetes\n"))
+    assert "'kubernetes' is not one of compose, swarm" in error.message
+
+
+def test_unknown_sharing_mode_is_refused(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "system.env", "DRGPU_SHARING=timeslice\n"))
+    assert error.message.endswith("DRGPU_SHARING: 'timeslice' is not one of exclusive")
+
+
+def test_bad_host_x_is_refused(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "system.env", "DR_HOST_X=maybe\n"))
+    assert error.message.endswith("DR_HOST_X: 'maybe' is not true or false")
+
+
+def test_bad_device_value_names_file_line_and_the_fix(tmp_path: Path) -> None:
+    env = write(tmp_path / "system.env", "DR_RUN_ID=0\nDR_SAGEMAKER_CUDA_DEVICES=cuda:1\n")
+    assert config_error(env).message == (
+        f"{env}:2: DR_SAGEMAKER_CUDA_DEVICES: 'cuda:1' is not a device list"
+        " (torch's 'cuda:N' device strings do not belong here): write '1'"
+    )
+
+
+def test_export_prefix_and_quotes_are_understood(tmp_path: Path) -> None:
+    env = write(tmp_path / "system.env", "export DR_RUN_ID=\"5\"\nDR_WORKERS='3'\n")
+    config: Config = load_config(env)
+    assert (config.run_id, config.workers) == ("5", 3)
+    assert str(config.origins["DR_RUN_ID"]) == f"{env}:1"
+
+
+def test_example_settings_file_loads(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "system.env.example"
+    config = load_config(example)
+    assert config.project == "deepracer-0"
+    assert config.values["DR_SIMAPP_VERSION"] == "5.3.3-gpu"

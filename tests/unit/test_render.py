@@ -1,0 +1,239 @@
+"""The rendered Compose override: golden files, determinism, and its structure read back."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from drgpu.config import load_config
+from drgpu.model import Inventory, Plan
+from drgpu.planning import make_plan
+from drgpu.render import HEADER_MARK, render_override
+from drgpu.stack import Stack, base_stack_file, load_stack
+from drgpu.topology import load_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_ENV = REPO / "system.env.example"
+GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"
+MIG_L4 = REPO / "examples" / "inventories" / "a100-mig-plus-l4.json"
+DRFC_TRAINING = REPO / "tests" / "golden" / "stacks" / "drfc-training.yml"
+
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
+A100_MIG_1 = "MIG-a1000000-0000-4000-8000-0000000000a1"
+L4 = "GPU-14000000-0000-4000-8000-000000000002"
+FULL_UUID = re.compile(r"^(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+RESET_STACK = """\
+services:
+  sagemaker:
+    image: trainer
+    gpus: all
+  robomaker:
+    image: sim
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: all
+              capabilities: [gpu]
+  redis:
+    image: redis
+"""
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A node read back with one of compose's merge tags."""
+
+    tag: str
+    value: Any
+
+
+class OverrideLoader(yaml.SafeLoader):
+    """Reads `!override` and `!reset` as `Tagged` values, as Compose would see them."""
+
+
+def _tagged(loader: yaml.SafeLoader, node: yaml.Node) -> Tagged:
+    value: Any
+    if isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    elif isinstance(node, yaml.MappingNode):
+        value = loader.construct_mapping(node, deep=True)
+    else:
+        value = loader.construct_scalar(node)  # type: ignore[arg-type]
+    return Tagged(node.tag, value)
+
+
+OverrideLoader.add_constructor("!override", _tagged)
+OverrideLoader.add_constructor("!reset", _tagged)
+
+
+def read_back(text: str) -> dict[str, Any]:
+    document = yaml.load(text, Loader=OverrideLoader)
+    assert isinstance(document, dict)
+    return document
+
+
+def stack_settings(tmp_path: Path, overrides: str = "") -> Path:
+    """system.env.example copied into tmp_path, with `overrides` in a run.env beside it."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    env_file = tmp_path / "system.env"
+    shutil.copyfile(EXAMPLE_ENV, env_file)
+    (tmp_path / "run.env").write_text(textwrap.dedent(overrides), encoding="utf-8")
+    return env_file
+
+
+def make(env_file: Path, inventory: Inventory, stack: Stack | None = None) -> Plan:
+    return make_plan(load_config(env_file), stack or load_stack([base_stack_file()]), inventory)
+
+
+def plan_for(scenario: str, tmp_path: Path) -> Plan:
+    if scenario == "gtx1650-m40":
+        return make(stack_settings(tmp_path), load_inventory(GTX_M40))
+    if scenario == "mig-trainer":
+        env_file = stack_settings(
+            tmp_path, f"DR_SAGEMAKER_CUDA_DEVICES={A100_MIG_1}\nDR_ROBOMAKER_CUDA_DEVICES=1\n"
+        )
+        return make(env_file, load_inventory(MIG_L4))
+    if scenario == "rl-coach":
+        return make(stack_settings(tmp_path), load_inventory(GTX_M40), load_stack([DRFC_TRAINING]))
+    if scenario == "host-x":
+        return make(stack_settings(tmp_path, "DR_HOST_X=true\n"), load_inventory(GTX_M40))
+    if scenario == "cpu-only":
+        env_file = stack_settings(
+            tmp_path, "DR_SAGEMAKER_CUDA_DEVICES=\nDR_ROBOMAKER_CUDA_DEVICES=\n"
+        )
+        return make(env_file, Inventory(gpus=()))
+    if scenario == "resets":
+        env_file = stack_settings(tmp_path, "DR_ROBOMAKER_CUDA_DEVICES=none\n")
+        compose = tmp_path / "docker-compose.yml"
+        compose.write_text(RESET_STACK, encoding="utf-8")
+        return make(env_file, load_inventory(GTX_M40), load_stack([compose]))
+    raise AssertionError(scenario)
+
+
+SCENARIOS = ["gtx1650-m40", "mig-trainer", "rl-coach", "host-x", "cpu-only", "resets"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rendering_matches_the_golden_file(
+    scenario: str, tmp_path: Path, golden: ModuleType
+) -> None:
+    golden.assert_matches_golden(f"{scenario}.yml", render_override(plan_for(scenario, tmp_path)))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rendering_twice_is_byte_identical(scenario: str, tmp_path: Path) -> None:
+    first = render_override(plan_for(scenario, tmp_path / "first"))
+    second = render_override(plan_for(scenario, tmp_path / "second"))
+    assert first.encode() == second.encode()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rendering_starts_with_drgpus_header(scenario: str, tmp_path: Path) -> None:
+    plan = plan_for(scenario, tmp_path)
+    text = render_override(plan)
+    assert text.startswith(HEADER_MARK)
+    assert plan.project in text.splitlines()[0]
+
+
+def services_of(scenario: str, tmp_path: Path) -> dict[str, Any]:
+    services = read_back(render_override(plan_for(scenario, tmp_path)))["services"]
+    assert isinstance(services, dict)
+    return services
+
+
+def devices_of(service: dict[str, Any]) -> Tagged:
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert isinstance(devices, Tagged)
+    return devices
+
+
+def test_device_requests_override_with_full_uuids(tmp_path: Path) -> None:
+    services = services_of("gtx1650-m40", tmp_path)
+    for name, uuid in (("sagemaker", M40), ("robomaker", GTX1650)):
+        devices = devices_of(services[name])
+        assert devices.tag == "!override"
+        assert [request["device_ids"] for request in devices.value] == [[uuid]]
+        assert all(FULL_UUID.match(uuid) for uuid in devices.value[0]["device_ids"])
+        assert devices.value[0]["driver"] == "nvidia"
+
+
+def test_capabilities_per_role_are_rendered(tmp_path: Path) -> None:
+    services = services_of("gtx1650-m40", tmp_path)
+    assert devices_of(services["sagemaker"]).value[0]["capabilities"] == [
+        "gpu",
+        "compute",
+        "utility",
+    ]
+    assert devices_of(services["robomaker"]).value[0]["capabilities"] == [
+        "gpu",
+        "compute",
+        "utility",
+        "graphics",
+    ]
+
+
+def test_host_x_renders_the_display_capability(tmp_path: Path) -> None:
+    services = services_of("host-x", tmp_path)
+    assert "display" in devices_of(services["robomaker"]).value[0]["capabilities"]
+    assert "display" not in devices_of(services["sagemaker"]).value[0]["capabilities"]
+
+
+def test_services_with_gpus_get_pci_bus_order_and_their_uuids(tmp_path: Path) -> None:
+    services = services_of("gtx1650-m40", tmp_path)
+    for name, uuid in (("sagemaker", M40), ("robomaker", GTX1650)):
+        assert services[name]["environment"] == {
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "CUDA_VISIBLE_DEVICES": uuid,
+            "NVIDIA_VISIBLE_DEVICES": uuid,
+        }
+
+
+def test_mig_trainer_gets_its_mig_uuid(tmp_path: Path) -> None:
+    services = services_of("mig-trainer", tmp_path)
+    assert devices_of(services["sagemaker"]).value[0]["device_ids"] == [A100_MIG_1]
+    assert services["sagemaker"]["environment"]["CUDA_VISIBLE_DEVICES"] == A100_MIG_1
+    assert devices_of(services["robomaker"]).value[0]["device_ids"] == [L4]
+
+
+def test_rl_coach_renders_without_a_device_request(tmp_path: Path) -> None:
+    rl_coach = services_of("rl-coach", tmp_path)["rl_coach"]
+    assert "deploy" not in rl_coach
+    assert rl_coach["environment"] == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": M40,
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
+
+
+def test_cpu_only_stack_renders_void_and_no_device_requests(tmp_path: Path) -> None:
+    services = services_of("cpu-only", tmp_path)
+    assert list(services) == ["sagemaker", "robomaker"]
+    for service in services.values():
+        assert service["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
+        assert "deploy" not in service
+
+
+def test_resets_are_rendered_with_compose_reset_tags(tmp_path: Path) -> None:
+    services = services_of("resets", tmp_path)
+    assert services["sagemaker"]["gpus"].tag == "!reset"
+    assert devices_of(services["sagemaker"]).tag == "!override"
+    assert devices_of(services["robomaker"]) == Tagged("!reset", [])
+    assert "deploy" not in services["redis"]
+    assert "gpus" not in services["redis"]
+
+
+def test_labels_are_strings(tmp_path: Path) -> None:
+    labels = services_of("gtx1650-m40", tmp_path)["sagemaker"]["labels"]
+    assert labels == {"drgpu.gpus": M40, "drgpu.role": "trainer", "drgpu.run_id": "0"}

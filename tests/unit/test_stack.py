@@ -1,0 +1,81 @@
+"""Reading the user's compose files: roles, merging across files, and bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drgpu.errors import ConfigError
+from drgpu.model import Role
+from drgpu.stack import StackService, base_stack_file, load_stack, role_of
+
+
+def compose(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [
+        ("sagemaker", Role.TRAINER),
+        ("rl_coach", Role.TRAINER_LAUNCHER),
+        ("robomaker", Role.SIMULATOR),
+        ("robomaker-3", Role.SIMULATOR),
+        ("robomaker_3", Role.OTHER),
+        ("minio", Role.OTHER),
+    ],
+)
+def test_roles_come_from_deepracer_for_clouds_service_names(name: str, role: Role) -> None:
+    assert role_of(name) is role
+
+
+def test_base_stack_has_a_trainer_and_a_simulator() -> None:
+    stack = load_stack([base_stack_file()])
+    assert stack.services == (
+        StackService("sagemaker", Role.TRAINER),
+        StackService("robomaker", Role.SIMULATOR),
+    )
+
+
+def test_gpu_settings_are_merged_across_files_in_order(tmp_path: Path) -> None:
+    first = compose(tmp_path, "a.yml", "services:\n  robomaker: {gpus: all}\n  minio: {}\n")
+    second = compose(
+        tmp_path,
+        "b.yml",
+        "services:\n  sagemaker:\n    deploy: !override\n"
+        "      resources: {reservations: {devices: [{driver: nvidia}]}}\n",
+    )
+    stack = load_stack([first, second])
+    assert stack.files == (first, second)
+    assert stack.services == (
+        StackService("robomaker", Role.SIMULATOR, has_gpus_key=True),
+        StackService("minio", Role.OTHER),
+        StackService("sagemaker", Role.TRAINER, has_device_requests=True),
+    )
+
+
+def test_invalid_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    path = compose(tmp_path, "c.yml", "services:\n  a: {image: x}\n  b: [\n")
+    with pytest.raises(ConfigError, match=r"c\.yml:4: not valid YAML"):
+        load_stack([path])
+
+
+def test_file_without_services_is_refused(tmp_path: Path) -> None:
+    path = compose(tmp_path, "c.yml", "volumes: {}\n")
+    with pytest.raises(ConfigError, match="no 'services' in this compose file"):
+        load_stack([path])
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read compose file"):
+        load_stack([tmp_path / "absent.yml"])
+
+
+def test_binary_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.yml"
+    path.write_bytes(b"\xff\xfeservices")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_stack([path])
