@@ -62,6 +62,18 @@ def project_containers(project: str) -> list[ContainerFacts]:
         client.close()
 
 
+def drgpu_containers() -> list[ContainerFacts]:
+    """Every container (running or not) that drgpu started: those with a `drgpu.run_id` label."""
+    client = _client()
+    try:
+        containers = client.containers.list(all=True, filters={"label": "drgpu.run_id"})
+        return sorted((_facts(container.attrs) for container in containers), key=lambda c: c.name)
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+
+
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     config = attrs.get("Config") or {}
     labels = config.get("Labels") or {}
