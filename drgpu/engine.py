@@ -50,24 +50,19 @@ def _client() -> Any:
 
 def project_containers(project: str) -> list[ContainerFacts]:
     """Every container (running or not) of a compose project."""
-    client = _client()
-    try:
-        containers = client.containers.list(
-            all=True, filters={"label": f"{PROJECT_LABEL}={project}"}
-        )
-        return sorted((_facts(container.attrs) for container in containers), key=lambda c: c.name)
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
+    return _containers({"label": f"{PROJECT_LABEL}={project}"})
 
 
 def drgpu_containers() -> list[ContainerFacts]:
     """Every container (running or not) that drgpu started: those with a `drgpu.run_id` label."""
+    return _containers({"label": "drgpu.run_id"})
+
+
+def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
     client = _client()
     try:
-        containers = client.containers.list(all=True, filters={"label": "drgpu.run_id"})
-        return sorted((_facts(container.attrs) for container in containers), key=lambda c: c.name)
+        found = client.containers.list(all=True, filters=dict(filters))
+        return sorted((_facts(container.attrs) for container in found), key=lambda c: c.name)
     except Exception as exc:
         raise DockerError(f"the Docker engine failed: {exc}") from None
     finally:
