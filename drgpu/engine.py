@@ -36,6 +36,11 @@ class ContainerFacts:
     device_requests: tuple[DeviceRequestFacts, ...] = ()
 
 
+def preload_sdk() -> None:
+    """Import the Docker SDK ahead of use (it takes a while), e.g. in a thread."""
+    import docker  # noqa: F401
+
+
 def _client() -> Any:
     try:
         import docker

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,7 +101,7 @@ def _written_by_drgpu(path: Path) -> bool:
 
 def up(prepared: Prepared) -> list[ContainerFacts]:
     """Render, start the stack, and verify it; on any failure the stack goes back down."""
-    from drgpu import compose, process
+    from drgpu import compose, engine, process
     from drgpu.render import render_override
     from drgpu.ui import spinner
 
@@ -109,19 +110,22 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     binary = compose.find_compose(prepared.config.values)
     environment = compose.compose_environment(prepared.config.values)
     command = compose.compose_command(binary, prepared.plan.project, files, "up", "-d")
+    # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
+    preload = threading.Thread(target=_preload, daemon=True)
+    preload.start()
     with spinner(f"starting {prepared.plan.project}"):
         started = process.run(command, env=environment)
+    preload.join()
     if not started.ok:
         _bring_down(binary, prepared.plan.project, files, environment)
         raise DockerError(
             f"compose up failed: {started.last_error_line()}",
             hint=_compose_hint(started.stderr),
         )
-    from drgpu.engine import project_containers
     from drgpu.verify import verify
 
     try:
-        containers = project_containers(prepared.plan.project)
+        containers = engine.project_containers(prepared.plan.project)
         problems = verify(prepared.plan, containers)
     except DockerError:
         _bring_down(binary, prepared.plan.project, files, environment)
@@ -133,6 +137,13 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
             hint="the stack was brought back down; `drgpu doctor` checks the host",
         )
     return containers
+
+
+def _preload() -> None:
+    from drgpu import engine, ui
+
+    engine.preload_sdk()
+    ui.preload_rich()
 
 
 def down(env_file: Path, run_env: Path | None, compose_files: list[Path] | None) -> None:

@@ -19,6 +19,12 @@ def spinner(message: str) -> Iterator[None]:
         yield
 
 
+def preload_rich() -> None:
+    """Import what the tables need ahead of use, e.g. in a thread."""
+    import rich.console
+    import rich.table  # noqa: F401
+
+
 def warn(message: str) -> None:
     """One warning line on stderr."""
     sys.stderr.write(f"drgpu: warning: {message}\n")

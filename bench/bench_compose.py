@@ -1,0 +1,140 @@
+"""drgpu against bare Compose on the same stack, as ratios measured in one run.
+
+    .venv/bin/python bench/bench_compose.py [--runs N]
+
+- render: median of `drgpu render` (over the fake NVML) against `docker compose config`.
+- up:     median of `drgpu up` (render, compose up -d, verify through the Docker SDK)
+          against a bare `docker compose up -d` of the same files, each followed by an
+          untimed `down`.
+
+Targets (issue 3): render at most 4x compose config; up at most 1.15x bare compose up.
+It starts its own private engine with scripts/testbed (see README) and stops it after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TESTBED = REPO / "scripts" / "testbed"
+IMAGE = "drgpu-test/python:bookworm"
+TOPOLOGY = {
+    "gpus": [
+        {"uuid": "GPU-0a2b4c6d-0000-4000-8000-000000000001", "name": "NVIDIA GeForce GTX 1650",
+         "pci_bus_id": "00000000:03:00.0", "memory_total_mib": 4096, "compute_capability": [7, 5]},
+        {"uuid": "GPU-1d3c5b7a-0000-4000-8000-000000000002", "name": "Tesla M40 24GB",
+         "pci_bus_id": "00000000:81:00.0", "memory_total_mib": 22912, "compute_capability": [5, 2]},
+    ]
+}
+STACK = f"""\
+services:
+  sagemaker:
+    image: {IMAGE}
+    pull_policy: never
+    network_mode: none
+    init: true
+    command: ["sleep", "infinity"]
+    environment:
+      CUDA_VISIBLE_DEVICES: ${{DR_SAGEMAKER_CUDA_DEVICES}}
+  robomaker:
+    image: {IMAGE}
+    pull_policy: never
+    network_mode: none
+    init: true
+    command: ["sleep", "infinity"]
+    environment:
+      CUDA_VISIBLE_DEVICES: ${{DR_ROBOMAKER_CUDA_DEVICES}}
+"""
+SETTINGS = "DR_RUN_ID=bench\nDR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=0\n"
+
+
+def run(argv: list[str], env: dict[str, str]) -> None:
+    """Run a command; a failure ends the benchmark with its output."""
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
+
+
+def timed(step: Callable[[], None]) -> float:
+    """The wall time of one call of `step`, in seconds."""
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    """Start an engine, measure both pairs alternately, print the ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9)
+    runs = parser.parse_args().runs
+    bed = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
+    try:
+        started = subprocess.run(
+            [str(TESTBED), "start", str(bed)], capture_output=True, text=True, check=False
+        )
+        if started.returncode != 0:
+            sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")
+        values = dict(
+            line.split("=", 1) for line in (bed / "bed.env").read_text().splitlines() if "=" in line
+        )
+        values = {key: value.strip("'") for key, value in values.items()}
+        Path(values["FAKE_NVML_TOPOLOGY"]).write_text(json.dumps(TOPOLOGY))
+        work = bed / "stack"
+        work.mkdir()
+        (work / "stack.yml").write_text(STACK)
+        (work / "system.env").write_text(SETTINGS)
+        compose = str(Path(sys.executable).parent / "docker-compose")
+        env = {
+            **os.environ,
+            "DOCKER_HOST": values["BED_DOCKER_HOST"],
+            "FAKE_NVML_TOPOLOGY": values["FAKE_NVML_TOPOLOGY"],
+            "LD_LIBRARY_PATH": values["FAKE_NVML_LIB_DIR"],
+            "DRGPU_COMPOSE": compose,
+            "DR_SAGEMAKER_CUDA_DEVICES": "1",
+            "DR_ROBOMAKER_CUDA_DEVICES": "0",
+        }
+        drgpu = [str(Path(sys.executable).parent / "drgpu")]
+        files = ["-f", str(work / "stack.yml")]
+        settings = ["--env-file", str(work / "system.env")]
+        override = work / ".drgpu" / "deepracer-bench.override.yml"
+        bare = [compose, "-p", "deepracer-bench", *files, "-f", str(override)]
+
+        def nothing() -> None:
+            return None
+
+        def down() -> None:
+            run([*bare, "down", "--remove-orphans", "-t", "0"], env)
+
+        run([*drgpu, "render", *settings, *files, "-o", str(override)], env)  # warm caches
+        pairs = {
+            "render": (lambda: run([*drgpu, "render", *settings, *files], env), nothing),
+            "config": (lambda: run([compose, *files, "config"], env), nothing),
+            "up": (lambda: run([*drgpu, "up", *settings, *files], env), down),
+            "bare_up": (lambda: run([*bare, "up", "-d"], env), down),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in pairs}
+        for _ in range(runs):  # interleaved, so that drift hits both sides alike
+            for name, (step, after) in pairs.items():
+                samples[name].append(timed(step))
+                after()
+        render, config, up, bare_up = (statistics.median(samples[name]) for name in pairs)
+    finally:
+        subprocess.run([str(TESTBED), "stop", str(bed)], capture_output=True, check=False)
+    print(f"runs per command: {runs} (medians)")
+    print(f"drgpu render {render * 1000:7.1f} ms | compose config {config * 1000:7.1f} ms"
+          f" | ratio {render / config:.2f}x (target <= 4x)")
+    print(f"drgpu up     {up * 1000:7.1f} ms | compose up -d  {bare_up * 1000:7.1f} ms"
+          f" | ratio {up / bare_up:.2f}x (target <= 1.15x)")
+
+
+if __name__ == "__main__":
+    main()
