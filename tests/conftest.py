@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TESTBED = REPO / "scripts" / "testbed"
 IMAGE = "drgpu-test/python:bookworm"
-START_TIMEOUT_S = 900  # a cold start builds the image (about a minute, more on a slow mirror)
+START_TIMEOUT_S = 900  # a cold start builds the image: ~30 s here, more on a slow mirror
 # Variables that would point the docker CLI or Compose somewhere else.
 FOREIGN_ENV = (
     "DOCKER_CONTEXT",
@@ -126,7 +127,7 @@ class Bed:
         self, *args: str | os.PathLike[str], check: bool = True, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
         """The docker CLI against the bed (text, captured)."""
-        argv = [str(self.docker_bin), *map(os.fspath, args)]
+        argv = [str(self.docker_bin), *(os.fspath(a) for a in args)]
         return _run(argv, env=self.env(), check=check, timeout=timeout)
 
     def compose(
@@ -141,7 +142,7 @@ class Bed:
             str(self.compose_bin),
             "--project-directory",
             str(project_dir),
-            *map(os.fspath, args),
+            *(os.fspath(a) for a in args),
         ]
         return _run(argv, env=self.env(), check=check, cwd=project_dir, timeout=timeout)
 
@@ -209,14 +210,13 @@ def _read_bed_env(root: Path) -> dict[str, str]:
 
 
 def _stop(root: Path) -> None:
-    if root.exists():
-        subprocess.run(
-            [str(TESTBED), "stop", str(root)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    if not root.exists():
+        return
+    proc = subprocess.run(
+        [str(TESTBED), "stop", str(root)], capture_output=True, text=True, timeout=120, check=False
+    )
+    if proc.returncode != 0:
+        warnings.warn(f"scripts/testbed stop {root} failed: {proc.stderr.strip()}", stacklevel=1)
 
 
 @contextlib.contextmanager
@@ -292,5 +292,7 @@ def pytest_runtest_makereport(
     ):
         why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
-        report.longrepr = f"docker-marked test skipped although CI=true/DRGPU_REQUIRE_DOCKER=1: {why}"
+        report.longrepr = (
+            f"docker-marked test skipped although CI=true/DRGPU_REQUIRE_DOCKER=1: {why}"
+        )
     return report
