@@ -100,9 +100,9 @@ def up(
     """Check, render, start the stack, and prove every container got exactly its GPUs."""
     from drgpu import present, session
 
-    prepared = session.prepare(env_file, run_env, None, file)
-    present.warnings(prepared.plan.warnings)
-    containers = session.up(prepared)
+    with session.prepare_locked(env_file, run_env, file) as prepared:
+        present.warnings(prepared.plan.warnings)
+        containers = session.up(prepared)
     present.up_table(prepared.plan, containers)
 
 

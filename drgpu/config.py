@@ -21,18 +21,40 @@ SIMULATOR_DEVICES_KEY = "DR_ROBOMAKER_CUDA_DEVICES"
 
 DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
     {
-        "DRGPU_SHARING": "how services may share a GPU: exclusive (the default)",
+        "DRGPU_SHARING": "how services may share a GPU: exclusive (the default), timeslice, mps",
+        "DRGPU_WORKER_PLACEMENT": "how simulator workers get GPUs: spread (the default) or pack",
         "DRGPU_COMPOSE": "the Compose command to run, e.g. 'docker compose' or a path",
         "DRGPU_SAGEMAKER_IMAGE": "full image name of the trainer in drgpu's base stack",
         "DRGPU_ROBOMAKER_IMAGE": "full image name of the simulator in drgpu's base stack",
+        "DRGPU_LOCK_FILE": "the host-wide lock `drgpu up` holds while it checks and starts",
+        "DRGPU_MPS_IMAGE": "the image of the MPS control daemon (DRGPU_SHARING=mps)",
+        "DRGPU_MPS_SAGEMAKER_THREADS": "MPS: the trainer's share of the GPU's SMs, 1 to 100 (%)",
+        "DRGPU_MPS_ROBOMAKER_THREADS": "MPS: each simulator worker's share of SMs, 1 to 100 (%)",
+        "DRGPU_MPS_SAGEMAKER_MEMORY": "MPS: the trainer's pinned memory limit per GPU, e.g. 8G",
+        "DRGPU_MPS_ROBOMAKER_MEMORY": "MPS: each worker's pinned memory limit per GPU, e.g. 2G",
     }
 )
-SHARING_MODES = ("exclusive",)
+SHARING_MODES = ("exclusive", "timeslice", "mps")
+WORKER_PLACEMENTS = ("spread", "pack")
+DEFAULT_MPS_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
 DOCKER_STYLES = ("compose", "swarm")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _WHOLE_NUMBER = re.compile(r"^[0-9]+$")
+_MEMORY = re.compile(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class MpsSettings:
+    """The MPS limits of each role; None where system.env sets none."""
+
+    image: str = DEFAULT_MPS_IMAGE
+    trainer_threads: int | None = None
+    simulator_threads: int | None = None
+    trainer_memory_mib: int | None = None
+    simulator_memory_mib: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,8 @@ class Config:
     sharing: str
     trainer_devices: DeviceRequest
     simulator_devices: DeviceRequest
+    worker_placement: str = "spread"
+    mps: MpsSettings = MpsSettings()
 
     @property
     def project(self) -> str:
@@ -161,6 +185,31 @@ def config_from_values(values: Mapping[str, str], origins: Mapping[str, Origin])
             "swarm is not supported by this drgpu version",
             "set DR_DOCKER_STYLE=compose",
         )
+
+    def percentage(key: str) -> int | None:
+        text = values.get(key, "").strip().rstrip("%").strip()
+        if not text:
+            return None
+        if not _WHOLE_NUMBER.match(text) or not 1 <= int(text) <= 100:
+            raise fail(key, f"{values[key].strip()!r} is not a whole percentage from 1 to 100")
+        return int(text)
+
+    def memory(key: str) -> int | None:
+        text = values.get(key, "").strip()
+        if not text:
+            return None
+        match = _MEMORY.match(text)
+        if match is None or int(match["amount"]) == 0:
+            raise fail(key, f"{text!r} is not a memory size like 2G or 2048M", "MPS counts M and G")
+        return int(match["amount"]) * (1024 if match["unit"].upper() == "G" else 1)
+
+    mps = MpsSettings(
+        image=values.get("DRGPU_MPS_IMAGE", "").strip() or DEFAULT_MPS_IMAGE,
+        trainer_threads=percentage("DRGPU_MPS_SAGEMAKER_THREADS"),
+        simulator_threads=percentage("DRGPU_MPS_ROBOMAKER_THREADS"),
+        trainer_memory_mib=memory("DRGPU_MPS_SAGEMAKER_MEMORY"),
+        simulator_memory_mib=memory("DRGPU_MPS_ROBOMAKER_MEMORY"),
+    )
     return Config(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
@@ -171,4 +220,6 @@ def config_from_values(values: Mapping[str, str], origins: Mapping[str, Origin])
         sharing=choice("DRGPU_SHARING", "exclusive", SHARING_MODES),
         trainer_devices=devices(TRAINER_DEVICES_KEY),
         simulator_devices=devices(SIMULATOR_DEVICES_KEY),
+        worker_placement=choice("DRGPU_WORKER_PLACEMENT", "spread", WORKER_PLACEMENTS),
+        mps=mps,
     )

@@ -1,6 +1,7 @@
 """The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`.
 
-A value is `all`, empty or `none` (no GPU), or a comma list of NVML indices
+A value is `all`, `auto` (drgpu chooses: see `drgpu.placement`), empty or `none`
+(no GPU), or a comma list of NVML indices
 (nvidia-smi's numbering: PCI bus order, not CUDA's fastest-first order), full or
 abbreviated GPU UUIDs, PCI bus ids and MIG UUIDs. Parsing needs no machine;
 resolving checks a parsed request against an inventory.
@@ -40,11 +41,12 @@ class DeviceRequest:
 
     all: bool = False
     selectors: tuple[Selector, ...] = ()
+    auto: bool = False
 
     @property
     def wants_gpu(self) -> bool:
         """Whether the service asks for any GPU at all."""
-        return self.all or bool(self.selectors)
+        return self.all or self.auto or bool(self.selectors)
 
 
 NO_GPU = DeviceRequest()
@@ -68,6 +70,8 @@ def parse_devices(value: str) -> DeviceRequest:
         return NO_GPU
     if text.lower() == "all":
         return DeviceRequest(all=True)
+    if text.lower() == "auto":
+        return DeviceRequest(auto=True)
     cuda = _CUDA_PREFIX.match(text)
     if cuda is not None:
         raise DeviceSyntaxError(
@@ -95,7 +99,7 @@ def _parse_token(token: str) -> Selector:
         return Selector(SelectorKind.INDEX, token, f"index:{int(token)}")
     if _NEGATIVE.match(token):
         raise DeviceSyntaxError(f"{token!r}: GPU indices start at 0 and cannot be negative")
-    if token.lower() in ("all", "none"):
+    if token.lower() in ("all", "none", "auto"):
         raise DeviceSyntaxError(f"{token!r} cannot be combined with other devices")
     uuid = _UUID.match(token)
     if uuid is not None:
@@ -106,12 +110,15 @@ def _parse_token(token: str) -> Selector:
         return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{normalized}")
     raise DeviceSyntaxError(
         f"{token!r} is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID"
-        " (GPU-...), a MIG UUID (MIG-...), a PCI bus id (81:00.0), 'all' or 'none'"
+        " (GPU-...), a MIG UUID (MIG-...), a PCI bus id (81:00.0), 'all', 'auto' or 'none'"
     )
 
 
 def resolve(request: DeviceRequest, inventory: Inventory) -> tuple[list[Assignment], list[str]]:
-    """The devices a request names on a machine, and every problem found on the way."""
+    """The devices a request names on a machine, and every problem found on the way.
+
+    `auto` names none here: `drgpu.placement` chooses them.
+    """
     if request.all:
         return _everything(inventory), []
     assignments: list[Assignment] = []

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +38,7 @@ class ContainerFacts:
     labels: Mapping[str, str] = field(default_factory=dict)
     environment: Mapping[str, str] = field(default_factory=dict)
     device_requests: tuple[DeviceRequestFacts, ...] = ()
+    ipc_mode: str = ""
 
 
 def preload_sdk() -> None:
@@ -63,6 +68,47 @@ def drgpu_containers() -> list[ContainerFacts]:
     return _containers({"label": "drgpu.run_id"})
 
 
+def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
+    """(state, labels) of every container with a `drgpu.run_id` label: what each run holds.
+
+    One API call. Over a local socket it is made without the SDK, which takes longer
+    to import than `drgpu render` may take in all.
+    """
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return [(container.state, container.labels) for container in drgpu_containers()]
+    query = urllib.parse.quote(json.dumps({"label": ["drgpu.run_id"]}))
+    found = _local_get(host.removeprefix("unix://"), f"/containers/json?all=1&filters={query}")
+    if not isinstance(found, list):
+        raise DockerError("the Docker engine answered the container listing with no list")
+    return [(str(item.get("State", "")), item.get("Labels") or {}) for item in found]
+
+
+def _local_get(socket_path: str, path: str) -> Any:
+    """GET `path` from the engine's unix socket (HTTP/1.0: the answer ends at close)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(30)
+            connection.connect(socket_path)
+            connection.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+            chunks = []
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+    except OSError as exc:
+        raise DockerError(
+            f"cannot reach the Docker engine at {socket_path}: {exc.strerror or exc}",
+            hint="is dockerd running, and DOCKER_HOST right?",
+        ) from None
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode("latin-1")
+    if status.split(" ")[1:2] != ["200"]:
+        raise DockerError(f"the Docker engine answered {path.partition('?')[0]} with {status!r}")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise DockerError("the Docker engine's answer is not JSON") from None
+
+
 def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
     client = _client()
     try:
@@ -78,7 +124,8 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     config = attrs.get("Config") or {}
     labels = config.get("Labels") or {}
     environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    requests = (attrs.get("HostConfig") or {}).get("DeviceRequests") or []
+    host_config = attrs.get("HostConfig") or {}
+    requests = host_config.get("DeviceRequests") or []
     return ContainerFacts(
         id=attrs["Id"],
         name=str(attrs.get("Name", "")).lstrip("/"),
@@ -98,6 +145,7 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
             )
             for request in requests
         ),
+        ipc_mode=str(host_config.get("IpcMode") or ""),
     )
 
 

@@ -61,7 +61,26 @@ class Role(str, Enum):
     TRAINER = "trainer"
     SIMULATOR = "simulator"
     TRAINER_LAUNCHER = "trainer-launcher"
+    MPS_DAEMON = "mps-daemon"
     OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """GPUs a container of some run holds, as its `drgpu.*` labels say."""
+
+    run_id: str
+    service: str
+    uuids: tuple[str, ...]
+    sharing: str = "exclusive"
+
+
+@dataclass(frozen=True)
+class Extends:
+    """A service rendered as a copy of another: compose's `extends`, one file after another."""
+
+    service: str
+    files: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -94,11 +113,25 @@ class ServicePlan:
     labels: tuple[tuple[str, str], ...]
     reset_keys: tuple[str, ...] = ()
     note: str | None = None
+    replicas: int | None = None
+    extends: Extends | None = None
+    image: str | None = None
+    command: tuple[str, ...] = ()
+    init: bool = False
+    network_mode: str | None = None
+    ipc: str | None = None
+    depends_on: tuple[str, ...] = ()
+    volumes: tuple[str, ...] = ()
 
     @property
     def has_gpu(self) -> bool:
         """Whether the container itself gets GPUs through a device request."""
         return bool(self.devices) and self.role is not Role.TRAINER_LAUNCHER
+
+    @property
+    def disabled(self) -> bool:
+        """Whether the service is kept from starting (replaced by simulator workers)."""
+        return self.replicas == 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +142,9 @@ class Plan:
     run_id: str
     services: tuple[ServicePlan, ...]
     warnings: tuple[str, ...] = field(default=())
+    explanations: tuple[str, ...] = ()
+    sharing: str = "exclusive"
+    tmpfs_volumes: tuple[str, ...] = ()
 
     def service(self, name: str) -> ServicePlan:
         """The plan of the service called `name`."""

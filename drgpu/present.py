@@ -46,9 +46,13 @@ def plan_document(plan: Plan) -> dict[str, Any]:
                 "environment": dict(service.environment),
                 "labels": dict(service.labels),
                 "note": service.note,
+                "replicas": service.replicas,
+                "ipc": service.ipc,
             }
             for service in plan.services
         },
+        "sharing": plan.sharing,
+        "explanations": list(plan.explanations),
         "warnings": list(plan.warnings),
         "index_order": ORDER_NOTE,
     }
@@ -77,8 +81,12 @@ def plan_table(plan: Plan) -> None:
     """The plan as a table on stdout, with the index-order note under it."""
     table = _table(f"drgpu plan for {plan.project}", "Service", "Role", "GPUs", "Gets")
     for service in plan.services:
-        if service.has_gpu:
+        if service.disabled and service.note:
+            gets = service.note
+        elif service.has_gpu:
             gets = "device request: " + ", ".join(service.capabilities)
+            if service.ipc and service.ipc.startswith("service:"):
+                gets += "; MPS client"
         elif service.note:
             gets = service.note
         else:
@@ -86,6 +94,8 @@ def plan_table(plan: Plan) -> None:
         table.add_row(service.name, service.role.value, _devices_text(service.devices), gets)
     table.caption = ORDER_NOTE
     _print(table)
+    for line in plan.explanations:
+        sys.stdout.write(f"why {line}\n")
 
 
 def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:

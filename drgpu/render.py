@@ -37,9 +37,38 @@ def render_override(plan: Plan) -> str:
         return dumper.represent_scalar(data.tag, "")
 
     _Dumper.add_representer(_Tagged, _represent_tagged)
-    document = {"services": {service.name: _service(service) for service in plan.services}}
-    body = yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
-    return _header(plan) + body
+    documents = [*_base_documents(plan), _document(plan)]
+    bodies = [
+        yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+        for document in documents
+    ]
+    return _header(plan) + "---\n".join(bodies)
+
+
+def _document(plan: Plan) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "services": {service.name: _service(service) for service in plan.services}
+    }
+    if plan.tmpfs_volumes:
+        tmpfs = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
+        document["volumes"] = {name: dict(tmpfs) for name in plan.tmpfs_volumes}
+    return document
+
+
+def _base_documents(plan: Plan) -> list[dict[str, Any]]:
+    """Compose resolves `extends` file by file: a service defined in several compose files
+    is copied from each, in order, one YAML document per file (merged as files are)."""
+    documents: list[dict[str, Any]] = []
+    for service in plan.services:
+        if service.extends is None:
+            continue
+        for index, path in enumerate(service.extends.files[:-1]):
+            if len(documents) <= index:
+                documents.append({"services": {}})
+            documents[index]["services"][service.name] = {
+                "extends": {"file": path, "service": service.extends.service}
+            }
+    return documents
 
 
 def _header(plan: Plan) -> str:
@@ -52,12 +81,31 @@ def _header(plan: Plan) -> str:
 
 
 def _service(service: ServicePlan) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "environment": dict(service.environment),
-        "labels": dict(service.labels),
-    }
+    body: dict[str, Any] = {}
+    if service.extends is not None:
+        body["extends"] = {"file": service.extends.files[-1], "service": service.extends.service}
+    if service.image is not None:
+        body["image"] = service.image
+    if service.command:
+        body["command"] = list(service.command)
+    if service.init:
+        body["init"] = True
+    if service.network_mode is not None:
+        body["network_mode"] = service.network_mode
+    if service.ipc is not None:
+        body["ipc"] = service.ipc
+    body["environment"] = dict(service.environment)
+    body["labels"] = dict(service.labels)
+    if service.volumes:
+        body["volumes"] = list(service.volumes)
+    if service.depends_on:
+        body["depends_on"] = {name: {"condition": "service_started"} for name in service.depends_on}
     if "gpus" in service.reset_keys:
         body["gpus"] = _Tagged("!reset", None)
+    if service.replicas is not None:
+        # `scale` and `deploy.replicas` must agree: drop any scale, set the replicas.
+        body["scale"] = _Tagged("!reset", None)
+        _put(body, ("deploy", "replicas"), service.replicas)
     if service.has_gpu:
         request = {
             "driver": "nvidia",

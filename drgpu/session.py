@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.config import Config, load_config
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
-from drgpu.model import Inventory, Plan
+from drgpu.model import Claim, Inventory, Plan
 from drgpu.planning import make_plan
 from drgpu.render import HEADER_MARK
 from drgpu.stack import Stack, base_stack_file, load_stack
@@ -38,16 +40,66 @@ def prepare(
     inventory_file: Path | None,
     compose_files: list[Path] | None,
 ) -> Prepared:
-    """Read settings, stack and inventory, and plan; any problem raises its DrgpuError."""
+    """Read settings, stack and inventory, and plan; any problem raises its DrgpuError.
+
+    Planned against this host (no inventory file), the plan also respects what other
+    runs hold; when the Docker engine cannot be asked, a warning says so.
+    """
     config = load_config(env_file, run_env)
+    return _prepare(config, env_file, inventory_file, compose_files, strict=False)
+
+
+@contextmanager
+def prepare_locked(
+    env_file: Path, run_env: Path | None, compose_files: list[Path] | None
+) -> Iterator[Prepared]:
+    """`prepare` for `up`, under the host-wide lock until the block ends: no other
+    `drgpu up` can read the runs' claims between this plan and this stack's start."""
+    from drgpu.hostlock import host_lock, lock_path
+    from drgpu.ui import note
+
+    config = load_config(env_file, run_env)
+    with host_lock(lock_path(config.values), on_wait=note):
+        yield _prepare(config, env_file, None, compose_files, strict=True)
+
+
+def _prepare(
+    config: Config,
+    env_file: Path,
+    inventory_file: Path | None,
+    compose_files: list[Path] | None,
+    *,
+    strict: bool,
+) -> Prepared:
     stack = load_stack(compose_files or [base_stack_file()])
     inventory = _inventory(config, inventory_file)
+    claims: tuple[Claim, ...] = ()
+    blind: str | None = None
+    if inventory_file is None and config.wants_gpu:
+        claims, blind = _claims(strict)
+    plan = make_plan(config, stack, inventory, claims)
+    if blind is not None:
+        plan = replace(plan, warnings=(*plan.warnings, blind))
     return Prepared(
         config=config,
         stack=stack,
-        plan=make_plan(config, stack, inventory),
+        plan=plan,
         override_path=override_path(env_file, config.project),
     )
+
+
+def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
+    """What other runs hold, from the labels of their containers; when the engine cannot
+    be asked, nothing and (unless `strict`: then the error) why."""
+    from drgpu.engine import drgpu_labels
+    from drgpu.labels import claims
+
+    try:
+        return claims(drgpu_labels()), None
+    except DockerError as exc:
+        if strict:
+            raise
+        return (), f"cannot see what other runs hold ({exc.message}): planned as if none ran"
 
 
 def _inventory(config: Config, inventory_file: Path | None) -> Inventory:

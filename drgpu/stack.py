@@ -11,7 +11,9 @@ from drgpu.errors import ConfigError
 from drgpu.model import Role
 
 BASE_STACK_NAME = "docker-compose.yml"
-_SIMULATOR = re.compile(r"^robomaker(-[0-9]+)?$")
+SIMULATOR_SERVICE = "robomaker"
+MPS_DAEMON_SERVICE = "drgpu-mps"
+_SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,13 @@ class StackService:
     role: Role
     has_device_requests: bool = False
     has_gpus_key: bool = False
+    files: tuple[Path, ...] = ()
+
+    @property
+    def worker_slot(self) -> int | None:
+        """N of a numbered simulator `robomaker-N`; None for any other service."""
+        match = _SIMULATOR.match(self.name)
+        return int(match["slot"]) if match and match["slot"] else None
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,10 @@ class Stack:
         """The services of one role."""
         return [service.name for service in self.services if service.role is role]
 
+    def service(self, name: str) -> StackService | None:
+        """The service called `name`, if the stack defines it."""
+        return next((service for service in self.services if service.name == name), None)
+
 
 def role_of(name: str) -> Role:
     """The role a service plays, from DeepRacer-for-cloud's service names."""
@@ -44,6 +57,8 @@ def role_of(name: str) -> Role:
         return Role.TRAINER_LAUNCHER
     if _SIMULATOR.match(name):
         return Role.SIMULATOR
+    if name == MPS_DAEMON_SERVICE:
+        return Role.MPS_DAEMON
     return Role.OTHER
 
 
@@ -72,6 +87,7 @@ def load_stack(files: list[Path]) -> Stack:
                 role=previous.role,
                 has_device_requests=previous.has_device_requests or has_devices,
                 has_gpus_key=previous.has_gpus_key or has_gpus,
+                files=(*previous.files, path.resolve()),
             )
     return Stack(files=tuple(files), services=tuple(services.values()))
 

@@ -11,13 +11,33 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     problems: list[str] = []
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
+        if service.disabled:
+            if mine:
+                problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
+            continue
         if not mine:
             problems.append(f"service {service.name} has no container")
         for container in mine:
             problems.extend(
                 f"{container.name}: {p}" for p in _container_problems(service, container)
             )
+            problems.extend(
+                f"{container.name}: {p}" for p in _ipc_problems(service, container, containers)
+            )
     return problems
+
+
+def _ipc_problems(
+    service: ServicePlan, container: ContainerFacts, containers: list[ContainerFacts]
+) -> list[str]:
+    """An MPS client must share the IPC namespace of its daemon's container."""
+    if service.ipc is None or not service.ipc.startswith("service:"):
+        return []
+    owner = service.ipc.removeprefix("service:")
+    wanted = {f"container:{c.id}" for c in containers if c.service == owner}
+    if container.ipc_mode in wanted:
+        return []
+    return [f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}"]
 
 
 def _container_problems(service: ServicePlan, container: ContainerFacts) -> list[str]:

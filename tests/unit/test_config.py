@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.config import Config, load_config
+from drgpu.config import DEFAULT_MPS_IMAGE, DRGPU_KEYS, Config, MpsSettings, load_config
 from drgpu.devices import NO_GPU, DeviceRequest, SelectorKind
 from drgpu.errors import ConfigError, ExitCode
 
@@ -205,8 +205,8 @@ def test_unknown_docker_style_is_refused(tmp_path: Path) -> None:
 
 
 def test_unknown_sharing_mode_is_refused(tmp_path: Path) -> None:
-    error = config_error(write(tmp_path / "system.env", "DRGPU_SHARING=timeslice\n"))
-    assert error.message.endswith("DRGPU_SHARING: 'timeslice' is not one of exclusive")
+    error = config_error(write(tmp_path / "system.env", "DRGPU_SHARING=shared\n"))
+    assert error.message.endswith("DRGPU_SHARING: 'shared' is not one of exclusive, timeslice, mps")
 
 
 def test_bad_host_x_is_refused(tmp_path: Path) -> None:
@@ -234,3 +234,79 @@ def test_example_settings_file_loads(tmp_path: Path) -> None:
     config = load_config(example)
     assert config.project == "deepracer-0"
     assert config.values["DR_SIMAPP_VERSION"] == "5.3.3-gpu"
+
+
+# --- sharing, workers, MPS limits -------------------------------------------------------------
+
+
+def test_sharing_modes_and_worker_placement_are_read(tmp_path: Path) -> None:
+    env = write(tmp_path / "system.env", "DRGPU_SHARING=TimeSlice\nDRGPU_WORKER_PLACEMENT=pack\n")
+    config = load_config(env)
+    assert (config.sharing, config.worker_placement) == ("timeslice", "pack")
+
+
+def test_defaults_of_sharing_placement_and_mps(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "system.env", "# nothing\n"))
+    assert (config.sharing, config.worker_placement) == ("exclusive", "spread")
+    assert config.mps == MpsSettings(image=DEFAULT_MPS_IMAGE)
+
+
+def test_unknown_worker_placement_is_refused(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "system.env", "DRGPU_WORKER_PLACEMENT=fill\n"))
+    assert error.message.endswith("DRGPU_WORKER_PLACEMENT: 'fill' is not one of spread, pack")
+
+
+def test_mps_limits_are_read_in_mps_units(tmp_path: Path) -> None:
+    env = write(
+        tmp_path / "system.env",
+        """
+        DRGPU_MPS_IMAGE=registry.local/cuda:12
+        DRGPU_MPS_SAGEMAKER_THREADS=60
+        DRGPU_MPS_ROBOMAKER_THREADS=20%
+        DRGPU_MPS_SAGEMAKER_MEMORY=8G
+        DRGPU_MPS_ROBOMAKER_MEMORY=1536M
+        """,
+    )
+    assert load_config(env).mps == MpsSettings(
+        image="registry.local/cuda:12",
+        trainer_threads=60,
+        simulator_threads=20,
+        trainer_memory_mib=8192,
+        simulator_memory_mib=1536,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "mib"), [("2G", 2048), ("2g", 2048), ("2048M", 2048), ("2GiB", 2048), ("512 MB", 512)]
+)
+def test_mps_memory_accepts_g_and_m(tmp_path: Path, text: str, mib: int) -> None:
+    config = load_config(write(tmp_path / "system.env", f"DRGPU_MPS_ROBOMAKER_MEMORY={text}\n"))
+    assert config.mps.simulator_memory_mib == mib
+
+
+@pytest.mark.parametrize("text", ["0", "101", "-5", "half", "60.5"])
+def test_mps_thread_percentage_must_be_1_to_100(tmp_path: Path, text: str) -> None:
+    env = write(tmp_path / "system.env", f"DR_RUN_ID=0\nDRGPU_MPS_SAGEMAKER_THREADS={text}\n")
+    error = config_error(env)
+    assert error.message == (
+        f"{env}:2: DRGPU_MPS_SAGEMAKER_THREADS: {text!r} is not a whole percentage from 1 to 100"
+    )
+
+
+@pytest.mark.parametrize("text", ["2", "2T", "0G", "2.5G", "lots"])
+def test_mps_memory_must_be_a_size_in_m_or_g(tmp_path: Path, text: str) -> None:
+    error = config_error(write(tmp_path / "system.env", f"DRGPU_MPS_ROBOMAKER_MEMORY={text}\n"))
+    assert f"DRGPU_MPS_ROBOMAKER_MEMORY: {text!r} is not a memory size like 2G or 2048M" in (
+        error.message
+    )
+
+
+def test_misspelt_new_key_suggests_the_right_one(tmp_path: Path) -> None:
+    error = config_error(write(tmp_path / "system.env", "DRGPU_WORKER_PLACMENT=pack\n"))
+    assert error.message.endswith("did you mean DRGPU_WORKER_PLACEMENT?")
+
+
+def test_every_drgpu_key_is_documented_in_the_example_settings() -> None:
+    example = (Path(__file__).resolve().parents[2] / "system.env.example").read_text()
+    for key in DRGPU_KEYS:
+        assert f"{key}=" in example, key

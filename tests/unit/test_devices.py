@@ -130,6 +130,18 @@ def test_negative_index_is_refused() -> None:
     assert syntax_error("0,-1") == "'-1': GPU indices start at 0 and cannot be negative"
 
 
+@pytest.mark.parametrize("value", ["auto", "AUTO", " Auto "])
+def test_auto_leaves_the_choice_to_drgpu(value: str, gtx_m40: Inventory) -> None:
+    request = parse_devices(value)
+    assert request == DeviceRequest(auto=True)
+    assert request.wants_gpu
+    assert resolve(request, gtx_m40) == ([], [])
+
+
+def test_auto_cannot_be_combined_with_other_devices() -> None:
+    assert syntax_error("auto,1") == "'auto' cannot be combined with other devices"
+
+
 def test_all_cannot_be_combined_with_other_devices() -> None:
     assert syntax_error("0,all") == "'all' cannot be combined with other devices"
 

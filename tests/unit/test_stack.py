@@ -25,6 +25,7 @@ def compose(tmp_path: Path, name: str, text: str) -> Path:
         ("robomaker", Role.SIMULATOR),
         ("robomaker-3", Role.SIMULATOR),
         ("robomaker_3", Role.OTHER),
+        ("drgpu-mps", Role.MPS_DAEMON),
         ("minio", Role.OTHER),
     ],
 )
@@ -33,10 +34,11 @@ def test_roles_come_from_deepracer_for_clouds_service_names(name: str, role: Rol
 
 
 def test_base_stack_has_a_trainer_and_a_simulator() -> None:
-    stack = load_stack([base_stack_file()])
+    base = base_stack_file()
+    stack = load_stack([base])
     assert stack.services == (
-        StackService("sagemaker", Role.TRAINER),
-        StackService("robomaker", Role.SIMULATOR),
+        StackService("sagemaker", Role.TRAINER, files=(base,)),
+        StackService("robomaker", Role.SIMULATOR, files=(base,)),
     )
 
 
@@ -51,10 +53,30 @@ def test_gpu_settings_are_merged_across_files_in_order(tmp_path: Path) -> None:
     stack = load_stack([first, second])
     assert stack.files == (first, second)
     assert stack.services == (
-        StackService("robomaker", Role.SIMULATOR, has_gpus_key=True),
-        StackService("minio", Role.OTHER),
-        StackService("sagemaker", Role.TRAINER, has_device_requests=True),
+        StackService("robomaker", Role.SIMULATOR, has_gpus_key=True, files=(first,)),
+        StackService("minio", Role.OTHER, files=(first,)),
+        StackService("sagemaker", Role.TRAINER, has_device_requests=True, files=(second,)),
     )
+
+
+def test_each_service_knows_the_files_that_define_it_as_absolute_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compose(tmp_path, "a.yml", "services:\n  robomaker: {image: sim}\n")
+    compose(tmp_path, "b.yml", "services:\n  robomaker: {environment: {A: b}}\n  minio: {}\n")
+    monkeypatch.chdir(tmp_path)
+    stack = load_stack([Path("a.yml"), Path("b.yml")])
+    robomaker = stack.service("robomaker")
+    assert robomaker is not None
+    assert robomaker.files == (tmp_path / "a.yml", tmp_path / "b.yml")
+    assert stack.service("absent") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "slot"), [("robomaker-3", 3), ("robomaker-12", 12), ("robomaker", None), ("x-1", None)]
+)
+def test_worker_slots_come_from_numbered_robomakers(name: str, slot: int | None) -> None:
+    assert StackService(name, role_of(name)).worker_slot == slot
 
 
 def test_invalid_yaml_names_the_file_and_line(tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+"""Choosing GPUs: `auto` requests, simulator workers, and what other runs already hold.
+
+Pure functions over the inventory and the claims read from running containers'
+labels; every choice comes with one line saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from drgpu.model import Assignment, Claim, Gpu, Inventory
+
+WORKER_MEMORY_MIB = 1024
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `auto` picked for one role, why, or why nothing could be picked."""
+
+    devices: tuple[Assignment, ...]
+    reason: str
+    problem: str | None = None
+
+
+def locate(uuid: str, inventory: Inventory) -> Assignment | None:
+    """The GPU or MIG device with this full UUID, if the machine has it."""
+    for gpu in inventory.gpus:
+        if gpu.uuid == uuid:
+            return Assignment(gpu)
+        for mig in gpu.mig_devices:
+            if mig.uuid == uuid:
+                return Assignment(gpu, mig)
+    return None
+
+
+def overlaps(mine: Assignment, theirs: Assignment) -> bool:
+    """Whether two assignments touch the same silicon (a whole GPU covers its MIG slices)."""
+    if mine.gpu.uuid != theirs.gpu.uuid:
+        return False
+    return mine.mig is None or theirs.mig is None or mine.mig.uuid == theirs.mig.uuid
+
+
+def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dict[str, str]:
+    """Why each busy GPU (by GPU UUID) is busy: another run holds it, or foreign processes
+    run on it (processes on a GPU this run itself holds count as this run's)."""
+    holders: dict[str, list[str]] = {}
+    own: set[str] = set()
+    for claim in claims:
+        for uuid in claim.uuids:
+            found = locate(uuid, inventory)
+            if found is None:
+                continue
+            if claim.run_id == run_id:
+                own.add(found.gpu.uuid)
+            elif claim.run_id not in holders.setdefault(found.gpu.uuid, []):
+                holders[found.gpu.uuid].append(claim.run_id)
+    busy: dict[str, str] = {}
+    for gpu in inventory.gpus:
+        if gpu.uuid in holders:
+            runs = ", ".join(repr(run) for run in holders[gpu.uuid])
+            busy[gpu.uuid] = f"held by run {runs}"
+        elif gpu.processes and gpu.uuid not in own:
+            busy[gpu.uuid] = f"{len(gpu.processes)} foreign process(es)"
+    return busy
+
+
+def short(device: Assignment) -> str:
+    """`GPU 1 (NVIDIA L4)`, or `GPU 0 MIG-… (NVIDIA A100…)` for a slice."""
+    slice_ = f" {device.mig.uuid}" if device.mig else ""
+    return f"GPU {device.gpu.index}{slice_} ({device.gpu.name})"
+
+
+def choose_trainer(
+    inventory: Inventory, busy: Mapping[str, str], taken: set[str], may_share: bool
+) -> Choice:
+    """`auto` for the trainer: the free GPU with the most memory, then the highest compute
+    capability (then the lowest index). GPUs in `taken` (the simulator's) are used only
+    when sharing is allowed and nothing else is free."""
+    usable = _usable(inventory, busy)
+    pool = [gpu for gpu in usable if gpu.uuid not in taken] or (usable if may_share else [])
+    if not pool:
+        return Choice((), "", _nothing_free("the trainer", inventory, busy, taken))
+    best = max(pool, key=lambda gpu: (gpu.memory_total_mib, gpu.compute_capability, -gpu.index))
+    major, minor = best.compute_capability
+    reason = (
+        f"the free GPU with the most memory ({best.memory_total_mib} MiB, compute {major}.{minor})"
+    )
+    if best.uuid in taken:
+        reason += ", shared with the simulator: no other GPU is free"
+    return Choice((Assignment(best),), reason + _passed_over(inventory, busy))
+
+
+def choose_simulators(
+    inventory: Inventory,
+    busy: Mapping[str, str],
+    trainer: Sequence[Assignment],
+    may_share: bool,
+) -> Choice:
+    """`auto` for the simulators: the free GPUs the trainer does not have, the most memory
+    first (workers are then placed on them); the trainer's own when sharing is allowed and
+    no other GPU is free."""
+    taken = {device.gpu.uuid for device in trainer}
+    rest = sorted(
+        (gpu for gpu in _usable(inventory, busy) if gpu.uuid not in taken),
+        key=lambda gpu: (-gpu.memory_total_mib, gpu.index),
+    )
+    if rest:
+        reason = "the free GPUs besides the trainer's, the most memory first"
+        devices = tuple(Assignment(gpu) for gpu in rest)
+        return Choice(devices, reason + _passed_over(inventory, busy))
+    if may_share and trainer:
+        reason = "no other GPU is free, so the simulators share the trainer's"
+        return Choice(tuple(trainer), reason + _passed_over(inventory, busy))
+    return Choice((), "", _nothing_free("the simulators", inventory, busy, taken))
+
+
+def place_workers(
+    devices: Sequence[Assignment], workers: int, mode: str, reserved_mib: Mapping[str, int]
+) -> list[tuple[Assignment, str]]:
+    """Each worker's device (worker 1 first) and why. `spread` deals them round-robin;
+    `pack` fills the devices with the most free memory first, about 1 GiB per worker
+    (`reserved_mib`: memory other services of the stack are expected to take, per UUID)."""
+    if not devices:
+        return []
+    if mode == "spread":
+        indices = ", ".join(str(device.gpu.index) for device in devices)
+        return [
+            (
+                devices[(slot - 1) % len(devices)],
+                f"spread: worker {slot} of {workers}, round-robin over GPUs {indices}",
+            )
+            for slot in range(1, workers + 1)
+        ]
+    free = {device.uuid: _free_mib(device) - reserved_mib.get(device.uuid, 0) for device in devices}
+    order = sorted(devices, key=lambda device: -free[device.uuid])
+    placed = []
+    for _ in range(workers):
+        fits = [device for device in order if free[device.uuid] >= WORKER_MEMORY_MIB]
+        device = fits[0] if fits else max(order, key=lambda d: free[d.uuid])
+        reason = (
+            f"pack: {max(free[device.uuid], 0)} MiB free before this worker; the GPU with"
+            f" the most free memory is filled first, about {WORKER_MEMORY_MIB // 1024} GiB each"
+        )
+        free[device.uuid] -= WORKER_MEMORY_MIB
+        placed.append((device, reason))
+    return placed
+
+
+def _free_mib(device: Assignment) -> int:
+    used = 0 if device.mig else device.gpu.memory_used_mib
+    return device.memory_total_mib - used
+
+
+def _usable(inventory: Inventory, busy: Mapping[str, str]) -> list[Gpu]:
+    return [
+        gpu for gpu in inventory.gpus if not gpu.lost and not gpu.mig_mode and gpu.uuid not in busy
+    ]
+
+
+def _why_not(gpu: Gpu, busy: Mapping[str, str]) -> str | None:
+    if gpu.lost:
+        return "lost"
+    if gpu.mig_mode:
+        return "in MIG mode: auto takes whole GPUs only"
+    return busy.get(gpu.uuid)
+
+
+def _passed_over(inventory: Inventory, busy: Mapping[str, str]) -> str:
+    skipped = [
+        f"GPU {gpu.index} ({why})"
+        for gpu in inventory.gpus
+        if (why := _why_not(gpu, busy)) is not None
+    ]
+    return f"; passed over {', '.join(skipped)}" if skipped else ""
+
+
+def _nothing_free(role: str, inventory: Inventory, busy: Mapping[str, str], taken: set[str]) -> str:
+    if not inventory.gpus:
+        return f"auto found no GPU for {role}: this machine has none"
+    reasons = []
+    for gpu in inventory.gpus:
+        why = _why_not(gpu, busy) or ("the other role's" if gpu.uuid in taken else None)
+        if why:
+            reasons.append(f"GPU {gpu.index} ({why})")
+    return f"auto found no free GPU for {role}: {', '.join(reasons)}"

@@ -1,0 +1,205 @@
+"""GPU sharing (DRGPU_SHARING): what `timeslice` and `mps` add to a plan's services.
+
+- exclusive: nothing (overlaps were refused while planning).
+- timeslice: every service with a GPU is told to grow its memory instead of taking it
+  all (TensorFlow and PyTorch), so that processes on one GPU do not starve each other.
+- mps: an MPS control daemon for the GPUs two or more services share; each service on
+  them becomes an MPS client (shared IPC namespace and pipe directory, thread and pinned
+  memory limits from system.env) that starts after the daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from drgpu.config import MPS_KEYS, Config
+from drgpu.labels import run_labels
+from drgpu.model import Assignment, Role, ServicePlan
+from drgpu.placement import short
+from drgpu.stack import MPS_DAEMON_SERVICE, Stack
+
+TIMESLICE_ENVIRONMENT = (
+    ("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
+    ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+    ("PYTORCH_ALLOC_CONF", "expandable_segments:True"),
+)
+MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"
+MPS_LOG_DIRECTORY = "/tmp/nvidia-log"
+MPS_PIPE_VOLUME = "drgpu-mps-pipe"
+MPS_LOG_VOLUME = "drgpu-mps-log"
+MPS_VOLUMES = (f"{MPS_PIPE_VOLUME}:{MPS_PIPE_DIRECTORY}", f"{MPS_LOG_VOLUME}:{MPS_LOG_DIRECTORY}")
+MPS_COMMAND = (
+    "sh",
+    "-c",
+    f"nvidia-cuda-mps-control -d && exec tail -F {MPS_LOG_DIRECTORY}/control.log",
+)
+MPS_CAPABILITIES = ("gpu", "compute", "utility")
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The services with their sharing settings, and what was found on the way."""
+
+    services: tuple[ServicePlan, ...]
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    explanations: tuple[str, ...] = ()
+    tmpfs_volumes: tuple[str, ...] = ()
+
+
+def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan]) -> Shared:
+    """The plan's services as DRGPU_SHARING wants them."""
+    stray = [key for key in MPS_KEYS if config.values.get(key) and config.sharing != "mps"]
+    warnings = [
+        f"{config.where(key)} is set, but DRGPU_SHARING={config.sharing}: it applies to mps only"
+        for key in stray
+    ]
+    daemon_source = stack.service(MPS_DAEMON_SERVICE)
+    if config.sharing == "timeslice":
+        services = tuple(
+            replace(s, environment=s.environment + TIMESLICE_ENVIRONMENT) if s.has_gpu else s
+            for s in services
+        )
+    if config.sharing != "mps":
+        if daemon_source is not None:
+            services = (*services, _idle_daemon(config, daemon_source.has_device_requests))
+        return Shared(tuple(services), warnings=tuple(warnings))
+    users: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
+    for service in services:
+        for device in service.devices:
+            users.setdefault(device.uuid, (device, []))[1].append(service)
+    shared = {uuid: entry for uuid, entry in users.items() if len(entry[1]) > 1}
+    clients = [
+        s for s in services if s.has_gpu and any(device.uuid in shared for device in s.devices)
+    ]
+    if not clients:
+        warnings.append("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started")
+        if daemon_source is not None:
+            services = (*services, _idle_daemon(config, daemon_source.has_device_requests))
+        return Shared(tuple(services), warnings=tuple(warnings))
+    problems = [
+        f"{client.name} gets MIG device {device.uuid}: drgpu does not run MPS on MIG devices"
+        for client in clients
+        for device in client.devices
+        if device.mig is not None
+    ]
+    for device, sharers in shared.values():
+        launchers = [s.name for s in sharers if s.role is Role.TRAINER_LAUNCHER]
+        if launchers:
+            warnings.append(
+                f"{short(device)} is shared through MPS, but the trainer that"
+                f" {launchers[0]} starts runs outside Compose and does not join MPS"
+            )
+    warnings.extend(_limit_warnings(config, shared))
+    daemon_devices = tuple(
+        sorted(
+            {device.uuid: device for client in clients for device in client.devices}.values(),
+            key=lambda device: device.gpu.index,
+        )
+    )
+    uuids = ",".join(device.uuid for device in daemon_devices)
+    own_definition = daemon_source is not None
+    daemon = ServicePlan(
+        name=MPS_DAEMON_SERVICE,
+        role=Role.MPS_DAEMON,
+        devices=daemon_devices,
+        capabilities=MPS_CAPABILITIES,
+        environment=(
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+            ("CUDA_VISIBLE_DEVICES", uuids),
+            ("NVIDIA_VISIBLE_DEVICES", uuids),
+            ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
+            ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
+        ),
+        labels=run_labels(config.run_id, config.sharing, Role.MPS_DAEMON, uuids),
+        note="the MPS control daemon of the shared GPUs",
+        image=None if own_definition else config.mps.image,
+        command=() if own_definition else MPS_COMMAND,
+        init=not own_definition,
+        network_mode=None if own_definition else "none",
+        ipc="shareable",
+        volumes=MPS_VOLUMES,
+    )
+    client_names = {client.name for client in clients}
+    services = tuple(_as_client(config, s) if s.name in client_names else s for s in services)
+    gpus = ", ".join(short(device) for device in daemon_devices)
+    explanation = (
+        f"{MPS_DAEMON_SERVICE}: MPS control daemon for {gpus}; its clients"
+        f" ({', '.join(sorted(client_names))}) share its IPC namespace and pipe directory"
+    )
+    return Shared(
+        services=(*services, daemon),
+        problems=tuple(problems),
+        warnings=tuple(warnings),
+        explanations=(explanation,),
+        tmpfs_volumes=(MPS_PIPE_VOLUME, MPS_LOG_VOLUME),
+    )
+
+
+def _as_client(config: Config, service: ServicePlan) -> ServicePlan:
+    threads, memory = _limits(config, service.role)
+    environment = [
+        ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
+        ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
+    ]
+    if threads is not None:
+        environment.append(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(threads)))
+    if memory is not None:
+        limit = ",".join(f"{device.uuid}={mps_memory(memory)}" for device in service.devices)
+        environment.append(("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit))
+    return replace(
+        service,
+        environment=service.environment + tuple(environment),
+        ipc=f"service:{MPS_DAEMON_SERVICE}",
+        depends_on=(MPS_DAEMON_SERVICE,),
+        volumes=MPS_VOLUMES,
+    )
+
+
+def mps_memory(mib: int) -> str:
+    """MPS's spelling of a memory limit: `2G`, or `1536M` when not whole gibibytes."""
+    return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
+
+
+def _limits(config: Config, role: Role) -> tuple[int | None, int | None]:
+    if role is Role.TRAINER:
+        return config.mps.trainer_threads, config.mps.trainer_memory_mib
+    if role is Role.SIMULATOR:
+        return config.mps.simulator_threads, config.mps.simulator_memory_mib
+    return None, None
+
+
+def _limit_warnings(
+    config: Config, shared: dict[str, tuple[Assignment, list[ServicePlan]]]
+) -> list[str]:
+    warnings = []
+    for device, sharers in shared.values():
+        threads = [(s.name, t) for s in sharers if (t := _limits(config, s.role)[0]) is not None]
+        if sum(t for _, t in threads) > 100:
+            parts = ", ".join(f"{name} {t}%" for name, t in threads)
+            warnings.append(
+                f"MPS thread percentages on {short(device)} add up to"
+                f" {sum(t for _, t in threads)}% ({parts}): its clients will contend for SMs"
+            )
+        memory = [m for s in sharers if (m := _limits(config, s.role)[1]) is not None]
+        if sum(memory) > device.memory_total_mib:
+            warnings.append(
+                f"MPS memory limits on {short(device)} add up to {sum(memory)} MiB,"
+                f" more than its {device.memory_total_mib} MiB"
+            )
+    return warnings
+
+
+def _idle_daemon(config: Config, has_device_requests: bool) -> ServicePlan:
+    """The stack's own drgpu-mps service when no GPU is shared through MPS: no GPU."""
+    return ServicePlan(
+        name=MPS_DAEMON_SERVICE,
+        role=Role.MPS_DAEMON,
+        devices=(),
+        capabilities=(),
+        environment=(("NVIDIA_VISIBLE_DEVICES", "void"),),
+        labels=run_labels(config.run_id, config.sharing, Role.MPS_DAEMON, ""),
+        reset_keys=("deploy.resources.reservations.devices",) if has_device_requests else (),
+        note="no GPU is shared through MPS",
+    )
