@@ -8,11 +8,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from drgpu.errors import DrgpuError, ExitCode
+from drgpu.errors import ConfigError, DrgpuError, ExitCode
+
+if TYPE_CHECKING:
+    from drgpu.session import Prepared
 
 app = typer.Typer(
     name="drgpu",
@@ -45,6 +48,9 @@ ComposeFiles = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+Swarm = Annotated[
+    bool, typer.Option("--swarm", help="Docker Swarm, as DR_DOCKER_STYLE=swarm asks for.")
+]
 
 DEFAULT_ENV_FILE = Path("system.env")
 
@@ -77,18 +83,50 @@ def render(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to FILE (atomically).")
     ] = None,
+    swarm: Swarm = False,
+    k8s: Annotated[
+        bool, typer.Option("--k8s", help="Kubernetes manifests (nvidia.com/gpu) instead.")
+    ] = False,
 ) -> None:
-    """Print the Compose override that gives each service exactly its GPUs."""
+    """Print the Compose override that gives each service exactly its GPUs.
+
+    With --swarm (or DR_DOCKER_STYLE=swarm) the Swarm stack file; with --k8s Kubernetes manifests.
+    """
     from drgpu import present, session
-    from drgpu.render import render_override
 
     prepared = session.prepare(env_file, run_env, inventory, file)
-    text = render_override(prepared.plan)
+    text, warnings = _rendered(prepared, swarm=swarm, k8s=k8s)
     if output is None:
         sys.stdout.write(text)
     else:
         session.write_owned_file(output, text)
-    present.warnings(prepared.plan.warnings)
+    present.warnings([*prepared.plan.warnings, *warnings])
+
+
+def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple[str, ...]]:
+    """The text `render` prints, and warnings about it."""
+    if swarm and k8s:
+        raise ConfigError("--swarm and --k8s exclude each other")
+    if k8s:
+        from drgpu.k8s import render_manifests
+        from drgpu.resolved import resolve_stack
+
+        model = resolve_stack(prepared.config, prepared.stack.files)
+        manifests = render_manifests(
+            prepared.plan,
+            model,
+            workers=prepared.config.workers,
+            sharing=prepared.config.sharing,
+        )
+        return manifests.text, manifests.warnings
+    if swarm or prepared.config.docker_style == "swarm":
+        from drgpu import swarmctl
+
+        stack = swarmctl.render(prepared)
+        return stack.text, stack.warnings
+    from drgpu.render import render_override
+
+    return render_override(prepared.plan), ()
 
 
 @app.command()
@@ -96,8 +134,12 @@ def up(
     env_file: EnvFile = DEFAULT_ENV_FILE,
     run_env: RunEnv = None,
     file: ComposeFiles = None,
+    swarm: Swarm = False,
 ) -> None:
     """Check, render, start the stack, and prove every container got exactly its GPUs."""
+    if swarm or _docker_style(env_file, run_env) == "swarm":
+        _swarm_up(env_file, run_env, file)
+        return
     from drgpu import present, session
 
     with session.prepare_locked(env_file, run_env, file) as prepared:
@@ -111,9 +153,16 @@ def down(
     env_file: EnvFile = DEFAULT_ENV_FILE,
     run_env: RunEnv = None,
     file: ComposeFiles = None,
+    swarm: Swarm = False,
 ) -> None:
-    """Stop and remove the stack's containers (with --remove-orphans)."""
+    """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack."""
     from drgpu import session
+
+    if swarm or _docker_style(env_file, run_env) == "swarm":
+        from drgpu import swarmctl
+
+        swarmctl.down(env_file, run_env)
+        return
 
     session.down(env_file, run_env, file)
 
@@ -192,6 +241,64 @@ def _run_id_of(env_file: Path) -> str:
     from drgpu.config import load_config
 
     return load_config(env_file).run_id
+
+
+def _docker_style(env_file: Path, run_env: Path | None) -> str:
+    """DR_DOCKER_STYLE of the settings."""
+    from drgpu.config import load_config
+
+    return load_config(env_file, run_env).docker_style
+
+
+def _swarm_up(env_file: Path, run_env: Path | None, file: list[Path] | None) -> None:
+    """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them."""
+    from drgpu import present, session, swarmctl
+
+    prepared = session.prepare(env_file, run_env, None, file)
+    present.warnings(prepared.plan.warnings)
+    stack, tasks = swarmctl.up(prepared)
+    present.warnings(stack.warnings)
+    present.swarm_up_table(stack, tasks)
+
+
+@app.command(name="swarm-setup")
+def swarm_setup(
+    inventory: InventoryFile = None,
+    daemon_json: Annotated[
+        Path, typer.Option("--daemon-json", help="The engine's settings file to check.")
+    ] = Path("/etc/docker/daemon.json"),
+    toolkit_config: Annotated[
+        Path, typer.Option("--toolkit-config", help="The NVIDIA runtime's config.toml to check.")
+    ] = Path("/etc/nvidia-container-runtime/config.toml"),
+    json_output: Json = False,
+) -> None:
+    """Print what this node needs for Swarm to hand out its GPUs, and check what differs.
+
+    Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
+    """
+    from drgpu import present, swarmsetup
+    from drgpu.errors import CheckFailedError
+
+    if inventory is not None:
+        from drgpu.topology import load_inventory
+
+        gpus = load_inventory(inventory)
+    else:
+        from drgpu.nvml import read_inventory
+
+        gpus = read_inventory()
+    state = swarmsetup.read_node(daemon_json, toolkit_config)
+    setup = swarmsetup.report(swarmsetup.wanted_resources(gpus), state, daemon_json, toolkit_config)
+    if json_output:
+        present.print_json(swarmsetup.document(setup))
+    else:
+        sys.stdout.write(swarmsetup.text(setup))
+    differing = [f for f in setup.findings if f.status == swarmsetup.DIFFERS]
+    if differing:
+        raise CheckFailedError(
+            f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"
+            f", first: {differing[0].subject}: {differing[0].detail}"
+        )
 
 
 @app.command(name="version")

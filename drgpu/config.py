@@ -179,12 +179,6 @@ def config_from_values(values: Mapping[str, str], origins: Mapping[str, Origin])
     if host_x not in _TRUE + _FALSE:
         raise fail("DR_HOST_X", f"{host_x!r} is not true or false")
     docker_style = choice("DR_DOCKER_STYLE", "compose", DOCKER_STYLES)
-    if docker_style == "swarm":
-        raise fail(
-            "DR_DOCKER_STYLE",
-            "swarm is not supported by this drgpu version",
-            "set DR_DOCKER_STYLE=compose",
-        )
 
     def percentage(key: str) -> int | None:
         text = values.get(key, "").strip().rstrip("%").strip()

@@ -186,3 +186,118 @@ def run_file_in_container(
         client.close()
     output = result.output.decode("utf-8", "replace") if result.output else ""
     return ExecResult(exit_code=int(result.exit_code), output=output)
+
+
+STACK_LABEL = "com.docker.stack.namespace"
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What a Swarm manager says about one task of a stack's service."""
+
+    id: str
+    service: str
+    slot: int
+    node_id: str
+    state: str
+    desired_state: str
+    error: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+    generic_resources: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `docker info` says about this node's engine (node labels: on a manager only)."""
+
+    version: str
+    default_runtime: str
+    runtimes: tuple[str, ...]
+    generic_resources: tuple[str, ...]
+    swarm_state: str
+    node_labels: Mapping[str, str] | None = None
+
+
+def stack_tasks(namespace: str) -> list[TaskFacts]:
+    """Every task of every service of a Swarm stack (the manager sees all nodes')."""
+    client = _client()
+    try:
+        services = client.services.list(filters={"label": f"{STACK_LABEL}={namespace}"})
+        tasks = [(service.name, task) for service in services for task in service.tasks()]
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+    return sorted(
+        (_task_facts(name, task) for name, task in tasks),
+        key=lambda task: (task.service, task.slot, task.id),
+    )
+
+
+def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
+    spec = (task.get("Spec") or {}).get("ContainerSpec") or {}
+    status = task.get("Status") or {}
+    return TaskFacts(
+        id=task["ID"],
+        service=service,
+        slot=int(task.get("Slot") or 0),
+        node_id=task.get("NodeID") or "",
+        state=status.get("State") or "unknown",
+        desired_state=task.get("DesiredState") or "",
+        error=status.get("Err") or "",
+        environment=dict(item.split("=", 1) for item in spec.get("Env") or [] if "=" in item),
+        generic_resources=_named_resources(task.get("GenericResources") or []),
+    )
+
+
+def _named_resources(resources: list[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
+    named = (resource.get("NamedResourceSpec") for resource in resources)
+    return tuple((spec["Kind"], spec["Value"]) for spec in named if spec)
+
+
+def _resource_text(resource: Mapping[str, Any]) -> str:
+    """`KIND=VALUE`, as daemon.json's node-generic-resources writes it."""
+    spec = resource.get("NamedResourceSpec") or resource.get("DiscreteResourceSpec") or {}
+    return f"{spec.get('Kind', '?')}={spec.get('Value', '?')}"
+
+
+def stack_leftovers(namespace: str) -> dict[str, int]:
+    """How many services, containers (on this node) and networks of a stack are left."""
+    client = _client()
+    label = {"label": f"{STACK_LABEL}={namespace}"}
+    try:
+        return {
+            "services": len(client.services.list(filters=label)),
+            "containers": len(client.containers.list(all=True, filters=label)),
+            "networks": len(client.networks.list(filters=label)),
+        }
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+
+
+def engine_facts() -> EngineFacts:
+    """This node's engine: runtimes, advertised generic resources, Swarm state and labels."""
+    client = _client()
+    try:
+        info = client.info()
+        swarm = info.get("Swarm") or {}
+        labels: Mapping[str, str] | None = None
+        if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
+            node = client.nodes.get(swarm["NodeID"])
+            labels = (node.attrs.get("Spec") or {}).get("Labels") or {}
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+    return EngineFacts(
+        version=str(info.get("ServerVersion") or ""),
+        default_runtime=str(info.get("DefaultRuntime") or ""),
+        runtimes=tuple(sorted(info.get("Runtimes") or {})),
+        generic_resources=tuple(
+            _resource_text(resource) for resource in info.get("GenericResources") or []
+        ),
+        swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
+        node_labels=None if labels is None else dict(labels),
+    )

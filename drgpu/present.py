@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from drgpu.cudacheck import CheckResult
-    from drgpu.engine import ContainerFacts
+    from drgpu.engine import ContainerFacts, TaskFacts
+    from drgpu.swarm import SwarmStack
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -190,3 +191,16 @@ def check_table(project: str, results: list[CheckResult]) -> None:
             verdict,
         )
     _print(table)
+
+
+def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
+    """The verified tasks of a deployed Swarm stack, with the GPUs the engine chose."""
+    from drgpu.swarm import GPU_KIND
+
+    table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
+    for task in tasks:
+        gpus = [value for kind, value in task.generic_resources if kind == GPU_KIND]
+        name = f"{task.service}.{task.slot}"
+        table.add_row(name, task.node_id[:12], task.state, "\n".join(gpus) or "none", "ok")
+    _print(table)
+    note(f"every task of {stack.project} holds its planned number of GPUs; none holds another's")

@@ -294,7 +294,6 @@ BAD_INPUTS = {
     "empty list entry": BadInput(
         ("plan", *INV), 2, env="DR_ROBOMAKER_CUDA_DEVICES=1,,0\n", says="write '1,0'"
     ),
-    "swarm": BadInput(("plan", *INV), 2, env="DR_DOCKER_STYLE=swarm\n", says="swarm"),
     "zero workers": BadInput(("plan", *INV), 2, env="DR_WORKERS=0\n", says="DR_WORKERS"),
     "bad run id": BadInput(("render", *INV), 2, env="DR_RUN_ID=My Run\n", says="DR_RUN_ID"),
     "unknown option": BadInput(("plan", "--bogus"), 2, says="--bogus"),

@@ -190,13 +190,9 @@ def test_run_id_names_the_project(tmp_path: Path, run_id: str) -> None:
     assert config.project == f"deepracer-{run_id}"
 
 
-def test_swarm_is_refused_with_a_hint(tmp_path: Path) -> None:
-    env = write(tmp_path / "system.env", "DR_DOCKER_STYLE=swarm\n")
-    error = config_error(env)
-    assert error.message == (
-        f"{env}:1: DR_DOCKER_STYLE: swarm is not supported by this drgpu version"
-    )
-    assert error.hint == "set DR_DOCKER_STYLE=compose"
+def test_swarm_is_a_docker_style(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "system.env", "DR_DOCKER_STYLE=Swarm\n"))
+    assert config.docker_style == "swarm"
 
 
 def test_unknown_docker_style_is_refused(tmp_path: Path) -> None:

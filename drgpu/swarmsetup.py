@@ -1,0 +1,329 @@
+"""`drgpu swarm-setup`: what a node needs so that Swarm hands out its GPUs, and what differs.
+
+A node advertises each GPU by full UUID as a named generic resource of kind NVIDIA-GPU
+(daemon.json `node-generic-resources`), runs the NVIDIA runtime by default (Swarm cannot
+pick a runtime per service), and the runtime's config.toml names the variable the engine
+sets, `swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"` (the kind, upper-cased, after
+DOCKER_RESOURCE_; nvidia-container-toolkit#57 is the mismatch this avoids).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drgpu.model import Inventory
+from drgpu.swarm import GPU_KIND, RESOURCE_VARIABLE, SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT
+
+if TYPE_CHECKING:
+    from drgpu.engine import EngineFacts
+
+DEFAULT_DAEMON_JSON = Path("/etc/docker/daemon.json")
+DEFAULT_TOOLKIT_CONFIG = Path("/etc/nvidia-container-runtime/config.toml")
+RUNTIME = "nvidia"
+RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
+TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
+NODE_LABELS = tuple(
+    c.split(" ==")[0].removeprefix("node.labels.")
+    for c in (TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT)
+)
+OK, DIFFERS, NOTE = "ok", "differs", "note"
+_SWARM_RESOURCE = re.compile(r"""^\s*swarm-resource\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
+_GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What was found on the node; a `*_problem` says why a part could not be read."""
+
+    daemon_json: Mapping[str, Any] | None
+    daemon_json_problem: str | None
+    swarm_resource: str | None
+    toolkit_problem: str | None
+    engine: EngineFacts | None
+    engine_problem: str | None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing checked: ok, differs (must change), or a note."""
+
+    subject: str
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class SetupReport:
+    """The settings the node needs, and how the node differs from them."""
+
+    resources: tuple[str, ...]
+    daemon_json_path: Path
+    daemon_json: Mapping[str, Any]
+    toolkit_path: Path
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing differs."""
+        return all(finding.status != DIFFERS for finding in self.findings)
+
+
+def wanted_resources(inventory: Inventory) -> tuple[str, ...]:
+    """`NVIDIA-GPU=<uuid>` for each usable GPU, or for each MIG slice of a GPU in MIG mode."""
+    uuids: list[str] = []
+    for gpu in inventory.gpus:
+        if gpu.lost:
+            continue
+        if gpu.mig_mode:
+            uuids.extend(mig.uuid for mig in gpu.mig_devices)
+        else:
+            uuids.append(gpu.uuid)
+    return tuple(f"{GPU_KIND}={uuid}" for uuid in uuids)
+
+
+def report(
+    resources: tuple[str, ...], state: NodeState, daemon_json_path: Path, toolkit_path: Path
+) -> SetupReport:
+    """Compare the node with what it needs."""
+    existing = dict(state.daemon_json or {})
+    findings = [
+        *_daemon_json_findings(resources, state, daemon_json_path),
+        _toolkit_finding(state, toolkit_path),
+        *_engine_findings(resources, state.engine, state.engine_problem),
+    ]
+    if not resources:
+        findings.insert(0, Finding("GPUs", DIFFERS, "this node has no usable GPU to advertise"))
+    return SetupReport(
+        resources=resources,
+        daemon_json_path=daemon_json_path,
+        daemon_json=_wanted_daemon_json(existing, resources),
+        toolkit_path=toolkit_path,
+        findings=tuple(findings),
+    )
+
+
+def _gpu_entries(entries: list[str]) -> tuple[list[str], list[str]]:
+    """Entries of kind NVIDIA-GPU, and entries of another kind whose value is a GPU UUID."""
+    ours, misnamed = [], []
+    for entry in entries:
+        kind, _, value = entry.partition("=")
+        if kind == GPU_KIND:
+            ours.append(entry)
+        elif _GPU_UUID.match(value):
+            misnamed.append(entry)
+    return ours, misnamed
+
+
+def _resource_findings(
+    subject: str, resources: tuple[str, ...], have: list[str], fix: str
+) -> list[Finding]:
+    ours, misnamed = _gpu_entries(have)
+    findings = [
+        Finding(
+            subject,
+            DIFFERS,
+            f"{entry}: kind {entry.partition('=')[0]!r} is not {GPU_KIND!r}, the kind drgpu's"
+            f" stacks reserve and that {RESOURCE_VARIABLE} is named after",
+        )
+        for entry in misnamed
+    ]
+    missing = [entry for entry in resources if entry not in ours]
+    extra = [entry for entry in ours if entry not in resources]
+    if missing:
+        findings.append(Finding(subject, DIFFERS, f"missing {', '.join(missing)}; {fix}"))
+    if extra:
+        findings.append(
+            Finding(subject, DIFFERS, f"{', '.join(extra)}: not a GPU of this node (full UUIDs)")
+        )
+    if not findings:
+        findings.append(Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU"))
+    return findings
+
+
+def _daemon_json_findings(
+    resources: tuple[str, ...], state: NodeState, path: Path
+) -> list[Finding]:
+    if state.daemon_json is None:
+        return [Finding(str(path), DIFFERS, state.daemon_json_problem or "cannot be read")]
+    document = state.daemon_json
+    have = document.get("node-generic-resources") or []
+    findings = _resource_findings(
+        f"{path}: node-generic-resources", resources, [str(entry) for entry in have], "add them"
+    )
+    runtime = document.get("default-runtime")
+    findings.append(
+        Finding(f"{path}: default-runtime", OK, RUNTIME)
+        if runtime == RUNTIME
+        else Finding(
+            f"{path}: default-runtime",
+            DIFFERS,
+            f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it"
+            f" must be {RUNTIME!r}",
+        )
+    )
+    if RUNTIME not in (document.get("runtimes") or {}):
+        findings.append(Finding(f"{path}: runtimes", DIFFERS, f"no {RUNTIME!r} runtime entry"))
+    return findings
+
+
+def _toolkit_finding(state: NodeState, path: Path) -> Finding:
+    subject = f"{path}: swarm-resource"
+    if state.toolkit_problem is not None:
+        return Finding(subject, DIFFERS, state.toolkit_problem)
+    if state.swarm_resource is None:
+        return Finding(
+            subject, DIFFERS, f"not set (the shipped file has it commented out); add {TOOLKIT_LINE}"
+        )
+    names = [name.strip() for name in state.swarm_resource.split(",")]
+    if RESOURCE_VARIABLE in names:
+        return Finding(subject, OK, state.swarm_resource)
+    return Finding(
+        subject,
+        DIFFERS,
+        f"{state.swarm_resource!r}: the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND}"
+        f" (nvidia-container-toolkit#57); write {TOOLKIT_LINE}",
+    )
+
+
+def _engine_findings(
+    resources: tuple[str, ...], engine: EngineFacts | None, problem: str | None
+) -> list[Finding]:
+    if engine is None:
+        return [Finding("engine", DIFFERS, problem or "cannot reach the Docker engine")]
+    findings = _resource_findings(
+        "engine: generic resources",
+        resources,
+        list(engine.generic_resources),
+        "dockerd advertises what daemon.json said when it started: restart dockerd",
+    )
+    if engine.default_runtime != RUNTIME:
+        findings.append(
+            Finding(
+                "engine: default runtime",
+                DIFFERS,
+                f"{engine.default_runtime}"
+                + ("" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"),
+            )
+        )
+    else:
+        findings.append(Finding("engine: default runtime", OK, RUNTIME))
+    if engine.swarm_state != "active":
+        findings.append(
+            Finding(
+                "engine: swarm", DIFFERS, f"{engine.swarm_state}: `docker swarm init` or `join`"
+            )
+        )
+    elif engine.node_labels is not None:
+        found = [f"{k}={engine.node_labels[k]}" for k in NODE_LABELS if k in engine.node_labels]
+        none = f"no {' or '.join(NODE_LABELS)} label: no drgpu service is placed here"
+        findings.append(Finding("engine: node labels", NOTE, ", ".join(found) or none))
+    return findings
+
+
+def _wanted_daemon_json(existing: Mapping[str, Any], resources: tuple[str, ...]) -> dict[str, Any]:
+    """The node's daemon.json with drgpu's keys set (other keys and resources kept)."""
+    others = [
+        str(entry)
+        for entry in existing.get("node-generic-resources") or []
+        if str(entry).partition("=")[0] != GPU_KIND
+        and not _GPU_UUID.match(str(entry).partition("=")[2])
+    ]
+    runtimes = dict(existing.get("runtimes") or {})
+    runtimes.setdefault(RUNTIME, RUNTIME_ENTRY)
+    return {
+        **existing,
+        "default-runtime": RUNTIME,
+        "runtimes": runtimes,
+        "node-generic-resources": [*others, *resources],
+    }
+
+
+def read_swarm_resource(text: str) -> str | None:
+    """The top-level `swarm-resource` of a config.toml (before its first [table])."""
+    for line in text.splitlines():
+        if line.lstrip().startswith("["):
+            return None
+        match = _SWARM_RESOURCE.match(line)
+        if match:
+            return match[1] if match[1] is not None else match[2]
+    return None
+
+
+def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
+    """Read daemon.json, the NVIDIA runtime's config.toml and `docker info` (the shell)."""
+    from drgpu.engine import engine_facts
+    from drgpu.errors import DockerError
+
+    daemon_json: Mapping[str, Any] | None = None
+    daemon_json_problem = None
+    try:
+        loaded = json.loads(daemon_json_path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            daemon_json = loaded
+        else:
+            daemon_json_problem = "not a JSON object"
+    except FileNotFoundError:
+        daemon_json, daemon_json_problem = None, "absent: create it as printed above"
+    except (OSError, UnicodeDecodeError) as exc:
+        daemon_json_problem = f"cannot be read: {exc}"
+    except json.JSONDecodeError as exc:
+        daemon_json_problem = f"not JSON (line {exc.lineno}): dockerd will not start with it"
+    swarm_resource = toolkit_problem = None
+    try:
+        swarm_resource = read_swarm_resource(toolkit_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
+    except (OSError, UnicodeDecodeError) as exc:
+        toolkit_problem = f"cannot be read: {exc}"
+    engine = engine_problem = None
+    try:
+        engine = engine_facts()
+    except DockerError as exc:
+        engine_problem = exc.message
+    return NodeState(
+        daemon_json=daemon_json,
+        daemon_json_problem=daemon_json_problem,
+        swarm_resource=swarm_resource,
+        toolkit_problem=toolkit_problem,
+        engine=engine,
+        engine_problem=engine_problem,
+    )
+
+
+def document(setup: SetupReport) -> dict[str, Any]:
+    """The `drgpu swarm-setup --json` document."""
+    return {
+        "ok": setup.ok,
+        "generic_resource_kind": GPU_KIND,
+        "resource_variable": RESOURCE_VARIABLE,
+        "node_generic_resources": list(setup.resources),
+        "daemon_json": {"path": str(setup.daemon_json_path), "wanted": setup.daemon_json},
+        "toolkit_config": {"path": str(setup.toolkit_path), "line": TOOLKIT_LINE},
+        "node_labels": [f"{label}=true" for label in NODE_LABELS],
+        "findings": [
+            {"subject": f.subject, "status": f.status, "detail": f.detail} for f in setup.findings
+        ],
+    }
+
+
+def text(setup: SetupReport) -> str:
+    """The settings to apply and the findings, for people."""
+    lines = [
+        f"# {setup.daemon_json_path} (then restart dockerd):",
+        json.dumps(setup.daemon_json, indent=2),
+        "",
+        f"# {setup.toolkit_path}, at the top level (before any [section]):",
+        TOOLKIT_LINE,
+        "",
+        "# on a manager, for each node (the trainer needs the first, simulators the second):",
+        *(f"docker node update --label-add {label}=true <node>" for label in NODE_LABELS),
+        "",
+        "# this node:",
+        *(f"{f.status:8} {f.subject}: {f.detail}" for f in setup.findings),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,170 @@
+"""`drgpu swarm-setup`: the settings a node needs, and every way a node differs from them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from drgpu.engine import EngineFacts
+from drgpu.swarmsetup import (
+    DIFFERS,
+    OK,
+    TOOLKIT_LINE,
+    NodeState,
+    SetupReport,
+    read_node,
+    read_swarm_resource,
+    report,
+    wanted_resources,
+)
+from drgpu.topology import load_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORIES = REPO / "examples" / "inventories"
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
+RESOURCES = (f"NVIDIA-GPU={M40}", f"NVIDIA-GPU={GTX1650}")
+DAEMON = Path("/etc/docker/daemon.json")
+TOOLKIT = Path("/etc/nvidia-container-runtime/config.toml")
+GOOD_ENGINE = EngineFacts(
+    version="20.10.24",
+    default_runtime="nvidia",
+    runtimes=("nvidia", "runc"),
+    generic_resources=RESOURCES,
+    swarm_state="active",
+    node_labels={"Sagemaker": "true"},
+)
+GOOD = NodeState(
+    daemon_json={
+        "default-runtime": "nvidia",
+        "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []}},
+        "node-generic-resources": list(RESOURCES),
+    },
+    daemon_json_problem=None,
+    swarm_resource="DOCKER_RESOURCE_NVIDIA-GPU",
+    toolkit_problem=None,
+    engine=GOOD_ENGINE,
+    engine_problem=None,
+)
+
+
+def check(state: NodeState) -> SetupReport:
+    return report(RESOURCES, state, DAEMON, TOOLKIT)
+
+
+def differences(state: NodeState) -> list[str]:
+    return [f"{f.subject}: {f.detail}" for f in check(state).findings if f.status == DIFFERS]
+
+
+def test_resources_are_full_uuids_in_nvml_order() -> None:
+    assert wanted_resources(load_inventory(INVENTORIES / "gtx1650-m40.json")) == RESOURCES
+
+
+def test_a_gpu_in_mig_mode_is_advertised_by_its_slices() -> None:
+    resources = wanted_resources(load_inventory(INVENTORIES / "a100-mig-plus-l4.json"))
+    assert resources == (
+        "NVIDIA-GPU=MIG-a1000000-0000-4000-8000-0000000000a1",
+        "NVIDIA-GPU=MIG-a1000000-0000-4000-8000-0000000000a2",
+        "NVIDIA-GPU=GPU-14000000-0000-4000-8000-000000000002",
+    )
+
+
+def test_a_node_set_up_as_printed_passes() -> None:
+    setup = check(GOOD)
+    assert setup.ok
+    assert [f.status for f in setup.findings].count(OK) >= 5
+
+
+def test_the_toolkit_name_mismatch_of_issue_57_is_caught() -> None:
+    (difference,) = differences(replace(GOOD, swarm_resource="DOCKER_RESOURCE_GPU"))
+    assert "nvidia-container-toolkit#57" in difference
+    assert TOOLKIT_LINE in difference
+
+
+def test_a_resource_of_another_kind_is_caught() -> None:
+    daemon_json = {**dict(GOOD.daemon_json or {}), "node-generic-resources": [f"gpu={M40}"]}
+    found = differences(replace(GOOD, daemon_json=daemon_json))
+    assert any("kind 'gpu' is not 'NVIDIA-GPU'" in line for line in found)
+    assert any(f"missing NVIDIA-GPU={M40}" in line for line in found)
+
+
+def test_shortened_uuids_are_not_this_nodes_gpus() -> None:
+    daemon_json = {
+        **dict(GOOD.daemon_json or {}),
+        "node-generic-resources": [*RESOURCES, "NVIDIA-GPU=GPU-6f0c2a4e"],
+    }
+    (difference,) = differences(replace(GOOD, daemon_json=daemon_json))
+    assert "NVIDIA-GPU=GPU-6f0c2a4e: not a GPU of this node" in difference
+
+
+def test_an_engine_not_restarted_after_the_change_is_caught() -> None:
+    engine = replace(GOOD_ENGINE, generic_resources=(), default_runtime="runc")
+    found = differences(replace(GOOD, engine=engine))
+    assert any("restart dockerd" in line for line in found)
+    assert any("engine: default runtime: runc" in line for line in found)
+
+
+def test_the_wanted_daemon_json_keeps_the_users_settings() -> None:
+    state = replace(
+        GOOD,
+        daemon_json={"log-driver": "journald", "node-generic-resources": ["FPGA=1", "gpu=GPU-x"]},
+    )
+    wanted = check(state).daemon_json
+    assert wanted["log-driver"] == "journald"
+    assert wanted["node-generic-resources"] == ["FPGA=1", *RESOURCES]
+    assert wanted["default-runtime"] == "nvidia"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            'disable-require = false\nswarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n',
+            "DOCKER_RESOURCE_NVIDIA-GPU",
+        ),
+        ('#swarm-resource = "DOCKER_RESOURCE_GPU"\n', None),
+        ("swarm-resource = 'A,B' # two\n", "A,B"),
+        ('[nvidia-container-cli]\nswarm-resource = "X"\n', None),
+    ],
+)
+def test_swarm_resource_is_read_from_the_top_level_only(text: str, value: str | None) -> None:
+    assert read_swarm_resource(text) == value
+
+
+def test_missing_and_broken_files_are_differences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    broken = tmp_path / "daemon.json"
+    broken.write_text("{not json")
+    state = read_node(broken, tmp_path / "config.toml")
+    assert (
+        state.daemon_json_problem is not None and "not JSON (line 1)" in state.daemon_json_problem
+    )
+    assert state.toolkit_problem is not None and state.toolkit_problem.startswith("absent")
+    assert state.engine is None
+    assert len(differences(state)) == 3
+
+
+def test_the_cli_prints_json_and_exits_6_when_the_node_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from drgpu.cli import main
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    daemon_json = tmp_path / "daemon.json"
+    daemon_json.write_text(json.dumps(GOOD.daemon_json))
+    toolkit = tmp_path / "config.toml"
+    toolkit.write_text(TOOLKIT_LINE + "\n")
+    args = ["swarm-setup", "--json", "--inventory", str(INVENTORIES / "gtx1650-m40.json")]
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--daemon-json", str(daemon_json), "--toolkit-config", str(toolkit)])
+    captured = capsys.readouterr()
+    assert done.value.code == 6
+    document = json.loads(captured.out)
+    assert document["node_generic_resources"] == list(RESOURCES)
+    assert [f["subject"] for f in document["findings"] if f["status"] == DIFFERS] == ["engine"]
+    assert "not set up for Swarm GPUs" in captured.err
