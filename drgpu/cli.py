@@ -172,16 +172,143 @@ def gpus(
     full: Annotated[bool, typer.Option("--full", help="Show whole UUIDs.")] = False,
     json_output: Json = False,
 ) -> None:
-    """List this host's GPUs in nvidia-smi (PCI bus) order, as NVML reports them."""
-    from drgpu import present
-    from drgpu.nvml import read_inventory
-    from drgpu.topology import inventory_to_json
+    """List this host's GPUs in nvidia-smi (PCI bus) order, and which drgpu run holds each."""
+    import threading
 
+    from drgpu import engine, present
+    from drgpu.errors import DockerError
+    from drgpu.nvml import read_inventory
+    from drgpu.status import holders_by_gpu, holders_document
+    from drgpu.topology import inventory_to_json
+    from drgpu.ui import warn
+
+    # Ask the engine (and import its SDK) while NVML starts.
+    found: list[list[engine.ContainerFacts] | DockerError] = []
+
+    def ask_engine() -> None:
+        try:
+            found.append(engine.drgpu_containers())
+        except DockerError as exc:
+            found.append(exc)
+
+    asking = threading.Thread(target=ask_engine, daemon=True)
+    asking.start()
     inventory = read_inventory()
-    if json_output:
-        present.print_json(inventory_to_json(inventory))
+    asking.join()
+    holders = None
+    if isinstance(found[0], DockerError):
+        warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
     else:
-        present.gpus_table(inventory, full=full)
+        holders = holders_by_gpu(inventory, found[0])
+    if json_output:
+        document = inventory_to_json(inventory)
+        for entry, gpu in zip(document["gpus"], inventory.gpus, strict=True):
+            entry["held_by"] = (
+                None if holders is None else holders_document(holders.get(gpu.index, ()))
+            )
+        present.print_json(document)
+    else:
+        present.gpus_table(inventory, full=full, holders=holders)
+
+
+@app.command()
+def status(
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Only this run (default: every drgpu run).")
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Refresh in place until Ctrl-C (--json: one line each).")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.1, help="Seconds between refreshes.")
+    ] = 1.0,
+    count: Annotated[
+        int | None, typer.Option("--count", min=1, help="With --watch: stop after N refreshes.")
+    ] = None,
+    json_output: Json = False,
+) -> None:
+    """Each run's containers, their GPUs, and every GPU process mapped to its container.
+
+    Exits 6 when a process runs on a GPU its service was not given, or belongs to no stack.
+    """
+    import json
+
+    from drgpu import present
+    from drgpu import status as status_module
+    from drgpu.errors import CheckFailedError
+    from drgpu.nvml import nvml_session
+
+    last: status_module.Status | None
+    with nvml_session() as session:
+        if not watch:
+            last = status_module.snapshot(session, run_id)
+            if json_output:
+                present.print_json(status_module.document(last))
+            else:
+                present.status_table(last)
+        elif json_output:
+
+            def show_line(snapshot: status_module.Status) -> None:
+                sys.stdout.write(json.dumps(status_module.document(snapshot)) + "\n")
+                sys.stdout.flush()
+
+            last = status_module.watch(session, run_id, show_line, interval, count)
+        else:
+            from rich.live import Live
+
+            with Live(console=present.console(), auto_refresh=False) as live:
+                last = status_module.watch(
+                    session,
+                    run_id,
+                    lambda snapshot: live.update(present.status_view(snapshot), refresh=True),
+                    interval,
+                    count,
+                )
+    if last is not None and not last.ok:
+        first = last.violations[0].message
+        more = f" (and {len(last.violations) - 1} more)" if len(last.violations) > 1 else ""
+        raise CheckFailedError(f"{first}{more}")
+
+
+@app.command()
+def doctor(
+    env_file: EnvFile = DEFAULT_ENV_FILE,
+    image: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image",
+            help="Also check this local image (repeatable); the first is the one --probe starts"
+            " (default: the trainer image of --env-file).",
+        ),
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option("--probe", help="Start a short container with a GPU device request."),
+    ] = False,
+    json_output: Json = False,
+) -> None:
+    """Check the host: driver, NVML, Docker, the NVIDIA container toolkit, Compose, images.
+
+    Exits 6 when a check fails (warnings pass).
+    """
+    from drgpu import doctor as doctor_module
+    from drgpu import present
+    from drgpu.errors import CheckFailedError
+    from drgpu.ui import spinner
+
+    with spinner("checking the host"):
+        facts = doctor_module.gather(env_file, image or [], probe)
+    checks = doctor_module.run_checks(facts)
+    if json_output:
+        present.print_json(doctor_module.document(checks))
+    else:
+        present.doctor_table(checks)
+    failed = [check for check in checks if check.status == doctor_module.FAIL]
+    if failed:
+        raise CheckFailedError(
+            f"{len(failed)} check(s) failed: {', '.join(check.id for check in failed)}",
+            hint=failed[0].fix,
+        )
 
 
 @app.command(name="cuda-check")

@@ -188,6 +188,132 @@ def run_file_in_container(
     return ExecResult(exit_code=int(result.exit_code), output=output)
 
 
+def running_containers_brief() -> list[ContainerFacts]:
+    """Every running container, from one listing call: names, states and labels only
+    (no environment or device requests; those need an inspect per container)."""
+    client = _client()
+    try:
+        found = client.containers.list(sparse=True)
+        return [_brief_facts(container.attrs) for container in found]
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+
+
+def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
+    labels = attrs.get("Labels") or {}
+    names = attrs.get("Names") or [""]
+    return ContainerFacts(
+        id=attrs["Id"],
+        name=str(names[0]).lstrip("/"),
+        service=labels.get(SERVICE_LABEL, ""),
+        project=labels.get(PROJECT_LABEL, ""),
+        state=attrs.get("State") or "unknown",
+        labels=labels,
+    )
+
+
+@dataclass(frozen=True)
+class DaemonFacts:
+    """What `docker info` and `docker version` say that matters for GPUs."""
+
+    server_version: str
+    api_version: str
+    runtimes: tuple[str, ...]
+    default_runtime: str
+    cdi_spec_dirs: tuple[str, ...]
+    discovered_devices: tuple[str, ...]
+
+
+def daemon_facts() -> DaemonFacts:
+    """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
+    client = _client()
+    try:
+        info = client.info()
+        version = client.version()
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+    return DaemonFacts(
+        server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
+        api_version=str(version.get("ApiVersion") or ""),
+        runtimes=tuple(sorted(info.get("Runtimes") or {})),
+        default_runtime=str(info.get("DefaultRuntime") or ""),
+        cdi_spec_dirs=tuple(info.get("CDISpecDirs") or ()),
+        discovered_devices=tuple(
+            f"{device.get('Source', '')}:{device.get('ID', '')}"
+            for device in info.get("DiscoveredDevices") or ()
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """An image present in the engine, and the environment it sets."""
+
+    name: str
+    id: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+def local_image(name: str) -> ImageFacts | None:
+    """An image as the engine has it, or None when it is not there (nothing is pulled)."""
+    client = _client()
+    try:
+        import docker.errors
+
+        try:
+            attrs = client.api.inspect_image(name)
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            if exc.status_code in (400, 404):  # an invalid or unknown reference
+                return None
+            raise
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+    env = (attrs.get("Config") or {}).get("Env") or []
+    return ImageFacts(
+        name=name,
+        id=str(attrs.get("Id", "")),
+        environment=dict(item.split("=", 1) for item in env if "=" in item),
+    )
+
+
+def try_device_request(image: str, timeout_s: float = 60) -> str | None:
+    """Start a throwaway container of a local image with an NVIDIA device request for every
+    GPU, running `true` without network: None when it ran, else the engine's error."""
+    client = _client()
+    try:
+        import docker.errors
+        from docker.types import DeviceRequest
+
+        container = client.containers.create(
+            image,
+            entrypoint=["true"],
+            command=[],
+            network_mode="none",
+            labels={"drgpu.probe": "device-request"},
+            device_requests=[DeviceRequest(driver="nvidia", count=-1, capabilities=[["gpu"]])],
+        )
+        try:
+            container.start()
+            code = int(container.wait(timeout=timeout_s).get("StatusCode", -1))
+            return None if code == 0 else f"the probe container exited with status {code}"
+        except docker.errors.APIError as exc:
+            return str(exc.explanation or exc)
+        finally:
+            container.remove(force=True)
+    except Exception as exc:
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
+
+
 STACK_LABEL = "com.docker.stack.namespace"
 
 

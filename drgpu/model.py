@@ -16,10 +16,11 @@ class MigDevice:
 
 @dataclass(frozen=True)
 class GpuProcess:
-    """A process NVML reports on a GPU (host PID)."""
+    """A process NVML reports on a GPU (host PID); kind as nvidia-smi: C, G or C+G."""
 
     pid: int
     used_memory_mib: int
+    kind: str = "C"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from drgpu.errors import NvmlUnavailableError
 from drgpu.model import Gpu, GpuProcess, Inventory, MigDevice
-from drgpu.topology import normalize_pci_bus_id
+from drgpu.topology import merge_processes, normalize_pci_bus_id
 
 T = TypeVar("T")
 _MIB = 1024 * 1024
@@ -125,9 +125,12 @@ def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
 
 
 def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...]:
-    running = _optional(nvml, lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []
-    return tuple(
-        GpuProcess(pid=int(proc.pid), used_memory_mib=int(proc.usedGpuMemory or 0) // _MIB)
+    """Compute and graphics processes (a simulator renders): one entry per PID."""
+    compute = _optional(nvml, lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []
+    graphics = _optional(nvml, lambda: nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)) or []
+    return merge_processes(
+        (int(proc.pid), int(proc.usedGpuMemory or 0) // _MIB, kind)
+        for kind, running in (("C", compute), ("G", graphics))
         for proc in running
     )
 
@@ -144,3 +147,16 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def persistence_modes(nvml: Any) -> tuple[bool | None, ...]:
+    """Each GPU's persistence mode, by NVML index, through an initialised pynvml module;
+    None where NVML cannot tell (a lost GPU, a driver without it)."""
+    modes: list[bool | None] = []
+    for index in range(nvml.nvmlDeviceGetCount()):
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            modes.append(bool(nvml.nvmlDeviceGetPersistenceMode(handle)))
+        except nvml.NVMLError:
+            modes.append(None)
+    return tuple(modes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drgpu.model import Assignment, Inventory, Plan
@@ -12,10 +12,13 @@ from drgpu.planning import ORDER_NOTE
 from drgpu.ui import note, warn
 
 if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
     from rich.table import Table
 
     from drgpu.cudacheck import CheckResult
+    from drgpu.doctor import Check
     from drgpu.engine import ContainerFacts, TaskFacts
+    from drgpu.status import Holder, Status, Violation
     from drgpu.swarm import SwarmStack
 
 PLAN_SCHEMA_VERSION = 1
@@ -112,30 +115,32 @@ def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:
     note(f"every container of {plan.project} has exactly its planned GPUs")
 
 
-def gpus_table(inventory: Inventory, *, full: bool) -> None:
-    """This host's GPUs as a table on stdout."""
+def gpus_table(
+    inventory: Inventory,
+    *,
+    full: bool,
+    holders: Mapping[int, tuple[Holder, ...]] | None = None,
+) -> None:
+    """This host's GPUs as a table on stdout; with `holders`, which run and service has each."""
+    columns = ["Index", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC", "MIG"]
     table = _table(
         f"GPUs (driver {inventory.driver_version or '?'})",
-        "Index",
-        "UUID",
-        "Name",
-        "PCI bus id",
-        "Memory used/total",
-        "Util",
-        "CC",
-        "MIG",
+        *columns,
+        *(["Held by"] if holders is not None else []),
     )
     for gpu in inventory.gpus:
+        held = [holders_text(holders.get(gpu.index, ()), full=full)] if holders is not None else []
         if gpu.lost:
             table.add_row(
                 str(gpu.index),
                 "-",
-                f"lost ({gpu.error})",
+                f"LOST ({gpu.error})",
                 gpu.pci_bus_id or "-",
                 "-",
                 "-",
                 "-",
                 "-",
+                *held,
             )
             continue
         uuid = gpu.uuid if full else gpu.uuid[:12]
@@ -149,6 +154,7 @@ def gpus_table(inventory: Inventory, *, full: bool) -> None:
             "-" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%",
             "{}.{}".format(*gpu.compute_capability),
             ("on: " + migs) if gpu.mig_mode else "off",
+            *held,
         )
     _print(table)
     kinds = {gpu.name for gpu in inventory.gpus if not gpu.lost}
@@ -169,11 +175,16 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _print(table: Table) -> None:
+def _print(table: RenderableType) -> None:
+    console().print(table)
+
+
+def console() -> Console:
+    """The stdout console of every table."""
     from rich.console import Console
 
     # Piped output is not folded to 80 columns: a table line stays one line.
-    Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240).print(table)
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
 
 
 def check_table(project: str, results: list[CheckResult]) -> None:
@@ -190,6 +201,103 @@ def check_table(project: str, results: list[CheckResult]) -> None:
             "\n".join(result.seen_cuda) or "none",
             verdict,
         )
+    _print(table)
+
+
+def holders_text(holders: Iterable[Holder], *, full: bool = False) -> str:
+    """`run 0: sagemaker` per holder; a MIG slice or rl_coach's forwarding noted."""
+    lines = []
+    for holder in holders:
+        extra = ""
+        if holder.forwarded:
+            extra = " (forwards it to the SageMaker trainer)"
+        elif holder.uuid.startswith("MIG-"):
+            extra = f" ({holder.uuid if full else holder.uuid[:12]})"
+        lines.append(f"run {holder.run_id}: {holder.service}{extra}")
+    return "\n".join(lines) or "-"
+
+
+def status_view(status: Status) -> RenderableType:
+    """`drgpu status` for people: the runs, then every GPU process with its verdict."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from drgpu.status import forwarded_uuids, given_uuids, gpu_of
+
+    scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
+    parts: list[RenderableType] = []
+    if status.containers:
+        runs = _table(
+            f"drgpu status: {scope}", "Run", "Service", "Container", "State", "GPUs", "Processes"
+        )
+        for container in status.containers:
+            gpus = []
+            for uuid in given_uuids(container):
+                gpu = gpu_of(status.inventory, uuid)
+                gpus.append(
+                    f"{gpu.index}: {gpu.name}" if gpu else f"{uuid[:12]} (not listed: lost?)"
+                )
+            gpus += [f"forwards {uuid[:12]}" for uuid in forwarded_uuids(container)]
+            procs = [
+                f"{'! ' if p.verdict != 'ok' else ''}{p.pid} on GPU {p.gpu.index}"
+                f" ({p.used_memory_mib} MiB)"
+                for p in status.processes
+                if p.container_id == container.id
+            ]
+            runs.add_row(
+                container.labels.get("drgpu.run_id", "?"),
+                container.service,
+                container.name,
+                container.state,
+                "\n".join(gpus) or "none",
+                "\n".join(procs) or "-",
+            )
+        parts.append(runs)
+    else:
+        parts.append(Text(f"drgpu status: no container of {scope}"))
+    if status.processes:
+        table = _table(
+            "GPU processes", "GPU", "PID", "Type", "Memory", "Container", "Run/service", "Verdict"
+        )
+        for p in status.processes:
+            owner = f"run {p.run_id}: {p.service}" if p.run_id is not None else "-"
+            verdict = "ok" if p.verdict == "ok" else f"{p.verdict.upper()}: {p.reason}"
+            where = p.container or (p.container_id or "")[:12]
+            if not where:
+                where = "?" if p.verdict == "unknown" else "host"
+            table.add_row(
+                str(p.gpu.index),
+                str(p.pid),
+                p.kind,
+                f"{p.used_memory_mib} MiB",
+                where,
+                owner,
+                verdict,
+            )
+        parts.append(table)
+    else:
+        parts.append(Text("no GPU process"))
+    parts += [Text(f"note: {note}") for note in status.notes]
+    parts += [Text(f"VIOLATION: {v.message}", style="bold red") for v in _missing(status)]
+    return Group(*parts)
+
+
+def _missing(status: Status) -> list[Violation]:
+    """Violations no process row shows (a given GPU NVML does not list)."""
+    return [v for v in status.violations if v.pid is None]
+
+
+def status_table(status: Status) -> None:
+    """`drgpu status` on stdout."""
+    _print(status_view(status))
+
+
+def doctor_table(checks: list[Check]) -> None:
+    """The doctor's checklist: one line per check, its fix under a failure or warning."""
+    table = _table("drgpu doctor", "Result", "Check", "Finding")
+    for check in checks:
+        fix = f"\nfix: {check.fix}" if check.fix and check.status != "pass" else ""
+        table.add_row(check.status.upper(), check.id, check.summary + fix)
     _print(table)
 
 

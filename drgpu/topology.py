@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -122,12 +123,31 @@ def _gpu_from_json(item: Any) -> Gpu:
             MigDevice(uuid=str(mig["uuid"]), memory_total_mib=int(mig["memory_total_mib"]))
             for mig in item.get("mig_devices") or []
         ),
-        processes=tuple(
-            GpuProcess(pid=int(proc["pid"]), used_memory_mib=int(proc.get("used_memory_mib", 0)))
-            for proc in item.get("processes") or []
-        ),
+        processes=_processes_from_json(item),
         error=item.get("error"),
     )
+
+
+def _processes_from_json(item: dict[str, Any]) -> tuple[GpuProcess, ...]:
+    return merge_processes(
+        (int(proc["pid"]), int(proc.get("used_memory_mib", 0)), kind)
+        for key, kind in (("processes", "C"), ("graphics_processes", "G"))
+        for proc in item.get(key) or []
+    )
+
+
+def merge_processes(entries: Iterable[tuple[int, int, str]]) -> tuple[GpuProcess, ...]:
+    """One process per PID from (pid, used MiB, kind C or G) entries, in first-seen order;
+    a PID listed as both is C+G (nvidia-smi's spelling) and keeps the larger memory."""
+    found: dict[int, GpuProcess] = {}
+    for pid, used, kind in entries:
+        known = found.get(pid)
+        if known is None:
+            found[pid] = GpuProcess(pid, used, kind)
+        else:
+            merged = known.kind if kind in known.kind else "C+G"
+            found[pid] = GpuProcess(pid, max(used, known.used_memory_mib), merged)
+    return tuple(found.values())
 
 
 def _with_index(gpu: Gpu, index: int) -> Gpu:
@@ -149,7 +169,14 @@ def _gpu_to_json(gpu: Gpu) -> dict[str, Any]:
             {"uuid": mig.uuid, "memory_total_mib": mig.memory_total_mib} for mig in gpu.mig_devices
         ],
         "processes": [
-            {"pid": proc.pid, "used_memory_mib": proc.used_memory_mib} for proc in gpu.processes
+            {"pid": proc.pid, "used_memory_mib": proc.used_memory_mib}
+            for proc in gpu.processes
+            if "C" in proc.kind
+        ],
+        "graphics_processes": [
+            {"pid": proc.pid, "used_memory_mib": proc.used_memory_mib}
+            for proc in gpu.processes
+            if "G" in proc.kind
         ],
         "error": gpu.error,
     }

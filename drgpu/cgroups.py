@@ -1,0 +1,76 @@
+"""Which container a host process runs in, from its /proc/<pid>/cgroup.
+
+NVML reports host PIDs; the cgroup path of a PID names its container. The parser
+is pure and knows the layouts of Docker (cgroupfs and systemd drivers), Podman
+(root and rootless), containerd and CRI-O under Kubernetes, for cgroup v1 and v2.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_ID = r"(?P<id>[0-9a-f]{64})"
+# One path component each, most specific first. A component that names no container
+# (a conmon scope, a pod slice) is skipped; the deepest match wins (Docker in Docker).
+_COMPONENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("podman", re.compile(rf"^libpod-{_ID}\.scope$")),
+    ("docker", re.compile(rf"^docker-{_ID}\.scope$")),
+    ("containerd", re.compile(rf"^cri-containerd-{_ID}\.scope$")),
+    ("cri-o", re.compile(rf"^crio-{_ID}\.scope$")),
+    ("podman", re.compile(rf"^libpod-{_ID}$")),
+)
+_BARE_ID = re.compile(rf"^{_ID}$")
+
+
+@dataclass(frozen=True)
+class CgroupOwner:
+    """The container a cgroup path names: its runtime and full 64-hex id."""
+
+    runtime: str
+    container_id: str
+
+
+def owner_from_cgroup(text: str) -> CgroupOwner | None:
+    """The container named by the contents of a /proc/<pid>/cgroup file, or None (a host
+    process). The cgroup v2 line (`0::/...`) is read first, then the v1 lines in order."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    unified = [line for line in lines if line.startswith("0::")]
+    for line in unified + [line for line in lines if not line.startswith("0::")]:
+        owner = owner_from_path(line.split(":", 2)[-1])
+        if owner is not None:
+            return owner
+    return None
+
+
+def owner_from_path(path: str) -> CgroupOwner | None:
+    """The container named by one cgroup path, e.g. `/system.slice/docker-<id>.scope`."""
+    parts = [part for part in path.split("/") if part]
+    for position in range(len(parts) - 1, -1, -1):
+        part = parts[position]
+        for runtime, pattern in _COMPONENTS:
+            match = pattern.match(part)
+            if match:
+                return CgroupOwner(runtime, match["id"])
+        match = _BARE_ID.match(part)
+        if match:
+            return CgroupOwner(_bare_id_runtime(parts[:position]), match["id"])
+    return None
+
+
+def _bare_id_runtime(parents: list[str]) -> str:
+    """Who created a cgroup named by a bare id, from its parent directories."""
+    if any(part.startswith("kubepods") for part in parents):
+        return "kubernetes"
+    if "libpod_parent" in parents or "machine.slice" in parents:
+        return "podman"
+    return "docker"
+
+
+def read_cgroup(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The cgroup file of a process, or None when it is gone or not visible from here."""
+    try:
+        return (proc / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None

@@ -1,0 +1,606 @@
+"""`drgpu doctor`: a checklist of the host problems that keep a GPU stack from starting.
+
+The facts are gathered first (`gather`, the only part that touches NVML, the engine,
+Compose and files); every check is a pure function of them and yields lines of
+pass, warn or fail, each failure with a one-line fix.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drgpu.engine import DaemonFacts, ImageFacts
+from drgpu.model import Inventory
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+SCHEMA_VERSION = 1
+COMPOSE_MIN = (2, 24, 4)  # !override and !reset in override files
+COMPOSE_GPUS_KEY = (2, 30, 0)  # the service-level `gpus:` key and CDI device names
+DOCKER_MIN = (19, 3, 0)  # device requests
+TOOLKIT_FIX = (
+    "install the NVIDIA container toolkit (nvidia-container-toolkit), then restart dockerd"
+    " (sudo systemctl restart docker)"
+)
+# The first Linux driver of each CUDA release (CUDA toolkit release notes, table 3).
+DRIVER_FOR_CUDA: dict[tuple[int, int], str] = {
+    (11, 0): "450.36",
+    (11, 1): "455.23",
+    (11, 2): "460.27",
+    (11, 3): "465.19",
+    (11, 4): "470.42",
+    (11, 5): "495.29",
+    (11, 6): "510.39",
+    (11, 7): "515.43",
+    (11, 8): "520.61",
+    (12, 0): "525.60",
+    (12, 1): "530.30",
+    (12, 2): "535.54",
+    (12, 3): "545.23",
+    (12, 4): "550.54",
+    (12, 5): "555.42",
+    (12, 6): "560.28",
+    (12, 8): "570.26",
+    (12, 9): "575.51",
+    (13, 0): "580.65",
+}
+HOOK = "nvidia-container-runtime-hook"
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_CONDITION = re.compile(r"^(?P<key>[a-z]+)(?P<op>>=|<=|==|=|>|<)(?P<value>\S+)$")
+
+
+# --- facts -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    """NVML's answer: an inventory and persistence modes, or why it failed."""
+
+    inventory: Inventory | None = None
+    persistence: tuple[bool | None, ...] = ()
+    error: str | None = None
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class DockerFacts:
+    """The engine's answer, or why it could not be reached."""
+
+    daemon: DaemonFacts | None = None
+    error: str | None = None
+    hint: str | None = None
+    hook_on_path: bool = False
+
+
+@dataclass(frozen=True)
+class ComposeFacts:
+    """`<compose> version --short`, or why it could not run."""
+
+    command: tuple[str, ...] = ()
+    output: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SettingsFacts:
+    """The settings file: its run and images, or the error loading it."""
+
+    path: Path
+    run_id: str | None = None
+    error: str | None = None
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """An image to check, and what the engine has of it (None: not present)."""
+
+    name: str
+    facts: ImageFacts | None
+
+
+@dataclass(frozen=True)
+class ProbeFacts:
+    """The outcome of starting a container with an NVIDIA device request."""
+
+    image: str
+    present: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything doctor judges."""
+
+    settings: SettingsFacts
+    nvml: NvmlFacts
+    docker: DockerFacts
+    compose: ComposeFacts
+    images: tuple[ImageCheck, ...] = ()
+    probe: ProbeFacts | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the checklist."""
+
+    id: str
+    status: str
+    summary: str
+    fix: str | None = None
+    subject: str | None = None
+
+
+# --- pure checks -----------------------------------------------------------------------------
+
+
+def run_checks(facts: HostFacts) -> list[Check]:
+    """Every check, in the order a person would fix things."""
+    return [
+        *check_settings(facts.settings),
+        *check_nvml(facts.nvml),
+        *check_lost_gpus(facts.nvml),
+        *check_persistence(facts.nvml),
+        *check_docker(facts.docker),
+        *check_device_requests(facts.docker, facts.probe),
+        *check_default_runtime(facts.docker, facts.images),
+        *check_compose(facts.compose),
+        *check_image_cuda(facts.nvml, facts.docker, facts.images),
+    ]
+
+
+def check_settings(settings: SettingsFacts) -> list[Check]:
+    """The settings file loads and passes drgpu's checks."""
+    if settings.error:
+        return [Check("settings", FAIL, settings.error, settings.hint)]
+    return [Check("settings", PASS, f"{settings.path}: run {settings.run_id}")]
+
+
+def check_nvml(nvml: NvmlFacts) -> list[Check]:
+    """NVML loads; the driver version and GPU count."""
+    if nvml.inventory is None:
+        return [Check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
+    inventory = nvml.inventory
+    cuda = cuda_text(inventory.cuda_driver_version)
+    summary = f"NVML loads: driver {inventory.driver_version or '?'}, CUDA {cuda}"
+    if not inventory.gpus:
+        return [
+            Check(
+                "nvml",
+                WARN,
+                f"{summary}, but it shows no GPU",
+                "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver",
+            )
+        ]
+    return [Check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
+
+
+def check_lost_gpus(nvml: NvmlFacts) -> list[Check]:
+    """Every GPU answers."""
+    if nvml.inventory is None or not nvml.inventory.gpus:
+        return []
+    lost = [gpu for gpu in nvml.inventory.gpus if gpu.lost]
+    if not lost:
+        return [Check("gpus", PASS, "every GPU answers NVML")]
+    return [
+        Check(
+            "gpus",
+            FAIL,
+            "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost),
+            "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot",
+        )
+    ]
+
+
+def check_persistence(nvml: NvmlFacts) -> list[Check]:
+    """Persistence mode keeps the driver loaded between containers."""
+    known = [(index, mode) for index, mode in enumerate(nvml.persistence) if mode is not None]
+    if nvml.inventory is None or not known:
+        return []
+    off = [str(index) for index, mode in known if not mode]
+    if not off:
+        return [Check("persistence", PASS, "persistence mode is on")]
+    return [
+        Check(
+            "persistence",
+            WARN,
+            f"persistence mode is off on GPU {', '.join(off)}: every container start"
+            " re-initialises the driver (slow, and GPUs may be briefly unavailable)",
+            "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service",
+        )
+    ]
+
+
+def check_docker(docker: DockerFacts) -> list[Check]:
+    """The engine answers, and is new enough for device requests."""
+    if docker.daemon is None:
+        return [Check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
+    daemon = docker.daemon
+    summary = f"Docker engine {daemon.server_version} (API {daemon.api_version})"
+    version = parse_version(daemon.server_version)
+    if version is not None and version < DOCKER_MIN:
+        return [
+            Check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")
+        ]
+    return [Check("docker", PASS, summary)]
+
+
+def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Check]:
+    """Whether the engine can give a container NVIDIA GPUs: proven by the probe, else guessed
+    from its runtimes, CDI devices and the toolkit's hook."""
+    if docker.daemon is None:
+        return []
+    if probe is not None:
+        return [_probe_check(probe)]
+    daemon = docker.daemon
+    signs = []
+    if "nvidia" in daemon.runtimes:
+        signs.append("an nvidia runtime")
+    cdi = [device for device in daemon.discovered_devices if "nvidia.com/gpu" in device]
+    if cdi:
+        signs.append(f"{len(cdi)} NVIDIA CDI device(s)")
+    if docker.hook_on_path:
+        signs.append(f"{HOOK} on PATH")
+    if signs:
+        return [
+            Check(
+                "device-requests",
+                PASS,
+                f"the NVIDIA container toolkit is there ({', '.join(signs)});"
+                " `drgpu doctor --probe` proves device requests work",
+            )
+        ]
+    return [
+        Check(
+            "device-requests",
+            WARN,
+            f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
+            " on PATH): GPU containers may fail with 'could not select device driver'",
+            f"run `drgpu doctor --probe` to be sure; else {TOOLKIT_FIX}",
+        )
+    ]
+
+
+def _probe_check(probe: ProbeFacts) -> Check:
+    if not probe.present:
+        return Check(
+            "device-requests",
+            WARN,
+            f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)",
+            f"docker pull {probe.image}, or name a local image with --image",
+        )
+    if probe.error is None:
+        return Check(
+            "device-requests",
+            PASS,
+            f"a container of {probe.image} with an NVIDIA device request started",
+        )
+    if "could not select device driver" in probe.error:
+        return Check(
+            "device-requests",
+            FAIL,
+            "the engine cannot serve NVIDIA device requests (could not select device driver):"
+            " the container toolkit is missing, or dockerd was not restarted after installing it",
+            TOOLKIT_FIX,
+        )
+    fix = None
+    if "unsatisfied condition: cuda" in probe.error:
+        fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
+    return Check(
+        "device-requests",
+        FAIL,
+        f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}",
+        fix or "read the engine's message; `nvidia-container-cli info` shows the toolkit's view",
+    )
+
+
+def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Check]:
+    """The nvidia default runtime exposes every GPU to images that ask for all of them."""
+    if docker.daemon is None:
+        return []
+    runtime = docker.daemon.default_runtime or "runc"
+    if runtime != "nvidia":
+        return [Check("default-runtime", PASS, f"the default runtime is {runtime}")]
+    greedy = [
+        image.name
+        for image in images
+        if image.facts and image.facts.environment.get("NVIDIA_VISIBLE_DEVICES") == "all"
+    ]
+    if not greedy:
+        return [
+            Check(
+                "default-runtime",
+                PASS,
+                "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all",
+            )
+        ]
+    return [
+        Check(
+            "default-runtime",
+            WARN,
+            f"the default runtime is nvidia and {', '.join(greedy)} set(s)"
+            " NVIDIA_VISIBLE_DEVICES=all: any container of it that drgpu did not start"
+            " (SageMaker local mode's trainer too) sees every GPU",
+            'remove "default-runtime": "nvidia" from /etc/docker/daemon.json and restart dockerd'
+            " (drgpu gives GPUs through device requests)",
+        )
+    ]
+
+
+def check_compose(compose: ComposeFacts) -> list[Check]:
+    """Compose is there and new enough for drgpu's override file."""
+    if compose.error or compose.output is None:
+        return [
+            Check(
+                "compose",
+                FAIL,
+                f"Docker Compose: {compose.error}",
+                "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE",
+            )
+        ]
+    version = parse_version(compose.output)
+    shown = compose.output.strip().splitlines()[0] if compose.output.strip() else "?"
+    if version is None:
+        return [Check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
+    summary = f"Docker Compose {'.'.join(map(str, version))}"
+    if version < COMPOSE_MIN:
+        return [
+            Check(
+                "compose",
+                FAIL,
+                f"{summary}: drgpu's override needs >= 2.24.4 (!override and !reset)",
+                "upgrade the docker compose plugin",
+            )
+        ]
+    if version < COMPOSE_GPUS_KEY:
+        return [
+            Check(
+                "compose",
+                WARN,
+                f"{summary}: compose files with the `gpus:` key or CDI devices need >= 2.30",
+                "upgrade the docker compose plugin if your compose files use them",
+            )
+        ]
+    return [Check("compose", PASS, summary)]
+
+
+def check_image_cuda(
+    nvml: NvmlFacts, docker: DockerFacts, images: tuple[ImageCheck, ...]
+) -> list[Check]:
+    """Each image's CUDA needs (NVIDIA_REQUIRE_CUDA, else CUDA_VERSION) against the driver's."""
+    if docker.daemon is None:
+        return []
+    driver_cuda = nvml.inventory.cuda_driver_version if nvml.inventory else None
+    driver = nvml.inventory.driver_version if nvml.inventory else None
+    return [_image_cuda_check(image, driver_cuda, driver) for image in images]
+
+
+def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Check:
+    def line(status: str, summary: str, fix: str | None = None) -> Check:
+        return Check("image-cuda", status, summary, fix, subject=image.name)
+
+    if image.facts is None:
+        return line(
+            WARN,
+            f"image {image.name} is not in the engine: its CUDA needs are unchecked",
+            f"docker pull {image.name} (drgpu never pulls), then run doctor again",
+        )
+    env = image.facts.environment
+    needed = required_cuda(env)
+    if needed is None:
+        return line(PASS, f"image {image.name} states no CUDA requirement")
+    if env.get("NVIDIA_DISABLE_REQUIRE", "").lower() in ("1", "true"):
+        return line(PASS, f"image {image.name} disables the toolkit's CUDA check")
+    wanted = f"{needed[0]}.{needed[1]}"
+    if driver_cuda is None:
+        return line(WARN, f"image {image.name} needs CUDA {wanted}; the driver's is unknown")
+    have = (driver_cuda // 1000, driver_cuda % 1000 // 10)
+    summary = (
+        f"image {image.name} needs CUDA {wanted}, the driver ({driver or '?'})"
+        f" supports CUDA {cuda_text(driver_cuda)}"
+    )
+    if needed <= have:
+        return line(PASS, summary)
+    upgrade = f"upgrade the NVIDIA driver to >= {min_driver(needed)}"
+    if _compat_clause_met(env.get("NVIDIA_REQUIRE_CUDA", ""), driver):
+        return line(
+            WARN,
+            f"{summary}: only a datacenter GPU with the CUDA forward-compatibility package runs it",
+            upgrade,
+        )
+    return line(
+        FAIL,
+        f"{summary}: its containers will not start (or CUDA fails inside them)",
+        f"{upgrade}, or use an image built for CUDA <= {cuda_text(driver_cuda)}",
+    )
+
+
+# --- parsing helpers (pure) ------------------------------------------------------------------
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of the first version in `text`: `v2.29.1`, `20.10.24+dfsg1`."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3] or 0)
+
+
+def cuda_text(version: int | None) -> str:
+    """NVML's CUDA driver version (12040) as people write it (12.4)."""
+    if version is None:
+        return "?"
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def required_cuda(environment: Mapping[str, str]) -> tuple[int, int] | None:
+    """The CUDA major.minor an image needs: `cuda>=X.Y` of NVIDIA_REQUIRE_CUDA, else the
+    major.minor of CUDA_VERSION; None when it states neither."""
+    for clause in environment.get("NVIDIA_REQUIRE_CUDA", "").split():
+        for condition in clause.split(","):
+            match = _CONDITION.match(condition.strip())
+            if match and match["key"] == "cuda" and match["op"] in (">=", ">", "=", "=="):
+                version = parse_version(match["value"])
+                if version:
+                    return version[0], version[1]
+    version = parse_version(environment.get("CUDA_VERSION", ""))
+    return (version[0], version[1]) if version else None
+
+
+def _compat_clause_met(requirement: str, driver: str | None) -> bool:
+    """Whether another clause of NVIDIA_REQUIRE_CUDA (space-separated clauses are ORed:
+    `brand=tesla,driver>=470,driver<471`) holds for this driver, brand aside."""
+    version = parse_version(driver or "")
+    if version is None:
+        return False
+    for clause in requirement.split():
+        conditions = [_CONDITION.match(part.strip()) for part in clause.split(",")]
+        drivers = [c for c in conditions if c and c["key"] == "driver"]
+        if drivers and all(_holds(version, c["op"], c["value"]) for c in drivers):
+            return True
+    return False
+
+
+def _holds(version: tuple[int, int, int], op: str, value: str) -> bool:
+    bound = parse_version(value if "." in value else f"{value}.0")
+    if bound is None:
+        return False
+    left, right = version[:2], bound[:2]
+    return {
+        ">=": left >= right,
+        ">": left > right,
+        "<=": left <= right,
+        "<": left < right,
+        "=": left == right,
+        "==": left == right,
+    }[op]
+
+
+def min_driver(cuda: tuple[int, int]) -> str:
+    """The first driver of a CUDA release (or of the next known one)."""
+    for known, driver in sorted(DRIVER_FOR_CUDA.items()):
+        if known >= cuda:
+            return driver
+    return f"the first driver of CUDA {cuda[0]}.{cuda[1]}"
+
+
+def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
+    """The trainer and simulator images of drgpu's base stack, as its compose file names them."""
+    trainer = values.get("DRGPU_SAGEMAKER_IMAGE") or (
+        "awsdeepracercommunity/deepracer-sagemaker:"
+        + (values.get("DR_SAGEMAKER_IMAGE") or "5.3.0-gpu")
+    )
+    simulator = values.get("DRGPU_ROBOMAKER_IMAGE") or (
+        (values.get("DR_SIMAPP_SOURCE") or "awsdeepracercommunity/deepracer-simapp")
+        + ":"
+        + (values.get("DR_SIMAPP_VERSION") or "5.3.3-gpu")
+    )
+    return trainer, simulator
+
+
+def ok(checks: list[Check]) -> bool:
+    """Whether no check failed (warnings pass)."""
+    return all(check.status != FAIL for check in checks)
+
+
+def document(checks: list[Check]) -> dict[str, Any]:
+    """The `drgpu doctor --json` document."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ok": ok(checks),
+        "checks": [
+            {
+                "id": c.id,
+                "status": c.status,
+                "summary": c.summary,
+                "fix": c.fix,
+                "subject": c.subject,
+            }
+            for c in checks
+        ],
+    }
+
+
+# --- gathering (the shell) -------------------------------------------------------------------
+
+
+def gather(env_file: Path, images: list[str], probe: bool) -> HostFacts:
+    """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
+    from drgpu.errors import DrgpuError
+
+    settings, values = _gather_settings(env_file)
+    nvml = _gather_nvml()
+    docker = _gather_docker()
+    compose = _gather_compose(values)
+    names = list(dict.fromkeys([*images, *stack_images(values)]))
+    checked: tuple[ImageCheck, ...] = ()
+    probe_facts = None
+    if docker.daemon is not None:
+        from drgpu import engine
+
+        try:
+            checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
+            if probe:
+                image = images[0] if images else stack_images(values)[0]
+                present = engine.local_image(image) is not None
+                error = engine.try_device_request(image) if present else None
+                probe_facts = ProbeFacts(image, present, error)
+        except DrgpuError as exc:
+            docker = DockerFacts(error=exc.message, hint=exc.hint)
+    return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
+
+
+def _gather_settings(env_file: Path) -> tuple[SettingsFacts, dict[str, str]]:
+    from drgpu.config import load_config
+    from drgpu.errors import ConfigError
+
+    try:
+        config = load_config(env_file)
+    except ConfigError as exc:
+        return SettingsFacts(env_file, error=exc.message, hint=exc.hint), {}
+    return SettingsFacts(env_file, run_id=config.run_id), dict(config.values)
+
+
+def _gather_nvml() -> NvmlFacts:
+    from drgpu import nvml
+    from drgpu.errors import NvmlUnavailableError
+
+    try:
+        with nvml.nvml_session() as session:
+            return NvmlFacts(
+                inventory=nvml.inventory_from_nvml(session),
+                persistence=nvml.persistence_modes(session),
+            )
+    except NvmlUnavailableError as exc:
+        return NvmlFacts(error=exc.message, hint=exc.hint)
+
+
+def _gather_docker() -> DockerFacts:
+    from drgpu import engine
+    from drgpu.errors import DockerError
+
+    hook = shutil.which(HOOK) or next(
+        (p for p in (f"/usr/bin/{HOOK}", f"/usr/local/bin/{HOOK}") if Path(p).is_file()), None
+    )
+    try:
+        return DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook is not None)
+    except DockerError as exc:
+        return DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook is not None)
+
+
+def _gather_compose(values: dict[str, str]) -> ComposeFacts:
+    from drgpu import compose, process
+    from drgpu.errors import DockerError
+
+    try:
+        command = compose.find_compose(values)
+        done = process.run([*command, "version", "--short"], timeout=30)
+    except DockerError as exc:
+        return ComposeFacts(error=exc.message)
+    if not done.ok:
+        return ComposeFacts(command, error=done.last_error_line())
+    return ComposeFacts(command, output=done.stdout)

@@ -1,0 +1,455 @@
+"""`drgpu status` and the holders of `drgpu gpus`: who holds each GPU and who really uses it.
+
+Pure: the facts come in (an inventory, the engine's containers, each GPU process's
+cgroup file), a `Status` comes out. What a container was given is read from its
+labels, so nothing goes stale when a stack is changed by hand.
+
+Violations (they make `drgpu status` exit 6):
+- wrong-gpu: a process of a drgpu service (or of the SageMaker trainer its rl_coach
+  started) on a GPU that was not given to that service;
+- stray: a compute process that belongs to no drgpu stack (on the host, or in a
+  container drgpu did not start);
+- missing-gpu: a live container was given a GPU that NVML does not list (lost).
+A graphics-only process on the host (a display server) and a PID this process
+cannot see (another PID namespace, or it just ended) are listed but not flagged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from drgpu.cgroups import owner_from_cgroup
+from drgpu.engine import ContainerFacts
+from drgpu.model import Gpu, GpuProcess, Inventory
+
+GPUS_LABEL = "drgpu.gpus"
+FORWARDED_LABEL = "drgpu.forwarded_gpus"
+ROLE_LABEL = "drgpu.role"
+RUN_LABEL = "drgpu.run_id"
+LAUNCHER_ROLE = "trainer-launcher"
+LIVE_STATES = ("running", "paused", "restarting")
+# SageMaker local mode names its containers (and compose services) algo-<n>-<random>.
+_SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A live drgpu container that was given (or, for rl_coach, forwards) a GPU."""
+
+    run_id: str
+    service: str
+    container: str
+    uuid: str
+    forwarded: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """One GPU process and what it belongs to."""
+
+    pid: int
+    gpu: Gpu
+    used_memory_mib: int
+    kind: str
+    verdict: str
+    container: str | None = None
+    container_id: str | None = None
+    run_id: str | None = None
+    service: str | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Something that is not as drgpu set it up."""
+
+    kind: str
+    message: str
+    pid: int | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Status:
+    """What `drgpu status` shows."""
+
+    inventory: Inventory
+    holders: Mapping[int, tuple[Holder, ...]]
+    containers: tuple[ContainerFacts, ...]
+    processes: tuple[ProcessStatus, ...]
+    violations: tuple[Violation, ...]
+    notes: tuple[str, ...]
+    run_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing was flagged."""
+        return not self.violations
+
+
+def given_uuids(container: ContainerFacts) -> tuple[str, ...]:
+    """The GPU (or MIG) UUIDs drgpu gave a container itself, from its label."""
+    return _split(container.labels.get(GPUS_LABEL, ""))
+
+
+def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
+    """The GPUs an rl_coach forwards to the trainer it starts (label, else its environment)."""
+    if container.labels.get(ROLE_LABEL) != LAUNCHER_ROLE:
+        return ()
+    return _split(
+        container.labels.get(FORWARDED_LABEL) or container.environment.get("CUDA_VISIBLE_DEVICES")
+    )
+
+
+def _split(text: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+
+
+def gpu_of(inventory: Inventory, uuid: str) -> Gpu | None:
+    """The GPU with this UUID, or the GPU this MIG UUID is a slice of."""
+    for gpu in inventory.gpus:
+        if gpu.uuid and (gpu.uuid == uuid or any(m.uuid == uuid for m in gpu.mig_devices)):
+            return gpu
+    return None
+
+
+def holders_by_gpu(
+    inventory: Inventory, containers: Iterable[ContainerFacts]
+) -> dict[int, tuple[Holder, ...]]:
+    """For each GPU index, the live drgpu containers holding it (slices included)."""
+    found: dict[int, list[Holder]] = {}
+    for container in _live(containers):
+        run_id = container.labels.get(RUN_LABEL, "?")
+        for uuids, forwarded in (
+            (given_uuids(container), False),
+            (forwarded_uuids(container), True),
+        ):
+            for uuid in uuids:
+                gpu = gpu_of(inventory, uuid)
+                if gpu is not None:
+                    holder = Holder(run_id, container.service, container.name, uuid, forwarded)
+                    found.setdefault(gpu.index, []).append(holder)
+    return {index: tuple(holders) for index, holders in sorted(found.items())}
+
+
+def _live(containers: Iterable[ContainerFacts]) -> list[ContainerFacts]:
+    return [c for c in containers if c.state in LIVE_STATES and RUN_LABEL in c.labels]
+
+
+def build_status(
+    inventory: Inventory,
+    drgpu_containers: Iterable[ContainerFacts],
+    other_containers: Iterable[ContainerFacts],
+    cgroups: Mapping[int, str | None],
+    run_id: str | None = None,
+) -> Status:
+    """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
+    not readable); `run_id` narrows the view to one run, its GPUs and their processes."""
+    ours = sorted(
+        (c for c in drgpu_containers if RUN_LABEL in c.labels),
+        key=lambda c: (c.labels[RUN_LABEL], c.service, c.name),
+    )
+    by_id = {c.id: c for c in ours}
+    others = {c.id: c for c in other_containers if c.id not in by_id}
+    holders = holders_by_gpu(inventory, ours)
+    launchers = tuple(c for c in _live(ours) if c.labels.get(ROLE_LABEL) == LAUNCHER_ROLE)
+    judge = _Judge(inventory, by_id, others, launchers)
+    processes = [
+        judge(gpu, proc, cgroups.get(proc.pid))
+        for gpu in inventory.gpus
+        if not gpu.lost
+        for proc in gpu.processes
+    ]
+    violations = [_violation(p) for p in processes if p.verdict in ("wrong-gpu", "stray")]
+    violations += _missing_gpus(inventory, ours)
+    notes = [
+        f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
+        for gpu in inventory.gpus
+        if gpu.lost
+    ]
+    if any(p.verdict == "unknown" for p in processes):
+        notes.append(
+            "some GPU processes are not visible here (they ended, or drgpu runs in another"
+            " PID namespace: run it on the host, or in a container with --pid host)"
+        )
+    if run_id is not None:
+        ours = [c for c in ours if c.labels[RUN_LABEL] == run_id]
+        mine = {index for index, hs in holders.items() if any(h.run_id == run_id for h in hs)}
+        processes = [p for p in processes if p.run_id == run_id or p.gpu.index in mine]
+        keep = {p.pid for p in processes}
+        violations = [v for v in violations if v.pid in keep or v.run_id == run_id]
+    return Status(
+        inventory=inventory,
+        holders=holders,
+        containers=tuple(ours),
+        processes=tuple(processes),
+        violations=tuple(violations),
+        notes=tuple(notes),
+        run_id=run_id,
+    )
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """What a process is judged against."""
+
+    inventory: Inventory
+    ours: Mapping[str, ContainerFacts]
+    others: Mapping[str, ContainerFacts]
+    launchers: tuple[ContainerFacts, ...]
+
+    def __call__(self, gpu: Gpu, proc: GpuProcess, cgroup: str | None) -> ProcessStatus:
+        base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict="ok")
+        if cgroup is None:
+            return _with(base, verdict="unknown", reason="not visible from here")
+        owner = owner_from_cgroup(cgroup)
+        if owner is None:
+            if "C" not in proc.kind:
+                return _with(base, verdict="display", reason="graphics, on the host")
+            return self._stray(base, None, "on the host")
+        mine = self.ours.get(owner.container_id)
+        if mine is not None:
+            return self._ours(base, mine)
+        other = self.others.get(owner.container_id)
+        if other is not None and _is_sagemaker_local(other):
+            return self._sagemaker(base, other)
+        if other is not None:
+            return self._stray(base, other, f"in {other.name}, not started by drgpu")
+        unknown = ContainerFacts(id=owner.container_id, name="", service="", project="", state="")
+        return self._stray(
+            base, unknown, f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
+        )
+
+    def _stray(
+        self, base: ProcessStatus, container: ContainerFacts | None, reason: str
+    ) -> ProcessStatus:
+        gpu = base.gpu
+        return _with(
+            base,
+            verdict="stray",
+            container=container.name or None if container else None,
+            container_id=container.id if container else None,
+            reason=reason,
+            message=f"PID {base.pid} on GPU {gpu.index} ({gpu.name}) belongs to no drgpu stack:"
+            f" it runs {reason}",
+        )
+
+    def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
+        run_id = container.labels[RUN_LABEL]
+        placed = _with(
+            base,
+            container=container.name,
+            container_id=container.id,
+            run_id=run_id,
+            service=container.service,
+        )
+        given = given_uuids(container)
+        if _covers(base.gpu, given):
+            return placed
+        return self._wrong(placed, f"run {run_id} service {container.service}", "given", given)
+
+    def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
+        """A SageMaker local-mode trainer belongs to the run whose rl_coach forwards its GPU,
+        else to the only run with an rl_coach; with none (or several), to no stack."""
+        owners = [c for c in self.launchers if _covers(base.gpu, forwarded_uuids(c))]
+        owners = owners or list(self.launchers)
+        if len(owners) != 1:
+            return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
+        launcher = owners[0]
+        run_id = launcher.labels[RUN_LABEL]
+        placed = _with(
+            base,
+            container=trainer.name,
+            container_id=trainer.id,
+            run_id=run_id,
+            service=f"{launcher.service}/{trainer.name}",
+        )
+        forwarded = forwarded_uuids(launcher)
+        if _covers(base.gpu, forwarded):
+            return placed
+        who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
+        return self._wrong(placed, who, "forwarded", forwarded)
+
+    def _wrong(
+        self, placed: ProcessStatus, who: str, how: str, uuids: tuple[str, ...]
+    ) -> ProcessStatus:
+        gpu, given = placed.gpu, self._describe(uuids)
+        return _with(
+            placed,
+            verdict="wrong-gpu",
+            reason=f"{how} {given}",
+            message=f"PID {placed.pid} of {who} ({placed.container}) runs on GPU {gpu.index}"
+            f" ({gpu.name}), but was {how} {given}",
+        )
+
+    def _describe(self, uuids: tuple[str, ...]) -> str:
+        """`GPU 1` per UUID (`GPU 0 slice MIG-...` for a MIG slice); `no GPU` for none."""
+        named = []
+        for uuid in uuids:
+            gpu = gpu_of(self.inventory, uuid)
+            if gpu is None:
+                named.append(uuid)
+            else:
+                named.append(f"GPU {gpu.index}" + (f" slice {uuid}" if uuid != gpu.uuid else ""))
+        return ", ".join(named) or "no GPU"
+
+
+def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
+    return any(uuid == gpu.uuid or uuid in {m.uuid for m in gpu.mig_devices} for uuid in uuids)
+
+
+def _is_sagemaker_local(container: ContainerFacts) -> bool:
+    return bool(_SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL.match(container.name))
+
+
+def _with(process: ProcessStatus, **changes: Any) -> ProcessStatus:
+    return replace(process, **changes)
+
+
+def _violation(process: ProcessStatus) -> Violation:
+    return Violation(process.verdict, process.message, process.pid, process.run_id)
+
+
+def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Violation]:
+    return [
+        Violation(
+            kind="missing-gpu",
+            message=f"run {c.labels[RUN_LABEL]} service {c.service} ({c.name}) was given {uuid},"
+            " which NVML does not list (a lost GPU?)",
+            run_id=c.labels[RUN_LABEL],
+        )
+        for c in _live(containers)
+        for uuid in given_uuids(c) + forwarded_uuids(c)
+        if gpu_of(inventory, uuid) is None
+    ]
+
+
+def document(status: Status) -> dict[str, Any]:
+    """The `drgpu status --json` document."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ok": status.ok,
+        "run_id": status.run_id,
+        "gpus": [
+            gpu_document(gpu, status.holders.get(gpu.index, ())) for gpu in status.inventory.gpus
+        ],
+        "runs": _runs_document(status),
+        "processes": [
+            {
+                "pid": p.pid,
+                "gpu_index": p.gpu.index,
+                "gpu_uuid": p.gpu.uuid,
+                "used_memory_mib": p.used_memory_mib,
+                "type": p.kind,
+                "container": p.container,
+                "container_id": p.container_id,
+                "run_id": p.run_id,
+                "service": p.service,
+                "verdict": p.verdict,
+                "reason": p.reason or None,
+                "message": p.message or None,
+            }
+            for p in status.processes
+        ],
+        "violations": [
+            {"kind": v.kind, "pid": v.pid, "message": v.message} for v in status.violations
+        ],
+        "notes": list(status.notes),
+    }
+
+
+def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:
+    """One GPU with its holders, for `status --json`."""
+    return {
+        "index": gpu.index,
+        "uuid": gpu.uuid,
+        "name": gpu.name,
+        "lost": gpu.lost,
+        "error": gpu.error,
+        "held_by": holders_document(holders),
+    }
+
+
+def holders_document(holders: Iterable[Holder]) -> list[dict[str, Any]]:
+    """Holders as JSON (also the `held_by` of `drgpu gpus --json`)."""
+    return [
+        {
+            "run_id": h.run_id,
+            "service": h.service,
+            "container": h.container,
+            "uuid": h.uuid,
+            "forwarded": h.forwarded,
+        }
+        for h in holders
+    ]
+
+
+def _runs_document(status: Status) -> list[dict[str, Any]]:
+    runs: dict[str, dict[str, Any]] = {}
+    for c in status.containers:
+        run = runs.setdefault(
+            c.labels[RUN_LABEL],
+            {"run_id": c.labels[RUN_LABEL], "project": c.project, "services": {}},
+        )
+        run["services"].setdefault(c.service, []).append(
+            {
+                "container": c.name,
+                "id": c.id,
+                "state": c.state,
+                "gpus": list(given_uuids(c)),
+                "forwarded_gpus": list(forwarded_uuids(c)),
+                "processes": [
+                    {"pid": p.pid, "gpu_index": p.gpu.index, "verdict": p.verdict}
+                    for p in status.processes
+                    if p.container_id == c.id
+                ],
+            }
+        )
+    return list(runs.values())
+
+
+# --- the shell: gather the facts -------------------------------------------------------------
+
+
+def snapshot(session: Any, run_id: str | None = None) -> Status:
+    """Read NVML (through an initialised session: a watch initialises it once), the engine's
+    containers and each GPU process's cgroup, and judge them."""
+    from drgpu import engine
+    from drgpu.cgroups import read_cgroup
+    from drgpu.nvml import inventory_from_nvml
+
+    inventory = inventory_from_nvml(session)
+    ours = engine.drgpu_containers()
+    others = engine.running_containers_brief()
+    pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
+    return build_status(inventory, ours, others, {pid: read_cgroup(pid) for pid in pids}, run_id)
+
+
+def watch(
+    session: Any,
+    run_id: str | None,
+    show: Callable[[Status], None],
+    interval_s: float,
+    count: int | None = None,
+) -> Status | None:
+    """Show a fresh snapshot every `interval_s` until `count` snapshots or Ctrl-C; the last
+    snapshot (None when interrupted before the first)."""
+    import time
+
+    last = None
+    shown = 0
+    try:
+        while count is None or shown < count:
+            if shown:
+                time.sleep(interval_s)
+            last = snapshot(session, run_id)
+            show(last)
+            shown += 1
+    except KeyboardInterrupt:
+        pass
+    return last

@@ -1,0 +1,177 @@
+"""`drgpu status` and `drgpu doctor` through `drgpu.cli.main`, with the gathering replaced
+(no NVML, no engine): what reaches stdout and stderr, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drgpu import doctor, nvml, status
+from drgpu.cli import main
+from drgpu.engine import ContainerFacts
+from drgpu.errors import NvmlUnavailableError
+from drgpu.model import Gpu, GpuProcess, Inventory
+
+G0 = "GPU-00000000-0000-4000-8000-000000000000"
+TRAINER_ID = "a" * 64
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as caught:
+            main(list(args))
+        out, err = capsys.readouterr()
+        code = caught.value.code
+        return (code if isinstance(code, int) else 1), out, err
+
+    return invoke
+
+
+@contextmanager
+def fake_session() -> Iterator[Any]:
+    yield object()
+
+
+def a_status(pid_gpu: str) -> status.Status:
+    trainer = ContainerFacts(
+        id=TRAINER_ID,
+        name="deepracer-0-sagemaker-1",
+        service="sagemaker",
+        project="deepracer-0",
+        state="running",
+        labels={"drgpu.run_id": "0", "drgpu.gpus": pid_gpu, "drgpu.role": "trainer"},
+    )
+    gpu = Gpu(
+        index=0,
+        uuid=G0,
+        name="Tesla T4",
+        pci_bus_id="00000000:01:00.0",
+        memory_total_mib=15360,
+        processes=(GpuProcess(1234, 900),),
+    )
+    cgroups: dict[int, str | None] = {1234: f"0::/docker/{TRAINER_ID}\n"}
+    return status.build_status(Inventory(gpus=(gpu,)), [trainer], [], cgroups)
+
+
+@pytest.fixture
+def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[status.Status]:
+    """Each snapshot the CLI takes pops the next of this list (the last one repeats)."""
+    queue: list[status.Status] = []
+
+    def snapshot(session: Any, run_id: str | None = None) -> status.Status:
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    monkeypatch.setattr(nvml, "nvml_session", fake_session)
+    monkeypatch.setattr(status, "snapshot", snapshot)
+    return queue
+
+
+def test_help_lists_status_and_doctor(run: Run) -> None:
+    code, out, _ = run("--help")
+    assert code == 0
+    assert "status" in out and "doctor" in out
+
+
+def test_status_ok_prints_the_tables_and_exits_zero(run: Run, snapshots: list[Any]) -> None:
+    snapshots.append(a_status(G0))
+    code, out, err = run("status")
+    assert (code, err) == (0, "")
+    assert "deepracer-0-sagemaker-1" in out
+    assert "GPU processes" in out
+
+
+def test_status_violation_exits_6_with_the_json_on_stdout(run: Run, snapshots: list[Any]) -> None:
+    snapshots.append(a_status("GPU-somewhere-else"))
+    code, out, err = run("status", "--json")
+    assert code == 6
+    document = json.loads(out)
+    assert document["ok"] is False
+    assert [v["kind"] for v in document["violations"]] == ["wrong-gpu", "missing-gpu"]
+    assert err.startswith("drgpu: error: PID 1234 of run 0 service sagemaker")
+    assert err.count("\n") == 1
+
+
+def test_status_watch_json_prints_one_line_per_refresh(run: Run, snapshots: list[Any]) -> None:
+    snapshots.extend([a_status(G0), a_status(G0), a_status("GPU-elsewhere")])
+    code, out, _ = run("status", "--watch", "--json", "--count", "3", "--interval", "0.1")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["ok"] for line in lines] == [True, True, False]
+    assert code == 6  # the last refresh decides
+
+
+def test_status_without_nvml_exits_4(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    @contextmanager
+    def no_nvml() -> Iterator[Any]:
+        raise NvmlUnavailableError("the NVIDIA driver is installed but not loaded", hint="modprobe")
+        yield
+
+    monkeypatch.setattr(nvml, "nvml_session", no_nvml)
+    code, out, err = run("status")
+    assert (code, out) == (4, "")
+    assert err == "drgpu: error: the NVIDIA driver is installed but not loaded\n  hint: modprobe\n"
+
+
+@pytest.mark.parametrize("args", [["--interval", "0"], ["--count", "0"]])
+def test_status_rejects_bad_numbers_with_exit_2(run: Run, args: list[str]) -> None:
+    code, _, err = run("status", "--watch", *args)
+    assert code == 2
+    assert err.startswith("drgpu: error: ")
+
+
+def facts(**changes: Any) -> doctor.HostFacts:
+    fields: dict[str, Any] = {
+        "settings": doctor.SettingsFacts(Path("system.env"), run_id="0"),
+        "nvml": doctor.NvmlFacts(
+            inventory=Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040)
+        ),
+        "docker": doctor.DockerFacts(error="cannot reach the Docker engine", hint="is it up?"),
+        "compose": doctor.ComposeFacts(("docker", "compose"), "2.32.1\n"),
+    }
+    fields.update(changes)
+    return doctor.HostFacts(**fields)
+
+
+def test_doctor_failure_exits_6_naming_the_failed_checks(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[Path, list[str], bool]] = []
+
+    def gather(env_file: Path, images: list[str], probe: bool) -> doctor.HostFacts:
+        seen.append((env_file, images, probe))
+        return facts()
+
+    monkeypatch.setattr(doctor, "gather", gather)
+    code, out, err = run("doctor", "--image", "a:1", "--image", "b:2", "--probe")
+    assert code == 6
+    assert seen == [(Path("system.env"), ["a:1", "b:2"], True)]
+    assert "FAIL" in out and "fix: is it up?" in out
+    assert err == "drgpu: error: 1 check(s) failed: docker\n  hint: is it up?\n"
+
+
+def test_doctor_warnings_pass(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        doctor,
+        "gather",
+        lambda env_file, images, probe: facts(
+            docker=doctor.DockerFacts(
+                daemon=doctor.DaemonFacts("27.3.1", "1.47", ("runc",), "runc", (), ())
+            )
+        ),
+    )
+    code, out, err = run("doctor", "--json")
+    assert (code, err) == (0, "")
+    document = json.loads(out)
+    assert document["ok"] is True
+    assert {c["status"] for c in document["checks"]} == {"pass", "warn"}

@@ -1,0 +1,221 @@
+"""`drgpu doctor` end to end: the private engine with the stub NVIDIA hook, a second engine
+without it (a host without the container toolkit), and NVML that fails to start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import THREE_GPUS, drgpu
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+NEW_CUDA_IMAGE = "drgpu-test/cuda:12.6"  # like a DeepRacer simapp 6.x image
+OLD_CUDA_IMAGE = "drgpu-test/cuda:11.4"
+IMAGE_ENV = {
+    NEW_CUDA_IMAGE: 'NVIDIA_REQUIRE_CUDA="cuda>=12.6 brand=tesla,driver>=470,driver<471"',
+    OLD_CUDA_IMAGE: "CUDA_VERSION=11.4.3",
+}
+
+
+@pytest.fixture(scope="module")
+def cuda_images(bed: Any) -> None:
+    """Two images derived from the test image, stating the CUDA they need."""
+    for name, env in IMAGE_ENV.items():
+        if bed.docker("image", "inspect", name, check=False).returncode == 0:
+            continue
+        created = bed.docker("create", bed.image, "true").stdout.strip()
+        try:
+            bed.docker("commit", "--change", f"ENV {env}", created, name)
+        finally:
+            bed.docker("rm", created)
+
+
+@pytest.fixture(scope="module")
+def bare_engine(bed: Any) -> Iterator[str]:
+    """DOCKER_HOST of a second private engine without the NVIDIA hook on its PATH."""
+    root = Path(tempfile.mkdtemp(prefix="drgpu-bare-", dir="/tmp"))
+    testbed = str(REPO / "scripts" / "testbed")
+    try:
+        started = subprocess.run(
+            [testbed, "start", str(root)],
+            env={**os.environ, "TESTBED_NO_HOOK": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert started.returncode == 0, started.stderr[-2000:]
+        yield started.stdout.strip().splitlines()[-1].removeprefix("DOCKER_HOST=")
+    finally:
+        subprocess.run([testbed, "stop", str(root)], capture_output=True, timeout=120, check=False)
+
+
+def settings(tmp_path: Path, **values: str) -> Path:
+    path = tmp_path / "system.env"
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    return path
+
+
+def checks_of(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert "Traceback" not in done.stderr, done.stderr
+    document = json.loads(done.stdout)
+    assert document["ok"] is (done.returncode == 0)
+    return list(document["checks"])
+
+
+def statuses(checks: list[dict[str, Any]]) -> dict[str, str]:
+    """Status per check id; image checks as image-cuda:<image>."""
+    return {f"{c['id']}:{c['subject']}" if c["subject"] else c["id"]: c["status"] for c in checks}
+
+
+def test_a_host_whose_engine_serves_device_requests_passes(
+    bed: Any, tmp_path: Path, cuda_images: None
+) -> None:
+    topology = json.loads(json.dumps(THREE_GPUS))
+    topology["gpus"][0]["persistence_mode"] = False  # the L4, NVML index 2
+    bed.set_topology(topology)
+    env_file = settings(
+        tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image, DRGPU_ROBOMAKER_IMAGE=OLD_CUDA_IMAGE
+    )
+
+    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--probe", "--json")
+
+    assert done.returncode == 0, done.stderr
+    checks = checks_of(done)
+    assert statuses(checks) == {
+        "settings": "pass",
+        "nvml": "pass",
+        "gpus": "pass",
+        "persistence": "warn",
+        "docker": "pass",
+        "device-requests": "pass",
+        "default-runtime": "pass",
+        "compose": "pass",
+        f"image-cuda:{bed.image}": "pass",
+        f"image-cuda:{OLD_CUDA_IMAGE}": "pass",
+    }
+    by_id = {c["id"]: c for c in checks}
+    assert by_id["nvml"]["summary"] == "NVML loads: driver 550.54.14, CUDA 12.4, 3 GPU(s)"
+    assert "off on GPU 2" in by_id["persistence"]["summary"]
+    assert bed.image in by_id["device-requests"]["summary"]
+
+    table = drgpu(bed, "doctor", "--env-file", str(env_file))
+    assert table.returncode == 0, table.stderr
+    assert "fix: sudo nvidia-smi -pm 1" in table.stdout
+
+
+def test_an_image_that_needs_a_newer_driver_fails(
+    bed: Any, tmp_path: Path, cuda_images: None
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    env_file = settings(
+        tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image, DRGPU_ROBOMAKER_IMAGE=OLD_CUDA_IMAGE
+    )
+
+    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--image", NEW_CUDA_IMAGE, "--json")
+
+    assert done.returncode == 6
+    checks = checks_of(done)
+    (failed,) = [c for c in checks if c["status"] == "fail"]
+    assert (failed["id"], failed["subject"]) == ("image-cuda", NEW_CUDA_IMAGE)
+    assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in failed["summary"]
+    assert ">= 560" in failed["fix"]
+    # Without --probe the stub hook leaves no trace doctor can see: a warning, not a failure.
+    assert statuses(checks)["device-requests"] == "warn"
+    assert done.stderr.splitlines()[0] == "drgpu: error: 1 check(s) failed: image-cuda"
+
+
+def test_an_engine_without_the_toolkit_hook_fails_the_probe(
+    bed: Any, tmp_path: Path, bare_engine: str
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    env_file = settings(tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image)
+
+    done = drgpu(
+        bed, "doctor", "--env-file", str(env_file), "--probe", "--json", DOCKER_HOST=bare_engine
+    )
+
+    assert done.returncode == 6
+    checks = checks_of(done)
+    (probe,) = [c for c in checks if c["id"] == "device-requests"]
+    assert probe["status"] == "fail"
+    assert "could not select device driver" in probe["summary"]
+    assert "missing, or dockerd was not restarted" in probe["summary"]
+    assert "restart dockerd" in probe["fix"]
+    assert statuses(checks)["docker"] == "pass"
+    assert "hint: install the NVIDIA container toolkit" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("init_error", "says", "fix"),
+    [
+        ("driver_not_loaded", "not loaded", "modprobe"),
+        ("library_not_found", "NVML library not found", "install the NVIDIA driver"),
+        ("no_permission", "no permission", "/dev/nvidia"),
+        ("lib_rm_version_mismatch", "different versions", "reboot"),
+    ],
+)
+def test_nvml_that_fails_to_start_fails_with_its_fix(
+    bed: Any, tmp_path: Path, init_error: str, says: str, fix: str
+) -> None:
+    broken = tmp_path / "topology.json"
+    broken.write_text(json.dumps({"init_error": init_error, "gpus": THREE_GPUS["gpus"]}))
+    env_file = settings(tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image)
+
+    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--json", FAKE_NVML_TOPOLOGY=broken)
+
+    assert done.returncode == 6
+    checks = checks_of(done)
+    nvml = next(c for c in checks if c["id"] == "nvml")
+    assert nvml["status"] == "fail"
+    assert says in nvml["summary"]
+    assert fix in nvml["fix"]
+    assert "gpus" not in statuses(checks) and "persistence" not in statuses(checks)
+    assert statuses(checks)["docker"] == "pass"
+
+    status = drgpu(bed, "status", FAKE_NVML_TOPOLOGY=broken)
+    assert status.returncode == 4
+    assert status.stderr.startswith("drgpu: error: ")
+    assert fix in status.stderr
+
+
+def test_a_bad_settings_file_is_a_failed_check_not_a_usage_error(bed: Any, tmp_path: Path) -> None:
+    bed.set_topology(THREE_GPUS)
+    env_file = settings(tmp_path, DR_WORKERS="zero", DRGPU_SAGEMAKER_IMAGE=bed.image)
+
+    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--json")
+
+    assert done.returncode == 6
+    (failed,) = [c for c in checks_of(done) if c["status"] == "fail"]
+    assert failed["id"] == "settings"
+    assert "DR_WORKERS" in failed["summary"]
+
+
+def test_an_unreachable_engine_fails_and_skips_what_needs_it(bed: Any, tmp_path: Path) -> None:
+    bed.set_topology(THREE_GPUS)
+    env_file = settings(tmp_path)
+
+    done = drgpu(
+        bed,
+        "doctor",
+        "--env-file",
+        str(env_file),
+        "--probe",
+        "--json",
+        DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock",
+    )
+
+    assert done.returncode == 6
+    found = statuses(checks_of(done))
+    assert found["docker"] == "fail"
+    assert not {"device-requests", "default-runtime"} & set(found)
+    assert not any(key.startswith("image-cuda") for key in found)

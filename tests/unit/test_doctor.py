@@ -1,0 +1,389 @@
+"""Each doctor check, judged from gathered facts (no NVML, no engine, no Compose)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drgpu.doctor import (
+    FAIL,
+    PASS,
+    WARN,
+    Check,
+    ComposeFacts,
+    DockerFacts,
+    HostFacts,
+    ImageCheck,
+    NvmlFacts,
+    ProbeFacts,
+    SettingsFacts,
+    check_compose,
+    check_default_runtime,
+    check_device_requests,
+    check_docker,
+    check_image_cuda,
+    check_lost_gpus,
+    check_nvml,
+    check_persistence,
+    check_settings,
+    cuda_text,
+    document,
+    min_driver,
+    ok,
+    parse_version,
+    required_cuda,
+    run_checks,
+    stack_images,
+)
+from drgpu.engine import DaemonFacts, ImageFacts
+from drgpu.model import Gpu, Inventory
+
+
+def gpu(index: int, error: str | None = None) -> Gpu:
+    return Gpu(
+        index=index,
+        uuid=f"GPU-{index}" if error is None else "",
+        name="Tesla T4",
+        pci_bus_id=f"00000000:0{index + 1}:00.0",
+        memory_total_mib=15360,
+        error=error,
+    )
+
+
+TWO_GPUS = Inventory(gpus=(gpu(0), gpu(1)), driver_version="550.54.14", cuda_driver_version=12040)
+NVML = NvmlFacts(inventory=TWO_GPUS, persistence=(True, True))
+NO_NVML = NvmlFacts(
+    error="the NVIDIA driver is installed but not loaded",
+    hint="load the kernel module (`sudo modprobe nvidia`) or reboot after a driver update",
+)
+
+
+def daemon(**changes: object) -> DaemonFacts:
+    fields: dict[str, object] = {
+        "server_version": "27.3.1",
+        "api_version": "1.47",
+        "runtimes": ("io.containerd.runc.v2", "runc"),
+        "default_runtime": "runc",
+        "cdi_spec_dirs": ("/etc/cdi", "/var/run/cdi"),
+        "discovered_devices": (),
+    }
+    fields.update(changes)
+    return DaemonFacts(**fields)  # type: ignore[arg-type]
+
+
+DOCKER = DockerFacts(daemon=daemon())
+NO_DOCKER = DockerFacts(error="cannot reach the Docker engine", hint="is dockerd running?")
+
+
+def image(name: str, **env: str) -> ImageCheck:
+    return ImageCheck(name, ImageFacts(name=name, id="sha256:1", environment=env))
+
+
+def only(checks: list[Check]) -> Check:
+    assert len(checks) == 1, checks
+    return checks[0]
+
+
+# --- settings, NVML, GPUs --------------------------------------------------------------------
+
+
+def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
+    assert only(check_settings(SettingsFacts(Path("system.env"), run_id="3"))).status == PASS
+    failed = only(
+        check_settings(
+            SettingsFacts(
+                Path("system.env"),
+                error="system.env:2: DR_WORKERS: 'x' is not a whole number of at least 1",
+                hint=None,
+            )
+        )
+    )
+    assert (failed.status, failed.id) == (FAIL, "settings")
+    assert "DR_WORKERS" in failed.summary
+
+
+def test_nvml_passes_with_driver_and_cuda_versions() -> None:
+    check = only(check_nvml(NVML))
+    assert check.status == PASS
+    assert check.summary == "NVML loads: driver 550.54.14, CUDA 12.4, 2 GPU(s)"
+
+
+def test_nvml_failure_carries_the_hint() -> None:
+    check = only(check_nvml(NO_NVML))
+    assert check.status == FAIL
+    assert "not loaded" in check.summary
+    assert check.fix is not None and "modprobe" in check.fix
+    assert check_lost_gpus(NO_NVML) == [] and check_persistence(NO_NVML) == []
+
+
+def test_nvml_without_gpus_warns() -> None:
+    assert only(check_nvml(NvmlFacts(inventory=Inventory(gpus=())))).status == WARN
+
+
+def test_a_lost_gpu_fails() -> None:
+    nvml = NvmlFacts(inventory=Inventory(gpus=(gpu(0, "gpu_is_lost"), gpu(1))))
+    check = only(check_lost_gpus(nvml))
+    assert (check.status, check.summary) == (FAIL, "GPU 0 is lost (gpu_is_lost)")
+    assert only(check_lost_gpus(NVML)).status == PASS
+
+
+def test_persistence_off_warns_and_unknown_is_skipped() -> None:
+    off = only(check_persistence(NvmlFacts(inventory=TWO_GPUS, persistence=(True, False))))
+    assert off.status == WARN
+    assert "off on GPU 1" in off.summary
+    assert off.fix is not None and "nvidia-smi -pm 1" in off.fix
+    assert check_persistence(NvmlFacts(inventory=TWO_GPUS, persistence=(None, None))) == []
+    assert only(check_persistence(NVML)).status == PASS
+
+
+# --- Docker, device requests, runtimes -------------------------------------------------------
+
+
+def test_docker_reachable_passes_with_its_version() -> None:
+    assert only(check_docker(DOCKER)).summary == "Docker engine 27.3.1 (API 1.47)"
+    assert only(check_docker(NO_DOCKER)).status == FAIL
+    assert only(check_docker(DockerFacts(daemon=daemon(server_version="18.09.1")))).status == FAIL
+
+
+def test_unreachable_docker_skips_what_depends_on_it() -> None:
+    assert check_device_requests(NO_DOCKER, None) == []
+    assert check_default_runtime(NO_DOCKER, ()) == []
+    assert check_image_cuda(NVML, NO_DOCKER, (image("x"),)) == []
+
+
+def test_device_request_probe_that_ran_passes() -> None:
+    check = only(check_device_requests(DOCKER, ProbeFacts("img", present=True)))
+    assert (check.id, check.status) == ("device-requests", PASS)
+
+
+def test_could_not_select_device_driver_means_toolkit_missing_or_dockerd_not_restarted() -> None:
+    error = 'could not select device driver "nvidia" with capabilities: [[gpu]]'
+    check = only(check_device_requests(DOCKER, ProbeFacts("img", True, error)))
+    assert check.status == FAIL
+    assert "toolkit is missing, or dockerd was not restarted" in check.summary
+    assert check.fix is not None and "restart" in check.fix
+
+
+def test_a_probe_image_that_is_not_there_warns() -> None:
+    check = only(check_device_requests(DOCKER, ProbeFacts("img:1", present=False)))
+    assert check.status == WARN
+    assert check.fix == "docker pull img:1, or name a local image with --image"
+
+
+def test_a_probe_refused_for_cuda_points_at_the_driver() -> None:
+    error = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.6"
+    check = only(check_device_requests(DOCKER, ProbeFacts("img", True, error)))
+    assert check.status == FAIL
+    assert check.fix is not None and "driver is too old" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("facts", "status"),
+    [
+        (DockerFacts(daemon=daemon()), WARN),
+        (DockerFacts(daemon=daemon(runtimes=("nvidia", "runc"))), PASS),
+        (DockerFacts(daemon=daemon(discovered_devices=("cdi:nvidia.com/gpu=0",))), PASS),
+        (DockerFacts(daemon=daemon(), hook_on_path=True), PASS),
+    ],
+    ids=["no-sign", "nvidia-runtime", "cdi-devices", "hook"],
+)
+def test_without_a_probe_device_requests_are_judged_from_signs(
+    facts: DockerFacts, status: str
+) -> None:
+    assert only(check_device_requests(facts, None)).status == status
+
+
+def test_the_nvidia_default_runtime_with_an_all_gpus_image_warns() -> None:
+    nvidia = DockerFacts(daemon=daemon(default_runtime="nvidia"))
+    greedy = image("deepracer-sagemaker:5.3.0-gpu", NVIDIA_VISIBLE_DEVICES="all")
+    check = only(check_default_runtime(nvidia, (greedy, image("redis"))))
+    assert check.status == WARN
+    assert "deepracer-sagemaker:5.3.0-gpu" in check.summary
+    assert check.fix is not None and "default-runtime" in check.fix
+    assert only(check_default_runtime(nvidia, (image("redis"),))).status == PASS
+    assert only(check_default_runtime(DOCKER, (greedy,))).summary == "the default runtime is runc"
+
+
+# --- Compose ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "status"),
+    [
+        ("2.24.3\n", FAIL),
+        ("v2.24.4\n", WARN),
+        ("2.29.7\n", WARN),
+        ("2.30.0\n", PASS),
+        ("2.27.0-desktop.2\n", WARN),
+        ("5.6.1\n", PASS),
+        ("nonsense\n", WARN),
+    ],
+)
+def test_compose_version_gates(output: str, status: str) -> None:
+    assert only(check_compose(ComposeFacts(("docker", "compose"), output))).status == status
+
+
+def test_missing_compose_fails() -> None:
+    check = only(check_compose(ComposeFacts(error="no Docker Compose found")))
+    assert check.status == FAIL
+    assert check.fix is not None and "2.24.4" in check.fix
+
+
+# --- the driver's CUDA against each image ----------------------------------------------------
+
+
+def test_an_image_needing_a_newer_cuda_fails_with_the_driver_it_needs() -> None:
+    simapp = image(
+        "awsdeepracercommunity/deepracer-simapp:6.0.1-gpu",
+        NVIDIA_REQUIRE_CUDA="cuda>=12.6 brand=tesla,driver>=470,driver<471",
+        CUDA_VERSION="12.6.3",
+    )
+    check = only(check_image_cuda(NVML, DOCKER, (simapp,)))
+    assert check.status == FAIL
+    assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in check.summary
+    assert check.fix is not None and ">= 560.28" in check.fix
+    assert check.subject == simapp.name
+
+
+def test_an_image_within_the_drivers_cuda_passes() -> None:
+    sagemaker = image(
+        "sagemaker:5.3.0-gpu", NVIDIA_REQUIRE_CUDA="cuda>=11.4", CUDA_VERSION="11.4.3"
+    )
+    check = only(check_image_cuda(NVML, DOCKER, (sagemaker,)))
+    assert check.status == PASS
+    assert only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.4.1"),))).status == PASS
+
+
+def test_cuda_version_alone_is_the_requirement() -> None:
+    check = only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.8.0"),)))
+    assert check.status == FAIL
+    assert check.fix is not None and ">= 570.26" in check.fix
+
+
+def test_a_forward_compatibility_clause_for_this_driver_warns() -> None:
+    compat = image("c", NVIDIA_REQUIRE_CUDA="cuda>=12.6 brand=tesla,driver>=550,driver<551")
+    assert only(check_image_cuda(NVML, DOCKER, (compat,))).status == WARN
+
+
+def test_images_without_requirement_absent_or_disabled() -> None:
+    checks = check_image_cuda(
+        NVML,
+        DOCKER,
+        (
+            image("plain"),
+            ImageCheck("absent:1", None),
+            image("off", NVIDIA_REQUIRE_CUDA="cuda>=13.0", NVIDIA_DISABLE_REQUIRE="true"),
+        ),
+    )
+    assert [c.status for c in checks] == [PASS, WARN, PASS]
+    assert checks[1].fix is not None and "docker pull absent:1" in checks[1].fix
+
+
+def test_without_nvml_the_cuda_need_is_unknown() -> None:
+    check = only(check_image_cuda(NO_NVML, DOCKER, (image("c", CUDA_VERSION="12.1.0"),)))
+    assert check.status == WARN
+
+
+# --- parsing helpers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("2.29.1", (2, 29, 1)),
+        ("v2.24.4\n", (2, 24, 4)),
+        ("Docker Compose version v5.6.1", (5, 6, 1)),
+        ("20.10.24+dfsg1", (20, 10, 24)),
+        ("12.6", (12, 6, 0)),
+        ("none", None),
+    ],
+)
+def test_parse_version(text: str, version: tuple[int, int, int] | None) -> None:
+    assert parse_version(text) == version
+
+
+@pytest.mark.parametrize(
+    ("env", "needed"),
+    [
+        ({"NVIDIA_REQUIRE_CUDA": "cuda>=11.4 brand=tesla,driver>=418,driver<419"}, (11, 4)),
+        ({"NVIDIA_REQUIRE_CUDA": "brand=tesla,driver>=418 cuda>=12.2"}, (12, 2)),
+        ({"CUDA_VERSION": "12.6.3"}, (12, 6)),
+        ({"NVIDIA_REQUIRE_CUDA": "cuda>=12.1", "CUDA_VERSION": "12.6.3"}, (12, 1)),
+        ({"PATH": "/usr/bin"}, None),
+    ],
+)
+def test_required_cuda(env: dict[str, str], needed: tuple[int, int] | None) -> None:
+    assert required_cuda(env) == needed
+
+
+def test_cuda_text_and_min_driver() -> None:
+    assert cuda_text(12040) == "12.4"
+    assert cuda_text(11080) == "11.8"
+    assert cuda_text(None) == "?"
+    assert min_driver((12, 6)) == "560.28"
+    assert min_driver((12, 7)) == "570.26"  # there was no 12.7: the next release's driver
+    assert min_driver((99, 0)) == "the first driver of CUDA 99.0"
+
+
+def test_stack_images_follow_the_base_compose_file() -> None:
+    assert stack_images({}) == (
+        "awsdeepracercommunity/deepracer-sagemaker:5.3.0-gpu",
+        "awsdeepracercommunity/deepracer-simapp:5.3.3-gpu",
+    )
+    assert stack_images({"DR_SAGEMAKER_IMAGE": "5.2.1-gpu", "DR_SIMAPP_VERSION": "6.0.1-gpu"}) == (
+        "awsdeepracercommunity/deepracer-sagemaker:5.2.1-gpu",
+        "awsdeepracercommunity/deepracer-simapp:6.0.1-gpu",
+    )
+    assert stack_images({"DRGPU_SAGEMAKER_IMAGE": "a:1", "DRGPU_ROBOMAKER_IMAGE": "b:2"}) == (
+        "a:1",
+        "b:2",
+    )
+
+
+# --- the whole checklist ---------------------------------------------------------------------
+
+
+def test_a_healthy_host_passes_every_check_in_order() -> None:
+    facts = HostFacts(
+        settings=SettingsFacts(Path("system.env"), run_id="0"),
+        nvml=NVML,
+        docker=DOCKER,
+        compose=ComposeFacts(("docker", "compose"), "2.32.4\n"),
+        images=(image("sagemaker", CUDA_VERSION="11.4.3"),),
+        probe=ProbeFacts("sagemaker", present=True),
+    )
+    checks = run_checks(facts)
+    assert [c.id for c in checks] == [
+        "settings",
+        "nvml",
+        "gpus",
+        "persistence",
+        "docker",
+        "device-requests",
+        "default-runtime",
+        "compose",
+        "image-cuda",
+    ]
+    assert all(c.status == PASS for c in checks), checks
+    assert ok(checks)
+    assert document(checks)["ok"] is True
+
+
+def test_any_failure_makes_the_checklist_fail() -> None:
+    facts = HostFacts(
+        settings=SettingsFacts(Path("system.env"), run_id="0"),
+        nvml=NO_NVML,
+        docker=NO_DOCKER,
+        compose=ComposeFacts(error="no Docker Compose found"),
+    )
+    checks = run_checks(facts)
+    assert [(c.id, c.status) for c in checks] == [
+        ("settings", PASS),
+        ("nvml", FAIL),
+        ("docker", FAIL),
+        ("compose", FAIL),
+    ]
+    doc = document(checks)
+    assert doc["ok"] is False
+    assert doc["checks"][1]["fix"].startswith("load the kernel module")
