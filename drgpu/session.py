@@ -161,7 +161,10 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     files = (*prepared.stack.files, prepared.override_path)
     binary = compose.find_compose(prepared.config.values)
     environment = compose.compose_environment(prepared.config.values)
-    command = compose.compose_command(binary, prepared.plan.project, files, "up", "-d")
+    # --remove-orphans: workers of an earlier DR_WORKERS must not keep their GPUs.
+    command = compose.compose_command(
+        binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
+    )
     # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()

@@ -99,7 +99,9 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
         )
     )
     uuids = ",".join(device.uuid for device in daemon_devices)
-    own_definition = daemon_source is not None
+    # What the stack's own drgpu-mps sets is kept: the rest is drgpu's.
+    own = daemon_source.keys if daemon_source is not None else frozenset()
+    built = bool({"image", "build"} & own)
     daemon = ServicePlan(
         name=MPS_DAEMON_SERVICE,
         role=Role.MPS_DAEMON,
@@ -114,10 +116,10 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
         ),
         labels=run_labels(config.run_id, config.sharing, Role.MPS_DAEMON, uuids),
         note="the MPS control daemon of the shared GPUs",
-        image=None if own_definition else config.mps.image,
-        command=() if own_definition else MPS_COMMAND,
-        init=not own_definition,
-        network_mode=None if own_definition else "none",
+        image=None if built else config.mps.image,
+        command=() if "command" in own or "entrypoint" in own else MPS_COMMAND,
+        init="init" not in own,
+        network_mode=None if "network_mode" in own else "none",
         ipc="shareable",
         volumes=MPS_VOLUMES,
     )

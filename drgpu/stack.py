@@ -25,6 +25,7 @@ class StackService:
     has_device_requests: bool = False
     has_gpus_key: bool = False
     files: tuple[Path, ...] = ()
+    keys: frozenset[str] = frozenset()
 
     @property
     def worker_slot(self) -> int | None:
@@ -88,6 +89,7 @@ def load_stack(files: list[Path]) -> Stack:
                 has_device_requests=previous.has_device_requests or has_devices,
                 has_gpus_key=previous.has_gpus_key or has_gpus,
                 files=(*previous.files, path.resolve()),
+                keys=previous.keys | (frozenset(body) if isinstance(body, dict) else frozenset()),
             )
     return Stack(files=tuple(files), services=tuple(services.values()))
 

@@ -25,6 +25,7 @@ EXAMPLE_ENV = REPO / "system.env.example"
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"
 MIG_L4 = REPO / "examples" / "inventories" / "a100-mig-plus-l4.json"
 DRFC_TRAINING = REPO / "tests" / "golden" / "stacks" / "drfc-training.yml"
+THREE_GPUS = REPO / "tests" / "topologies" / "three-gpus-unordered.json"
 
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
@@ -119,24 +120,88 @@ def plan_for(scenario: str, tmp_path: Path) -> Plan:
         compose = tmp_path / "docker-compose.yml"
         compose.write_text(RESET_STACK, encoding="utf-8")
         return make(env_file, load_inventory(GTX_M40), load_stack([compose]))
+    return _sharing_plan_for(scenario, tmp_path)
+
+
+def _sharing_plan_for(scenario: str, tmp_path: Path) -> Plan:
+    """The scenarios of several workers, `auto` and the sharing modes."""
+    workers = "DR_SAGEMAKER_CUDA_DEVICES=2\nDR_ROBOMAKER_CUDA_DEVICES=0,1\nDR_WORKERS=3\n"
+    if scenario == "workers":
+        return make(stack_settings(tmp_path, workers), load_inventory(THREE_GPUS))
+    if scenario == "workers-pack":
+        env_file = stack_settings(tmp_path, workers + "DRGPU_WORKER_PLACEMENT=pack\n")
+        return make(env_file, load_inventory(THREE_GPUS))
+    if scenario == "workers-files":
+        env_file = stack_settings(tmp_path, "DR_WORKERS=2\n")
+        first, second = tmp_path / "training.yml", tmp_path / "keys.yml"
+        first.write_text(DRFC_TRAINING.read_text(), encoding="utf-8")
+        second.write_text("services:\n  robomaker:\n    env_file: keys.env\n", encoding="utf-8")
+        return make(env_file, load_inventory(GTX_M40), load_stack([first, second]))
+    if scenario == "auto":
+        env_file = stack_settings(
+            tmp_path,
+            "DR_SAGEMAKER_CUDA_DEVICES=auto\nDR_ROBOMAKER_CUDA_DEVICES=auto\nDR_WORKERS=2\n",
+        )
+        return make(env_file, load_inventory(THREE_GPUS))
+    if scenario == "timeslice":
+        env_file = stack_settings(
+            tmp_path, "DR_ROBOMAKER_CUDA_DEVICES=0\nDRGPU_SHARING=timeslice\n"
+        )
+        return make(env_file, load_inventory(GTX_M40))
+    if scenario == "mps":
+        env_file = stack_settings(
+            tmp_path,
+            """\
+            DR_ROBOMAKER_CUDA_DEVICES=0
+            DR_WORKERS=2
+            DRGPU_SHARING=mps
+            DRGPU_MPS_SAGEMAKER_THREADS=60
+            DRGPU_MPS_ROBOMAKER_THREADS=20
+            DRGPU_MPS_SAGEMAKER_MEMORY=8G
+            DRGPU_MPS_ROBOMAKER_MEMORY=2048M
+            """,
+        )
+        return make(env_file, load_inventory(GTX_M40))
     raise AssertionError(scenario)
 
 
-SCENARIOS = ["gtx1650-m40", "mig-trainer", "rl-coach", "host-x", "cpu-only", "resets"]
+SCENARIOS = [
+    "gtx1650-m40",
+    "mig-trainer",
+    "rl-coach",
+    "host-x",
+    "cpu-only",
+    "resets",
+    "workers",
+    "workers-pack",
+    "workers-files",
+    "auto",
+    "timeslice",
+    "mps",
+]
+
+
+def portable(text: str, tmp_path: Path) -> str:
+    """The rendered text with the paths of this checkout and of the test's files replaced."""
+    return text.replace(str(REPO), "<repo>").replace(str(tmp_path), "<tmp>")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendering_matches_the_golden_file(
     scenario: str, tmp_path: Path, golden: ModuleType
 ) -> None:
-    golden.assert_matches_golden(f"{scenario}.yml", render_override(plan_for(scenario, tmp_path)))
+    text = render_override(plan_for(scenario, tmp_path))
+    golden.assert_matches_golden(f"{scenario}.yml", portable(text, tmp_path))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendering_twice_is_byte_identical(scenario: str, tmp_path: Path) -> None:
     first = render_override(plan_for(scenario, tmp_path / "first"))
     second = render_override(plan_for(scenario, tmp_path / "second"))
-    assert first.encode() == second.encode()
+    assert (
+        portable(first, tmp_path / "first").encode()
+        == portable(second, tmp_path / "second").encode()
+    )
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -237,3 +302,48 @@ def test_resets_are_rendered_with_compose_reset_tags(tmp_path: Path) -> None:
 def test_labels_are_strings(tmp_path: Path) -> None:
     labels = services_of("gtx1650-m40", tmp_path)["sagemaker"]["labels"]
     assert labels == {"drgpu.gpus": M40, "drgpu.role": "trainer", "drgpu.run_id": "0"}
+
+
+def test_replaced_robomaker_gets_zero_replicas_and_workers_one(tmp_path: Path) -> None:
+    services = services_of("workers", tmp_path)
+    assert services["robomaker"]["scale"] == Tagged("!reset", "")
+    assert services["robomaker"]["deploy"] == {"replicas": 0}
+    worker = services["robomaker-2"]
+    assert worker["extends"] == {"file": str(base_stack_file()), "service": "robomaker"}
+    assert worker["scale"] == Tagged("!reset", "")
+    assert worker["deploy"]["replicas"] == 1
+    assert worker["environment"]["DOCKER_REPLICA_SLOT"] == "2"
+
+
+def test_a_service_in_two_files_is_extended_from_each_in_its_own_document(
+    tmp_path: Path,
+) -> None:
+    text = render_override(plan_for("workers-files", tmp_path))
+    first, last = yaml.load_all(text, Loader=OverrideLoader)
+    assert first == {
+        "services": {
+            name: {"extends": {"file": str(tmp_path / "training.yml"), "service": "robomaker"}}
+            for name in ("robomaker-1", "robomaker-2")
+        }
+    }
+    assert last["services"]["robomaker-1"]["extends"] == {
+        "file": str(tmp_path / "keys.yml"),
+        "service": "robomaker",
+    }
+
+
+def test_mps_renders_the_daemon_its_clients_and_tmpfs_volumes(tmp_path: Path) -> None:
+    document = read_back(render_override(plan_for("mps", tmp_path)))
+    daemon = document["services"]["drgpu-mps"]
+    assert daemon["ipc"] == "shareable"
+    assert daemon["command"][:2] == ["sh", "-c"]
+    assert devices_of(daemon).value[0]["device_ids"] == [M40]
+    for name in ("sagemaker", "robomaker-1", "robomaker-2"):
+        client = document["services"][name]
+        assert client["ipc"] == "service:drgpu-mps"
+        assert client["depends_on"] == {"drgpu-mps": {"condition": "service_started"}}
+        assert "drgpu-mps-pipe:/tmp/nvidia-mps" in client["volumes"]
+    assert document["volumes"] == {
+        name: {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
+        for name in ("drgpu-mps-pipe", "drgpu-mps-log")
+    }

@@ -227,7 +227,7 @@ def test_mps_is_not_run_on_mig_devices(
     )
 
 
-def test_a_stacks_own_mps_daemon_keeps_its_image_and_command(
+def test_a_stacks_own_mps_daemon_keeps_what_it_sets(
     make_config: MakeConfig, write_stack: WriteStack, gtx_m40: Inventory
 ) -> None:
     stack = write_stack(
@@ -235,7 +235,7 @@ def test_a_stacks_own_mps_daemon_keeps_its_image_and_command(
         services:
           sagemaker: {image: trainer}
           robomaker: {image: sim}
-          drgpu-mps: {image: my/mps, command: [my-mps]}
+          drgpu-mps: {image: my/mps, command: [my-mps], init: false, network_mode: host}
         """
     )
     plan = make_plan(shared_config(make_config, "mps"), stack, gtx_m40)
@@ -247,6 +247,27 @@ def test_a_stacks_own_mps_daemon_keeps_its_image_and_command(
         None,
     )
     assert daemon.ipc == "shareable" and daemon.has_gpu
+
+
+def test_a_stacks_own_mps_daemon_gets_drgpus_image_and_command_where_it_sets_none(
+    make_config: MakeConfig, write_stack: WriteStack, gtx_m40: Inventory
+) -> None:
+    stack = write_stack(
+        """
+        services:
+          sagemaker: {image: trainer}
+          robomaker: {image: sim}
+          drgpu-mps: {volumes: ["./fake:/usr/local/bin/nvidia-cuda-mps-control:ro"]}
+        """
+    )
+    config = shared_config(make_config, "mps", DRGPU_MPS_IMAGE="registry.local/cuda:12")
+    daemon = make_plan(config, stack, gtx_m40).service("drgpu-mps")
+    assert (daemon.image, daemon.command, daemon.init, daemon.network_mode) == (
+        "registry.local/cuda:12",
+        MPS_COMMAND,
+        True,
+        "none",
+    )
 
 
 def test_a_stacks_own_mps_daemon_gets_no_gpu_when_nothing_is_shared(

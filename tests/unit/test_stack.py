@@ -35,10 +35,11 @@ def test_roles_come_from_deepracer_for_clouds_service_names(name: str, role: Rol
 
 def test_base_stack_has_a_trainer_and_a_simulator() -> None:
     base = base_stack_file()
+    keys = frozenset({"image", "init", "environment"})
     stack = load_stack([base])
     assert stack.services == (
-        StackService("sagemaker", Role.TRAINER, files=(base,)),
-        StackService("robomaker", Role.SIMULATOR, files=(base,)),
+        StackService("sagemaker", Role.TRAINER, files=(base,), keys=keys),
+        StackService("robomaker", Role.SIMULATOR, files=(base,), keys=keys),
     )
 
 
@@ -53,9 +54,11 @@ def test_gpu_settings_are_merged_across_files_in_order(tmp_path: Path) -> None:
     stack = load_stack([first, second])
     assert stack.files == (first, second)
     assert stack.services == (
-        StackService("robomaker", Role.SIMULATOR, has_gpus_key=True, files=(first,)),
+        StackService("robomaker", Role.SIMULATOR, has_gpus_key=True, files=(first,), keys={"gpus"}),
         StackService("minio", Role.OTHER, files=(first,)),
-        StackService("sagemaker", Role.TRAINER, has_device_requests=True, files=(second,)),
+        StackService(
+            "sagemaker", Role.TRAINER, has_device_requests=True, files=(second,), keys={"deploy"}
+        ),
     )
 
 
@@ -69,6 +72,7 @@ def test_each_service_knows_the_files_that_define_it_as_absolute_paths(
     robomaker = stack.service("robomaker")
     assert robomaker is not None
     assert robomaker.files == (tmp_path / "a.yml", tmp_path / "b.yml")
+    assert robomaker.keys == {"image", "environment"}
     assert stack.service("absent") is None
 
 

@@ -1,0 +1,175 @@
+"""Several runs on one host end to end: concurrent `drgpu up`, `auto`, and `down` of one run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import (
+    SIMULATOR,
+    SPARE,
+    THREE_GPUS,
+    TRAINER,
+    container_of,
+    containers,
+    drgpu,
+    nvml_inside,
+    service,
+    write_stack,
+)
+
+pytestmark = pytest.mark.docker
+
+NewRun = Callable[[str], str]
+
+
+@pytest.fixture
+def new_run(bed: Any, request: pytest.FixtureRequest) -> Iterator[NewRun]:
+    """`new_run("a")`: a run id unique to the test; every project made is removed afterwards."""
+    base = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-20:]
+    made: list[str] = []
+
+    def make(suffix: str) -> str:
+        made.append(f"{base}-{suffix}")
+        return made[-1]
+
+    yield make
+    for run_id in made:
+        bed.cleanup_project(f"deepracer-{run_id}")
+
+
+def settings(directory: Path, run_id: str, **keys: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "system.env"
+    path.write_text(
+        f"DR_RUN_ID={run_id}\n" + "".join(f"{key}={value}\n" for key, value in keys.items())
+    )
+    return path
+
+
+def start(bed: Any, *args: str) -> subprocess.Popen[str]:
+    """`drgpu ARGS` in the background, with the bed's lock file, as `helpers.drgpu` runs it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "drgpu", *args],
+        env=bed.env(DRGPU_LOCK_FILE=bed.dir / "drgpu.lock"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def trainer_gpu(bed: Any, run_id: str) -> str:
+    """The one GPU the trainer of a run sees through NVML."""
+    [[index, uuid]] = nvml_inside(bed, container_of(bed, f"deepracer-{run_id}", "sagemaker"))
+    assert index == 0
+    return str(uuid)
+
+
+def test_concurrent_auto_runs_never_share_a_gpu_and_down_leaves_the_others(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed)})
+    runs = [new_run(name) for name in ("a", "b", "c")]
+    env_files = [
+        settings(tmp_path / run_id, run_id, DR_SAGEMAKER_CUDA_DEVICES="auto") for run_id in runs
+    ]
+
+    processes = [start(bed, "up", "--env-file", str(env), "-f", str(stack)) for env in env_files]
+    results = [process.communicate(timeout=300) for process in processes]
+
+    assert [p.returncode for p in processes] == [0, 0, 0], [err for _, err in results]
+    held = {run_id: trainer_gpu(bed, run_id) for run_id in runs}
+    assert sorted(held.values()) == sorted([TRAINER, SIMULATOR, SPARE])
+
+    late = new_run("d")
+    refused = drgpu(
+        bed,
+        "up",
+        "--env-file",
+        str(settings(tmp_path / late, late, DR_SAGEMAKER_CUDA_DEVICES="auto")),
+        "-f",
+        str(stack),
+    )
+    assert refused.returncode == 3
+    assert "auto found no free GPU for the trainer" in refused.stderr
+    assert containers(bed, f"deepracer-{late}") == []
+
+    stopped = drgpu(bed, "down", "--env-file", str(env_files[0]), "-f", str(stack))
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert containers(bed, f"deepracer-{runs[0]}") == []
+    for run_id in runs[1:]:
+        [container] = containers(bed, f"deepracer-{run_id}")
+        assert container["State"]["Running"]
+        assert trainer_gpu(bed, run_id) == held[run_id]
+    retried = drgpu(bed, "up", "--env-file", str(tmp_path / late / "system.env"), "-f", str(stack))
+    assert retried.returncode == 0, retried.stderr
+    assert trainer_gpu(bed, late) == held[runs[0]]
+
+
+def test_two_runs_asking_for_one_gpu_at_once_get_it_once(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed)})
+    runs = [new_run("a"), new_run("b")]
+    processes = [
+        start(
+            bed,
+            "up",
+            "--env-file",
+            str(settings(tmp_path / run_id, run_id, DR_SAGEMAKER_CUDA_DEVICES="1")),
+            "-f",
+            str(stack),
+        )
+        for run_id in runs
+    ]
+    results = [process.communicate(timeout=300) for process in processes]
+
+    codes = sorted(process.returncode for process in processes)
+    assert codes == [0, 3], [err for _, err in results]
+    winner = runs[[p.returncode for p in processes].index(0)]
+    loser = runs[[p.returncode for p in processes].index(3)]
+    error = results[runs.index(loser)][1]
+    assert f"is held by run '{winner}' (sagemaker)" in error
+    assert "Traceback" not in error
+    assert trainer_gpu(bed, winner) == TRAINER
+    assert containers(bed, f"deepracer-{loser}") == []
+
+
+def test_auto_on_a_mixed_box_avoids_busy_gpus_and_explains_why(
+    bed: Any, tmp_path: Path, project: str
+) -> None:
+    # The biggest GPU runs a foreign process: the trainer gets the next biggest,
+    # the simulator the rest.
+    topology = {
+        "gpus": [
+            {**THREE_GPUS["gpus"][0], "processes": [{"pid": 999, "used_memory_mib": 300}]},
+            *THREE_GPUS["gpus"][1:],
+        ]
+    }
+    bed.set_topology(topology)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+    env_file = settings(
+        tmp_path, project, DR_SAGEMAKER_CUDA_DEVICES="auto", DR_ROBOMAKER_CUDA_DEVICES="auto"
+    )
+
+    planned = drgpu(bed, "plan", "--env-file", str(env_file), "-f", str(stack))
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+
+    assert started.returncode == 0, started.stderr
+    assert trainer_gpu(bed, project) == TRAINER  # Tesla M40, 22912 MiB (the L4 is busy)
+    simulator = container_of(bed, f"deepracer-{project}", "robomaker")
+    assert nvml_inside(bed, simulator) == [[0, SIMULATOR]]
+    assert planned.returncode == 0, planned.stderr
+    assert "trainer (auto): GPU 1 (Tesla M40 24GB): the free GPU with the most memory" in (
+        planned.stdout
+    )
+    assert "passed over GPU 2 (1 foreign process(es))" in planned.stdout
