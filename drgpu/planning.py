@@ -303,6 +303,8 @@ def _service_plan(
         reset_keys.append("deploy.resources.reservations.devices")
     if source.has_gpus_key:
         reset_keys.append("gpus")
+    if extends is not None and "container_name" in source.keys:
+        reset_keys.append("container_name")  # copies cannot share one name
     return ServicePlan(
         name=name or source.name,
         role=role,

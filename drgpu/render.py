@@ -100,8 +100,9 @@ def _service(service: ServicePlan) -> dict[str, Any]:
         body["volumes"] = list(service.volumes)
     if service.depends_on:
         body["depends_on"] = {name: {"condition": "service_started"} for name in service.depends_on}
-    if "gpus" in service.reset_keys:
-        body["gpus"] = _Tagged("!reset", None)
+    for key in service.reset_keys:
+        if "." not in key:  # gpus, or a worker's copied container_name
+            body[key] = _Tagged("!reset", None)
     if service.replicas is not None:
         # `scale` and `deploy.replicas` must agree: drop any scale, set the replicas.
         body["scale"] = _Tagged("!reset", None)

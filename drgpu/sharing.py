@@ -50,21 +50,32 @@ class Shared:
 
 def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan]) -> Shared:
     """The plan's services as DRGPU_SHARING wants them."""
-    stray = [key for key in MPS_KEYS if config.values.get(key) and config.sharing != "mps"]
     warnings = [
         f"{config.where(key)} is set, but DRGPU_SHARING={config.sharing}: it applies to mps only"
-        for key in stray
+        for key in MPS_KEYS
+        if config.values.get(key) and config.sharing != "mps"
     ]
-    daemon_source = stack.service(MPS_DAEMON_SERVICE)
+    own_daemon = stack.service(MPS_DAEMON_SERVICE)
+    if config.sharing == "mps":
+        shared = _mps(config, own_daemon.keys if own_daemon else None, tuple(services))
+        if shared is not None:
+            return shared
+        warnings.append("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started")
     if config.sharing == "timeslice":
         services = tuple(
             replace(s, environment=s.environment + TIMESLICE_ENVIRONMENT) if s.has_gpu else s
             for s in services
         )
-    if config.sharing != "mps":
-        if daemon_source is not None:
-            services = (*services, _idle_daemon(config, daemon_source.has_device_requests))
-        return Shared(tuple(services), warnings=tuple(warnings))
+    if own_daemon is not None:
+        services = (*services, _idle_daemon(config, own_daemon.has_device_requests))
+    return Shared(tuple(services), warnings=tuple(warnings))
+
+
+def _mps(
+    config: Config, own_keys: frozenset[str] | None, services: tuple[ServicePlan, ...]
+) -> Shared | None:
+    """MPS for the GPUs two or more services share; None when no GPU is shared.
+    `own_keys`: what the stack's own drgpu-mps service sets (None: the stack has none)."""
     users: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
     for service in services:
         for device in service.devices:
@@ -74,38 +85,54 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
         s for s in services if s.has_gpu and any(device.uuid in shared for device in s.devices)
     ]
     if not clients:
-        warnings.append("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started")
-        if daemon_source is not None:
-            services = (*services, _idle_daemon(config, daemon_source.has_device_requests))
-        return Shared(tuple(services), warnings=tuple(warnings))
+        return None
     problems = [
         f"{client.name} gets MIG device {device.uuid}: drgpu does not run MPS on MIG devices"
         for client in clients
         for device in client.devices
         if device.mig is not None
     ]
-    for device, sharers in shared.values():
-        launchers = [s.name for s in sharers if s.role is Role.TRAINER_LAUNCHER]
-        if launchers:
-            warnings.append(
-                f"{short(device)} is shared through MPS, but the trainer that"
-                f" {launchers[0]} starts runs outside Compose and does not join MPS"
-            )
+    warnings = [
+        f"{short(device)} is shared through MPS, but the trainer that {launcher.name} starts"
+        " runs outside Compose and does not join MPS"
+        for device, sharers in shared.values()
+        for launcher in sharers
+        if launcher.role is Role.TRAINER_LAUNCHER
+    ]
     warnings.extend(_limit_warnings(config, shared))
-    daemon_devices = tuple(
+    devices = tuple(
         sorted(
             {device.uuid: device for client in clients for device in client.devices}.values(),
             key=lambda device: device.gpu.index,
         )
     )
-    uuids = ",".join(device.uuid for device in daemon_devices)
-    # What the stack's own drgpu-mps sets is kept: the rest is drgpu's.
-    own = daemon_source.keys if daemon_source is not None else frozenset()
-    built = bool({"image", "build"} & own)
-    daemon = ServicePlan(
+    names = {client.name for client in clients}
+    explanation = (
+        f"{MPS_DAEMON_SERVICE}: MPS control daemon for"
+        f" {', '.join(short(device) for device in devices)}; its clients"
+        f" ({', '.join(sorted(names))}) share its IPC namespace and pipe directory"
+    )
+    return Shared(
+        services=(
+            *(_as_client(config, s) if s.name in names else s for s in services),
+            _daemon(config, devices, own_keys or frozenset()),
+        ),
+        problems=tuple(problems),
+        warnings=tuple(warnings),
+        explanations=(explanation,),
+        tmpfs_volumes=(MPS_PIPE_VOLUME, MPS_LOG_VOLUME),
+    )
+
+
+def _daemon(
+    config: Config, devices: tuple[Assignment, ...], own_keys: frozenset[str]
+) -> ServicePlan:
+    """The MPS control daemon; what the stack's own drgpu-mps sets is kept."""
+    uuids = ",".join(device.uuid for device in devices)
+    return ServicePlan(
         name=MPS_DAEMON_SERVICE,
         role=Role.MPS_DAEMON,
-        devices=daemon_devices,
+        devices=devices,
         capabilities=MPS_CAPABILITIES,
         environment=(
             ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
@@ -116,26 +143,12 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
         ),
         labels=run_labels(config.run_id, config.sharing, Role.MPS_DAEMON, uuids),
         note="the MPS control daemon of the shared GPUs",
-        image=None if built else config.mps.image,
-        command=() if "command" in own or "entrypoint" in own else MPS_COMMAND,
-        init="init" not in own,
-        network_mode=None if "network_mode" in own else "none",
+        image=None if {"image", "build"} & own_keys else config.mps.image,
+        command=() if {"command", "entrypoint"} & own_keys else MPS_COMMAND,
+        init="init" not in own_keys,
+        network_mode=None if "network_mode" in own_keys else "none",
         ipc="shareable",
         volumes=MPS_VOLUMES,
-    )
-    client_names = {client.name for client in clients}
-    services = tuple(_as_client(config, s) if s.name in client_names else s for s in services)
-    gpus = ", ".join(short(device) for device in daemon_devices)
-    explanation = (
-        f"{MPS_DAEMON_SERVICE}: MPS control daemon for {gpus}; its clients"
-        f" ({', '.join(sorted(client_names))}) share its IPC namespace and pipe directory"
-    )
-    return Shared(
-        services=(*services, daemon),
-        problems=tuple(problems),
-        warnings=tuple(warnings),
-        explanations=(explanation,),
-        tmpfs_volumes=(MPS_PIPE_VOLUME, MPS_LOG_VOLUME),
     )
 
 

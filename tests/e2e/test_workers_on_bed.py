@@ -99,7 +99,9 @@ def test_workers_copy_robomaker_from_every_compose_file_that_defines_it(
     bed: Any, tmp_path: Path, project: str
 ) -> None:
     bed.set_topology(THREE_GPUS)
-    base = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+    # A fixed container_name cannot be copied to two workers: drgpu drops it from them.
+    robomaker = service(bed, container_name=f"{project}-robomaker")
+    base = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": robomaker})
     keys = tmp_path / "keys.yml"
     keys.write_text(
         yaml.safe_dump({"services": {"robomaker": {"environment": {"FROM_KEYS": "yes"}}}})

@@ -282,7 +282,7 @@ def test_a_stacks_own_mps_daemon_gets_no_gpu_when_nothing_is_shared(
 def test_rl_coachs_trainer_cannot_join_mps_and_is_warned(
     make_config: MakeConfig, write_stack: WriteStack, gtx_m40: Inventory
 ) -> None:
-    stack = write_stack("services:\n  rl_coach: {}\n  robomaker: {}\n")
+    stack = write_stack("services:\n  robomaker: {}\n  rl_coach: {}\n")
     config = shared_config(make_config, "mps", DR_WORKERS="2")
     plan = make_plan(config, stack, gtx_m40)
     assert (

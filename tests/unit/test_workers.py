@@ -291,3 +291,12 @@ def test_auto_on_a_machine_without_gpus_is_refused(
     assert caught.value.problems == [
         "DR_SAGEMAKER_CUDA_DEVICES: auto found no GPU for the trainer: this machine has none"
     ]
+
+
+def test_workers_drop_a_container_name_they_would_copy(
+    make_config: MakeConfig, write_stack: WriteStack, gtx_m40: Inventory
+) -> None:
+    stack = write_stack("services:\n  robomaker: {image: sim, container_name: robo, gpus: all}\n")
+    plan = make_plan(make_config(DR_WORKERS="2"), stack, gtx_m40)
+    assert plan.service("robomaker-1").reset_keys == ("gpus", "container_name")
+    assert plan.service("robomaker").reset_keys == ()
