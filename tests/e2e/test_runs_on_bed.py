@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -173,3 +174,76 @@ def test_auto_on_a_mixed_box_avoids_busy_gpus_and_explains_why(
         planned.stdout
     )
     assert "passed over GPU 2 (1 foreign process(es))" in planned.stdout
+
+
+MIXED = {
+    "gpus": [
+        {
+            "uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000001",
+            "name": "T4",
+            "pci_bus_id": "01:00.0",
+            "memory_total_mib": 16384,
+            "compute_capability": [7, 5],
+        },
+        {
+            "uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000002",
+            "name": "A4000",
+            "pci_bus_id": "02:00.0",
+            "memory_total_mib": 16384,
+            "compute_capability": [8, 6],
+        },
+        {
+            "uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000003",
+            "name": "A100",
+            "pci_bus_id": "03:00.0",
+            "memory_total_mib": 40960,
+            "compute_capability": [8, 0],
+            "mig_mode": True,
+            "mig_devices": [
+                {"uuid": "MIG-aaaaaaaa-0000-4000-8000-0000000000a1", "memory_total_mib": 19968}
+            ],
+        },
+        {
+            "uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000004",
+            "name": "P4",
+            "pci_bus_id": "04:00.0",
+            "memory_total_mib": 8192,
+            "compute_capability": [6, 1],
+        },
+    ]
+}
+
+
+def planned_gpus(bed: Any, env_file: Path, stack: Path) -> dict[str, list[str]]:
+    done = drgpu(bed, "plan", "--env-file", str(env_file), "-f", str(stack), "--json")
+    assert done.returncode == 0, done.stderr
+    services = json.loads(done.stdout)["services"]
+    return {name: [gpu["name"] for gpu in body["gpus"]] for name, body in services.items()}
+
+
+def test_auto_on_a_mixed_box_breaks_ties_by_compute_and_skips_mig_and_held_gpus(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    bed.set_topology(MIXED)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+    auto = {"DR_SAGEMAKER_CUDA_DEVICES": "auto", "DR_ROBOMAKER_CUDA_DEVICES": "auto"}
+    first = new_run("a")
+    env_file = settings(tmp_path / first, first, DR_WORKERS="2", **auto)
+
+    # Equal memory: the higher compute capability; the MIG-mode A100 is never taken whole.
+    assert planned_gpus(bed, env_file, stack) == {
+        "sagemaker": ["A4000"],
+        "robomaker": [],
+        "robomaker-1": ["T4"],
+        "robomaker-2": ["P4"],
+    }
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    assert started.returncode == 0, started.stderr
+
+    # A second run plans around what the first one holds: nothing is left for it.
+    second = new_run("b")
+    refused = drgpu(
+        bed, "up", "--env-file", str(settings(tmp_path / second, second, **auto)), "-f", str(stack)
+    )
+    assert refused.returncode == 3
+    assert "GPU 1 (held by run" in refused.stderr and "GPU 2 (in MIG mode" in refused.stderr
