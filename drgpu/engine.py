@@ -112,7 +112,7 @@ def _local_get(socket_path: str, path: str) -> Any:
 def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
     client = _client()
     try:
-        found = client.containers.list(all=True, filters=dict(filters))
+        found = client.containers.list(all=True, filters=dict(filters), ignore_removed=True)
         return sorted((_facts(container.attrs) for container in found), key=lambda c: c.name)
     except Exception as exc:
         raise DockerError(f"the Docker engine failed: {exc}") from None
@@ -394,7 +394,7 @@ def stack_leftovers(namespace: str) -> dict[str, int]:
     try:
         return {
             "services": len(client.services.list(filters=label)),
-            "containers": len(client.containers.list(all=True, filters=label)),
+            "containers": len(client.containers.list(all=True, filters=label, ignore_removed=True)),
             "networks": len(client.networks.list(filters=label)),
         }
     except Exception as exc:
