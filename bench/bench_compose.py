@@ -29,10 +29,20 @@ TESTBED = REPO / "scripts" / "testbed"
 IMAGE = "drgpu-test/python:bookworm"
 TOPOLOGY = {
     "gpus": [
-        {"uuid": "GPU-0a2b4c6d-0000-4000-8000-000000000001", "name": "NVIDIA GeForce GTX 1650",
-         "pci_bus_id": "00000000:03:00.0", "memory_total_mib": 4096, "compute_capability": [7, 5]},
-        {"uuid": "GPU-1d3c5b7a-0000-4000-8000-000000000002", "name": "Tesla M40 24GB",
-         "pci_bus_id": "00000000:81:00.0", "memory_total_mib": 22912, "compute_capability": [5, 2]},
+        {
+            "uuid": "GPU-0a2b4c6d-0000-4000-8000-000000000001",
+            "name": "NVIDIA GeForce GTX 1650",
+            "pci_bus_id": "00000000:03:00.0",
+            "memory_total_mib": 4096,
+            "compute_capability": [7, 5],
+        },
+        {
+            "uuid": "GPU-1d3c5b7a-0000-4000-8000-000000000002",
+            "name": "Tesla M40 24GB",
+            "pci_bus_id": "00000000:81:00.0",
+            "memory_total_mib": 22912,
+            "compute_capability": [5, 2],
+        },
     ]
 }
 STACK = f"""\
@@ -130,10 +140,14 @@ def main() -> None:
     finally:
         subprocess.run([str(TESTBED), "stop", str(bed)], capture_output=True, check=False)
     print(f"runs per command: {runs} (medians)")
-    print(f"drgpu render {render * 1000:7.1f} ms | compose config {config * 1000:7.1f} ms"
-          f" | ratio {render / config:.2f}x (target <= 4x)")
-    print(f"drgpu up     {up * 1000:7.1f} ms | compose up -d  {bare_up * 1000:7.1f} ms"
-          f" | ratio {up / bare_up:.2f}x (target <= 1.15x)")
+    print(
+        f"drgpu render {render * 1000:7.1f} ms | compose config {config * 1000:7.1f} ms"
+        f" | ratio {render / config:.2f}x (target <= 4x)"
+    )
+    print(
+        f"drgpu up     {up * 1000:7.1f} ms | compose up -d  {bare_up * 1000:7.1f} ms"
+        f" | ratio {up / bare_up:.2f}x (target <= 1.15x)"
+    )
 
 
 if __name__ == "__main__":

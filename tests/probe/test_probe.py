@@ -32,7 +32,7 @@ A10 = "GPU-a10a10a1-0b2c-4d3e-8f4a-5b6c7d8e9f00"
 V100_OK = "GPU-0b0b0b0b-7777-4888-9999-aaaabbbbcccc"
 
 # A stand-in for torch, importable by the framework subprocess through PYTHONPATH.
-FAKE_TORCH = '''
+FAKE_TORCH = """
 import os, sys, time
 __version__ = "0.0+fake"
 _MODE = os.environ.get("FAKE_TORCH_MODE", "ok")
@@ -82,7 +82,7 @@ class cuda:
     @staticmethod
     def synchronize(device=None):
         pass
-'''
+"""
 
 
 @pytest.fixture(scope="session")
@@ -153,12 +153,25 @@ def sanitized_env(libdir: Path, topology: Path | None, **extra: str) -> dict[str
     return env
 
 
-def probe(libdir: Path, topology: Path | None, *args: str, json_mode: bool = True,
-          python: str = sys.executable, script: Path = PROBE, flags: tuple[str, ...] = ("-I",),
-          **env: str) -> Run:
+def probe(
+    libdir: Path,
+    topology: Path | None,
+    *args: str,
+    json_mode: bool = True,
+    python: str = sys.executable,
+    script: Path = PROBE,
+    flags: tuple[str, ...] = ("-I",),
+    **env: str,
+) -> Run:
     command = [python, *flags, str(script), *(["--json"] if json_mode else []), *args]
-    done = subprocess.run(command, env=sanitized_env(libdir, topology, **env),
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        command,
+        env=sanitized_env(libdir, topology, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode in (0, 2, 6), (done.returncode, done.stderr)
     return Run(done, json_mode and done.returncode != 2)
@@ -201,8 +214,12 @@ def test_nvml_devices_in_pci_order_with_uuids(fake_libs: Path) -> None:
         "NVIDIA_VISIBLE_DEVICES": None,
         "NVIDIA_DRIVER_CAPABILITIES": None,
     }
-    assert doc["expectations"] == {"expect": None, "expect_uuids": None, "met": True,
-                                   "problems": []}
+    assert doc["expectations"] == {
+        "expect": None,
+        "expect_uuids": None,
+        "met": True,
+        "problems": [],
+    }
 
 
 def test_cuda_order_differs_and_is_mapped(fake_cuda: Path) -> None:
@@ -232,7 +249,9 @@ def test_pci_bus_id_order_makes_them_agree(fake_cuda: Path) -> None:
     assert run.doc["environment"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     cuda = run.doc["cuda"]
     assert [(d["ordinal"], d["uuid"], d["nvml_index"]) for d in cuda["devices"]] == [
-        (0, M40, 0), (1, GTX, 1)]
+        (0, M40, 0),
+        (1, GTX, 1),
+    ]
     assert cuda["order_matches_nvml"] is True
     assert cuda["ordinals_match_nvml_indices"] is True
     assert not [f for f in run.findings if "NVML index" in f]
@@ -257,8 +276,9 @@ def test_cuda_visible_devices_narrowing_is_explained(fake_cuda: Path) -> None:
     [only] = run.doc["cuda"]["devices"]
     assert (only["uuid"], only["nvml_index"]) == (GTX, 1)
     assert run.doc["cuda"]["order_matches_nvml"] is True
-    assert any("CUDA device 0 is NVML index 1 (CUDA_VISIBLE_DEVICES narrows" in f
-               for f in run.findings)
+    assert any(
+        "CUDA device 0 is NVML index 1 (CUDA_VISIBLE_DEVICES narrows" in f for f in run.findings
+    )
 
 
 def test_empty_cuda_visible_devices_hides_all_from_cuda(fake_cuda: Path) -> None:
@@ -278,7 +298,9 @@ def test_mig_devices_and_their_cuda_devices(fake_cuda: Path) -> None:
     a100 = run.doc["nvml"]["devices"][0]
     assert a100["uuid"] == A100 and a100["mig_mode"] is True
     assert [(m["uuid"], m["memory_total_mib"]) for m in a100["mig_devices"]] == [
-        (MIG_3G, 19968), (MIG_2G, 9856)]
+        (MIG_3G, 19968),
+        (MIG_2G, 9856),
+    ]
     cuda = run.doc["cuda"]["devices"]
     assert [(d["uuid"], d["nvml_index"]) for d in cuda] == [(MIG_3G, 0), (MIG_2G, 0), (A10, 1)]
     assert run.doc["cuda"]["order_matches_nvml"] is True
@@ -312,8 +334,7 @@ def test_expect_count_compares_cuda_too(fake_cuda: Path) -> None:
 def test_expect_uuids(fake_cuda: Path) -> None:
     assert probe(fake_cuda, GTX_M40, "--expect-uuid", M40, GTX).rc == 0
     # repeated flags add up; UUID case does not matter
-    assert probe(fake_cuda, GTX_M40, "--expect-uuid", GTX.upper(),
-                 "--expect-uuid", M40).rc == 0
+    assert probe(fake_cuda, GTX_M40, "--expect-uuid", GTX.upper(), "--expect-uuid", M40).rc == 0
     missing = probe(fake_cuda, GTX_M40, "--expect-uuid", M40)
     assert missing.rc == 6
     assert f"NVML shows {GTX}, not expected" in missing.problems
@@ -321,8 +342,10 @@ def test_expect_uuids(fake_cuda: Path) -> None:
     wrong = "GPU-00000000-0000-0000-0000-000000000000"
     unknown = probe(fake_cuda, GTX_M40, "--expect-uuid", M40, GTX, wrong)
     assert unknown.rc == 6
-    assert unknown.problems == [f"NVML does not show expected {wrong}",
-                                f"CUDA does not show expected {wrong}"]
+    assert unknown.problems == [
+        f"NVML does not show expected {wrong}",
+        f"CUDA does not show expected {wrong}",
+    ]
 
 
 def test_no_libraries_at_all(empty_dir: Path) -> None:
@@ -339,8 +362,10 @@ def test_no_libraries_at_all(empty_dir: Path) -> None:
     assert probe(empty_dir, None, "--expect", "0").rc == 0
     one = probe(empty_dir, None, "--expect", "1")
     assert one.rc == 6
-    assert one.problems == ["no NVIDIA library (libnvidia-ml.so.1, libcuda.so.1) in the "
-                            "container: it sees 0 GPUs, expected 1"]
+    assert one.problems == [
+        "no NVIDIA library (libnvidia-ml.so.1, libcuda.so.1) in the "
+        "container: it sees 0 GPUs, expected 1"
+    ]
     assert probe(empty_dir, None, "--expect-uuid", GTX).rc == 6
     text = probe(empty_dir, None, "--expect", "1", json_mode=False)
     assert text.rc == 6
@@ -352,8 +377,7 @@ def test_nvml_alone_counts_without_libcuda(fake_libs: Path, tmp_path: Path) -> N
     only_nvml = tmp_path / "only-nvml"
     only_nvml.mkdir()
     (only_nvml / "libnvidia-ml.so.1").symlink_to(fake_libs / "libnvidia-ml.so.1")
-    run = probe(only_nvml, GTX_M40, "--expect", "2",
-                NVIDIA_DRIVER_CAPABILITIES="utility")
+    run = probe(only_nvml, GTX_M40, "--expect", "2", NVIDIA_DRIVER_CAPABILITIES="utility")
     if run.doc["cuda"]["loaded"]:
         pytest.skip("this machine has a real libcuda.so.1 on its search path")
     assert run.rc == 0
@@ -399,9 +423,16 @@ def test_nvidia_visible_devices_void(fake_cuda: Path) -> None:
     assert any("NVIDIA_VISIBLE_DEVICES='void'" in f for f in run.findings)
 
 
-@pytest.mark.parametrize("args", [["--expect", "-1"], ["--expect", "two"],
-                                  ["--frameworks", "jax"], ["--framework-timeout", "0"],
-                                  ["--bogus"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--expect", "-1"],
+        ["--expect", "two"],
+        ["--frameworks", "jax"],
+        ["--framework-timeout", "0"],
+        ["--bogus"],
+    ],
+)
 def test_usage_errors_exit_2(fake_libs: Path, args: list[str]) -> None:
     run = probe(fake_libs, GTX_M40, *args)
     assert run.rc == 2
@@ -434,8 +465,16 @@ def test_torch_not_installed_is_a_finding(fake_cuda: Path) -> None:
 
 
 def test_fake_torch_sees_and_multiplies(fake_cuda: Path, fake_torch: Path) -> None:
-    run = probe(fake_cuda, GTX_M40, "--frameworks", "torch", "--expect", "2",
-                PYTHONPATH=str(fake_torch), FAKE_TORCH_COUNT="2")
+    run = probe(
+        fake_cuda,
+        GTX_M40,
+        "--frameworks",
+        "torch",
+        "--expect",
+        "2",
+        PYTHONPATH=str(fake_torch),
+        FAKE_TORCH_COUNT="2",
+    )
     assert run.rc == 0, run.problems
     torch = run.doc["frameworks"]["torch"]
     assert torch["installed"] is True and torch["version"] == "0.0+fake"
@@ -449,29 +488,61 @@ def test_fake_torch_sees_and_multiplies(fake_cuda: Path, fake_torch: Path) -> No
 
 
 def test_fake_torch_count_mismatch(fake_cuda: Path, fake_torch: Path) -> None:
-    run = probe(fake_cuda, GTX_M40, "--frameworks", "torch", "--expect", "2",
-                PYTHONPATH=str(fake_torch), FAKE_TORCH_COUNT="1")
+    run = probe(
+        fake_cuda,
+        GTX_M40,
+        "--frameworks",
+        "torch",
+        "--expect",
+        "2",
+        PYTHONPATH=str(fake_torch),
+        FAKE_TORCH_COUNT="1",
+    )
     assert run.rc == 6
     assert run.problems == ["torch sees 1 GPU(s), expected 2"]
     assert "torch sees 1 GPU(s) but the CUDA driver shows 2" in run.findings
 
 
 def test_fake_torch_crash_is_a_finding(fake_cuda: Path, fake_torch: Path) -> None:
-    run = probe(fake_cuda, GTX_M40, "--frameworks", "torch",
-                PYTHONPATH=str(fake_torch), FAKE_TORCH_MODE="crash")
+    run = probe(
+        fake_cuda,
+        GTX_M40,
+        "--frameworks",
+        "torch",
+        PYTHONPATH=str(fake_torch),
+        FAKE_TORCH_MODE="crash",
+    )
     assert run.rc == 0  # no expectation: only a finding
     error = run.doc["frameworks"]["torch"]["error"]
     assert error == "exited with code 3: fake torch: CUDA driver initialization failed"
     assert f"torch: {error}" in run.findings
-    again = probe(fake_cuda, GTX_M40, "--frameworks", "torch", "--expect", "2",
-                  PYTHONPATH=str(fake_torch), FAKE_TORCH_MODE="crash")
+    again = probe(
+        fake_cuda,
+        GTX_M40,
+        "--frameworks",
+        "torch",
+        "--expect",
+        "2",
+        PYTHONPATH=str(fake_torch),
+        FAKE_TORCH_MODE="crash",
+    )
     assert again.rc == 6
 
 
 def test_fake_torch_matmul_failure(fake_cuda: Path, fake_torch: Path) -> None:
-    run = probe(fake_cuda, GTX_M40, "--frameworks", "torch", "--expect", "1",
-                CUDA_VISIBLE_DEVICES="0", CUDA_DEVICE_ORDER="PCI_BUS_ID",
-                PYTHONPATH=str(fake_torch), FAKE_TORCH_COUNT="1", FAKE_TORCH_MODE="matmul-fails")
+    run = probe(
+        fake_cuda,
+        GTX_M40,
+        "--frameworks",
+        "torch",
+        "--expect",
+        "1",
+        CUDA_VISIBLE_DEVICES="0",
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        PYTHONPATH=str(fake_torch),
+        FAKE_TORCH_COUNT="1",
+        FAKE_TORCH_MODE="matmul-fails",
+    )
     assert run.rc == 6
     [device] = run.doc["frameworks"]["torch"]["devices"]
     assert device["matmul"]["ok"] is False
@@ -480,8 +551,16 @@ def test_fake_torch_matmul_failure(fake_cuda: Path, fake_torch: Path) -> None:
 
 
 def test_framework_timeout(fake_cuda: Path, fake_torch: Path) -> None:
-    run = probe(fake_cuda, GTX_M40, "--frameworks", "torch", "--framework-timeout", "1",
-                PYTHONPATH=str(fake_torch), FAKE_TORCH_MODE="hang")
+    run = probe(
+        fake_cuda,
+        GTX_M40,
+        "--frameworks",
+        "torch",
+        "--framework-timeout",
+        "1",
+        PYTHONPATH=str(fake_torch),
+        FAKE_TORCH_MODE="hang",
+    )
     assert run.doc["frameworks"]["torch"]["error"] == "timed out after 1 s"
     assert "torch: timed out after 1 s" in run.findings
 

@@ -17,31 +17,59 @@ MIG_1 = "MIG-5c8a3f20-1d4b-5e6f-8a9b-0c1d2e3f4a5b"
 MIG_2 = "MIG-9e7d6c5b-4a39-5281-9f0e-1d2c3b4a5968"
 
 
-def nvml_gpu(index: int, uuid: str | None, pci: str, *, migs: tuple[str, ...] = (),
-             error: str | None = None) -> dict[str, Any]:
-    return {"index": index, "uuid": uuid, "name": "GPU", "pci_bus_id": pci,
-            "memory_total_mib": 1024, "compute_capability": [8, 0], "mig_mode": bool(migs),
-            "mig_devices": [{"index": i, "uuid": m, "memory_total_mib": 512, "error": None}
-                            for i, m in enumerate(migs)],
-            "error": error}
+def nvml_gpu(
+    index: int, uuid: str | None, pci: str, *, migs: tuple[str, ...] = (), error: str | None = None
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "uuid": uuid,
+        "name": "GPU",
+        "pci_bus_id": pci,
+        "memory_total_mib": 1024,
+        "compute_capability": [8, 0],
+        "mig_mode": bool(migs),
+        "mig_devices": [
+            {"index": i, "uuid": m, "memory_total_mib": 512, "error": None}
+            for i, m in enumerate(migs)
+        ],
+        "error": error,
+    }
 
 
 def cuda_device(ordinal: int, uuid: str | None, pci: str | None = None) -> dict[str, Any]:
-    return {"ordinal": ordinal, "uuid": uuid, "name": "GPU", "pci_bus_id": pci,
-            "memory_total_mib": 1024, "compute_capability": [8, 0], "nvml_index": None,
-            "matched_by": None, "error": None}
+    return {
+        "ordinal": ordinal,
+        "uuid": uuid,
+        "name": "GPU",
+        "pci_bus_id": pci,
+        "memory_total_mib": 1024,
+        "compute_capability": [8, 0],
+        "nvml_index": None,
+        "matched_by": None,
+        "error": None,
+    }
 
 
-def section(loaded: bool = True, available: bool = True, devices: Any = (),
-            count: int | None = None, error: str | None = None) -> dict[str, Any]:
+def section(
+    loaded: bool = True,
+    available: bool = True,
+    devices: Any = (),
+    count: int | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
     devices = list(devices)
-    return {"loaded": loaded, "available": available, "error": error,
-            "device_count": len(devices) if count is None and available else count,
-            "devices": devices}
+    return {
+        "loaded": loaded,
+        "available": available,
+        "error": error,
+        "device_count": len(devices) if count is None and available else count,
+        "devices": devices,
+    }
 
 
-def report(nvml: dict[str, Any], cuda: dict[str, Any],
-           frameworks: dict[str, Any] | None = None) -> dict[str, Any]:
+def report(
+    nvml: dict[str, Any], cuda: dict[str, Any], frameworks: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {"nvml": nvml, "cuda": cuda, "frameworks": frameworks or {}}
 
 
@@ -58,27 +86,33 @@ def test_format_uuid() -> None:
     assert probe.format_uuid(raw, "MIG-") == "MIG-" + GPU_A[4:]
 
 
-@pytest.mark.parametrize(("text", "key"), [
-    (GPU_A, "6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11"),
-    (GPU_A.upper(), "6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11"),
-    ("MIG-" + GPU_A[4:], "6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11"),
-    ("MIG-GPU-6f0c2a4e/1/0", "mig-gpu-6f0c2a4e/1/0"),
-    ("GPU-fake", "gpu-fake"),
-])
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (GPU_A, "6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11"),
+        (GPU_A.upper(), "6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11"),
+        ("MIG-" + GPU_A[4:], "6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11"),
+        ("MIG-GPU-6f0c2a4e/1/0", "mig-gpu-6f0c2a4e/1/0"),
+        ("GPU-fake", "gpu-fake"),
+    ],
+)
 def test_uuid_key(text: str, key: str) -> None:
     assert probe.uuid_key(text) == key
 
 
-@pytest.mark.parametrize(("text", "normal"), [
-    ("00000000:81:00.0", "00000000:81:00.0"),
-    ("0000:81:00.0", "00000000:81:00.0"),
-    ("81:00.0", "00000000:81:00.0"),
-    ("0001:3b:1f.7", "00000001:3B:1F.7"),
-    ("", None),
-    ("81:00", None),
-    ("zz:00.0", None),
-    ("000000000:81:00.0", None),
-])
+@pytest.mark.parametrize(
+    ("text", "normal"),
+    [
+        ("00000000:81:00.0", "00000000:81:00.0"),
+        ("0000:81:00.0", "00000000:81:00.0"),
+        ("81:00.0", "00000000:81:00.0"),
+        ("0001:3b:1f.7", "00000001:3B:1F.7"),
+        ("", None),
+        ("81:00", None),
+        ("zz:00.0", None),
+        ("000000000:81:00.0", None),
+    ],
+)
 def test_normalize_pci_bus_id(text: str, normal: str | None) -> None:
     assert probe.normalize_pci_bus_id(text) == normal
 
@@ -91,8 +125,12 @@ def test_format_cuda_version() -> None:
 
 def test_read_environment_tells_absent_from_empty() -> None:
     env = probe.read_environment({"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    assert env == {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                   "NVIDIA_VISIBLE_DEVICES": None, "NVIDIA_DRIVER_CAPABILITIES": None}
+    assert env == {
+        "CUDA_VISIBLE_DEVICES": "",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "NVIDIA_VISIBLE_DEVICES": None,
+        "NVIDIA_DRIVER_CAPABILITIES": None,
+    }
 
 
 def test_parse_frameworks() -> None:
@@ -109,12 +147,17 @@ def test_parse_frameworks() -> None:
 
 def test_map_by_uuid_then_pci() -> None:
     gpus = [nvml_gpu(0, GPU_A, "00000000:03:00.0"), nvml_gpu(1, GPU_B, "00000000:81:00.0")]
-    devices = [cuda_device(0, GPU_B, "00000000:81:00.0"),
-               cuda_device(1, "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", "0000:03:00.0"),
-               cuda_device(2, None, "0000:99:00.0")]
+    devices = [
+        cuda_device(0, GPU_B, "00000000:81:00.0"),
+        cuda_device(1, "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", "0000:03:00.0"),
+        cuda_device(2, None, "0000:99:00.0"),
+    ]
     probe.map_cuda_to_nvml(gpus, devices)
     assert [(d["nvml_index"], d["matched_by"]) for d in devices] == [
-        (1, "uuid"), (0, "pci_bus_id"), (None, None)]
+        (1, "uuid"),
+        (0, "pci_bus_id"),
+        (None, None),
+    ]
 
 
 def test_map_mig_devices_to_their_parent() -> None:
@@ -129,8 +172,10 @@ def test_order_findings_swapped() -> None:
     devices = [dict(cuda_device(0, GPU_B), nvml_index=1), dict(cuda_device(1, GPU_A), nvml_index=0)]
     in_order, same, findings = probe.order_findings(devices, {})
     assert (in_order, same) == (False, False)
-    assert findings == ["CUDA device 0 is NVML index 1, CUDA device 1 is NVML index 0: "
-                        "set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs"]
+    assert findings == [
+        "CUDA device 0 is NVML index 1, CUDA device 1 is NVML index 0: "
+        "set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs"
+    ]
 
 
 def test_order_findings_agree() -> None:
@@ -157,8 +202,9 @@ def test_order_findings_nothing_mapped() -> None:
 # Expectations
 
 
-TWO = section(devices=[nvml_gpu(0, GPU_A, "00000000:03:00.0"),
-                       nvml_gpu(1, GPU_B, "00000000:81:00.0")])
+TWO = section(
+    devices=[nvml_gpu(0, GPU_A, "00000000:03:00.0"), nvml_gpu(1, GPU_B, "00000000:81:00.0")]
+)
 CUDA_TWO = section(devices=[cuda_device(0, GPU_B), cuda_device(1, GPU_A)])
 
 
@@ -178,7 +224,8 @@ def test_expect_counts_every_available_source() -> None:
     assert probe.evaluate(report(TWO, CUDA_TWO), expect=2)["met"] is True
     cuda_one = section(devices=[cuda_device(0, GPU_B)])
     assert probe.evaluate(report(TWO, cuda_one), expect=2)["problems"] == [
-        "CUDA shows 1 GPU(s), expected 2"]
+        "CUDA shows 1 GPU(s), expected 2"
+    ]
 
 
 def test_nvml_alone_counts_without_libcuda() -> None:
@@ -208,29 +255,45 @@ def test_mig_gpu_counts_as_its_mig_devices() -> None:
     assert probe.evaluate(report(nvml, NO_LIB), expect_uuids=[MIG_1, MIG_2])["met"] is True
     assert probe.evaluate(report(nvml, NO_LIB), expect_uuids=[PARENT])["met"] is True
     assert probe.evaluate(report(nvml, NO_LIB), expect_uuids=[MIG_1])["problems"] == [
-        f"NVML shows {MIG_2}, not expected"]
+        f"NVML shows {MIG_2}, not expected"
+    ]
 
 
 def test_expect_uuids_exact_set() -> None:
     assert probe.evaluate(report(TWO, CUDA_TWO), expect_uuids=[GPU_A, GPU_B])["met"] is True
     problems = probe.evaluate(report(TWO, CUDA_TWO), expect_uuids=[GPU_A])["problems"]
-    assert problems == [f"NVML shows {GPU_B}, not expected",
-                        f"CUDA device 0 ({GPU_B}) is not expected"]
+    assert problems == [
+        f"NVML shows {GPU_B}, not expected",
+        f"CUDA device 0 ({GPU_B}) is not expected",
+    ]
 
 
 def test_device_error_breaks_any_expectation() -> None:
-    nvml = section(devices=[nvml_gpu(0, None, "", error="GPU is lost (nvmlDeviceGetUUID)"),
-                            nvml_gpu(1, GPU_B, "00000000:81:00.0")])
+    nvml = section(
+        devices=[
+            nvml_gpu(0, None, "", error="GPU is lost (nvmlDeviceGetUUID)"),
+            nvml_gpu(1, GPU_B, "00000000:81:00.0"),
+        ]
+    )
     assert probe.evaluate(report(nvml, NO_LIB))["met"] is True
     assert probe.evaluate(report(nvml, NO_LIB), expect_uuids=[GPU_B])["problems"] == [
-        "NVML index 0: GPU is lost (nvmlDeviceGetUUID)"]
+        "NVML index 0: GPU is lost (nvmlDeviceGetUUID)"
+    ]
 
 
 def test_framework_failures_break_expectations_only() -> None:
-    broken = {"installed": True, "error": "exited with code 3: boom", "device_count": None,
-              "devices": []}
-    missing = {"installed": False, "error": "import torch: No module", "device_count": None,
-               "devices": []}
+    broken = {
+        "installed": True,
+        "error": "exited with code 3: boom",
+        "device_count": None,
+        "devices": [],
+    }
+    missing = {
+        "installed": False,
+        "error": "import torch: No module",
+        "device_count": None,
+        "devices": [],
+    }
     base = report(TWO, CUDA_TWO, {"torch": broken})
     assert probe.evaluate(base)["met"] is True
     assert probe.evaluate(base, expect=2)["problems"] == ["torch: exited with code 3: boom"]
@@ -255,8 +318,16 @@ def test_main_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     assert probe.main(["--json", "--expect", "0"]) == probe.EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema_version"] == 1
-    assert set(doc) == {"schema_version", "probe", "environment", "nvml", "cuda", "frameworks",
-                        "findings", "expectations"}
+    assert set(doc) == {
+        "schema_version",
+        "probe",
+        "environment",
+        "nvml",
+        "cuda",
+        "frameworks",
+        "findings",
+        "expectations",
+    }
     assert doc["nvml"]["available"] is False
     assert probe.main(["--expect", "1"]) == probe.EXIT_MISMATCH
     assert "Expectations: NOT MET" in capsys.readouterr().out
@@ -270,8 +341,9 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--expect must be 0 or more" in capsys.readouterr().err
 
 
-def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_internal_error_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def broken(**_: Any) -> dict[str, Any]:
         raise KeyError("oops")
 
