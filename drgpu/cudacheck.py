@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from drgpu import labels
 from drgpu.engine import ContainerFacts
 from drgpu.errors import ConfigError, DockerError
 
-GPUS_LABEL = "drgpu.gpus"
 PROBE_EXIT_MISMATCH = 6
 EXEC_NOT_FOUND = (126, 127)
 
@@ -36,7 +36,7 @@ class CheckResult:
 def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
     """The containers to check: one service's, or (service None) every GPU service's."""
     if service is None:
-        chosen = [c for c in containers if c.labels.get(GPUS_LABEL)]
+        chosen = [c for c in containers if c.labels.get(labels.GPUS)]
         if not chosen:
             raise ConfigError("no service of this stack was given a GPU by drgpu")
         return chosen
@@ -49,7 +49,7 @@ def select(containers: list[ContainerFacts], service: str | None) -> list[Contai
 
 def expected_uuids(container: ContainerFacts) -> tuple[str, ...]:
     """The GPUs drgpu gave a container, from its label."""
-    return tuple(uuid for uuid in container.labels.get(GPUS_LABEL, "").split(",") if uuid)
+    return tuple(uuid for uuid in container.labels.get(labels.GPUS, "").split(",") if uuid)
 
 
 def probe_arguments(expected: tuple[str, ...]) -> list[str]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from drgpu import labels
 from drgpu.errors import DockerError
 
 PROJECT_LABEL = "com.docker.compose.project"
@@ -65,7 +66,7 @@ def project_containers(project: str) -> list[ContainerFacts]:
 
 def drgpu_containers() -> list[ContainerFacts]:
     """Every container (running or not) that drgpu started: those with a `drgpu.run_id` label."""
-    return _containers({"label": "drgpu.run_id"})
+    return _containers({"label": labels.RUN_ID})
 
 
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
@@ -77,7 +78,7 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
         return [(container.state, container.labels) for container in drgpu_containers()]
-    query = urllib.parse.quote(json.dumps({"label": ["drgpu.run_id"]}))
+    query = urllib.parse.quote(json.dumps({"label": [labels.RUN_ID]}))
     found = _local_get(host.removeprefix("unix://"), f"/containers/json?all=1&filters={query}")
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")
@@ -122,17 +123,17 @@ def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     config = attrs.get("Config") or {}
-    labels = config.get("Labels") or {}
+    container_labels = config.get("Labels") or {}
     environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     host_config = attrs.get("HostConfig") or {}
     requests = host_config.get("DeviceRequests") or []
     return ContainerFacts(
         id=attrs["Id"],
         name=str(attrs.get("Name", "")).lstrip("/"),
-        service=labels.get(SERVICE_LABEL, ""),
-        project=labels.get(PROJECT_LABEL, ""),
+        service=container_labels.get(SERVICE_LABEL, ""),
+        project=container_labels.get(PROJECT_LABEL, ""),
         state=(attrs.get("State") or {}).get("Status", "unknown"),
-        labels=labels,
+        labels=container_labels,
         environment=environment,
         device_requests=tuple(
             DeviceRequestFacts(
@@ -202,15 +203,15 @@ def running_containers_brief() -> list[ContainerFacts]:
 
 
 def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
-    labels = attrs.get("Labels") or {}
+    container_labels = attrs.get("Labels") or {}
     names = attrs.get("Names") or [""]
     return ContainerFacts(
         id=attrs["Id"],
         name=str(names[0]).lstrip("/"),
-        service=labels.get(SERVICE_LABEL, ""),
-        project=labels.get(PROJECT_LABEL, ""),
+        service=container_labels.get(SERVICE_LABEL, ""),
+        project=container_labels.get(PROJECT_LABEL, ""),
         state=attrs.get("State") or "unknown",
-        labels=labels,
+        labels=container_labels,
     )
 
 
@@ -409,10 +410,10 @@ def engine_facts() -> EngineFacts:
     try:
         info = client.info()
         swarm = info.get("Swarm") or {}
-        labels: Mapping[str, str] | None = None
+        node_labels: Mapping[str, str] | None = None
         if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
             node = client.nodes.get(swarm["NodeID"])
-            labels = (node.attrs.get("Spec") or {}).get("Labels") or {}
+            node_labels = (node.attrs.get("Spec") or {}).get("Labels") or {}
     except Exception as exc:
         raise DockerError(f"the Docker engine failed: {exc}") from None
     finally:
@@ -425,5 +426,5 @@ def engine_facts() -> EngineFacts:
             _resource_text(resource) for resource in info.get("GenericResources") or []
         ),
         swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
-        node_labels=None if labels is None else dict(labels),
+        node_labels=None if node_labels is None else dict(node_labels),
     )

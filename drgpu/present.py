@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from drgpu import labels
 from drgpu.model import Assignment, Inventory, Plan
 from drgpu.planning import ORDER_NOTE
 from drgpu.ui import note, warn
@@ -245,7 +246,7 @@ def status_view(status: Status) -> RenderableType:
                 if p.container_id == container.id
             ]
             runs.add_row(
-                container.labels.get("drgpu.run_id", "?"),
+                container.labels.get(labels.RUN_ID, "?"),
                 container.service,
                 container.name,
                 container.state,

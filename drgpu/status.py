@@ -21,14 +21,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from drgpu import labels
 from drgpu.cgroups import owner_from_cgroup
 from drgpu.engine import ContainerFacts
 from drgpu.model import Gpu, GpuProcess, Inventory
 
-GPUS_LABEL = "drgpu.gpus"
-FORWARDED_LABEL = "drgpu.forwarded_gpus"
-ROLE_LABEL = "drgpu.role"
-RUN_LABEL = "drgpu.run_id"
 LAUNCHER_ROLE = "trainer-launcher"
 LIVE_STATES = ("running", "paused", "restarting")
 # SageMaker local mode names its containers (and compose services) algo-<n>-<random>.
@@ -94,15 +91,16 @@ class Status:
 
 def given_uuids(container: ContainerFacts) -> tuple[str, ...]:
     """The GPU (or MIG) UUIDs drgpu gave a container itself, from its label."""
-    return _split(container.labels.get(GPUS_LABEL, ""))
+    return _split(container.labels.get(labels.GPUS, ""))
 
 
 def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
     """The GPUs an rl_coach forwards to the trainer it starts (label, else its environment)."""
-    if container.labels.get(ROLE_LABEL) != LAUNCHER_ROLE:
+    if container.labels.get(labels.ROLE) != LAUNCHER_ROLE:
         return ()
     return _split(
-        container.labels.get(FORWARDED_LABEL) or container.environment.get("CUDA_VISIBLE_DEVICES")
+        container.labels.get(labels.FORWARDED_GPUS)
+        or container.environment.get("CUDA_VISIBLE_DEVICES")
     )
 
 
@@ -124,7 +122,7 @@ def holders_by_gpu(
     """For each GPU index, the live drgpu containers holding it (slices included)."""
     found: dict[int, list[Holder]] = {}
     for container in _live(containers):
-        run_id = container.labels.get(RUN_LABEL, "?")
+        run_id = container.labels.get(labels.RUN_ID, "?")
         for uuids, forwarded in (
             (given_uuids(container), False),
             (forwarded_uuids(container), True),
@@ -138,7 +136,7 @@ def holders_by_gpu(
 
 
 def _live(containers: Iterable[ContainerFacts]) -> list[ContainerFacts]:
-    return [c for c in containers if c.state in LIVE_STATES and RUN_LABEL in c.labels]
+    return [c for c in containers if c.state in LIVE_STATES and labels.RUN_ID in c.labels]
 
 
 def build_status(
@@ -151,13 +149,13 @@ def build_status(
     """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
     not readable); `run_id` narrows the view to one run, its GPUs and their processes."""
     ours = sorted(
-        (c for c in drgpu_containers if RUN_LABEL in c.labels),
-        key=lambda c: (c.labels[RUN_LABEL], c.service, c.name),
+        (c for c in drgpu_containers if labels.RUN_ID in c.labels),
+        key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
     )
     by_id = {c.id: c for c in ours}
     others = {c.id: c for c in other_containers if c.id not in by_id}
     holders = holders_by_gpu(inventory, ours)
-    launchers = tuple(c for c in _live(ours) if c.labels.get(ROLE_LABEL) == LAUNCHER_ROLE)
+    launchers = tuple(c for c in _live(ours) if c.labels.get(labels.ROLE) == LAUNCHER_ROLE)
     judge = _Judge(inventory, by_id, others, launchers)
     processes = [
         judge(gpu, proc, cgroups.get(proc.pid))
@@ -178,7 +176,7 @@ def build_status(
             " PID namespace: run it on the host, or in a container with --pid host)"
         )
     if run_id is not None:
-        ours = [c for c in ours if c.labels[RUN_LABEL] == run_id]
+        ours = [c for c in ours if c.labels[labels.RUN_ID] == run_id]
         mine = {index for index, hs in holders.items() if any(h.run_id == run_id for h in hs)}
         processes = [p for p in processes if p.run_id == run_id or p.gpu.index in mine]
         keep = {p.pid for p in processes}
@@ -240,7 +238,7 @@ class _Judge:
         )
 
     def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
-        run_id = container.labels[RUN_LABEL]
+        run_id = container.labels[labels.RUN_ID]
         placed = _with(
             base,
             container=container.name,
@@ -261,7 +259,7 @@ class _Judge:
         if len(owners) != 1:
             return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]
-        run_id = launcher.labels[RUN_LABEL]
+        run_id = launcher.labels[labels.RUN_ID]
         placed = _with(
             base,
             container=trainer.name,
@@ -319,9 +317,10 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
     return [
         Violation(
             kind="missing-gpu",
-            message=f"run {c.labels[RUN_LABEL]} service {c.service} ({c.name}) was given {uuid},"
+            message=f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name})"
+            f" was given {uuid},"
             " which NVML does not list (a lost GPU?)",
-            run_id=c.labels[RUN_LABEL],
+            run_id=c.labels[labels.RUN_ID],
         )
         for c in _live(containers)
         for uuid in given_uuids(c) + forwarded_uuids(c)
@@ -393,8 +392,8 @@ def _runs_document(status: Status) -> list[dict[str, Any]]:
     runs: dict[str, dict[str, Any]] = {}
     for c in status.containers:
         run = runs.setdefault(
-            c.labels[RUN_LABEL],
-            {"run_id": c.labels[RUN_LABEL], "project": c.project, "services": {}},
+            c.labels[labels.RUN_ID],
+            {"run_id": c.labels[labels.RUN_ID], "project": c.project, "services": {}},
         )
         run["services"].setdefault(c.service, []).append(
             {

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from drgpu import labels
 from drgpu.model import Plan, Role, ServicePlan
 
 if TYPE_CHECKING:
@@ -167,8 +168,8 @@ def _swarm_service(
         replicas=replicas,
         environment=environment,
         labels=(
-            ("drgpu.role", service.role.value),
-            ("drgpu.run_id", plan.run_id),
+            (labels.ROLE, service.role.value),
+            (labels.RUN_ID, plan.run_id),
             ("drgpu.swarm_gpus", str(gpus)),
         ),
         constraint=constraint,
