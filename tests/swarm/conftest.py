@@ -56,7 +56,9 @@ def swarm_bed() -> Generator[Bed, None, None]:
         try:
             proc = subprocess.run(
                 [str(TESTBED), "start", str(root)],
-                env={**os.environ, "TESTBED_GENERIC_RESOURCES": resources},
+                # Its own network namespace: Swarm's vxlan interfaces and ports never
+                # meet another engine's.
+                env={**os.environ, "TESTBED_GENERIC_RESOURCES": resources, "TESTBED_NETNS": "1"},
                 capture_output=True,
                 text=True,
                 timeout=START_TIMEOUT_S,
