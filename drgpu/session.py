@@ -168,29 +168,27 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
-    with spinner(f"starting {prepared.plan.project}"):
-        started = process.run(command, env=environment)
-    preload.join()
-    if not started.ok:
-        _bring_down(binary, prepared.plan.project, files, environment)
-        raise DockerError(
-            f"compose up failed: {started.last_error_line()}",
-            hint=_compose_hint(started.stderr),
-        )
     from drgpu.verify import verify
 
     try:
+        with spinner(f"starting {prepared.plan.project}"):
+            started = process.run(command, env=environment)
+        if not started.ok:
+            raise DockerError(
+                f"compose up failed: {started.last_error_line()}",
+                hint=_compose_hint(started.stderr),
+            )
+        preload.join()
         containers = engine.project_containers(prepared.plan.project)
         problems = verify(prepared.plan, containers)
-    except DockerError:
+        if problems:
+            raise DockerError(
+                f"the started stack does not match the plan: {'; '.join(problems)}",
+                hint="the stack was brought back down; `drgpu doctor` checks the host",
+            )
+    except BaseException:  # a failure, or Ctrl-C: nothing is left half-started
         _bring_down(binary, prepared.plan.project, files, environment)
         raise
-    if problems:
-        _bring_down(binary, prepared.plan.project, files, environment)
-        raise DockerError(
-            f"the started stack does not match the plan: {'; '.join(problems)}",
-            hint="the stack was brought back down; `drgpu doctor` checks the host",
-        )
     return containers
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +138,41 @@ def test_cpu_only_stack_needs_no_nvml(bed: Any, tmp_path: Path, project: str) ->
     trainer = container_of(bed, f"deepracer-{project}", "sagemaker")
     assert env_of(trainer)["NVIDIA_VISIBLE_DEVICES"] == "void"
     assert not trainer["HostConfig"].get("DeviceRequests")
+
+
+def test_ctrl_c_during_up_leaves_nothing_running(bed: Any, tmp_path: Path, project: str) -> None:
+    # The simulator waits for the trainer to turn healthy, so `compose up` is still busy
+    # with a running trainer when drgpu is interrupted.
+    bed.set_topology(THREE_GPUS)
+    slow = service(
+        bed,
+        command=["sh", "-c", "sleep 6; touch /tmp/ready; sleep infinity"],
+        healthcheck={"test": ["CMD", "test", "-f", "/tmp/ready"], "interval": "1s"},
+    )
+    stack = write_stack(
+        tmp_path,
+        {
+            "sagemaker": slow,
+            "robomaker": service(bed, depends_on={"sagemaker": {"condition": "service_healthy"}}),
+        },
+    )
+    env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+    name = f"deepracer-{project}"
+    running = subprocess.Popen(
+        [sys.executable, "-m", "drgpu", "up", "--env-file", str(env_file), "-f", str(stack)],
+        env=bed.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not any(c["State"]["Running"] for c in containers(bed, name)):
+        assert time.monotonic() < deadline, "the trainer never started"
+        time.sleep(0.2)
+
+    running.send_signal(signal.SIGINT)
+    _, stderr = running.communicate(timeout=120)
+
+    assert running.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert containers(bed, name) == []
