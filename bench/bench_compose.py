@@ -103,8 +103,10 @@ def main() -> None:
         (work / "stack.yml").write_text(STACK)
         (work / "system.env").write_text(SETTINGS)
         compose = str(Path(sys.executable).parent / "docker-compose")
+        # As installed: byte-compiled modules are cached, not compiled on every call.
+        environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env = {
-            **os.environ,
+            **environ,
             "DOCKER_HOST": values["BED_DOCKER_HOST"],
             "FAKE_NVML_TOPOLOGY": values["FAKE_NVML_TOPOLOGY"],
             "LD_LIBRARY_PATH": values["FAKE_NVML_LIB_DIR"],
