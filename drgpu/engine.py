@@ -6,7 +6,8 @@ import json
 import os
 import socket
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,20 @@ class ContainerFacts:
 def preload_sdk() -> None:
     """Import the Docker SDK ahead of use (it takes a while), e.g. in a thread."""
     import docker  # noqa: F401
+
+
+@contextmanager
+def _connected() -> Iterator[Any]:
+    """A Docker SDK client, closed after use; an SDK failure inside becomes a DockerError."""
+    client = _client()
+    try:
+        yield client
+    except DockerError:
+        raise
+    except Exception as exc:  # the SDK raises requests', urllib3's and its own errors
+        raise DockerError(f"the Docker engine failed: {exc}") from None
+    finally:
+        client.close()
 
 
 def _client() -> Any:
@@ -111,14 +126,9 @@ def _local_get(socket_path: str, path: str) -> Any:
 
 
 def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
-    client = _client()
-    try:
+    with _connected() as client:
         found = client.containers.list(all=True, filters=dict(filters), ignore_removed=True)
         return sorted((_facts(container.attrs) for container in found), key=lambda c: c.name)
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
@@ -192,14 +202,9 @@ def run_file_in_container(
 def running_containers_brief() -> list[ContainerFacts]:
     """Every running container, from one listing call: names, states and labels only
     (no environment or device requests; those need an inspect per container)."""
-    client = _client()
-    try:
+    with _connected() as client:
         found = client.containers.list(sparse=True)
         return [_brief_facts(container.attrs) for container in found]
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
 
 
 def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
@@ -229,14 +234,9 @@ class DaemonFacts:
 
 def daemon_facts() -> DaemonFacts:
     """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
-    client = _client()
-    try:
+    with _connected() as client:
         info = client.info()
         version = client.version()
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
     return DaemonFacts(
         server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
         api_version=str(version.get("ApiVersion") or ""),
@@ -261,8 +261,7 @@ class ImageFacts:
 
 def local_image(name: str) -> ImageFacts | None:
     """An image as the engine has it, or None when it is not there (nothing is pulled)."""
-    client = _client()
-    try:
+    with _connected() as client:
         import docker.errors
 
         try:
@@ -273,10 +272,6 @@ def local_image(name: str) -> ImageFacts | None:
             if exc.status_code in (400, 404):  # an invalid or unknown reference
                 return None
             raise
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
     env = (attrs.get("Config") or {}).get("Env") or []
     return ImageFacts(
         name=name,
@@ -288,8 +283,7 @@ def local_image(name: str) -> ImageFacts | None:
 def try_device_request(image: str, timeout_s: float = 60) -> str | None:
     """Start a throwaway container of a local image with an NVIDIA device request for every
     GPU, running `true` without network: None when it ran, else the engine's error."""
-    client = _client()
-    try:
+    with _connected() as client:
         import docker.errors
         from docker.types import DeviceRequest
 
@@ -309,10 +303,6 @@ def try_device_request(image: str, timeout_s: float = 60) -> str | None:
             return str(exc.explanation or exc)
         finally:
             container.remove(force=True)
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
 
 
 STACK_LABEL = "com.docker.stack.namespace"
@@ -347,14 +337,9 @@ class EngineFacts:
 
 def stack_tasks(namespace: str) -> list[TaskFacts]:
     """Every task of every service of a Swarm stack (the manager sees all nodes')."""
-    client = _client()
-    try:
+    with _connected() as client:
         services = client.services.list(filters={"label": f"{STACK_LABEL}={namespace}"})
         tasks = [(service.name, task) for service in services for task in service.tasks()]
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
     return sorted(
         (_task_facts(name, task) for name, task in tasks),
         key=lambda task: (task.service, task.slot, task.id),
@@ -390,34 +375,24 @@ def _resource_text(resource: Mapping[str, Any]) -> str:
 
 def stack_leftovers(namespace: str) -> dict[str, int]:
     """How many services, containers (on this node) and networks of a stack are left."""
-    client = _client()
     label = {"label": f"{STACK_LABEL}={namespace}"}
-    try:
+    with _connected() as client:
         return {
             "services": len(client.services.list(filters=label)),
             "containers": len(client.containers.list(all=True, filters=label, ignore_removed=True)),
             "networks": len(client.networks.list(filters=label)),
         }
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
 
 
 def engine_facts() -> EngineFacts:
     """This node's engine: runtimes, advertised generic resources, Swarm state and labels."""
-    client = _client()
-    try:
+    with _connected() as client:
         info = client.info()
         swarm = info.get("Swarm") or {}
         node_labels: Mapping[str, str] | None = None
         if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
             node = client.nodes.get(swarm["NodeID"])
             node_labels = (node.attrs.get("Spec") or {}).get("Labels") or {}
-    except Exception as exc:
-        raise DockerError(f"the Docker engine failed: {exc}") from None
-    finally:
-        client.close()
     return EngineFacts(
         version=str(info.get("ServerVersion") or ""),
         default_runtime=str(info.get("DefaultRuntime") or ""),
