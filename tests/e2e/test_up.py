@@ -176,3 +176,17 @@ def test_ctrl_c_during_up_leaves_nothing_running(bed: Any, tmp_path: Path, proje
     assert running.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert containers(bed, name) == []
+
+
+def test_up_again_keeps_the_run_on_its_own_gpus(bed: Any, tmp_path: Path, project: str) -> None:
+    bed.set_topology(THREE_GPUS)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+    env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+
+    first = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    again = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+
+    assert first.returncode == 0, first.stderr
+    assert again.returncode == 0, again.stderr
+    trainer = container_of(bed, f"deepracer-{project}", "sagemaker")
+    assert nvml_inside(bed, trainer) == [[0, TRAINER]]
