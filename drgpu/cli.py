@@ -15,6 +15,7 @@ import typer
 from drgpu.errors import ConfigError, DrgpuError, ExitCode
 
 if TYPE_CHECKING:
+    from drgpu.config import Config
     from drgpu.session import Prepared
 
 app = typer.Typer(
@@ -137,12 +138,15 @@ def up(
     swarm: Swarm = False,
 ) -> None:
     """Check, render, start the stack, and prove every container got exactly its GPUs."""
-    if swarm or _docker_style(env_file, run_env) == "swarm":
-        _swarm_up(env_file, run_env, file)
+    from drgpu.config import load_config
+
+    config = load_config(env_file, run_env)
+    if swarm or config.docker_style == "swarm":
+        _swarm_up(config, env_file, file)
         return
     from drgpu import present, session
 
-    with session.prepare_locked(env_file, run_env, file) as prepared:
+    with session.prepare_locked(config, env_file, file) as prepared:
         present.warnings(prepared.plan.warnings)
         containers = session.up(prepared)
     present.up_table(prepared.plan, containers)
@@ -157,14 +161,16 @@ def down(
 ) -> None:
     """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack."""
     from drgpu import session
+    from drgpu.config import load_config
 
-    if swarm or _docker_style(env_file, run_env) == "swarm":
+    config = load_config(env_file, run_env)
+    if swarm or config.docker_style == "swarm":
         from drgpu import swarmctl
 
-        swarmctl.down(env_file, run_env)
+        swarmctl.down(config)
         return
 
-    session.down(env_file, run_env, file)
+    session.down(config, env_file, file)
 
 
 @app.command()
@@ -370,18 +376,11 @@ def _run_id_of(env_file: Path) -> str:
     return load_config(env_file).run_id
 
 
-def _docker_style(env_file: Path, run_env: Path | None) -> str:
-    """DR_DOCKER_STYLE of the settings."""
-    from drgpu.config import load_config
-
-    return load_config(env_file, run_env).docker_style
-
-
-def _swarm_up(env_file: Path, run_env: Path | None, file: list[Path] | None) -> None:
+def _swarm_up(config: Config, env_file: Path, file: list[Path] | None) -> None:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them."""
     from drgpu import present, session, swarmctl
 
-    prepared = session.prepare(env_file, run_env, None, file)
+    prepared = session.prepare_with(config, env_file, None, file)
     present.warnings(prepared.plan.warnings)
     stack, tasks = swarmctl.up(prepared)
     present.warnings(stack.warnings)

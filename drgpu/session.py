@@ -46,19 +46,28 @@ def prepare(
     runs hold; when the Docker engine cannot be asked, a warning says so.
     """
     config = load_config(env_file, run_env)
+    return prepare_with(config, env_file, inventory_file, compose_files)
+
+
+def prepare_with(
+    config: Config,
+    env_file: Path,
+    inventory_file: Path | None,
+    compose_files: list[Path] | None,
+) -> Prepared:
+    """`prepare` for settings already read from `env_file`."""
     return _prepare(config, env_file, inventory_file, compose_files, strict=False)
 
 
 @contextmanager
 def prepare_locked(
-    env_file: Path, run_env: Path | None, compose_files: list[Path] | None
+    config: Config, env_file: Path, compose_files: list[Path] | None
 ) -> Iterator[Prepared]:
     """`prepare` for `up`, under the host-wide lock until the block ends: no other
     `drgpu up` can read the runs' claims between this plan and this stack's start."""
     from drgpu.hostlock import host_lock, lock_path
     from drgpu.ui import note
 
-    config = load_config(env_file, run_env)
     with host_lock(lock_path(config.values), on_wait=note):
         yield _prepare(config, env_file, None, compose_files, strict=True)
 
@@ -199,12 +208,11 @@ def _preload() -> None:
     ui.preload_rich()
 
 
-def down(env_file: Path, run_env: Path | None, compose_files: list[Path] | None) -> None:
+def down(config: Config, env_file: Path, compose_files: list[Path] | None) -> None:
     """Stop and remove the stack's containers."""
     from drgpu import compose
     from drgpu.ui import spinner
 
-    config = load_config(env_file, run_env)
     files: tuple[Path, ...] = tuple(compose_files or [base_stack_file()])
     override = override_path(env_file, config.project)
     if override.is_file():

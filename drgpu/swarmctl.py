@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.config import Config, load_config
+from drgpu.config import Config
 from drgpu.errors import DockerError
 from drgpu.swarm import SwarmStack
 
@@ -74,12 +74,11 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     return stack, [task for task in tasks if task.state == "running"]
 
 
-def down(env_file: Path, run_env: Path | None) -> None:
+def down(config: Config) -> None:
     """Remove the stack and wait until its services, containers and networks are gone."""
     from drgpu import compose
     from drgpu.ui import spinner
 
-    config: Config = load_config(env_file, run_env)
     with spinner(f"removing {config.project} from the swarm"):
         _remove(config.project, compose.compose_environment(config.values))
 

@@ -10,6 +10,7 @@ import pytest
 
 from drgpu import session
 from drgpu.cli import main
+from drgpu.config import load_config
 from drgpu.topology import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,5 +142,5 @@ def test_planning_against_this_host_respects_other_runs(
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
     prepared = session.prepare(env, None, None, None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]
-    with session.prepare_locked(env, None, None) as locked:
+    with session.prepare_locked(load_config(env), env, None) as locked:
         assert locked.plan == prepared.plan
