@@ -237,18 +237,20 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@pytest.fixture(scope="session")
-def bed() -> Generator[Bed, None, None]:
-    """The Docker test bed, started on first use and stopped at the end of the session."""
+@contextlib.contextmanager
+def started_bed(prefix: str, **settings: str) -> Iterator[Bed]:
+    """A private engine started by scripts/testbed (with its TESTBED_* `settings`) under a
+    new temporary dir, stopped when the block ends, also on Ctrl-C or SIGTERM."""
     reason = _missing_tooling()
     if reason:
         _unavailable(reason)
-    root = Path(tempfile.mkdtemp(prefix="drgpu-bed-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     atexit.register(_stop, root)  # also covers an interrupted session
     with _sigterm_as_interrupt():
         try:
             proc = subprocess.run(
                 [str(TESTBED), "start", str(root)],
+                env={**os.environ, **settings},
                 capture_output=True,
                 text=True,
                 timeout=START_TIMEOUT_S,
@@ -276,6 +278,13 @@ def bed() -> Generator[Bed, None, None]:
         finally:
             _stop(root)
             atexit.unregister(_stop)
+
+
+@pytest.fixture(scope="session")
+def bed() -> Generator[Bed, None, None]:
+    """The Docker test bed, started on first use and stopped at the end of the session."""
+    with started_bed("drgpu-bed-") as started:
+        yield started
 
 
 @pytest.hookimpl(wrapper=True)

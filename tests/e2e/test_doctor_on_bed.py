@@ -4,15 +4,14 @@ without it (a host without the container toolkit), and NVML that fails to start.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import started_bed
 from tests.e2e.helpers import THREE_GPUS, drgpu
 
 pytestmark = pytest.mark.docker
@@ -42,21 +41,8 @@ def cuda_images(bed: Any) -> None:
 @pytest.fixture(scope="module")
 def bare_engine(bed: Any) -> Iterator[str]:
     """DOCKER_HOST of a second private engine without the NVIDIA hook on its PATH."""
-    root = Path(tempfile.mkdtemp(prefix="drgpu-bare-", dir="/tmp"))
-    testbed = str(REPO / "scripts" / "testbed")
-    try:
-        started = subprocess.run(
-            [testbed, "start", str(root)],
-            env={**os.environ, "TESTBED_NO_HOOK": "1"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert started.returncode == 0, started.stderr[-2000:]
-        yield started.stdout.strip().splitlines()[-1].removeprefix("DOCKER_HOST=")
-    finally:
-        subprocess.run([testbed, "stop", str(root)], capture_output=True, timeout=120, check=False)
+    with started_bed("drgpu-bare-", TESTBED_NO_HOOK="1") as bare:
+        yield bare.docker_host
 
 
 def settings(tmp_path: Path, **values: str) -> Path:
