@@ -15,8 +15,8 @@ import typer
 from drgpu.errors import ConfigError, DrgpuError, ExitCode
 
 if TYPE_CHECKING:
-    from drgpu.config import Config
-    from drgpu.session import Prepared
+    from drgpu.commands.up_down import Prepared
+    from drgpu.core.settings import Config
 
 app = typer.Typer(
     name="drgpu",
@@ -65,14 +65,15 @@ def plan(
     json_output: Json = False,
 ) -> None:
     """Show which GPUs each service would get, after checking them against the machine."""
-    from drgpu import present, session
+    from drgpu.commands import up_down
+    from drgpu.ui import tables
 
-    prepared = session.prepare(env_file, run_env, inventory, file)
+    prepared = up_down.prepare(env_file, run_env, inventory, file)
     if json_output:
-        present.print_json(present.plan_document(prepared.plan))
+        tables.print_json(tables.plan_document(prepared.plan))
     else:
-        present.plan_table(prepared.plan)
-    present.warnings(prepared.plan.warnings)
+        tables.plan_table(prepared.plan)
+    tables.warnings(prepared.plan.warnings)
 
 
 @app.command()
@@ -93,15 +94,16 @@ def render(
 
     With --swarm (or DR_DOCKER_STYLE=swarm) the Swarm stack file; with --k8s Kubernetes manifests.
     """
-    from drgpu import present, session
+    from drgpu.commands import up_down
+    from drgpu.ui import tables
 
-    prepared = session.prepare(env_file, run_env, inventory, file)
+    prepared = up_down.prepare(env_file, run_env, inventory, file)
     text, warnings = _rendered(prepared, swarm=swarm, k8s=k8s)
     if output is None:
         sys.stdout.write(text)
     else:
-        session.write_owned_file(output, text)
-    present.warnings([*prepared.plan.warnings, *warnings])
+        up_down.write_owned_file(output, text)
+    tables.warnings([*prepared.plan.warnings, *warnings])
 
 
 def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple[str, ...]]:
@@ -109,8 +111,8 @@ def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple
     if swarm and k8s:
         raise ConfigError("--swarm and --k8s exclude each other")
     if k8s:
-        from drgpu.k8s import render_manifests
-        from drgpu.resolved import resolve_stack
+        from drgpu.host.compose import resolve_stack
+        from drgpu.targets.kubernetes import render_manifests
 
         model = resolve_stack(prepared.config, prepared.stack.files)
         manifests = render_manifests(
@@ -121,11 +123,11 @@ def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple
         )
         return manifests.text, manifests.warnings
     if swarm or prepared.config.docker_style == "swarm":
-        from drgpu import swarmctl
+        from drgpu.commands import swarm_deploy
 
-        stack = swarmctl.render(prepared)
+        stack = swarm_deploy.render(prepared)
         return stack.text, stack.warnings
-    from drgpu.render import render_override
+    from drgpu.targets.compose_override import render_override
 
     return render_override(prepared.plan), ()
 
@@ -138,18 +140,19 @@ def up(
     swarm: Swarm = False,
 ) -> None:
     """Check, render, start the stack, and prove every container got exactly its GPUs."""
-    from drgpu.config import load_config
+    from drgpu.core.settings import load_config
 
     config = load_config(env_file, run_env)
     if swarm or config.docker_style == "swarm":
         _swarm_up(config, env_file, file)
         return
-    from drgpu import present, session
+    from drgpu.commands import up_down
+    from drgpu.ui import tables
 
-    with session.prepare_locked(config, env_file, file) as prepared:
-        present.warnings(prepared.plan.warnings)
-        containers = session.up(prepared)
-    present.up_table(prepared.plan, containers)
+    with up_down.prepare_locked(config, env_file, file) as prepared:
+        tables.warnings(prepared.plan.warnings)
+        containers = up_down.up(prepared)
+    tables.up_table(prepared.plan, containers)
 
 
 @app.command()
@@ -160,17 +163,17 @@ def down(
     swarm: Swarm = False,
 ) -> None:
     """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack."""
-    from drgpu import session
-    from drgpu.config import load_config
+    from drgpu.commands import up_down
+    from drgpu.core.settings import load_config
 
     config = load_config(env_file, run_env)
     if swarm or config.docker_style == "swarm":
-        from drgpu import swarmctl
+        from drgpu.commands import swarm_deploy
 
-        swarmctl.down(config)
+        swarm_deploy.down(config)
         return
 
-    session.down(config, env_file, file)
+    up_down.down(config, env_file, file)
 
 
 @app.command()
@@ -179,42 +182,14 @@ def gpus(
     json_output: Json = False,
 ) -> None:
     """List this host's GPUs in nvidia-smi (PCI bus) order, and which drgpu run holds each."""
-    import threading
+    from drgpu.commands import gpus as gpus_command
+    from drgpu.ui import tables
 
-    from drgpu import engine, present
-    from drgpu.errors import DockerError
-    from drgpu.nvml import read_inventory
-    from drgpu.status import holders_by_gpu, holders_document
-    from drgpu.topology import inventory_to_json
-    from drgpu.ui import warn
-
-    # Ask the engine (and import its SDK) while NVML starts.
-    found: list[list[engine.ContainerFacts] | DockerError] = []
-
-    def ask_engine() -> None:
-        try:
-            found.append(engine.drgpu_containers())
-        except DockerError as exc:
-            found.append(exc)
-
-    asking = threading.Thread(target=ask_engine, daemon=True)
-    asking.start()
-    inventory = read_inventory()
-    asking.join()
-    holders = None
-    if isinstance(found[0], DockerError):
-        warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
-    else:
-        holders = holders_by_gpu(inventory, found[0])
+    inventory, holders = gpus_command.read()
     if json_output:
-        document = inventory_to_json(inventory)
-        for entry, gpu in zip(document["gpus"], inventory.gpus, strict=True):
-            entry["held_by"] = (
-                None if holders is None else holders_document(holders.get(gpu.index, ()))
-            )
-        present.print_json(document)
+        tables.print_json(gpus_command.document(inventory, holders))
     else:
-        present.gpus_table(inventory, full=full, holders=holders)
+        tables.gpus_table(inventory, full=full, holders=holders)
 
 
 @app.command()
@@ -239,34 +214,35 @@ def status(
     """
     import json
 
-    from drgpu import present
-    from drgpu import status as status_module
+    from drgpu.commands import status as status_command
+    from drgpu.core import gpu_usage
     from drgpu.errors import CheckFailedError
-    from drgpu.nvml import nvml_session
+    from drgpu.host.nvml import nvml_session
+    from drgpu.ui import tables
 
-    last: status_module.Status | None
+    last: gpu_usage.Status | None
     with nvml_session() as session:
         if not watch:
-            last = status_module.snapshot(session, run_id)
+            last = status_command.snapshot(session, run_id)
             if json_output:
-                present.print_json(status_module.document(last))
+                tables.print_json(gpu_usage.document(last))
             else:
-                present.status_table(last)
+                tables.status_table(last)
         elif json_output:
 
-            def show_line(snapshot: status_module.Status) -> None:
-                sys.stdout.write(json.dumps(status_module.document(snapshot)) + "\n")
+            def show_line(snapshot: gpu_usage.Status) -> None:
+                sys.stdout.write(json.dumps(gpu_usage.document(snapshot)) + "\n")
                 sys.stdout.flush()
 
-            last = status_module.watch(session, run_id, show_line, interval, count)
+            last = status_command.watch(session, run_id, show_line, interval, count)
         else:
             from rich.live import Live
 
-            with Live(console=present.console(), auto_refresh=False) as live:
-                last = status_module.watch(
+            with Live(console=tables.console(), auto_refresh=False) as live:
+                last = status_command.watch(
                     session,
                     run_id,
-                    lambda snapshot: live.update(present.status_view(snapshot), refresh=True),
+                    lambda snapshot: live.update(tables.status_view(snapshot), refresh=True),
                     interval,
                     count,
                 )
@@ -297,19 +273,20 @@ def doctor(
 
     Exits 6 when a check fails (warnings pass).
     """
-    from drgpu import doctor as doctor_module
-    from drgpu import present
+    from drgpu.commands import doctor as doctor_command
+    from drgpu.core import host_checks
     from drgpu.errors import CheckFailedError
-    from drgpu.ui import spinner
+    from drgpu.ui import tables
+    from drgpu.ui.talk import spinner
 
     with spinner("checking the host"):
-        facts = doctor_module.gather(env_file, image or [], probe)
-    checks = doctor_module.run_checks(facts)
+        facts = doctor_command.gather(env_file, image or [], probe)
+    checks = host_checks.run_checks(facts)
     if json_output:
-        present.print_json(doctor_module.document(checks))
+        tables.print_json(host_checks.document(checks))
     else:
-        present.doctor_table(checks)
-    failed = [check for check in checks if check.status == doctor_module.FAIL]
+        tables.doctor_table(checks)
+    failed = [check for check in checks if check.status == host_checks.FAIL]
     if failed:
         raise CheckFailedError(
             f"{len(failed)} check(s) failed: {', '.join(check.id for check in failed)}",
@@ -350,19 +327,21 @@ def cuda_check(
             argv += ["--expect-uuid", uuid]
         argv += ["--frameworks", frameworks] if frameworks else []
         raise typer.Exit(probe.main(argv))
-    from drgpu import cudacheck, present
-    from drgpu.engine import project_containers
+    from drgpu.commands import cuda_check
+    from drgpu.core import cuda_verdict
     from drgpu.errors import CheckFailedError, DockerError
+    from drgpu.host.engine import project_containers
+    from drgpu.ui import tables
 
     project = f"deepracer-{run_id or _run_id_of(env_file)}"
     containers = project_containers(project)
     if not containers:
         raise DockerError(f"no containers of {project}: is the stack up?")
-    results = cudacheck.check(cudacheck.select(containers, service))
+    results = cuda_check.check(cuda_verdict.select(containers, service))
     if json_output:
-        present.print_json(cudacheck.document(project, results))
+        tables.print_json(cuda_verdict.document(project, results))
     else:
-        present.check_table(project, results)
+        tables.check_table(project, results)
     if not all(result.ok for result in results):
         raise CheckFailedError("a container does not see what it was given (see above)")
 
@@ -371,20 +350,21 @@ def _run_id_of(env_file: Path) -> str:
     """DR_RUN_ID from the settings file, when there is one; else 0."""
     if not env_file.is_file():
         return "0"
-    from drgpu.config import load_config
+    from drgpu.core.settings import load_config
 
     return load_config(env_file).run_id
 
 
 def _swarm_up(config: Config, env_file: Path, file: list[Path] | None) -> None:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them."""
-    from drgpu import present, session, swarmctl
+    from drgpu.commands import swarm_deploy, up_down
+    from drgpu.ui import tables
 
-    prepared = session.prepare_with(config, env_file, None, file)
-    present.warnings(prepared.plan.warnings)
-    stack, tasks = swarmctl.up(prepared)
-    present.warnings(stack.warnings)
-    present.swarm_up_table(stack, tasks)
+    prepared = up_down.prepare_with(config, env_file, None, file)
+    tables.warnings(prepared.plan.warnings)
+    stack, tasks = swarm_deploy.up(prepared)
+    tables.warnings(stack.warnings)
+    tables.swarm_up_table(stack, tasks)
 
 
 @app.command(name="swarm-setup")
@@ -402,24 +382,26 @@ def swarm_setup(
 
     Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
     """
-    from drgpu import present, swarmsetup
+    from drgpu.commands import swarm_setup
+    from drgpu.core import swarm_node
     from drgpu.errors import CheckFailedError
+    from drgpu.ui import tables
 
     if inventory is not None:
-        from drgpu.topology import load_inventory
+        from drgpu.core.topology import load_inventory
 
         gpus = load_inventory(inventory)
     else:
-        from drgpu.nvml import read_inventory
+        from drgpu.host.nvml import read_inventory
 
         gpus = read_inventory()
-    state = swarmsetup.read_node(daemon_json, toolkit_config)
-    setup = swarmsetup.report(swarmsetup.wanted_resources(gpus), state, daemon_json, toolkit_config)
+    state = swarm_setup.read_node(daemon_json, toolkit_config)
+    setup = swarm_node.report(swarm_node.wanted_resources(gpus), state, daemon_json, toolkit_config)
     if json_output:
-        present.print_json(swarmsetup.document(setup))
+        tables.print_json(swarm_node.document(setup))
     else:
-        sys.stdout.write(swarmsetup.text(setup))
-    differing = [f for f in setup.findings if f.status == swarmsetup.DIFFERS]
+        sys.stdout.write(swarm_node.text(setup))
+    differing = [f for f in setup.findings if f.status == swarm_node.DIFFERS]
     if differing:
         raise CheckFailedError(
             f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"

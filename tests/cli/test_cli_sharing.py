@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from drgpu import session
 from drgpu.cli import main
-from drgpu.config import load_config
-from drgpu.topology import load_inventory
+from drgpu.commands import up_down
+from drgpu.core.settings import load_config
+from drgpu.core.topology import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"  # 0: Tesla M40, 1: GTX 1650
@@ -124,10 +124,10 @@ def test_bad_sharing_input_is_one_line_with_its_exit_code(
 def test_planning_against_this_host_says_when_other_runs_cannot_be_seen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("drgpu.nvml.read_inventory", lambda: load_inventory(GTX_M40))
+    monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="0")
-    prepared = session.prepare(env, None, None, None)
+    prepared = up_down.prepare(env, None, None, None)
     assert prepared.plan.warnings[-1].startswith("cannot see what other runs hold (cannot reach")
     assert prepared.plan.warnings[-1].endswith("planned as if none ran")
 
@@ -136,11 +136,11 @@ def test_planning_against_this_host_respects_other_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     held = [("running", {"drgpu.run_id": "other", "drgpu.gpus": M40})]
-    monkeypatch.setattr("drgpu.nvml.read_inventory", lambda: load_inventory(GTX_M40))
-    monkeypatch.setattr("drgpu.engine.drgpu_labels", lambda: held)
+    monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
+    monkeypatch.setattr("drgpu.host.engine.drgpu_labels", lambda: held)
     monkeypatch.setenv("DRGPU_LOCK_FILE", str(tmp_path / "drgpu.lock"))
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
-    prepared = session.prepare(env, None, None, None)
+    prepared = up_down.prepare(env, None, None, None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]
-    with session.prepare_locked(load_config(env), env, None) as locked:
+    with up_down.prepare_locked(load_config(env), env, None) as locked:
         assert locked.plan == prepared.plan

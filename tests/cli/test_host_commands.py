@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from drgpu import doctor, nvml, status
 from drgpu.cli import main
-from drgpu.engine import ContainerFacts
+from drgpu.commands import doctor, status
+from drgpu.core import gpu_usage, host_checks
+from drgpu.core.facts import ContainerFacts, DaemonFacts
+from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.errors import NvmlUnavailableError
-from drgpu.model import Gpu, GpuProcess, Inventory
+from drgpu.host import nvml
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 TRAINER_ID = "a" * 64
@@ -44,7 +46,7 @@ def fake_session() -> Iterator[Any]:
     yield object()
 
 
-def a_status(pid_gpu: str) -> status.Status:
+def a_status(pid_gpu: str) -> gpu_usage.Status:
     trainer = ContainerFacts(
         id=TRAINER_ID,
         name="deepracer-0-sagemaker-1",
@@ -62,15 +64,15 @@ def a_status(pid_gpu: str) -> status.Status:
         processes=(GpuProcess(1234, 900),),
     )
     cgroups: dict[int, str | None] = {1234: f"0::/docker/{TRAINER_ID}\n"}
-    return status.build_status(Inventory(gpus=(gpu,)), [trainer], [], cgroups)
+    return gpu_usage.build_status(Inventory(gpus=(gpu,)), [trainer], [], cgroups)
 
 
 @pytest.fixture
-def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[status.Status]:
+def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     """Each snapshot the CLI takes pops the next of this list (the last one repeats)."""
-    queue: list[status.Status] = []
+    queue: list[gpu_usage.Status] = []
 
-    def snapshot(session: Any, run_id: str | None = None) -> status.Status:
+    def snapshot(session: Any, run_id: str | None = None) -> gpu_usage.Status:
         return queue.pop(0) if len(queue) > 1 else queue[0]
 
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
@@ -130,17 +132,17 @@ def test_status_rejects_bad_numbers_with_exit_2(run: Run, args: list[str]) -> No
     assert err.startswith("drgpu: error: ")
 
 
-def facts(**changes: Any) -> doctor.HostFacts:
+def facts(**changes: Any) -> host_checks.HostFacts:
     fields: dict[str, Any] = {
-        "settings": doctor.SettingsFacts(Path("system.env"), run_id="0"),
-        "nvml": doctor.NvmlFacts(
+        "settings": host_checks.SettingsFacts(Path("system.env"), run_id="0"),
+        "nvml": host_checks.NvmlFacts(
             inventory=Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040)
         ),
-        "docker": doctor.DockerFacts(error="cannot reach the Docker engine", hint="is it up?"),
-        "compose": doctor.ComposeFacts(("docker", "compose"), "2.32.1\n"),
+        "docker": host_checks.DockerFacts(error="cannot reach the Docker engine", hint="is it up?"),
+        "compose": host_checks.ComposeFacts(("docker", "compose"), "2.32.1\n"),
     }
     fields.update(changes)
-    return doctor.HostFacts(**fields)
+    return host_checks.HostFacts(**fields)
 
 
 def test_doctor_failure_exits_6_naming_the_failed_checks(
@@ -148,7 +150,7 @@ def test_doctor_failure_exits_6_naming_the_failed_checks(
 ) -> None:
     seen: list[tuple[Path, list[str], bool]] = []
 
-    def gather(env_file: Path, images: list[str], probe: bool) -> doctor.HostFacts:
+    def gather(env_file: Path, images: list[str], probe: bool) -> host_checks.HostFacts:
         seen.append((env_file, images, probe))
         return facts()
 
@@ -165,8 +167,8 @@ def test_doctor_warnings_pass(run: Run, monkeypatch: pytest.MonkeyPatch) -> None
         doctor,
         "gather",
         lambda env_file, images, probe: facts(
-            docker=doctor.DockerFacts(
-                daemon=doctor.DaemonFacts("27.3.1", "1.47", ("runc",), "runc", (), ())
+            docker=host_checks.DockerFacts(
+                daemon=DaemonFacts("27.3.1", "1.47", ("runc",), "runc", (), ())
             )
         ),
     )

@@ -10,10 +10,10 @@ from types import ModuleType
 
 import pytest
 
-from drgpu.config import Config, config_from_values
-from drgpu.model import Inventory
-from drgpu.stack import Stack, load_stack
-from drgpu.topology import load_inventory
+from drgpu.core.compose_stack import Stack, load_stack
+from drgpu.core.model import Inventory
+from drgpu.core.settings import Config, config_from_values
+from drgpu.core.topology import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"

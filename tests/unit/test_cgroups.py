@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.cgroups import CgroupOwner, owner_from_cgroup, owner_from_path, read_cgroup
+from drgpu.core.cgroup_owner import CgroupOwner, owner_from_cgroup, owner_from_path
+from drgpu.host.cgroups import read_cgroup
 
 ID = "a832038fb4e0f6d5f76661f8837e9f04f93655f6b7d1e82265b1c99d0c55feba"
 OUTER = "0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d"

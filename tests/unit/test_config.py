@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.config import DEFAULT_MPS_IMAGE, DRGPU_KEYS, Config, MpsSettings, load_config
-from drgpu.devices import NO_GPU, DeviceRequest, SelectorKind
+from drgpu.core.devices import NO_GPU, DeviceRequest, SelectorKind
+from drgpu.core.settings import DEFAULT_MPS_IMAGE, DRGPU_KEYS, Config, MpsSettings, load_config
 from drgpu.errors import ConfigError, ExitCode
 
 

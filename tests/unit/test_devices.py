@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drgpu.devices import (
+from drgpu.core.devices import (
     NO_GPU,
     DeviceRequest,
     DeviceSyntaxError,
@@ -16,7 +16,7 @@ from drgpu.devices import (
     parse_devices,
     resolve,
 )
-from drgpu.model import Gpu, Inventory, MigDevice
+from drgpu.core.model import Gpu, Inventory, MigDevice
 
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # gtx_m40 index 0, bus 03
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # gtx_m40 index 1, bus 81

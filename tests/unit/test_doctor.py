@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.doctor import (
+from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.host_checks import (
     FAIL,
     PASS,
     WARN,
@@ -36,8 +37,7 @@ from drgpu.doctor import (
     run_checks,
     stack_images,
 )
-from drgpu.engine import DaemonFacts, ImageFacts
-from drgpu.model import Gpu, Inventory
+from drgpu.core.model import Gpu, Inventory
 
 
 def gpu(index: int, error: str | None = None) -> Gpu:

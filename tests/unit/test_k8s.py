@@ -11,12 +11,18 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from drgpu.config import load_config
-from drgpu.k8s import GPU_RESOURCE, PRODUCT_LABEL, SHARING_CONFIG_MAP, Manifests, render_manifests
-from drgpu.planning import make_plan
-from drgpu.resolved import resolve_stack
-from drgpu.stack import base_stack_file, load_stack
-from drgpu.topology import load_inventory
+from drgpu.core.compose_stack import base_stack_file, load_stack
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import load_config
+from drgpu.core.topology import load_inventory
+from drgpu.host.compose import resolve_stack
+from drgpu.targets.kubernetes import (
+    GPU_RESOURCE,
+    PRODUCT_LABEL,
+    SHARING_CONFIG_MAP,
+    Manifests,
+    render_manifests,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from drgpu.model import Assignment, Claim, Gpu, GpuProcess, Inventory, MigDevice
-from drgpu.placement import (
+from drgpu.core.model import Assignment, Claim, Gpu, GpuProcess, Inventory, MigDevice
+from drgpu.core.placement import (
     busy_gpus,
     choose_simulators,
     choose_trainer,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.config import Config, load_config
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.model import Inventory, Plan, Role
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import Config, load_config
 from drgpu.errors import ExitCode, GpuValidationError
-from drgpu.model import Inventory, Plan, Role
-from drgpu.planning import make_plan
-from drgpu.stack import Stack, base_stack_file, load_stack
 
 MakeConfig = Callable[..., Config]
 WriteStack = Callable[[str], Stack]

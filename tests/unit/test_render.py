@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from drgpu.config import load_config
-from drgpu.model import Inventory, Plan
-from drgpu.planning import make_plan
-from drgpu.render import HEADER_MARK, render_override
-from drgpu.stack import Stack, base_stack_file, load_stack
-from drgpu.topology import load_inventory
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.model import Inventory, Plan
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import load_config
+from drgpu.core.topology import load_inventory
+from drgpu.targets.compose_override import HEADER_MARK, render_override
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_ENV = REPO / "system.env.example"

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from drgpu import engine
-from drgpu.config import Config
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.labels import claims, run_labels
+from drgpu.core.model import Claim, Inventory, Role
+from drgpu.core.planning import RUNS_HINT, make_plan
+from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError, ExitCode, GpuValidationError
-from drgpu.hostlock import host_lock, lock_path
-from drgpu.labels import claims, run_labels
-from drgpu.model import Claim, Inventory, Role
-from drgpu.planning import RUNS_HINT, make_plan
-from drgpu.stack import Stack, base_stack_file, load_stack
+from drgpu.host import engine
+from drgpu.host.hostlock import host_lock, lock_path
 
 MakeConfig = Callable[..., Config]
 

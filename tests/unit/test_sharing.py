@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
-from drgpu.config import Config
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.model import Inventory, Plan, Role
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import Config
+from drgpu.core.sharing import MPS_COMMAND, mps_memory
 from drgpu.errors import GpuValidationError
-from drgpu.model import Inventory, Plan, Role
-from drgpu.planning import make_plan
-from drgpu.sharing import MPS_COMMAND, mps_memory
-from drgpu.stack import Stack, base_stack_file, load_stack
 
 MakeConfig = Callable[..., Config]
 WriteStack = Callable[[str], Stack]

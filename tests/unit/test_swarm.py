@@ -11,23 +11,21 @@ from typing import Any
 import pytest
 import yaml
 
-from drgpu.config import load_config
-from drgpu.engine import TaskFacts
-from drgpu.model import Role
-from drgpu.planning import make_plan
-from drgpu.resolved import resolve_stack
-from drgpu.stack import base_stack_file, load_stack
-from drgpu.swarm import (
-    GPU_KIND,
-    SIMULATOR_CONSTRAINT,
-    TRAINER_CONSTRAINT,
+from drgpu.core.compose_stack import base_stack_file, load_stack
+from drgpu.core.facts import TaskFacts
+from drgpu.core.model import Role
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import load_config
+from drgpu.core.swarm_node import GPU_KIND, SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT
+from drgpu.core.topology import load_inventory
+from drgpu.host.compose import resolve_stack
+from drgpu.targets.swarm_stack import (
     SwarmStack,
     render_stack,
     swarm_services,
     verify_tasks,
     waiting_on,
 )
-from drgpu.topology import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.engine import EngineFacts
-from drgpu.swarmsetup import (
+from drgpu.commands.swarm_setup import read_node
+from drgpu.core.facts import EngineFacts
+from drgpu.core.swarm_node import (
     DIFFERS,
     OK,
     TOOLKIT_LINE,
     NodeState,
     SetupReport,
-    read_node,
     read_swarm_resource,
     report,
     wanted_resources,
 )
-from drgpu.topology import load_inventory
+from drgpu.core.topology import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from drgpu.errors import ConfigError
-from drgpu.model import Gpu, GpuProcess, Inventory, MigDevice
-from drgpu.topology import (
+from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
+from drgpu.core.topology import (
     inventory_from_json,
     inventory_to_json,
     load_inventory,
     normalize_pci_bus_id,
 )
+from drgpu.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "inventories"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from drgpu.engine import ContainerFacts
-from drgpu.model import Plan, Role, ServicePlan
-from drgpu.verify import verify
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.verification import verify
 
 
 def planned(name: str, *, ipc: str | None = None, replicas: int | None = None) -> ServicePlan:

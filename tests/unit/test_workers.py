@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.config import Config
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.model import Extends, Inventory, Plan, Role
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import Config
+from drgpu.core.topology import inventory_from_json
 from drgpu.errors import GpuValidationError
-from drgpu.model import Extends, Inventory, Plan, Role
-from drgpu.planning import make_plan
-from drgpu.stack import Stack, base_stack_file, load_stack
-from drgpu.topology import inventory_from_json
 
 MakeConfig = Callable[..., Config]
 WriteStack = Callable[[str], Stack]

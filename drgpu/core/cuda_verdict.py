@@ -1,4 +1,5 @@
-"""`drgpu cuda-check` from the host: run the probe in each container, compare with its plan.
+"""`drgpu cuda-check`'s verdict: what the probe saw in a container, compared with its plan
+(`commands.cuda_check` runs the probe).
 
 The plan a container was started with is read from its labels (`drgpu.gpus`), so
 nothing goes stale when a stack is changed by hand.
@@ -8,11 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from drgpu import labels
-from drgpu.engine import ContainerFacts
+from drgpu.core import labels
+from drgpu.core.facts import ContainerFacts
 from drgpu.errors import ConfigError, DockerError
 
 PROBE_EXIT_MISMATCH = 6
@@ -85,25 +85,6 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
         problems=tuple(expectations.get("problems", [])),
         findings=tuple(report.get("findings", [])),
     )
-
-
-def check(containers: list[ContainerFacts]) -> list[CheckResult]:
-    """Run the probe in each running container and judge what it saw."""
-    from drgpu import probe
-    from drgpu.engine import run_file_in_container
-
-    source = Path(probe.__file__).read_bytes()
-    results = []
-    for container in containers:
-        if container.state != "running":
-            raise DockerError(
-                f"{container.name} is {container.state}, not running: start the stack first"
-            )
-        ran = run_file_in_container(
-            container.id, source, probe_arguments(expected_uuids(container))
-        )
-        results.append(judge(container, ran.exit_code, ran.output))
-    return results
 
 
 def document(project: str, results: list[CheckResult]) -> dict[str, Any]:

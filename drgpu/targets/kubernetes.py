@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from drgpu.core.model import Assignment, Plan, Role, ServicePlan
 from drgpu.errors import ConfigError
-from drgpu.model import Assignment, Plan, Role, ServicePlan
-from drgpu.swarm import SwarmService, swarm_services
+from drgpu.targets.swarm_stack import SwarmService, swarm_services
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

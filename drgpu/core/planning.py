@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from drgpu.config import SIMULATOR_DEVICES_KEY, TRAINER_DEVICES_KEY, Config
-from drgpu.devices import DeviceRequest, describe_gpu, resolve
-from drgpu.errors import GpuValidationError
-from drgpu.labels import run_labels
-from drgpu.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
-from drgpu.placement import (
+from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
+from drgpu.core.devices import DeviceRequest, describe_gpu, resolve
+from drgpu.core.labels import run_labels
+from drgpu.core.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
+from drgpu.core.placement import (
     WORKER_MEMORY_MIB,
     Choice,
     busy_gpus,
@@ -21,8 +20,9 @@ from drgpu.placement import (
     place_workers,
     short,
 )
-from drgpu.sharing import apply_sharing
-from drgpu.stack import SIMULATOR_SERVICE, Stack, StackService
+from drgpu.core.settings import SIMULATOR_DEVICES_KEY, TRAINER_DEVICES_KEY, Config
+from drgpu.core.sharing import apply_sharing
+from drgpu.errors import GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
 SIMULATOR_MIN_MEMORY_MIB_PER_WORKER = WORKER_MEMORY_MIB

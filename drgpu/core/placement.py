@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from drgpu.model import Assignment, Claim, Gpu, Inventory
+from drgpu.core.model import Assignment, Claim, Gpu, Inventory
 
 WORKER_MEMORY_MIB = 1024
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from drgpu.engine import ContainerFacts
-from drgpu.model import Plan, ServicePlan
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.model import Plan, ServicePlan
 
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:

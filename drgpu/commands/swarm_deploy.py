@@ -1,4 +1,5 @@
-"""The shell around `drgpu.swarm`: render, `docker stack deploy`, wait, verify, `stack rm`."""
+"""`drgpu up` and `down` on Swarm, around `targets.swarm_stack`: render, `docker stack deploy`,
+wait, verify, `stack rm`."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.config import Config
+from drgpu.core.settings import Config
 from drgpu.errors import DockerError
-from drgpu.swarm import SwarmStack
+from drgpu.targets.swarm_stack import SwarmStack
 
 if TYPE_CHECKING:
-    from drgpu.engine import TaskFacts
-    from drgpu.session import Prepared
+    from drgpu.commands.up_down import Prepared
+    from drgpu.core.facts import TaskFacts
 
 START_TIMEOUT_S = 180.0
 STUCK_GRACE_S = 5.0
@@ -24,8 +25,8 @@ POLL_S = 0.5
 
 def render(prepared: Prepared) -> SwarmStack:
     """The stack file of a prepared plan (reads the stack through `compose config`)."""
-    from drgpu.resolved import resolve_stack
-    from drgpu.swarm import render_stack, swarm_services
+    from drgpu.host.compose import resolve_stack
+    from drgpu.targets.swarm_stack import render_stack, swarm_services
 
     model = resolve_stack(prepared.config, prepared.stack.files)
     services = swarm_services(prepared.plan, model["services"], prepared.config.workers)
@@ -39,9 +40,9 @@ def stack_file(prepared: Prepared) -> Path:
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     """Render, deploy, wait for every task and verify them; on failure the stack is removed."""
-    from drgpu import compose, process
-    from drgpu.session import write_owned_file
-    from drgpu.ui import spinner
+    from drgpu.commands.up_down import write_owned_file
+    from drgpu.host import compose, process
+    from drgpu.ui.talk import spinner
 
     stack = render(prepared)
     path = stack_file(prepared)
@@ -62,7 +63,7 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
         except DockerError:
             _remove(project, environment)
             raise
-    from drgpu.swarm import verify_tasks
+    from drgpu.targets.swarm_stack import verify_tasks
 
     problems = verify_tasks(stack, tasks)
     if problems:
@@ -76,8 +77,8 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
 
 def down(config: Config) -> None:
     """Remove the stack and wait until its services, containers and networks are gone."""
-    from drgpu import compose
-    from drgpu.ui import spinner
+    from drgpu.host import compose
+    from drgpu.ui.talk import spinner
 
     with spinner(f"removing {config.project} from the swarm"):
         _remove(config.project, compose.compose_environment(config.values))
@@ -92,8 +93,8 @@ def docker_cli() -> str:
 
 
 def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
-    from drgpu.engine import stack_tasks
-    from drgpu.swarm import waiting_on
+    from drgpu.host.engine import stack_tasks
+    from drgpu.targets.swarm_stack import waiting_on
 
     deadline = time.monotonic() + START_TIMEOUT_S
     stuck_since: float | None = None
@@ -117,8 +118,8 @@ def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
 
 def _remove(project: str, environment: Mapping[str, str]) -> None:
     """`docker stack rm`, repeated until nothing of the stack is left (networks go last)."""
-    from drgpu import process
-    from drgpu.engine import stack_leftovers
+    from drgpu.host import process
+    from drgpu.host.engine import stack_leftovers
 
     deadline = time.monotonic() + REMOVE_TIMEOUT_S
     command = [docker_cli(), "stack", "rm", project]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from drgpu.model import Claim, Role
+from drgpu.core.model import Claim, Role
 
 GPUS = "drgpu.gpus"
 FORWARDED_GPUS = "drgpu.forwarded_gpus"

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from drgpu.model import Assignment, Gpu, Inventory
-from drgpu.topology import normalize_pci_bus_id, parse_pci_bus_id
+from drgpu.core.model import Assignment, Gpu, Inventory
+from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
 
 
 class SelectorKind(str, Enum):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from drgpu.core.model import Role
 from drgpu.errors import ConfigError
-from drgpu.model import Role
 
 BASE_STACK_NAME = "docker-compose.yml"
 SIMULATOR_SERVICE = "robomaker"
@@ -65,8 +65,8 @@ def role_of(name: str) -> Role:
 
 def base_stack_file() -> Path:
     """drgpu's own base stack: `compose/docker-compose.yml` (installed or in the source tree)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_data" / "compose", here.parent / "compose"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_data" / "compose", package.parent / "compose"):
         if (candidate / BASE_STACK_NAME).is_file():
             return candidate / BASE_STACK_NAME
     raise ConfigError("drgpu's base stack is missing from this installation", hint="reinstall")

@@ -17,14 +17,14 @@ cannot see (another PID namespace, or it just ended) are listed but not flagged.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from drgpu import labels
-from drgpu.cgroups import owner_from_cgroup
-from drgpu.engine import ContainerFacts
-from drgpu.model import Gpu, GpuProcess, Inventory
+from drgpu.core import labels
+from drgpu.core.cgroup_owner import owner_from_cgroup
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.model import Gpu, GpuProcess, Inventory
 
 LAUNCHER_ROLE = "trainer-launcher"
 LIVE_STATES = ("running", "paused", "restarting")
@@ -410,45 +410,3 @@ def _runs_document(status: Status) -> list[dict[str, Any]]:
             }
         )
     return list(runs.values())
-
-
-# --- the shell: gather the facts -------------------------------------------------------------
-
-
-def snapshot(session: Any, run_id: str | None = None) -> Status:
-    """Read NVML (through an initialised session: a watch initialises it once), the engine's
-    containers and each GPU process's cgroup, and judge them."""
-    from drgpu import engine
-    from drgpu.cgroups import read_cgroup
-    from drgpu.nvml import inventory_from_nvml
-
-    inventory = inventory_from_nvml(session)
-    ours = engine.drgpu_containers()
-    others = engine.running_containers_brief()
-    pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-    return build_status(inventory, ours, others, {pid: read_cgroup(pid) for pid in pids}, run_id)
-
-
-def watch(
-    session: Any,
-    run_id: str | None,
-    show: Callable[[Status], None],
-    interval_s: float,
-    count: int | None = None,
-) -> Status | None:
-    """Show a fresh snapshot every `interval_s` until `count` snapshots or Ctrl-C; the last
-    snapshot (None when interrupted before the first)."""
-    import time
-
-    last = None
-    shown = 0
-    try:
-        while count is None or shown < count:
-            if shown:
-                time.sleep(interval_s)
-            last = snapshot(session, run_id)
-            show(last)
-            shown += 1
-    except KeyboardInterrupt:
-        pass
-    return last

@@ -8,39 +8,22 @@ import socket
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-from drgpu import labels
+from drgpu.core import labels
+from drgpu.core.facts import (
+    ContainerFacts,
+    DaemonFacts,
+    DeviceRequestFacts,
+    EngineFacts,
+    ExecResult,
+    ImageFacts,
+    TaskFacts,
+)
 from drgpu.errors import DockerError
 
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
-
-
-@dataclass(frozen=True)
-class DeviceRequestFacts:
-    """One device request of a container, as the engine stored it."""
-
-    driver: str
-    device_ids: tuple[str, ...]
-    count: int
-    capabilities: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ContainerFacts:
-    """What the engine says about one container."""
-
-    id: str
-    name: str
-    service: str
-    project: str
-    state: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    environment: Mapping[str, str] = field(default_factory=dict)
-    device_requests: tuple[DeviceRequestFacts, ...] = ()
-    ipc_mode: str = ""
 
 
 def preload_sdk() -> None:
@@ -160,14 +143,6 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     )
 
 
-@dataclass(frozen=True)
-class ExecResult:
-    """A command's exit code and output inside a container."""
-
-    exit_code: int
-    output: str
-
-
 PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
 
 
@@ -220,18 +195,6 @@ def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     )
 
 
-@dataclass(frozen=True)
-class DaemonFacts:
-    """What `docker info` and `docker version` say that matters for GPUs."""
-
-    server_version: str
-    api_version: str
-    runtimes: tuple[str, ...]
-    default_runtime: str
-    cdi_spec_dirs: tuple[str, ...]
-    discovered_devices: tuple[str, ...]
-
-
 def daemon_facts() -> DaemonFacts:
     """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
     with _connected() as client:
@@ -248,15 +211,6 @@ def daemon_facts() -> DaemonFacts:
             for device in info.get("DiscoveredDevices") or ()
         ),
     )
-
-
-@dataclass(frozen=True)
-class ImageFacts:
-    """An image present in the engine, and the environment it sets."""
-
-    name: str
-    id: str
-    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 def local_image(name: str) -> ImageFacts | None:
@@ -306,33 +260,6 @@ def try_device_request(image: str, timeout_s: float = 60) -> str | None:
 
 
 STACK_LABEL = "com.docker.stack.namespace"
-
-
-@dataclass(frozen=True)
-class TaskFacts:
-    """What a Swarm manager says about one task of a stack's service."""
-
-    id: str
-    service: str
-    slot: int
-    node_id: str
-    state: str
-    desired_state: str
-    error: str
-    environment: Mapping[str, str] = field(default_factory=dict)
-    generic_resources: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class EngineFacts:
-    """What `docker info` says about this node's engine (node labels: on a manager only)."""
-
-    version: str
-    default_runtime: str
-    runtimes: tuple[str, ...]
-    generic_resources: tuple[str, ...]
-    swarm_state: str
-    node_labels: Mapping[str, str] | None = None
 
 
 def stack_tasks(namespace: str) -> list[TaskFacts]:

@@ -1,21 +1,21 @@
-"""`drgpu doctor`: a checklist of the host problems that keep a GPU stack from starting.
+"""`drgpu doctor`'s judgements: a checklist of the host problems that keep a GPU stack from
+starting.
 
-The facts are gathered first (`gather`, the only part that touches NVML, the engine,
-Compose and files); every check is a pure function of them and yields lines of
+The facts are gathered first (`commands.doctor.gather`, the only part that touches NVML,
+the engine, Compose and files); every check is a pure function of them and yields lines of
 pass, warn or fail, each failure with a one-line fix.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from drgpu.engine import DaemonFacts, ImageFacts
-from drgpu.model import Inventory
+from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.model import Inventory
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 SCHEMA_VERSION = 1
@@ -523,84 +523,3 @@ def document(checks: list[Check]) -> dict[str, Any]:
             for c in checks
         ],
     }
-
-
-# --- gathering (the shell) -------------------------------------------------------------------
-
-
-def gather(env_file: Path, images: list[str], probe: bool) -> HostFacts:
-    """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
-    from drgpu.errors import DrgpuError
-
-    settings, values = _gather_settings(env_file)
-    nvml = _gather_nvml()
-    docker = _gather_docker()
-    compose = _gather_compose(values)
-    names = list(dict.fromkeys([*images, *stack_images(values)]))
-    checked: tuple[ImageCheck, ...] = ()
-    probe_facts = None
-    if docker.daemon is not None:
-        from drgpu import engine
-
-        try:
-            checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
-            if probe:
-                image = images[0] if images else stack_images(values)[0]
-                present = engine.local_image(image) is not None
-                error = engine.try_device_request(image) if present else None
-                probe_facts = ProbeFacts(image, present, error)
-        except DrgpuError as exc:
-            docker = DockerFacts(error=exc.message, hint=exc.hint)
-    return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
-
-
-def _gather_settings(env_file: Path) -> tuple[SettingsFacts, dict[str, str]]:
-    from drgpu.config import load_config
-    from drgpu.errors import ConfigError
-
-    try:
-        config = load_config(env_file)
-    except ConfigError as exc:
-        return SettingsFacts(env_file, error=exc.message, hint=exc.hint), {}
-    return SettingsFacts(env_file, run_id=config.run_id), dict(config.values)
-
-
-def _gather_nvml() -> NvmlFacts:
-    from drgpu import nvml
-    from drgpu.errors import NvmlUnavailableError
-
-    try:
-        with nvml.nvml_session() as session:
-            return NvmlFacts(
-                inventory=nvml.inventory_from_nvml(session),
-                persistence=nvml.persistence_modes(session),
-            )
-    except NvmlUnavailableError as exc:
-        return NvmlFacts(error=exc.message, hint=exc.hint)
-
-
-def _gather_docker() -> DockerFacts:
-    from drgpu import engine
-    from drgpu.errors import DockerError
-
-    hook = shutil.which(HOOK) or next(
-        (p for p in (f"/usr/bin/{HOOK}", f"/usr/local/bin/{HOOK}") if Path(p).is_file()), None
-    )
-    try:
-        return DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook is not None)
-    except DockerError as exc:
-        return DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook is not None)
-
-
-def _gather_compose(values: dict[str, str]) -> ComposeFacts:
-    from drgpu import compose, process
-    from drgpu.errors import DockerError
-
-    try:
-        command = compose.find_compose(values)
-        done = process.run([*command, "version", "--short"], timeout=30)
-    except DockerError as exc:
-        return ComposeFacts(error=exc.message)
-    if not done.ok:
-        return ComposeFacts(command, error=done.last_error_line())
-    return ComposeFacts(command, output=done.stdout)

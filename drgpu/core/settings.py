@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from drgpu.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
+from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
 from drgpu.errors import ConfigError
 
 TRAINER_DEVICES_KEY = "DR_SAGEMAKER_CUDA_DEVICES"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from drgpu.model import Plan, ServicePlan
+from drgpu.core.model import Plan, ServicePlan
 
 HEADER_MARK = "# Written by drgpu"
 _DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
@@ -72,8 +72,8 @@ def _base_documents(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _header(plan: Plan) -> str:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_data" / "templates", here.parent / "templates"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_data" / "templates", package.parent / "templates"):
         template = candidate / "override-header.txt"
         if template.is_file():
             return template.read_text(encoding="utf-8").format(project=plan.project)

@@ -1,4 +1,5 @@
-"""`drgpu swarm-setup`: what a node needs so that Swarm hands out its GPUs, and what differs.
+"""`drgpu swarm-setup`'s report: what a node needs so that Swarm hands out its GPUs, and what
+differs from what `commands.swarm_setup` read.
 
 A node advertises each GPU by full UUID as a named generic resource of kind NVIDIA-GPU
 (daemon.json `node-generic-resources`), runs the NVIDIA runtime by default (Swarm cannot
@@ -16,12 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drgpu.model import Inventory
-from drgpu.swarm import GPU_KIND, RESOURCE_VARIABLE, SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT
+from drgpu.core.model import Inventory
 
 if TYPE_CHECKING:
-    from drgpu.engine import EngineFacts
+    from drgpu.core.facts import EngineFacts
 
+# Swarm's GPU conventions: the resource kind, the variable the engine sets, the node labels.
+GPU_KIND = "NVIDIA-GPU"
+RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
+TRAINER_CONSTRAINT = "node.labels.Sagemaker == true"
+SIMULATOR_CONSTRAINT = "node.labels.Robomaker == true"
 DEFAULT_DAEMON_JSON = Path("/etc/docker/daemon.json")
 DEFAULT_TOOLKIT_CONFIG = Path("/etc/nvidia-container-runtime/config.toml")
 RUNTIME = "nvidia"
@@ -252,47 +257,6 @@ def read_swarm_resource(text: str) -> str | None:
         if match:
             return match[1] if match[1] is not None else match[2]
     return None
-
-
-def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
-    """Read daemon.json, the NVIDIA runtime's config.toml and `docker info` (the shell)."""
-    from drgpu.engine import engine_facts
-    from drgpu.errors import DockerError
-
-    daemon_json: Mapping[str, Any] | None = None
-    daemon_json_problem = None
-    try:
-        loaded = json.loads(daemon_json_path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            daemon_json = loaded
-        else:
-            daemon_json_problem = "not a JSON object"
-    except FileNotFoundError:
-        daemon_json, daemon_json_problem = None, "absent: create it as printed above"
-    except (OSError, UnicodeDecodeError) as exc:
-        daemon_json_problem = f"cannot be read: {exc}"
-    except json.JSONDecodeError as exc:
-        daemon_json_problem = f"not JSON (line {exc.lineno}): dockerd will not start with it"
-    swarm_resource = toolkit_problem = None
-    try:
-        swarm_resource = read_swarm_resource(toolkit_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
-    except (OSError, UnicodeDecodeError) as exc:
-        toolkit_problem = f"cannot be read: {exc}"
-    engine = engine_problem = None
-    try:
-        engine = engine_facts()
-    except DockerError as exc:
-        engine_problem = exc.message
-    return NodeState(
-        daemon_json=daemon_json,
-        daemon_json_problem=daemon_json_problem,
-        swarm_resource=swarm_resource,
-        toolkit_problem=toolkit_problem,
-        engine=engine,
-        engine_problem=engine_problem,
-    )
 
 
 def document(setup: SetupReport) -> dict[str, Any]:

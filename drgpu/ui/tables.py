@@ -7,20 +7,20 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from drgpu import labels
-from drgpu.model import Assignment, Inventory, Plan
-from drgpu.planning import ORDER_NOTE
-from drgpu.ui import note, warn
+from drgpu.core import labels
+from drgpu.core.model import Assignment, Inventory, Plan
+from drgpu.core.planning import ORDER_NOTE
+from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.table import Table
 
-    from drgpu.cudacheck import CheckResult
-    from drgpu.doctor import Check
-    from drgpu.engine import ContainerFacts, TaskFacts
-    from drgpu.status import Holder, Status, Violation
-    from drgpu.swarm import SwarmStack
+    from drgpu.core.cuda_verdict import CheckResult
+    from drgpu.core.facts import ContainerFacts, TaskFacts
+    from drgpu.core.gpu_usage import Holder, Status, Violation
+    from drgpu.core.host_checks import Check
+    from drgpu.targets.swarm_stack import SwarmStack
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -223,7 +223,7 @@ def status_view(status: Status) -> RenderableType:
     from rich.console import Group
     from rich.text import Text
 
-    from drgpu.status import forwarded_uuids, given_uuids, gpu_of
+    from drgpu.core.gpu_usage import forwarded_uuids, given_uuids, gpu_of
 
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     parts: list[RenderableType] = []
@@ -304,7 +304,7 @@ def doctor_table(checks: list[Check]) -> None:
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
     """The verified tasks of a deployed Swarm stack, with the GPUs the engine chose."""
-    from drgpu.swarm import GPU_KIND
+    from drgpu.core.swarm_node import GPU_KIND
 
     table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
     for task in tasks:

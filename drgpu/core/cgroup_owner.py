@@ -1,4 +1,4 @@
-"""Which container a host process runs in, from its /proc/<pid>/cgroup.
+"""Which container a host process runs in, from its /proc/<pid>/cgroup (`host.cgroups` reads it).
 
 NVML reports host PIDs; the cgroup path of a PID names its container. The parser
 is pure and knows the layouts of Docker (cgroupfs and systemd drivers), Podman
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 _ID = r"(?P<id>[0-9a-f]{64})"
 # One path component each, most specific first. A component that names no container
@@ -66,11 +65,3 @@ def _bare_id_runtime(parents: list[str]) -> str:
     if "libpod_parent" in parents or "machine.slice" in parents:
         return "podman"
     return "docker"
-
-
-def read_cgroup(pid: int, proc: Path = Path("/proc")) -> str | None:
-    """The cgroup file of a process, or None when it is gone or not visible from here."""
-    try:
-        return (proc / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from drgpu.config import MPS_KEYS, Config
-from drgpu.labels import run_labels
-from drgpu.model import Assignment, Role, ServicePlan
-from drgpu.placement import short
-from drgpu.stack import MPS_DAEMON_SERVICE, Stack
+from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
+from drgpu.core.labels import run_labels
+from drgpu.core.model import Assignment, Role, ServicePlan
+from drgpu.core.placement import short
+from drgpu.core.settings import MPS_KEYS, Config
 
 TIMESLICE_ENVIRONMENT = (
     ("TF_FORCE_GPU_ALLOW_GROWTH", "true"),

@@ -1,15 +1,26 @@
-"""How drgpu drives Docker Compose: finding the binary and the command lines it runs."""
+"""How drgpu drives Docker Compose: finding the binary, the command lines it runs, and the
+user's stack as Compose resolves it (files merged, variables interpolated).
+
+Swarm stack files and Kubernetes manifests are written from the resolved model, so that
+`!reset`, `!override`, `extends` and `${VAR:-default}` mean exactly what they mean
+to Compose (`docker stack deploy` knows none of the first three, nor nested defaults).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from drgpu.errors import DockerError
+from drgpu.errors import ConfigError, DockerError
+
+if TYPE_CHECKING:
+    from drgpu.core.settings import Config
 
 _PLUGIN_DIRS = (
     "~/.docker/cli-plugins",
@@ -55,3 +66,21 @@ def compose_command(
 def compose_environment(settings: Mapping[str, str]) -> dict[str, str]:
     """The environment Compose interpolates from: the process's, with system.env on top."""
     return {**os.environ, **settings}
+
+
+def resolve_stack(config: Config, files: tuple[Path, ...]) -> dict[str, Any]:
+    """`compose config --format json` of the stack's files, with system.env's values."""
+    from drgpu.host import process
+
+    binary = find_compose(config.values)
+    command = compose_command(binary, config.project, files, "config", "--format", "json")
+    done = process.run(command, env=compose_environment(config.values), timeout=60)
+    if not done.ok:
+        raise ConfigError(f"compose cannot read the stack: {done.last_error_line()}")
+    try:
+        model = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise DockerError("compose config printed no JSON (is it Compose v2?)") from None
+    if not isinstance(model, dict) or not isinstance(model.get("services"), dict):
+        raise DockerError("compose config printed no services")
+    return model

@@ -14,16 +14,18 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from drgpu import labels
-from drgpu.model import Plan, Role, ServicePlan
+from drgpu.core import labels
+from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.swarm_node import (
+    GPU_KIND,
+    RESOURCE_VARIABLE,
+    SIMULATOR_CONSTRAINT,
+    TRAINER_CONSTRAINT,
+)
 
 if TYPE_CHECKING:
-    from drgpu.engine import TaskFacts
+    from drgpu.core.facts import TaskFacts
 
-GPU_KIND = "NVIDIA-GPU"
-RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
-TRAINER_CONSTRAINT = "node.labels.Sagemaker == true"
-SIMULATOR_CONSTRAINT = "node.labels.Robomaker == true"
 HEADER = """\
 # Written by drgpu for swarm stack {project}: GPU services reserve {kind} generic resources.
 # Do not edit: `drgpu up` writes it anew. Change system.env and run `drgpu plan` instead.

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
 from drgpu.errors import ConfigError
-from drgpu.model import Gpu, GpuProcess, Inventory, MigDevice
 
 _PCI_BUS_ID = re.compile(
     r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"

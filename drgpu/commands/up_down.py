@@ -1,4 +1,4 @@
-"""The shell around the core: read the world, plan, write files, drive Compose."""
+"""`drgpu plan`, `render`, `up` and `down`: read the world, plan, write files, drive Compose."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.config import Config, load_config
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.model import Claim, Inventory, Plan
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import Config, load_config
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
-from drgpu.model import Claim, Inventory, Plan
-from drgpu.planning import make_plan
-from drgpu.render import HEADER_MARK
-from drgpu.stack import Stack, base_stack_file, load_stack
+from drgpu.targets.compose_override import HEADER_MARK
 
 if TYPE_CHECKING:
-    from drgpu.engine import ContainerFacts
+    from drgpu.core.facts import ContainerFacts
 
 STATE_DIR = ".drgpu"
 
@@ -65,8 +65,8 @@ def prepare_locked(
 ) -> Iterator[Prepared]:
     """`prepare` for `up`, under the host-wide lock until the block ends: no other
     `drgpu up` can read the runs' claims between this plan and this stack's start."""
-    from drgpu.hostlock import host_lock, lock_path
-    from drgpu.ui import note
+    from drgpu.host.hostlock import host_lock, lock_path
+    from drgpu.ui.talk import note
 
     with host_lock(lock_path(config.values), on_wait=note):
         yield _prepare(config, env_file, None, compose_files, strict=True)
@@ -100,8 +100,8 @@ def _prepare(
 def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
     """What other runs hold, from the labels of their containers; when the engine cannot
     be asked, nothing and (unless `strict`: then the error) why."""
-    from drgpu.engine import drgpu_labels
-    from drgpu.labels import claims
+    from drgpu.core.labels import claims
+    from drgpu.host.engine import drgpu_labels
 
     try:
         return claims(drgpu_labels()), None
@@ -114,7 +114,7 @@ def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
 def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
     """The GPUs to plan against: a file, or NVML; none needed for a CPU-only stack."""
     if inventory_file is not None:
-        from drgpu.topology import load_inventory
+        from drgpu.core.topology import load_inventory
 
         inventory = load_inventory(inventory_file)
         if inventory.init_error and config.wants_gpu:
@@ -124,7 +124,7 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
         return inventory
     if not config.wants_gpu:
         return Inventory(gpus=())
-    from drgpu.nvml import read_inventory
+    from drgpu.host.nvml import read_inventory
 
     return read_inventory()
 
@@ -162,9 +162,9 @@ def _written_by_drgpu(path: Path) -> bool:
 
 def up(prepared: Prepared) -> list[ContainerFacts]:
     """Render, start the stack, and verify it; on any failure the stack goes back down."""
-    from drgpu import compose, engine, process
-    from drgpu.render import render_override
-    from drgpu.ui import spinner
+    from drgpu.host import compose, engine, process
+    from drgpu.targets.compose_override import render_override
+    from drgpu.ui.talk import spinner
 
     write_owned_file(prepared.override_path, render_override(prepared.plan))
     files = (*prepared.stack.files, prepared.override_path)
@@ -177,7 +177,7 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
-    from drgpu.verify import verify
+    from drgpu.core.verification import verify
 
     try:
         with spinner(f"starting {prepared.plan.project}"):
@@ -202,16 +202,17 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
 
 
 def _preload() -> None:
-    from drgpu import engine, ui
+    from drgpu.host import engine
+    from drgpu.ui import talk
 
     engine.preload_sdk()
-    ui.preload_rich()
+    talk.preload_rich()
 
 
 def down(config: Config, env_file: Path, compose_files: list[Path] | None) -> None:
     """Stop and remove the stack's containers."""
-    from drgpu import compose
-    from drgpu.ui import spinner
+    from drgpu.host import compose
+    from drgpu.ui.talk import spinner
 
     files: tuple[Path, ...] = tuple(compose_files or [base_stack_file()])
     override = override_path(env_file, config.project)
@@ -229,7 +230,7 @@ def down(config: Config, env_file: Path, compose_files: list[Path] | None) -> No
 def _bring_down(
     binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
 ) -> bool:
-    from drgpu import compose, process
+    from drgpu.host import compose, process
 
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
     return process.run(command, env=environment).ok

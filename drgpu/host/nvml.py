@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
+from drgpu.core.topology import merge_processes, normalize_pci_bus_id
 from drgpu.errors import NvmlUnavailableError
-from drgpu.model import Gpu, GpuProcess, Inventory, MigDevice
-from drgpu.topology import merge_processes, normalize_pci_bus_id
 
 T = TypeVar("T")
 _MIB = 1024 * 1024

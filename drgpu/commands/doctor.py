@@ -1,0 +1,97 @@
+"""`drgpu doctor`: gather the host's facts (NVML, the engine, Compose, the settings file);
+core.host_checks judges them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from drgpu.core.host_checks import (
+    HOOK,
+    ComposeFacts,
+    DockerFacts,
+    HostFacts,
+    ImageCheck,
+    NvmlFacts,
+    ProbeFacts,
+    SettingsFacts,
+    stack_images,
+)
+
+
+def gather(env_file: Path, images: list[str], probe: bool) -> HostFacts:
+    """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
+    from drgpu.errors import DrgpuError
+
+    settings, values = _gather_settings(env_file)
+    nvml = _gather_nvml()
+    docker = _gather_docker()
+    compose = _gather_compose(values)
+    names = list(dict.fromkeys([*images, *stack_images(values)]))
+    checked: tuple[ImageCheck, ...] = ()
+    probe_facts = None
+    if docker.daemon is not None:
+        from drgpu.host import engine
+
+        try:
+            checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
+            if probe:
+                image = images[0] if images else stack_images(values)[0]
+                present = engine.local_image(image) is not None
+                error = engine.try_device_request(image) if present else None
+                probe_facts = ProbeFacts(image, present, error)
+        except DrgpuError as exc:
+            docker = DockerFacts(error=exc.message, hint=exc.hint)
+    return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
+
+
+def _gather_settings(env_file: Path) -> tuple[SettingsFacts, dict[str, str]]:
+    from drgpu.core.settings import load_config
+    from drgpu.errors import ConfigError
+
+    try:
+        config = load_config(env_file)
+    except ConfigError as exc:
+        return SettingsFacts(env_file, error=exc.message, hint=exc.hint), {}
+    return SettingsFacts(env_file, run_id=config.run_id), dict(config.values)
+
+
+def _gather_nvml() -> NvmlFacts:
+    from drgpu.errors import NvmlUnavailableError
+    from drgpu.host import nvml
+
+    try:
+        with nvml.nvml_session() as session:
+            return NvmlFacts(
+                inventory=nvml.inventory_from_nvml(session),
+                persistence=nvml.persistence_modes(session),
+            )
+    except NvmlUnavailableError as exc:
+        return NvmlFacts(error=exc.message, hint=exc.hint)
+
+
+def _gather_docker() -> DockerFacts:
+    from drgpu.errors import DockerError
+    from drgpu.host import engine
+
+    hook = shutil.which(HOOK) or next(
+        (p for p in (f"/usr/bin/{HOOK}", f"/usr/local/bin/{HOOK}") if Path(p).is_file()), None
+    )
+    try:
+        return DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook is not None)
+    except DockerError as exc:
+        return DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook is not None)
+
+
+def _gather_compose(values: dict[str, str]) -> ComposeFacts:
+    from drgpu.errors import DockerError
+    from drgpu.host import compose, process
+
+    try:
+        command = compose.find_compose(values)
+        done = process.run([*command, "version", "--short"], timeout=30)
+    except DockerError as exc:
+        return ComposeFacts(error=exc.message)
+    if not done.ok:
+        return ComposeFacts(command, error=done.last_error_line())
+    return ComposeFacts(command, output=done.stdout)

@@ -1,0 +1,53 @@
+"""`drgpu gpus`: this host's GPUs from NVML, and which drgpu run holds each (from the engine)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from drgpu.core.gpu_usage import Holder
+    from drgpu.core.model import Inventory
+
+
+def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
+    """The inventory and, for each GPU index, its holders (None, with a warning, when the
+    engine cannot be asked)."""
+    import threading
+
+    from drgpu.core.facts import ContainerFacts
+    from drgpu.core.gpu_usage import holders_by_gpu
+    from drgpu.errors import DockerError
+    from drgpu.host import engine
+    from drgpu.host.nvml import read_inventory
+    from drgpu.ui.talk import warn
+
+    # Ask the engine (and import its SDK) while NVML starts.
+    found: list[list[ContainerFacts] | DockerError] = []
+
+    def ask_engine() -> None:
+        try:
+            found.append(engine.drgpu_containers())
+        except DockerError as exc:
+            found.append(exc)
+
+    asking = threading.Thread(target=ask_engine, daemon=True)
+    asking.start()
+    inventory = read_inventory()
+    asking.join()
+    holders = None
+    if isinstance(found[0], DockerError):
+        warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
+    else:
+        holders = holders_by_gpu(inventory, found[0])
+    return inventory, holders
+
+
+def document(inventory: Inventory, holders: dict[int, tuple[Holder, ...]] | None) -> dict[str, Any]:
+    """The `drgpu gpus --json` document: the inventory, each GPU with its holders."""
+    from drgpu.core.gpu_usage import holders_document
+    from drgpu.core.topology import inventory_to_json
+
+    result = inventory_to_json(inventory)
+    for entry, gpu in zip(result["gpus"], inventory.gpus, strict=True):
+        entry["held_by"] = None if holders is None else holders_document(holders.get(gpu.index, ()))
+    return result

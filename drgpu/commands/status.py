@@ -1,0 +1,48 @@
+"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup;
+`core.gpu_usage` judges them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from drgpu.core.gpu_usage import Status, build_status
+
+
+def snapshot(session: Any, run_id: str | None = None) -> Status:
+    """Read NVML (through an initialised session: a watch initialises it once), the engine's
+    containers and each GPU process's cgroup, and judge them."""
+    from drgpu.host import engine
+    from drgpu.host.cgroups import read_cgroup
+    from drgpu.host.nvml import inventory_from_nvml
+
+    inventory = inventory_from_nvml(session)
+    ours = engine.drgpu_containers()
+    others = engine.running_containers_brief()
+    pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
+    return build_status(inventory, ours, others, {pid: read_cgroup(pid) for pid in pids}, run_id)
+
+
+def watch(
+    session: Any,
+    run_id: str | None,
+    show: Callable[[Status], None],
+    interval_s: float,
+    count: int | None = None,
+) -> Status | None:
+    """Show a fresh snapshot every `interval_s` until `count` snapshots or Ctrl-C; the last
+    snapshot (None when interrupted before the first)."""
+    import time
+
+    last = None
+    shown = 0
+    try:
+        while count is None or shown < count:
+            if shown:
+                time.sleep(interval_s)
+            last = snapshot(session, run_id)
+            show(last)
+            shown += 1
+    except KeyboardInterrupt:
+        pass
+    return last

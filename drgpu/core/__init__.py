@@ -1,0 +1,1 @@
+"""The pure functional core: frozen dataclasses in and out, no outside world."""

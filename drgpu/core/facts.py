@@ -1,0 +1,87 @@
+"""What the Docker engine says, as frozen facts: host.engine reads them, the core judges them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DeviceRequestFacts:
+    """One device request of a container, as the engine stored it."""
+
+    driver: str
+    device_ids: tuple[str, ...]
+    count: int
+    capabilities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What the engine says about one container."""
+
+    id: str
+    name: str
+    service: str
+    project: str
+    state: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)
+    device_requests: tuple[DeviceRequestFacts, ...] = ()
+    ipc_mode: str = ""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A command's exit code and output inside a container."""
+
+    exit_code: int
+    output: str
+
+
+@dataclass(frozen=True)
+class DaemonFacts:
+    """What `docker info` and `docker version` say that matters for GPUs."""
+
+    server_version: str
+    api_version: str
+    runtimes: tuple[str, ...]
+    default_runtime: str
+    cdi_spec_dirs: tuple[str, ...]
+    discovered_devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """An image present in the engine, and the environment it sets."""
+
+    name: str
+    id: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What a Swarm manager says about one task of a stack's service."""
+
+    id: str
+    service: str
+    slot: int
+    node_id: str
+    state: str
+    desired_state: str
+    error: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+    generic_resources: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `docker info` says about this node's engine (node labels: on a manager only)."""
+
+    version: str
+    default_runtime: str
+    runtimes: tuple[str, ...]
+    generic_resources: tuple[str, ...]
+    swarm_state: str
+    node_labels: Mapping[str, str] | None = None

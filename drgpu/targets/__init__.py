@@ -1,0 +1,1 @@
+"""What a plan becomes: the Compose override, the Swarm stack, Kubernetes manifests."""

@@ -1,0 +1,1 @@
+"""Presentation: tables and JSON on stdout, talk on stderr."""
