@@ -17,6 +17,7 @@ from drgpu.errors import ConfigError, DrgpuError, ExitCode
 if TYPE_CHECKING:
     from drgpu.commands.up_down import Prepared
     from drgpu.core.settings import Config
+    from drgpu.core.target import Target
 
 app = typer.Typer(
     name="drgpu",
@@ -28,12 +29,20 @@ app = typer.Typer(
 )
 
 EnvFile = Annotated[
-    Path,
-    typer.Option("--env-file", help="The settings file (DeepRacer-for-cloud's system.env)."),
+    Path | None,
+    typer.Option(
+        "--env-file",
+        help="The settings file (DeepRacer-for-cloud's system.env; default: $DR_DIR/system.env"
+        " in an activated DRfC shell, else ./system.env).",
+    ),
 ]
 RunEnv = Annotated[
     Path | None,
-    typer.Option("--run-env", help="Settings layered on top (default: run.env beside --env-file)."),
+    typer.Option(
+        "--run-env",
+        help="Settings layered on top (default: $DR_CONFIG in an activated DRfC shell, else"
+        " run.env beside --env-file).",
+    ),
 ]
 InventoryFile = Annotated[
     Path | None,
@@ -45,7 +54,20 @@ InventoryFile = Annotated[
 ComposeFiles = Annotated[
     list[Path] | None,
     typer.Option(
-        "--file", "-f", help="A compose file of your own stack (repeatable); default: drgpu's."
+        "--file",
+        "-f",
+        "-c",
+        "--compose-file",
+        help="A compose file of your stack (repeatable; -c as in `docker stack deploy`);"
+        " default: DR_TRAIN_COMPOSE_FILE in an activated DRfC shell, else drgpu's own.",
+    ),
+]
+Evaluation = Annotated[
+    bool,
+    typer.Option(
+        "--eval",
+        help="DeepRacer-for-cloud's evaluation: DR_EVAL_COMPOSE_FILE, project"
+        " deepracer-eval-<DR_RUN_ID>.",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
@@ -53,22 +75,58 @@ Swarm = Annotated[
     bool, typer.Option("--swarm", help="Docker Swarm, as DR_DOCKER_STYLE=swarm asks for.")
 ]
 
-DEFAULT_ENV_FILE = Path("system.env")
+
+def _target(
+    env_file: Path | None,
+    run_env: Path | None,
+    files: list[Path] | None,
+    evaluation: bool,
+    *,
+    needs_files: bool = True,
+) -> Target:
+    """What the command acts on: flags first, then an activated DRfC shell, then defaults."""
+    from drgpu.core.target import resolve_target
+
+    return resolve_target(
+        env_file=env_file,
+        run_env=run_env,
+        compose_files=files,
+        evaluation=evaluation,
+        environ=os.environ,
+        needs_files=needs_files,
+    )
+
+
+def _settings(target: Target) -> Config:
+    """The target's settings; what reading them noticed goes to stderr at once."""
+    from drgpu.core.settings import load_target_config
+    from drgpu.ui.talk import warn
+
+    config = load_target_config(target)
+    for message in config.warnings:
+        warn(message)
+    return config
+
+
+def _prepared(target: Target, inventory: Path | None) -> Prepared:
+    from drgpu.commands import up_down
+
+    return up_down.prepare_with(_settings(target), target, inventory)
 
 
 @app.command()
 def plan(
-    env_file: EnvFile = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
     run_env: RunEnv = None,
     inventory: InventoryFile = None,
     file: ComposeFiles = None,
+    evaluation: Evaluation = False,
     json_output: Json = False,
 ) -> None:
     """Show which GPUs each service would get, after checking them against the machine."""
-    from drgpu.commands import up_down
     from drgpu.ui import tables
 
-    prepared = up_down.prepare(env_file, run_env, inventory, file)
+    prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
     if json_output:
         tables.print_json(tables.plan_document(prepared.plan))
     else:
@@ -78,10 +136,11 @@ def plan(
 
 @app.command()
 def render(
-    env_file: EnvFile = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
     run_env: RunEnv = None,
     inventory: InventoryFile = None,
     file: ComposeFiles = None,
+    evaluation: Evaluation = False,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to FILE (atomically).")
     ] = None,
@@ -97,7 +156,7 @@ def render(
     from drgpu.commands import up_down
     from drgpu.ui import tables
 
-    prepared = up_down.prepare(env_file, run_env, inventory, file)
+    prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
     text, warnings = _rendered(prepared, swarm=swarm, k8s=k8s)
     if output is None:
         sys.stdout.write(text)
@@ -134,22 +193,22 @@ def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple
 
 @app.command()
 def up(
-    env_file: EnvFile = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
     run_env: RunEnv = None,
     file: ComposeFiles = None,
     swarm: Swarm = False,
+    evaluation: Evaluation = False,
 ) -> None:
     """Check, render, start the stack, and prove every container got exactly its GPUs."""
-    from drgpu.core.settings import load_config
-
-    config = load_config(env_file, run_env)
+    target = _target(env_file, run_env, file, evaluation)
+    config = _settings(target)
     if swarm or config.docker_style == "swarm":
-        _swarm_up(config, env_file, file)
+        _swarm_up(config, target)
         return
     from drgpu.commands import up_down
     from drgpu.ui import tables
 
-    with up_down.prepare_locked(config, env_file, file) as prepared:
+    with up_down.prepare_locked(config, target) as prepared:
         tables.warnings(prepared.plan.warnings)
         containers = up_down.up(prepared)
     tables.up_table(prepared.plan, containers)
@@ -157,23 +216,24 @@ def up(
 
 @app.command()
 def down(
-    env_file: EnvFile = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
     run_env: RunEnv = None,
     file: ComposeFiles = None,
     swarm: Swarm = False,
+    evaluation: Evaluation = False,
 ) -> None:
     """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack."""
     from drgpu.commands import up_down
-    from drgpu.core.settings import load_config
 
-    config = load_config(env_file, run_env)
+    target = _target(env_file, run_env, file, evaluation)
+    config = _settings(target)
     if swarm or config.docker_style == "swarm":
         from drgpu.commands import swarm_deploy
 
         swarm_deploy.down(config)
         return
 
-    up_down.down(config, env_file, file)
+    up_down.down(config, target)
 
 
 @app.command()
@@ -206,6 +266,13 @@ def status(
     count: Annotated[
         int | None, typer.Option("--count", min=1, help="With --watch: stop after N refreshes.")
     ] = None,
+    evaluation: Annotated[
+        bool,
+        typer.Option(
+            "--eval",
+            help="Only the evaluation of the run (--run-id, or DR_RUN_ID of the settings).",
+        ),
+    ] = False,
     json_output: Json = False,
 ) -> None:
     """Each run's containers, their GPUs, and every GPU process mapped to its container.
@@ -220,6 +287,8 @@ def status(
     from drgpu.host.nvml import nvml_session
     from drgpu.ui import tables
 
+    if evaluation:
+        run_id = f"eval-{run_id or _run_id_of(_target(None, None, None, True, needs_files=False))}"
     last: gpu_usage.Status | None
     with nvml_session() as session:
         if not watch:
@@ -254,7 +323,7 @@ def status(
 
 @app.command()
 def doctor(
-    env_file: EnvFile = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
     image: Annotated[
         list[str] | None,
         typer.Option(
@@ -280,7 +349,9 @@ def doctor(
     from drgpu.ui.talk import spinner
 
     with spinner("checking the host"):
-        facts = doctor_command.gather(env_file, image or [], probe)
+        facts = doctor_command.gather(
+            _target(env_file, None, None, False, needs_files=False), image or [], probe
+        )
     checks = host_checks.run_checks(facts)
     if json_output:
         tables.print_json(host_checks.document(checks))
@@ -305,7 +376,10 @@ def cuda_check(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="The run (default: DR_RUN_ID of --env-file).")
     ] = None,
-    env_file: EnvFile = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
+    evaluation: Annotated[
+        bool, typer.Option("--eval", help="Host side: the run's evaluation (deepracer-eval-N).")
+    ] = False,
     expect: Annotated[
         int | None, typer.Option("--expect", help="Inside: the number of GPUs to see.")
     ] = None,
@@ -333,7 +407,9 @@ def cuda_check(
     from drgpu.host.engine import project_containers
     from drgpu.ui import tables
 
-    project = f"deepracer-{run_id or _run_id_of(env_file)}"
+    target = _target(env_file, None, None, evaluation, needs_files=False)
+    prefix = "deepracer-eval" if evaluation else "deepracer"
+    project = f"{prefix}-{run_id or _run_id_of(target)}"
     containers = project_containers(project)
     if not containers:
         raise DockerError(f"no containers of {project}: is the stack up?")
@@ -346,21 +422,19 @@ def cuda_check(
         raise CheckFailedError("a container does not see what it was given (see above)")
 
 
-def _run_id_of(env_file: Path) -> str:
-    """DR_RUN_ID from the settings file, when there is one; else 0."""
-    if not env_file.is_file():
+def _run_id_of(target: Target) -> str:
+    """DR_RUN_ID of the target's settings, when there are any; else 0."""
+    if not target.env_file.is_file():
         return "0"
-    from drgpu.core.settings import load_config
-
-    return load_config(env_file).run_id
+    return _settings(target).run_id
 
 
-def _swarm_up(config: Config, env_file: Path, file: list[Path] | None) -> None:
+def _swarm_up(config: Config, target: Target) -> None:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them."""
     from drgpu.commands import swarm_deploy, up_down
     from drgpu.ui import tables
 
-    prepared = up_down.prepare_with(config, env_file, None, file)
+    prepared = up_down.prepare_with(config, target, None)
     tables.warnings(prepared.plan.warnings)
     stack, tasks = swarm_deploy.up(prepared)
     tables.warnings(stack.warnings)

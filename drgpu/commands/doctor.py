@@ -17,13 +17,14 @@ from drgpu.core.host_checks import (
     SettingsFacts,
     stack_images,
 )
+from drgpu.core.target import Target
 
 
-def gather(env_file: Path, images: list[str], probe: bool) -> HostFacts:
+def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
     from drgpu.errors import DrgpuError
 
-    settings, values = _gather_settings(env_file)
+    settings, values = _gather_settings(target)
     nvml = _gather_nvml()
     docker = _gather_docker()
     compose = _gather_compose(values)
@@ -45,15 +46,15 @@ def gather(env_file: Path, images: list[str], probe: bool) -> HostFacts:
     return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
 
 
-def _gather_settings(env_file: Path) -> tuple[SettingsFacts, dict[str, str]]:
-    from drgpu.core.settings import load_config
+def _gather_settings(target: Target) -> tuple[SettingsFacts, dict[str, str]]:
+    from drgpu.core.settings import load_target_config
     from drgpu.errors import ConfigError
 
     try:
-        config = load_config(env_file)
+        config = load_target_config(target)
     except ConfigError as exc:
-        return SettingsFacts(env_file, error=exc.message, hint=exc.hint), {}
-    return SettingsFacts(env_file, run_id=config.run_id), dict(config.values)
+        return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), {}
+    return SettingsFacts(target.env_file, run_id=config.run_id), dict(config.values)
 
 
 def _gather_nvml() -> NvmlFacts:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import Config, load_config
+from drgpu.core.settings import Config, load_target_config
+from drgpu.core.target import Target
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
 from drgpu.targets.compose_override import HEADER_MARK
 
@@ -32,55 +33,38 @@ class Prepared:
     stack: Stack
     plan: Plan
     override_path: Path
+    target: Target
 
 
-def prepare(
-    env_file: Path,
-    run_env: Path | None,
-    inventory_file: Path | None,
-    compose_files: list[Path] | None,
-) -> Prepared:
+def prepare(target: Target, inventory_file: Path | None) -> Prepared:
     """Read settings, stack and inventory, and plan; any problem raises its DrgpuError.
 
     Planned against this host (no inventory file), the plan also respects what other
     runs hold; when the Docker engine cannot be asked, a warning says so.
     """
-    config = load_config(env_file, run_env)
-    return prepare_with(config, env_file, inventory_file, compose_files)
+    return prepare_with(load_target_config(target), target, inventory_file)
 
 
-def prepare_with(
-    config: Config,
-    env_file: Path,
-    inventory_file: Path | None,
-    compose_files: list[Path] | None,
-) -> Prepared:
-    """`prepare` for settings already read from `env_file`."""
-    return _prepare(config, env_file, inventory_file, compose_files, strict=False)
+def prepare_with(config: Config, target: Target, inventory_file: Path | None) -> Prepared:
+    """`prepare` for settings already read from `target`."""
+    return _prepare(config, target, inventory_file, strict=False)
 
 
 @contextmanager
-def prepare_locked(
-    config: Config, env_file: Path, compose_files: list[Path] | None
-) -> Iterator[Prepared]:
+def prepare_locked(config: Config, target: Target) -> Iterator[Prepared]:
     """`prepare` for `up`, under the host-wide lock until the block ends: no other
     `drgpu up` can read the runs' claims between this plan and this stack's start."""
     from drgpu.host.hostlock import host_lock, lock_path
     from drgpu.ui.talk import note
 
     with host_lock(lock_path(config.values), on_wait=note):
-        yield _prepare(config, env_file, None, compose_files, strict=True)
+        yield _prepare(config, target, None, strict=True)
 
 
 def _prepare(
-    config: Config,
-    env_file: Path,
-    inventory_file: Path | None,
-    compose_files: list[Path] | None,
-    *,
-    strict: bool,
+    config: Config, target: Target, inventory_file: Path | None, *, strict: bool
 ) -> Prepared:
-    stack = load_stack(compose_files or [base_stack_file()])
+    stack = load_stack(stack_files(target))
     inventory = _inventory(config, inventory_file)
     claims: tuple[Claim, ...] = ()
     blind: str | None = None
@@ -93,8 +77,14 @@ def _prepare(
         config=config,
         stack=stack,
         plan=plan,
-        override_path=override_path(env_file, config.project),
+        override_path=override_path(target.env_file, config.project),
+        target=target,
     )
+
+
+def stack_files(target: Target) -> list[Path]:
+    """The compose files of the target's stack: its own, or drgpu's base stack."""
+    return list(target.compose_files or [base_stack_file()])
 
 
 def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
@@ -209,13 +199,13 @@ def _preload() -> None:
     talk.preload_rich()
 
 
-def down(config: Config, env_file: Path, compose_files: list[Path] | None) -> None:
+def down(config: Config, target: Target) -> None:
     """Stop and remove the stack's containers."""
     from drgpu.host import compose
     from drgpu.ui.talk import spinner
 
-    files: tuple[Path, ...] = tuple(compose_files or [base_stack_file()])
-    override = override_path(env_file, config.project)
+    files: tuple[Path, ...] = tuple(stack_files(target))
+    override = override_path(target.env_file, config.project)
     if override.is_file():
         files = (*files, override)
     binary = compose.find_compose(config.values)

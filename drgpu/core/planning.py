@@ -68,7 +68,7 @@ def make_plan(
     notes = _Notes()
     trainer = _resolve(config, TRAINER_DEVICES_KEY, config.trainer_devices, inventory, notes)
     simulator = _resolve(config, SIMULATOR_DEVICES_KEY, config.simulator_devices, inventory, notes)
-    busy = busy_gpus(inventory, claims, config.run_id)
+    busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != "exclusive"
     if config.trainer_devices.auto:
         taken = {device.gpu.uuid for device in simulator}
@@ -92,7 +92,7 @@ def make_plan(
     notes.warnings.extend(_unused_requests(config, stack))
     return Plan(
         project=config.project,
-        run_id=config.run_id,
+        run_id=config.run_key,
         services=shared.services,
         warnings=tuple(notes.warnings),
         explanations=tuple(notes.explanations),
@@ -312,7 +312,7 @@ def _service_plan(
         capabilities=capabilities if gets_request else (),
         environment=tuple(environment.items()),
         labels=run_labels(
-            config.run_id,
+            config.run_key,
             config.sharing,
             role,
             uuids if gets_request else "",
@@ -339,7 +339,7 @@ def _other_runs(
             mine.setdefault(device.uuid, (device, []))[1].append(service.name)
     held: dict[tuple[str, str], tuple[Assignment, Claim, list[str]]] = {}
     for claim in claims:
-        if claim.run_id == config.run_id:
+        if claim.run_id == config.run_key:
             continue
         for uuid in claim.uuids:
             theirs = locate(uuid, inventory)

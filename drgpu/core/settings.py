@@ -1,4 +1,5 @@
-"""system.env (and run.env on top of it), read without touching `os.environ`.
+"""system.env (and run.env on top of it), read as DeepRacer-for-cloud's activation reads
+them (`drgpu.core.envfile`), without changing `os.environ`.
 
 DeepRacer-for-cloud's `DR_*` keys work unchanged; drgpu's own keys start with
 `DRGPU_` and are documented in `system.env.example`.
@@ -9,12 +10,26 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
+from drgpu.core.envfile import EnvFiles, Origin, read_env_texts
 from drgpu.errors import ConfigError
+
+if TYPE_CHECKING:
+    from drgpu.core.target import Target
+
+__all__ = [
+    "Config",
+    "MpsSettings",
+    "Origin",
+    "config_from_values",
+    "load_config",
+    "load_target_config",
+]
 
 TRAINER_DEVICES_KEY = "DR_SAGEMAKER_CUDA_DEVICES"
 SIMULATOR_DEVICES_KEY = "DR_ROBOMAKER_CUDA_DEVICES"
@@ -58,17 +73,6 @@ class MpsSettings:
 
 
 @dataclass(frozen=True)
-class Origin:
-    """Where a setting was written."""
-
-    path: Path
-    line: int
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True)
 class Config:
     """The settings of one stack, parsed and checked."""
 
@@ -83,11 +87,20 @@ class Config:
     simulator_devices: DeviceRequest
     worker_placement: str = "spread"
     mps: MpsSettings = MpsSettings()
+    evaluation: bool = False
+    warnings: tuple[str, ...] = ()
 
     @property
     def project(self) -> str:
-        """The compose project name, as DeepRacer-for-cloud names it."""
-        return f"deepracer-{self.run_id}"
+        """The compose project name, as DeepRacer-for-cloud names it (its evaluation of a
+        run is a project of its own)."""
+        return f"deepracer-eval-{self.run_id}" if self.evaluation else f"deepracer-{self.run_id}"
+
+    @property
+    def run_key(self) -> str:
+        """The run as drgpu's labels name it: an evaluation (`eval-<id>`) holds its GPUs
+        apart from the training of the same `DR_RUN_ID`."""
+        return f"eval-{self.run_id}" if self.evaluation else self.run_id
 
     def where(self, key: str) -> str:
         """`KEY (file:line)` for messages, or just `KEY` when it was not written."""
@@ -100,48 +113,82 @@ class Config:
         return self.trainer_devices.wants_gpu or self.simulator_devices.wants_gpu
 
 
-def load_config(env_file: Path, run_env: Path | None = None) -> Config:
-    """Read `env_file`, then `run_env` (default: a `run.env` beside it, when present)."""
+def load_config(
+    env_file: Path,
+    run_env: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    evaluation: bool = False,
+    drfc: bool = False,
+) -> Config:
+    """Read `env_file`, then `run_env` (default: a `run.env` beside it, when present), as
+    DeepRacer-for-cloud's activation does: `$VAR` references see earlier keys, then
+    `environ` (default: `os.environ`, never changed).
+
+    `drfc`: an activated DeepRacer-for-cloud shell (`drgpu.core.drfc`). Then its
+    exported `DR_*` keys count where the files do not set them (as for DRfC's own
+    scripts), a missing run.env is a warning, and what activation derives from the
+    files (`DR_RUN_ID`'s default, the ports, `AWS_DEFAULT_REGION`) is derived again.
+    """
+    import os
+
+    environ = os.environ if environ is None else environ
     if not env_file.is_file():
         raise ConfigError(
             f"no settings file at {env_file}",
             hint="copy system.env.example to system.env, or pass --env-file",
         )
+    warnings: list[str] = []
     if run_env is not None and not run_env.is_file():
-        raise ConfigError(f"no run settings file at {run_env}")
+        if not drfc:
+            raise ConfigError(f"no run settings file at {run_env}")
+        warnings.append(f"no run settings file at {run_env} (DR_CONFIG): read {env_file} alone")
     files = [env_file]
-    run_env = run_env if run_env is not None else env_file.with_name("run.env")
-    if run_env.is_file():
+    beside = env_file.with_name("run.env")
+    if run_env is not None and run_env.is_file():
         files.append(run_env)
-    values, origins = read_env_files(files)
-    return config_from_values(values, origins)
+    elif run_env is None and beside.is_file():
+        files.append(beside)
+    elif run_env is None and drfc:
+        warnings.append(f"no run.env at {beside} (DR_CONFIG is not set): read {env_file} alone")
+    read = read_env_files(files, environ)
+    values = dict(read.values)
+    if drfc:
+        from drgpu.core.drfc import activation_exports
+
+        inherited = {k: v for k, v in environ.items() if k.startswith("DR_") and k not in values}
+        values = {**inherited, **values}
+        values.update(activation_exports(values))
+    config = config_from_values(values, read.origins, evaluation=evaluation)
+    return replace(config, warnings=(*warnings, *read.warnings))
 
 
-def read_env_files(paths: list[Path]) -> tuple[dict[str, str], dict[str, Origin]]:
-    """The values of dotenv files read as one, later files on top (as `source`ing them does),
-    and the file and line each key was last set on."""
-    import io
+def load_target_config(target: Target, environ: Mapping[str, str] | None = None) -> Config:
+    """The settings of a resolved target (`drgpu.core.target`)."""
+    return load_config(
+        target.env_file,
+        target.run_env,
+        environ=environ,
+        evaluation=target.evaluation,
+        drfc=target.drfc_settings,
+    )
 
-    from dotenv import dotenv_values
 
+def read_env_files(paths: list[Path], environ: Mapping[str, str]) -> EnvFiles:
+    """The values of settings files read in order, later files on top, as DRfC's
+    `dr-update-env` evaluates them; every line is read or refused (`ConfigError`)."""
     texts = []
     for path in paths:
         try:
-            texts.append(path.read_text(encoding="utf-8"))
+            texts.append((path, path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}") from None
-    raw = dotenv_values(stream=io.StringIO("\n".join(texts)), interpolate=True)
-    values = {key: value or "" for key, value in raw.items()}
-    origins: dict[str, Origin] = {}
-    for path, text in zip(paths, texts, strict=True):
-        for number, line in enumerate(text.splitlines(), start=1):
-            match = re.match(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
-            if match and match[1] in values:
-                origins[match[1]] = Origin(path, number)
-    return values, origins
+    return read_env_texts(texts, environ)
 
 
-def config_from_values(values: Mapping[str, str], origins: Mapping[str, Origin]) -> Config:
+def config_from_values(
+    values: Mapping[str, str], origins: Mapping[str, Origin], *, evaluation: bool = False
+) -> Config:
     """Check and parse settings; the first problem becomes a `ConfigError` naming its line."""
 
     def fail(key: str, message: str, hint: str | None = None) -> ConfigError:
@@ -216,4 +263,5 @@ def config_from_values(values: Mapping[str, str], origins: Mapping[str, Origin])
         simulator_devices=devices(SIMULATOR_DEVICES_KEY),
         worker_placement=choice("DRGPU_WORKER_PLACEMENT", "spread", WORKER_PLACEMENTS),
         mps=mps,
+        evaluation=evaluation,
     )

@@ -141,7 +141,7 @@ def _daemon(
             ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
             ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
         ),
-        labels=run_labels(config.run_id, config.sharing, Role.MPS_DAEMON, uuids),
+        labels=run_labels(config.run_key, config.sharing, Role.MPS_DAEMON, uuids),
         note="the MPS control daemon of the shared GPUs",
         image=None if {"image", "build"} & own_keys else config.mps.image,
         command=() if {"command", "entrypoint"} & own_keys else MPS_COMMAND,
@@ -214,7 +214,7 @@ def _idle_daemon(config: Config, has_device_requests: bool) -> ServicePlan:
         devices=(),
         capabilities=(),
         environment=(("NVIDIA_VISIBLE_DEVICES", "void"),),
-        labels=run_labels(config.run_id, config.sharing, Role.MPS_DAEMON, ""),
+        labels=run_labels(config.run_key, config.sharing, Role.MPS_DAEMON, ""),
         reset_keys=("deploy.resources.reservations.devices",) if has_device_requests else (),
         note="no GPU is shared through MPS",
     )

@@ -11,6 +11,7 @@ import pytest
 from drgpu.cli import main
 from drgpu.commands import up_down
 from drgpu.core.settings import load_config
+from drgpu.core.target import Target
 from drgpu.core.topology import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def test_planning_against_this_host_says_when_other_runs_cannot_be_seen(
     monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="0")
-    prepared = up_down.prepare(env, None, None, None)
+    prepared = up_down.prepare(Target(env, None, None), None)
     assert prepared.plan.warnings[-1].startswith("cannot see what other runs hold (cannot reach")
     assert prepared.plan.warnings[-1].endswith("planned as if none ran")
 
@@ -140,7 +141,7 @@ def test_planning_against_this_host_respects_other_runs(
     monkeypatch.setattr("drgpu.host.engine.drgpu_labels", lambda: held)
     monkeypatch.setenv("DRGPU_LOCK_FILE", str(tmp_path / "drgpu.lock"))
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
-    prepared = up_down.prepare(env, None, None, None)
+    prepared = up_down.prepare(Target(env, None, None), None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]
-    with up_down.prepare_locked(load_config(env), env, None) as locked:
+    with up_down.prepare_locked(load_config(env), Target(env, None, None)) as locked:
         assert locked.plan == prepared.plan

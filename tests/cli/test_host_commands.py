@@ -16,6 +16,7 @@ from drgpu.commands import doctor, status
 from drgpu.core import gpu_usage, host_checks
 from drgpu.core.facts import ContainerFacts, DaemonFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory
+from drgpu.core.target import Target
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import nvml
 
@@ -150,8 +151,8 @@ def test_doctor_failure_exits_6_naming_the_failed_checks(
 ) -> None:
     seen: list[tuple[Path, list[str], bool]] = []
 
-    def gather(env_file: Path, images: list[str], probe: bool) -> host_checks.HostFacts:
-        seen.append((env_file, images, probe))
+    def gather(target: Target, images: list[str], probe: bool) -> host_checks.HostFacts:
+        seen.append((target.env_file, images, probe))
         return facts()
 
     monkeypatch.setattr(doctor, "gather", gather)
@@ -166,7 +167,7 @@ def test_doctor_warnings_pass(run: Run, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(
         doctor,
         "gather",
-        lambda env_file, images, probe: facts(
+        lambda target, images, probe: facts(
             docker=host_checks.DockerFacts(
                 daemon=DaemonFacts("27.3.1", "1.47", ("runc",), "runc", (), ())
             )

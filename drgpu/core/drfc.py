@@ -1,0 +1,108 @@
+"""DeepRacer-for-cloud mode: an activated DRfC shell tells drgpu where everything is.
+
+`source bin/activate.sh [run.env]` exports `DR_DIR` (the checkout), `DR_CONFIG` (the
+run.env in use), `DR_TRAIN_COMPOSE_FILE` and `DR_EVAL_COMPOSE_FILE` (file lists written
+`-f a.yml -f b.yml`, or `-c a.yml -c b.yml` for swarm, the flag in `DR_DOCKER_FILE_SEP`).
+Pure: everything comes from the environment mapping it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from drgpu.errors import ConfigError
+
+FILE_FLAGS = ("-f", "-c", "--file", "--compose-file")
+TRAIN_FILES = "DR_TRAIN_COMPOSE_FILE"
+EVAL_FILES = "DR_EVAL_COMPOSE_FILE"
+
+
+@dataclass(frozen=True)
+class DrfcCheckout:
+    """An activated DeepRacer-for-cloud shell: where its files are."""
+
+    root: Path  # $DR_DIR
+    system_env: Path  # $DR_DIR/system.env
+    run_env: Path | None  # $DR_CONFIG (None when unset)
+    evaluation: bool  # --eval
+    compose_files: tuple[Path, ...]  # DR_TRAIN_COMPOSE_FILE, or DR_EVAL_COMPOSE_FILE with --eval
+    file_flag: str  # "-f" or "-c", as the variable writes them
+
+    @property
+    def start_script(self) -> Path:
+        """DRfC's own start script of this kind of run."""
+        return self.root / "scripts" / self._kind / "start.sh"
+
+    @property
+    def stop_script(self) -> Path:
+        """DRfC's own stop script of this kind of run."""
+        return self.root / "scripts" / self._kind / "stop.sh"
+
+    @property
+    def compose_variable(self) -> str:
+        """The variable the compose files come from."""
+        return EVAL_FILES if self.evaluation else TRAIN_FILES
+
+    @property
+    def _kind(self) -> str:
+        return "evaluation" if self.evaluation else "training"
+
+
+def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcCheckout | None:
+    """The activated checkout `environ` describes, or None outside DRfC (no `DR_DIR`)."""
+    root_text = environ.get("DR_DIR", "").strip()
+    if not root_text:
+        return None
+    root = Path(root_text)
+    variable = EVAL_FILES if evaluation else TRAIN_FILES
+    files, flag = compose_file_list(environ.get(variable, ""), variable)
+    config = environ.get("DR_CONFIG", "").strip()
+    separator = environ.get("DR_DOCKER_FILE_SEP", "").strip()
+    return DrfcCheckout(
+        root=root,
+        system_env=root / "system.env",
+        run_env=Path(config) if config else None,
+        evaluation=evaluation,
+        compose_files=files,
+        file_flag=flag or (separator if separator in ("-f", "-c") else "-f"),
+    )
+
+
+def compose_file_list(text: str, variable: str) -> tuple[tuple[Path, ...], str | None]:
+    """The files of a DRfC compose-file list (`-f a.yml -f b.yml`, or with `-c`) and the
+    flag it writes; `ConfigError` for a list that is not one."""
+    words = text.split()
+    files: list[Path] = []
+    flag: str | None = None
+    for position in range(0, len(words), 2):
+        written = words[position]
+        if written not in FILE_FLAGS or position + 1 >= len(words):
+            raise ConfigError(
+                f"{variable} is not a list of compose files ({text.strip()!r}):"
+                " expected -f FILE (or -c FILE) pairs",
+                hint="source DRfC's bin/activate.sh again",
+            )
+        flag = flag or ("-c" if written in ("-c", "--compose-file") else "-f")
+        files.append(Path(words[position + 1]))
+    return tuple(files), flag
+
+
+def activation_exports(values: Mapping[str, str]) -> dict[str, str]:
+    """What DRfC's `dr-update-env` derives after reading the files (and `dr-start-training`
+    derives again before each start): `DR_RUN_ID`'s default, the ports of the run, and
+    `AWS_DEFAULT_REGION`."""
+    run_id = values.get("DR_RUN_ID", "") or "0"
+    derived = {"DR_RUN_ID": run_id, "AWS_DEFAULT_REGION": values.get("DR_AWS_APP_REGION", "")}
+    if values.get("DR_DOCKER_STYLE", "").lower() == "swarm":
+        number = int(run_id) if run_id.isdigit() and len(run_id) < 10 else None
+        for key, base in (("TRAIN", 8080), ("EVAL", 8180), ("GUI", 5900)):
+            derived[f"DR_ROBOMAKER_{key}_PORT"] = "" if number is None else str(base + number)
+    else:
+        derived |= {
+            "DR_ROBOMAKER_TRAIN_PORT": "8080-8089",
+            "DR_ROBOMAKER_EVAL_PORT": "8080-8089",
+            "DR_ROBOMAKER_GUI_PORT": "5901-5920",
+        }
+    return derived

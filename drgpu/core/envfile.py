@@ -1,0 +1,334 @@
+"""Settings files read exactly as DeepRacer-for-cloud's `bin/activate.sh` reads them.
+
+`dr-update-env` runs, for system.env and then run.env:
+
+    LINES=$(grep -v '^#' FILE)
+    for l in $LINES; do
+      env_var=$(echo $l | cut -f1 -d\\=)
+      env_val=$(echo $l | cut -f2 -d\\=)
+      eval "export $env_var=$env_val"
+    done
+
+So a line starting with `#` is a comment, every space-separated *word* is an assignment of
+its own, the value ends at a second `=`, and `eval` expands the value as bash does:
+quotes, backslashes, `~`, `$VAR`, `${VAR}`, `${VAR:-default}` (earlier keys first, then
+the environment). drgpu reads the part of that language whose meaning is certain, gets
+the same value bash gets, and refuses every other line with its file and line: a line
+DRfC would read differently than it looks (a value with spaces, a second `=`, a command
+substitution, a glob, a Windows line ending) is never skipped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from drgpu.errors import ConfigError
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WORD_SEPARATORS = re.compile(r"[ \t]+")  # bash's default IFS, less the newline
+# Outside quotes these start a command, a subshell, a redirection, brace or pathname
+# expansion: DRfC's loop would run, split or glob them.
+_REFUSED = {
+    ";": "a `;` runs a second command",
+    "&": "a `&` runs a command in the background",
+    "|": "a `|` pipes into a command",
+    "<": "a `<` is a redirection",
+    ">": "a `>` is a redirection",
+    "(": "a `(` starts a subshell or an array",
+    ")": "a `)` ends a subshell or an array",
+    "`": "a backquote runs a command",
+    "{": "a `{` is brace expansion (`{a,b}` sets the last one)",
+    "*": "a `*` is a glob DRfC's loop expands against the current directory",
+    "?": "a `?` is a glob DRfC's loop expands against the current directory",
+    "[": "a `[` is a glob DRfC's loop expands against the current directory",
+}
+_SPECIAL_PARAMETERS = set("@*#?-$!0123456789")
+_QUOTE_HINT = "quote it ('...') or write it another way"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting was written."""
+
+    path: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class EnvFiles:
+    """The values settings files give, as activation exports them, and what drgpu noticed."""
+
+    values: Mapping[str, str]
+    origins: Mapping[str, Origin]
+    warnings: tuple[str, ...] = ()
+
+
+class _Unreadable(Exception):
+    """A value outside what drgpu reads with certainty: why, and how to write it."""
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
+
+
+def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) -> EnvFiles:
+    """Evaluate settings files in order, later ones on top, as `dr-update-env` does:
+    a reference sees the keys set above it (in this file or an earlier one), then
+    `environ`. Raises `ConfigError` naming `file:line` for a line drgpu cannot read."""
+    values: dict[str, str] = {}
+    origins: dict[str, Origin] = {}
+    warnings: list[str] = []
+
+    def lookup(name: str) -> str | None:
+        return values[name] if name in values else environ.get(name)
+
+    for path, text in texts:
+        for number, line in enumerate(text.split("\n"), start=1):
+            origin = Origin(path, number)
+            try:
+                found = _read_line(line, lookup, environ.get("HOME"))
+            except _Unreadable as exc:
+                raise ConfigError(f"{origin}: {exc.reason}", hint=exc.hint) from None
+            if found is None:
+                continue
+            key, value, warning = found
+            values[key] = value
+            origins[key] = origin
+            if warning:
+                warnings.append(f"{origin}: {warning}")
+    return EnvFiles(values, origins, tuple(warnings))
+
+
+def _read_line(
+    line: str, lookup: Callable[[str], str | None], home: str | None
+) -> tuple[str, str, str | None] | None:
+    """(key, value, a warning or None) of one line; None for a comment or a blank line."""
+    if line.startswith("#"):
+        return None
+    if "\0" in line:
+        raise _Unreadable("a NUL byte", "settings files are text")
+    if line.endswith("\r"):
+        raise _Unreadable(
+            "a Windows line ending (CR): DRfC's activate.sh keeps it in the value",
+            "convert the file: dos2unix FILE (or sed -i 's/\\r$//' FILE)",
+        )
+    words = [word for word in _WORD_SEPARATORS.split(line) if word]
+    if not words:
+        return None
+    if words[0].startswith("#"):  # indented: DRfC's grep keeps it, its loop reads each word
+        _check_side_words(words, "this indented comment")
+        return None
+    if words[0] == "export" and len(words) > 1:
+        words = words[1:]  # DRfC's loop exports a variable named `export`, then the setting
+    assignment, rest = words[0], words[1:]
+    warning = None
+    if rest:
+        if not rest[0].startswith("#"):
+            raise _Unreadable(
+                f"{_shown(line)} has a space in its value: DRfC's activate.sh splits a line"
+                " at spaces and reads each word as a setting of its own",
+                "write the value without spaces (quotes do not help: DRfC splits them too)",
+            )
+        _check_side_words(rest, "the comment after the value")
+        warning = (
+            "a comment after the value: DRfC's activate.sh exports each of its words as a"
+            " variable; drgpu ignores it (put comments on lines of their own)"
+        )
+    key, equals, value = assignment.partition("=")
+    if not equals:
+        raise _Unreadable(
+            f"{_shown(line)} is not a setting (KEY=VALUE)", "comment it out with # at the start"
+        )
+    if not _KEY.match(key):
+        raise _Unreadable(
+            f"{_shown(key)} is not a variable name (letters, digits and _, not first a digit)"
+        )
+    if "=" in value:
+        kept = value.split("=", 1)[0]
+        raise _Unreadable(
+            f"{key}'s value has a second '=': DRfC's activate.sh keeps only {_shown(kept)}",
+            "write the value without '='",
+        )
+    try:
+        return key, expand(value, lookup, home), warning
+    except _Unreadable as exc:
+        raise _Unreadable(f"{key}: {exc.reason}", exc.hint) from None
+
+
+def _check_side_words(words: list[str], what: str) -> None:
+    """Refuse words DRfC's loop would turn into a setting that matters, or evaluate.
+
+    Each word `w` of a line becomes `eval "export ${w%%=*}=..."`: a `#word` is a no-op,
+    `note` sets a harmless `note=note`, but `DR_WORKERS=3` or `$(cmd)` act."""
+    for word in words:
+        if word.startswith("#"):
+            continue
+        acts = "=" in word or word.startswith(("DR_", "DRGPU_"))
+        if acts or any(mark in word for mark in ("$", "`", ";", "&", "|", "(", ")", "<", ">")):
+            raise _Unreadable(
+                f"{what} is read by DRfC's activate.sh word by word, and {_shown(word)}"
+                " would be evaluated as a setting (only lines starting with # are comments)",
+                "put the comment on a line of its own, with # as its first character",
+            )
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def expand(text: str, lookup: Callable[[str], str | None], home: str | None) -> str:
+    """The value bash's `eval "export KEY=<text>"` assigns, for a `text` with no space and
+    no `=`; `_Unreadable` for anything whose meaning drgpu does not reproduce."""
+    word = _Word(text, lookup, home)
+    value, end = word.unquoted(0, stop=None)
+    assert end == len(text)
+    return value
+
+
+class _Word:
+    """A recursive-descent reader of one bash word in an assignment."""
+
+    def __init__(self, text: str, lookup: Callable[[str], str | None], home: str | None):
+        self.text = text
+        self.lookup = lookup
+        self.home = home
+
+    def unquoted(self, start: int, stop: str | None) -> tuple[str, int]:
+        """Read from `start` up to `stop` (a `}` closing `${...}`) or the end."""
+        text, i = self.text, start
+        parts: list[str] = []
+        tilde_here = True
+        while i < len(text):
+            char = text[i]
+            if stop is not None and char == stop:
+                return "".join(parts), i
+            if char == "~" and tilde_here:
+                parts.append(self._tilde(i + 1, stop))
+                i += 1
+                continue
+            tilde_here = char == ":"
+            if char == "\\":
+                escaped = i + 1 < len(text)
+                parts.append(text[i + 1] if escaped else "\\")
+                i += 2 if escaped else 1
+            elif char == "'":
+                end = text.find("'", i + 1)
+                if end < 0:
+                    raise _Unreadable(
+                        "an unmatched ': bash fails on the line, and DRfC leaves the key unset",
+                        "close the quote",
+                    )
+                parts.append(text[i + 1 : end])
+                i = end + 1
+            elif char == '"':
+                value, i = self.double_quoted(i + 1, stop=None)
+                parts.append(value)
+            elif char == "$":
+                value, i = self.dollar(i, quoted=False)
+                parts.append(value)
+            elif char in _REFUSED:
+                raise _Unreadable(_REFUSED[char], _QUOTE_HINT)
+            else:
+                parts.append(char)
+                i += 1
+        if stop is not None:
+            raise _Unreadable("an unmatched ${ (no closing })")
+        return "".join(parts), i
+
+    def double_quoted(self, start: int, stop: str | None) -> tuple[str, int]:
+        """Read inside "..." from `start`; returns after the closing quote (or at `stop`)."""
+        text, i = self.text, start
+        parts: list[str] = []
+        while i < len(text):
+            char = text[i]
+            if stop is not None and char == stop:
+                return "".join(parts), i
+            if char == '"':
+                if stop is not None:
+                    raise _Unreadable('a " inside ${...} inside "..."', "drop the inner quotes")
+                return "".join(parts), i + 1
+            if char == "'" and stop is not None:
+                raise _Unreadable('a \' inside ${...} inside "..." (bash keeps it literally)')
+            if char == "\\":
+                following = text[i + 1] if i + 1 < len(text) else ""
+                escapable = '$`"\\' + ("}" if stop else "")
+                if following and following in escapable:
+                    parts.append(following)
+                    i += 2
+                else:
+                    parts.append("\\")
+                    i += 1
+            elif char == "$":
+                value, i = self.dollar(i, quoted=True)
+                parts.append(value)
+            elif char == "`":
+                raise _Unreadable(_REFUSED["`"], "drgpu runs no command from a settings file")
+            else:
+                parts.append(char)
+                i += 1
+        if stop is not None:
+            raise _Unreadable("an unmatched ${ (no closing })")
+        raise _Unreadable(
+            'an unmatched ": bash fails on the line, and DRfC leaves the key unset',
+            "close the quote",
+        )
+
+    def dollar(self, start: int, *, quoted: bool) -> tuple[str, int]:
+        """Expand the `$...` at `start`; returns the value and where reading goes on."""
+        text, i = self.text, start + 1
+        following = text[i] if i < len(text) else ""
+        name = _NAME.match(text, i)
+        if name is not None:
+            return self.lookup(name[0]) or "", name.end()
+        if following == "{":
+            return self.braced(i + 1, quoted=quoted)
+        if following == "(":
+            raise _Unreadable("$( runs a command", "drgpu runs no command from a settings file")
+        if following in ("'", '"') and not quoted:
+            raise _Unreadable(f"${following}...{following} quoting", "use plain quotes")
+        if following and following in _SPECIAL_PARAMETERS:
+            raise _Unreadable(f"${following} is a shell parameter, not a setting")
+        return "$", i  # a lone `$` is itself
+
+    def braced(self, start: int, *, quoted: bool) -> tuple[str, int]:
+        """`${NAME}`, `${NAME-w}`, `${NAME:-w}`, `${NAME+w}` or `${NAME:+w}` from `start`."""
+        text = self.text
+        name = _NAME.match(text, start)
+        if name is None:
+            raise _Unreadable("${...} without a variable name", "write ${NAME}")
+        i = name.end()
+        current = self.lookup(name[0])
+        if text.startswith("}", i):
+            return current or "", i + 1
+        operator = next((op for op in (":-", ":+", "-", "+") if text.startswith(op, i)), None)
+        if operator is None:
+            raise _Unreadable(
+                f"${{{name[0]}{text[i : i + 2]}...}}: drgpu reads ${{NAME}}, ${{NAME:-default}}"
+                " and ${NAME:+alternative} (with or without the colon)"
+            )
+        word_start = i + len(operator)
+        if quoted:
+            word, end = self.double_quoted(word_start, stop="}")
+        else:
+            word, end = self.unquoted(word_start, stop="}")
+        is_set = current is not None and (current != "" or ":" not in operator)
+        if operator.endswith("-"):
+            return (current or "" if is_set else word), end + 1
+        return (word if is_set else ""), end + 1
+
+    def _tilde(self, following: int, stop: str | None) -> str:
+        text = self.text
+        after = text[following] if following < len(text) else ""
+        if after not in ("", "/", ":") and after != stop:
+            raise _Unreadable("a ~name (another user's home)", "write the path in full")
+        if self.home is None:
+            raise _Unreadable("a ~ while HOME is not set", "write the path in full")
+        return self.home

@@ -1,0 +1,79 @@
+"""What a command acts on: the settings files, the compose files and, in an activated
+DeepRacer-for-cloud shell, its checkout. Resolved in one place for every command.
+
+Explicit flags win; then the activated shell (`drgpu.core.drfc`); then drgpu's defaults
+(`system.env` in the current directory, drgpu's own base stack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from drgpu.core.drfc import DrfcCheckout, drfc_checkout
+from drgpu.errors import ConfigError
+
+DEFAULT_ENV_FILE = Path("system.env")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The files one command reads, and where they came from."""
+
+    env_file: Path
+    run_env: Path | None  # None: run.env beside env_file, when present
+    compose_files: tuple[Path, ...] | None  # None: drgpu's own base stack
+    evaluation: bool = False
+    checkout: DrfcCheckout | None = None  # an activated DRfC shell, flags or not
+    drfc_settings: bool = False  # the settings are the activated checkout's
+
+    @property
+    def drfc(self) -> bool:
+        """Whether this runs in an activated DeepRacer-for-cloud shell."""
+        return self.checkout is not None
+
+
+def resolve_target(
+    *,
+    env_file: Path | None,
+    run_env: Path | None,
+    compose_files: Sequence[Path] | None,
+    evaluation: bool,
+    environ: Mapping[str, str],
+    needs_files: bool = True,
+) -> Target:
+    """The target of a command from its flags and the environment.
+
+    In an activated DRfC shell (`DR_DIR` set) the settings are `$DR_DIR/system.env` and
+    `$DR_CONFIG`, the compose files `DR_TRAIN_COMPOSE_FILE` (`DR_EVAL_COMPOSE_FILE` with
+    `evaluation`); an explicit `--env-file` or `-f`/`-c` replaces its part.
+    `needs_files`: the command reads compose files, so a DRfC shell without a list of
+    them is an error rather than a silent switch to drgpu's own stack.
+    """
+    checkout = drfc_checkout(environ, evaluation=evaluation)
+    files = tuple(compose_files) if compose_files else None
+    if files is None and checkout is not None and needs_files:
+        if not checkout.compose_files:
+            raise ConfigError(
+                f"DR_DIR is set ({checkout.root}) but {checkout.compose_variable} is not",
+                hint=f"source {checkout.root}/bin/activate.sh, or pass -f FILE",
+            )
+        files = checkout.compose_files
+    drfc_settings = checkout is not None and env_file is None
+    if drfc_settings and checkout is not None:
+        return Target(
+            env_file=checkout.system_env,
+            run_env=run_env if run_env is not None else checkout.run_env,
+            compose_files=files,
+            evaluation=evaluation,
+            checkout=checkout,
+            drfc_settings=run_env is None,
+        )
+    return Target(
+        env_file=env_file or DEFAULT_ENV_FILE,
+        run_env=run_env,
+        compose_files=files,
+        evaluation=evaluation,
+        checkout=checkout,
+    )
