@@ -1,0 +1,265 @@
+"""DRfC mode: in an activated DeepRacer-for-cloud shell every command works with no flags.
+
+The shell is a DRfC-shaped checkout (tests/drfc_shell.py) activated by bash itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drgpu.core.settings import load_target_config
+from drgpu.core.target import resolve_target
+from tests.cli.test_cli import GTX_M40, M40, Cli, assert_one_error_line, cli
+
+__all__ = ["cli"]  # the fixture, shared with test_cli.py
+from tests.drfc_shell import RUN_ENV, activated, make_checkout
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    return make_checkout(tmp_path / "deepracer-for-cloud")
+
+
+def enter(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> None:
+    """Make the test process an activated shell (its DR_* keys exactly these)."""
+    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
+        monkeypatch.delenv(key)
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+
+
+def test_plan_with_no_flags_plans_the_activated_checkout(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enter(monkeypatch, activated(checkout))
+    result = cli("plan", "--inventory", GTX_M40, "--json")
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["project"] == "deepracer-0"
+    assert set(document["services"]) == {"rl_coach", "robomaker"}
+    assert document["services"]["robomaker"]["gpus"][0]["uuid"] == M40
+
+
+def test_render_hands_compose_the_values_activation_exported(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environment = activated(checkout)
+    assert environment["DR_LOCAL_S3_MODEL_METADATA_KEY"] == "custom_files/model_metadata.json"
+    enter(monkeypatch, environment)
+    target = resolve_target(
+        env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
+    )
+    config = load_target_config(target, environment)
+    handed = {**environment, **config.values}  # what compose_environment gives Compose
+    assert handed == {**environment, **{k: v for k, v in handed.items() if k not in environment}}
+    assert {k: handed[k] for k in environment} == environment
+    assert config.warnings == ()
+
+
+def test_an_edited_file_is_read_again_as_dr_start_training_does(
+    checkout: Path,
+) -> None:
+    environment = activated(checkout)
+    (checkout / "run.env").write_text(RUN_ENV.replace("FastCar", "SlowCar"), encoding="utf-8")
+    target = resolve_target(
+        env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
+    )
+    config = load_target_config(target, environment)
+    again = activated(checkout)  # what dr-update-env exports after the edit
+    assert config.values["DR_DISPLAY_NAME"] == again["DR_DISPLAY_NAME"] == "SlowCar"
+    assert {k: config.values[k] for k in config.values if k in again} == {
+        k: again[k] for k in config.values if k in again
+    }
+
+
+def test_eval_switches_files_and_project(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enter(monkeypatch, activated(checkout))
+    result = cli("plan", "--eval", "--inventory", GTX_M40, "--json")
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["project"] == "deepracer-eval-0"
+    assert document["run_id"] == "eval-0"
+    rendered = cli("render", "--eval", "--inventory", GTX_M40)
+    assert "No work for coach" not in rendered.out  # the override, not the stack
+    assert "drgpu.run_id: eval-0" in rendered.out
+
+
+def test_a_second_run_env_is_its_own_run(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_1 = checkout / "run-1.env"
+    run_1.write_text(RUN_ENV.replace("DR_RUN_ID=0", "DR_RUN_ID=1"), encoding="utf-8")
+    enter(monkeypatch, activated(checkout, str(run_1)))
+    document = json.loads(cli("plan", "--inventory", GTX_M40, "--json").out)
+    assert document["project"] == "deepracer-1"
+
+
+def test_swarm_style_lists_with_c_are_read(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = (checkout / "system.env").read_text().replace("DR_DOCKER_STYLE=compose\n", "")
+    (checkout / "system.env").write_text(system)
+    environment = activated(checkout)
+    assert environment["DR_DOCKER_FILE_SEP"] == "-c"
+    assert environment["DR_TRAIN_COMPOSE_FILE"].startswith("-c ")
+    target = resolve_target(
+        env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
+    )
+    assert target.checkout is not None and target.checkout.file_flag == "-c"
+    assert target.compose_files == (
+        checkout / "docker" / "docker-compose-training.yml",
+        checkout / "docker" / "docker-compose-endpoint.yml",
+    )
+    config = load_target_config(target, environment)
+    assert config.docker_style == "swarm"  # DRfC's default, exported by activation
+    assert config.values["DR_ROBOMAKER_TRAIN_PORT"] == "8080"
+
+
+@pytest.mark.parametrize("flag", ["-f", "-c", "--compose-file", "--file"])
+def test_c_is_an_alias_of_f_so_a_drfc_list_can_be_passed_as_it_is(
+    cli: Cli, checkout: Path, tmp_path: Path, flag: str
+) -> None:
+    env = tmp_path / "system.env"
+    env.write_text("DR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=0\n")
+    docker = checkout / "docker"
+    result = cli(
+        "plan",
+        "--env-file",
+        env,
+        "--inventory",
+        GTX_M40,
+        "--json",
+        flag,
+        docker / "docker-compose-training.yml",
+        flag,
+        docker / "docker-compose-endpoint.yml",
+    )
+    assert result.code == 0, result.err
+    assert set(json.loads(result.out)["services"]) == {"rl_coach", "robomaker"}
+
+
+def test_explicit_flags_win_over_the_activated_shell(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    enter(monkeypatch, activated(checkout))
+    own = tmp_path / "own.env"
+    own.write_text("DR_RUN_ID=7\nDR_SAGEMAKER_CUDA_DEVICES=0\n")
+    document = json.loads(cli("plan", "--env-file", own, "--inventory", GTX_M40, "--json").out)
+    assert document["project"] == "deepracer-7"
+    assert set(document["services"]) == {"rl_coach", "robomaker"}  # DRfC's files still
+    stack = tmp_path / "stack.yml"
+    stack.write_text("services:\n  sagemaker:\n    image: x\n")
+    result = cli("plan", "-f", stack, "--inventory", GTX_M40, "--json")
+    assert set(json.loads(result.out)["services"]) == {"sagemaker"}
+
+
+def test_a_missing_run_env_is_a_warning(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environment = activated(checkout)
+    (checkout / "run.env").unlink()
+    enter(monkeypatch, environment)
+    result = cli("plan", "--inventory", GTX_M40)
+    assert result.code == 0, result.err
+    assert f"drgpu: warning: no run settings file at {checkout / 'run.env'} (DR_CONFIG)" in (
+        result.err
+    )
+    monkeypatch.delenv("DR_CONFIG")
+    result = cli("plan", "--inventory", GTX_M40)
+    assert result.code == 0, result.err
+    assert "drgpu: warning: no run.env at" in result.err
+
+
+def test_dr_dir_without_compose_files_is_an_error_not_drgpus_own_stack(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enter(monkeypatch, {"DR_DIR": str(checkout)})
+    result = cli("plan", "--inventory", GTX_M40)
+    assert result.code == 2
+    assert "DR_TRAIN_COMPOSE_FILE is not" in assert_one_error_line(result)
+
+
+def test_outside_drfc_nothing_changes(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    enter(monkeypatch, {})
+    Path("system.env").write_text("DR_SAGEMAKER_CUDA_DEVICES=0\n")
+    result = cli("plan", "--inventory", GTX_M40, "--json")
+    assert result.code == 0 and result.err == ""
+    assert set(json.loads(result.out)["services"]) == {"sagemaker", "robomaker"}
+
+
+def test_issue_12_reproducer_an_unreadable_line_exits_2_naming_its_place(
+    cli: Cli, tmp_path: Path
+) -> None:
+    env = tmp_path / "s.env"
+    env.write_text('DR_SAGEMAKER_CUDA_DEVICES="1\n')
+    result = cli("plan", "--env-file", env, "--inventory", GTX_M40)
+    assert result.code == 2
+    line = assert_one_error_line(result)
+    assert line.startswith(f'drgpu: error: {env}:1: DR_SAGEMAKER_CUDA_DEVICES: an unmatched "')
+
+
+def test_reader_warnings_use_drgpus_format(cli: Cli, tmp_path: Path) -> None:
+    env = tmp_path / "s.env"
+    env.write_text("DR_SAGEMAKER_CUDA_DEVICES=0 # the M40\n")
+    result = cli("plan", "--env-file", env, "--inventory", GTX_M40)
+    assert result.code == 0
+    assert result.err.startswith(f"drgpu: warning: {env}:1: a comment after the value")
+
+
+def test_status_eval_narrows_to_the_evaluation_of_the_activated_run(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drgpu.commands import status
+    from drgpu.core.model import Inventory
+
+    seen: list[str | None] = []
+
+    def snapshot(session: object, run_id: str | None = None) -> object:
+        from drgpu.core.gpu_usage import build_status
+
+        seen.append(run_id)
+        return build_status(Inventory(gpus=()), [], [], {}, run_id)
+
+    class Session:
+        def __enter__(self) -> object:
+            return object()
+
+        def __exit__(self, *args: object) -> None:
+            return None
+
+    enter(monkeypatch, activated(checkout))
+    monkeypatch.setattr(status, "snapshot", snapshot)
+    monkeypatch.setattr("drgpu.host.nvml.nvml_session", Session)
+    assert cli("status", "--eval", "--json").code == 0
+    assert cli("status", "--eval", "--run-id", "3", "--json").code == 0
+    assert cli("status", "--json").code == 0
+    assert seen == ["eval-0", "eval-3", None]
+
+
+@pytest.mark.parametrize(
+    ("flags", "project"), [((), "deepracer-0"), (("--eval",), "deepracer-eval-0")]
+)
+def test_cuda_check_from_the_host_checks_the_activated_project(
+    cli: Cli,
+    checkout: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flags: tuple[str, ...],
+    project: str,
+) -> None:
+    seen: list[str] = []
+
+    def containers(name: str) -> list[object]:
+        seen.append(name)
+        return []
+
+    enter(monkeypatch, activated(checkout))
+    monkeypatch.setattr("drgpu.host.engine.project_containers", containers)
+    result = cli("cuda-check", "--all", *flags)
+    assert result.code == 5
+    assert seen == [project]
+    assert f"no containers of {project}" in result.err
