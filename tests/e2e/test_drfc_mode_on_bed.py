@@ -1,0 +1,82 @@
+"""DRfC mode end to end: in an activated DRfC-shaped shell, plain `drgpu up` and
+`drgpu up --eval` act on the checkout's own files, as separate projects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.drfc_shell import RUN_ENV, SYSTEM_ENV, activated, make_checkout
+from tests.e2e.helpers import (
+    SIMULATOR,
+    THREE_GPUS,
+    TRAINER,
+    container_of,
+    containers,
+    drgpu,
+    env_of,
+    service,
+)
+
+pytestmark = pytest.mark.docker
+
+
+def checkout_on_bed(bed: Any, root: Path, run_id: str) -> Path:
+    """A DRfC-shaped checkout whose services run the bed's image."""
+    run_env = RUN_ENV.replace("DR_RUN_ID=0", f"DR_RUN_ID={run_id}")
+    make_checkout(root, system_env=SYSTEM_ENV, run_env=run_env)
+    keys = {"PYTHONPATH": "/opt/pynvml", "MODEL_KEY": "${DR_LOCAL_S3_MODEL_METADATA_KEY}"}
+    training = {"rl_coach": service(bed, environment=keys), "robomaker": service(bed)}
+    evaluation = {"robomaker": service(bed)}
+    docker = root / "docker"
+    for name, services in (
+        ("docker-compose-training.yml", training),
+        ("docker-compose-eval.yml", evaluation),
+        ("docker-compose-endpoint.yml", {}),
+    ):
+        (docker / name).write_text(yaml.safe_dump({"services": services}))
+    return root
+
+
+def test_up_in_an_activated_shell_and_eval_beside_it(
+    bed: Any, tmp_path: Path, project: str
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    root = checkout_on_bed(bed, tmp_path / "drfc", project)
+    shell = activated(root)
+    assert shell["DR_TRAIN_COMPOSE_FILE"].startswith("-f ")
+    training, evaluation = f"deepracer-{project}", f"deepracer-eval-{project}"
+    try:
+        started = drgpu(bed, "up", **shell)
+        assert started.returncode == 0, started.stderr
+        coach = container_of(bed, training, "rl_coach")
+        assert env_of(coach)["CUDA_VISIBLE_DEVICES"] == TRAINER  # DR_SAGEMAKER_CUDA_DEVICES=1
+        assert env_of(coach)["MODEL_KEY"] == "custom_files/model_metadata.json"
+        robomaker = container_of(bed, training, "robomaker")
+        assert env_of(robomaker)["CUDA_VISIBLE_DEVICES"] == SIMULATOR
+
+        # Evaluation of the same run wants the simulator GPU the training holds.
+        refused = drgpu(bed, "up", "--eval", **shell)
+        assert refused.returncode == 3, refused.stderr
+        assert f"held by run {project!r}" in refused.stderr
+        assert containers(bed, evaluation) == []
+        assert len(containers(bed, training)) == 2
+
+        # On another GPU it runs beside the training, which it never touches.
+        system = root / "system.env"
+        system.write_text(system.read_text().replace("DEVICES=0\n", "DEVICES=2\n"))
+        beside = drgpu(bed, "up", "--eval", **shell)
+        assert beside.returncode == 0, beside.stderr
+        assert len(containers(bed, evaluation)) == 1
+        assert len(containers(bed, training)) == 2
+        stopped = drgpu(bed, "down", "--eval", **shell)
+        assert stopped.returncode == 0, stopped.stderr
+        assert containers(bed, evaluation) == []
+        assert len(containers(bed, training)) == 2
+        assert drgpu(bed, "down", **shell).returncode == 0
+        assert containers(bed, training) == []
+    finally:
+        bed.cleanup_project(evaluation)
