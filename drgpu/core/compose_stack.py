@@ -1,12 +1,18 @@
-"""The compose stack drgpu works on: which files, which services, what each already asks for."""
+"""The compose stack drgpu works on: which files, which services, what each already asks for.
+
+A service's role comes from DeepRacer-for-cloud's service names (`sagemaker`,
+`rl_coach`, `robomaker`), or from the compose file itself, which wins: the label
+`drgpu.role` (list or mapping form), or the extension field `x-drgpu: {role: ...}`.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from drgpu.core.labels import ROLE as ROLE_LABEL
 from drgpu.core.model import Role
 from drgpu.errors import ConfigError
 
@@ -14,6 +20,31 @@ BASE_STACK_NAME = "docker-compose.yml"
 SIMULATOR_SERVICE = "robomaker"
 MPS_DAEMON_SERVICE = "drgpu-mps"
 _SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
+EXTENSION = "x-drgpu"
+EXTENSION_ROLE = f"{EXTENSION}.role"
+# What a compose file may declare; `other` and `trainer-launcher` are the values drgpu
+# itself writes in the `drgpu.role` label of the containers it starts.
+DECLARED_ROLES = {
+    "trainer": Role.TRAINER,
+    "simulator": Role.SIMULATOR,
+    "none": Role.OTHER,
+    "other": Role.OTHER,
+    "trainer-launcher": Role.TRAINER_LAUNCHER,
+}
+ROLE_VALUES = "trainer, simulator or none"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A role a compose file declares for a service, and where."""
+
+    role: Role
+    value: str
+    source: str
+    path: Path
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.value!r} ({self.path})"
 
 
 @dataclass(frozen=True)
@@ -26,6 +57,12 @@ class StackService:
     has_gpus_key: bool = False
     files: tuple[Path, ...] = ()
     keys: frozenset[str] = frozenset()
+    declared: Declared | None = None
+
+    @property
+    def role_source(self) -> str:
+        """How drgpu knows the role, for messages: the label or field, or the name."""
+        return str(self.declared) if self.declared else "by its name"
 
     @property
     def worker_slot(self) -> int | None:
@@ -75,6 +112,8 @@ def base_stack_file() -> Path:
 def load_stack(files: list[Path]) -> Stack:
     """Read the services of compose files, merged by name as compose merges them."""
     services: dict[str, StackService] = {}
+    labelled: dict[str, Declared] = {}
+    extended: dict[str, Declared] = {}
     for path in files:
         for name, body in _services_of(path).items():
             previous = services.get(name, StackService(name=name, role=role_of(name)))
@@ -83,6 +122,10 @@ def load_stack(files: list[Path]) -> Stack:
             reservations = resources.get("reservations") if isinstance(resources, dict) else None
             has_devices = isinstance(reservations, dict) and bool(reservations.get("devices"))
             has_gpus = isinstance(body, dict) and bool(body.get("gpus"))
+            if isinstance(body, dict):
+                label, extension = _declared_roles(path, name, body)
+                labelled.update({name: label} if label else {})
+                extended.update({name: extension} if extension else {})
             services[name] = StackService(
                 name=name,
                 role=previous.role,
@@ -91,7 +134,77 @@ def load_stack(files: list[Path]) -> Stack:
                 files=(*previous.files, path.resolve()),
                 keys=previous.keys | (frozenset(body) if isinstance(body, dict) else frozenset()),
             )
-    return Stack(files=tuple(files), services=tuple(services.values()))
+    return Stack(
+        files=tuple(files),
+        services=tuple(
+            _with_declared(service, labelled.get(name), extended.get(name))
+            for name, service in services.items()
+        ),
+    )
+
+
+def _declared_roles(
+    path: Path, name: str, body: dict[str, Any]
+) -> tuple[Declared | None, Declared | None]:
+    """The roles one file declares for a service: by label, and by extension field."""
+    labels = body.get("labels")
+    label: tuple[object] | None = None  # (value,) when the label is there
+    if isinstance(labels, dict) and ROLE_LABEL in labels:
+        label = (labels[ROLE_LABEL],)
+    elif isinstance(labels, list):
+        for entry in labels:
+            key, _, value = str(entry).partition("=")
+            if key.strip() == ROLE_LABEL:
+                label = (value,)
+    extension = body.get(EXTENSION)
+    field: tuple[object] | None = None
+    if isinstance(extension, dict):
+        unknown = sorted(str(key) for key in extension if key != "role")
+        if unknown:
+            raise ConfigError(
+                f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
+                " (drgpu reads only 'role')"
+            )
+        field = (extension["role"],) if "role" in extension else None
+    elif extension is not None:
+        raise ConfigError(
+            f"{path}: service {name}: {EXTENSION} must be a mapping, like {{role: trainer}}"
+        )
+    return (
+        _declared(path, name, f"{ROLE_LABEL} label", label),
+        _declared(path, name, EXTENSION_ROLE, field),
+    )
+
+
+def _declared(path: Path, name: str, source: str, written: tuple[object] | None) -> Declared | None:
+    """The role a label or field declares, checked; None when it is not written."""
+    if written is None:
+        return None
+    value = "" if written[0] is None else str(written[0]).strip()
+    role = DECLARED_ROLES.get(value.lower())
+    if role is None:
+        variable = "; drgpu reads it as written, without variables" if "$" in value else ""
+        raise ConfigError(
+            f"{path}: service {name}: {source} {value!r} is not one of {ROLE_VALUES}{variable}"
+        )
+    if name == MPS_DAEMON_SERVICE:
+        raise ConfigError(f"{path}: service {name} is drgpu's MPS daemon: it takes no {source}")
+    return Declared(role=role, value=value.lower(), source=source, path=path)
+
+
+def _with_declared(
+    service: StackService, label: Declared | None, extension: Declared | None
+) -> StackService:
+    """The service with the role its compose files declare (label and field must agree)."""
+    if label and extension and label.role is not extension.role:
+        raise ConfigError(
+            f"service {service.name} has two roles: {label} and {extension}",
+            hint=f"declare one role, with the label {ROLE_LABEL} or with {EXTENSION_ROLE}",
+        )
+    declared = label or extension
+    if declared is None:
+        return service
+    return replace(service, role=declared.role, declared=declared)
 
 
 def _services_of(path: Path) -> dict[str, Any]:

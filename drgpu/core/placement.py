@@ -72,22 +72,28 @@ def short(device: Assignment) -> str:
 
 
 def choose_trainer(
-    inventory: Inventory, busy: Mapping[str, str], taken: set[str], may_share: bool
+    inventory: Inventory,
+    busy: Mapping[str, str],
+    taken: set[str],
+    may_share: bool,
+    *,
+    who: str = "the trainer",
+    taken_by: str = "the simulator",
 ) -> Choice:
-    """`auto` for the trainer: the free GPU with the most memory, then the highest compute
-    capability (then the lowest index). GPUs in `taken` (the simulator's) are used only
-    when sharing is allowed and nothing else is free."""
+    """`auto` for the trainer (or `who`, any service that gets one GPU): the free GPU with
+    the most memory, then the highest compute capability (then the lowest index). GPUs in
+    `taken` (`taken_by`'s) are used only when sharing is allowed and nothing else is free."""
     usable = _usable(inventory, busy)
     pool = [gpu for gpu in usable if gpu.uuid not in taken] or (usable if may_share else [])
     if not pool:
-        return Choice((), "", _nothing_free("the trainer", inventory, busy, taken))
+        return Choice((), "", _nothing_free(who, inventory, busy, taken))
     best = max(pool, key=lambda gpu: (gpu.memory_total_mib, gpu.compute_capability, -gpu.index))
     major, minor = best.compute_capability
     reason = (
         f"the free GPU with the most memory ({best.memory_total_mib} MiB, compute {major}.{minor})"
     )
     if best.uuid in taken:
-        reason += ", shared with the simulator: no other GPU is free"
+        reason += f", shared with {taken_by}: no other GPU is free"
     return Choice((Assignment(best),), reason + _passed_over(inventory, busy))
 
 
@@ -96,17 +102,22 @@ def choose_simulators(
     busy: Mapping[str, str],
     trainer: Sequence[Assignment],
     may_share: bool,
+    others: Sequence[Assignment] = (),
 ) -> Choice:
-    """`auto` for the simulators: the free GPUs the trainer does not have, the most memory
-    first (workers are then placed on them); the trainer's own when sharing is allowed and
-    no other GPU is free."""
-    taken = {device.gpu.uuid for device in trainer}
+    """`auto` for the simulators: the free GPUs the trainer (and `others`, the services
+    with GPUs of their own) does not have, the most memory first (workers are then placed
+    on them); the trainer's own when sharing is allowed and no other GPU is free."""
+    taken = {device.gpu.uuid for device in (*trainer, *others)}
     rest = sorted(
         (gpu for gpu in _usable(inventory, busy) if gpu.uuid not in taken),
         key=lambda gpu: (-gpu.memory_total_mib, gpu.index),
     )
     if rest:
         reason = "the free GPUs besides the trainer's, the most memory first"
+        if others:
+            reason = (
+                "the free GPUs besides the trainer's and other services', the most memory first"
+            )
         devices = tuple(Assignment(gpu) for gpu in rest)
         return Choice(devices, reason + _passed_over(inventory, busy))
     if may_share and trainer:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
@@ -20,13 +21,20 @@ from drgpu.core.placement import (
     place_workers,
     short,
 )
-from drgpu.core.settings import SIMULATOR_DEVICES_KEY, TRAINER_DEVICES_KEY, Config
+from drgpu.core.settings import (
+    SIMULATOR_DEVICES_KEY,
+    TRAINER_DEVICES_KEY,
+    Config,
+    ServiceDevices,
+    service_devices_key,
+)
 from drgpu.core.sharing import apply_sharing
-from drgpu.errors import GpuValidationError
+from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
 SIMULATOR_MIN_MEMORY_MIB_PER_WORKER = WORKER_MEMORY_MIB
 TRAINER_CAPABILITIES = ("gpu", "compute", "utility")
+SERVICE_CAPABILITIES = TRAINER_CAPABILITIES
 SIMULATOR_CAPABILITIES = ("gpu", "compute", "utility", "graphics")
 ORDER_NOTE = (
     "GPU indices are nvidia-smi's (PCI bus order), not CUDA's default fastest-first order;"
@@ -48,6 +56,15 @@ class _Notes:
 
 
 @dataclass(frozen=True)
+class _Request:
+    """GPUs asked for under one key: the trainer's, the simulators', or one service's."""
+
+    who: str
+    key: str
+    devices: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
 class _Worker:
     """One simulator worker: its service, its slot, and the stack service it is made of."""
 
@@ -65,22 +82,51 @@ def make_plan(
 
     Every problem is collected and raised at once as a `GpuValidationError`.
     """
+    own = service_requests(config, stack)
     notes = _Notes()
-    trainer = _resolve(config, TRAINER_DEVICES_KEY, config.trainer_devices, inventory, notes)
-    simulator = _resolve(config, SIMULATOR_DEVICES_KEY, config.simulator_devices, inventory, notes)
+    trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
+    simulator = _resolve(config, config.simulator_key, config.simulator_devices, inventory, notes)
+    owned = {
+        name: _resolve(config, request.key, request.request, inventory, notes)
+        for name, request in own.items()
+    }
     busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != "exclusive"
     if config.trainer_devices.auto:
-        taken = {device.gpu.uuid for device in simulator}
-        choice = choose_trainer(inventory, busy, taken, may_share)
-        trainer = _chosen(config, TRAINER_DEVICES_KEY, "trainer", choice, notes)
+        others = {device.gpu.uuid for devices in owned.values() for device in devices}
+        taken = {device.gpu.uuid for device in simulator} | others
+        taken_by = "another service of this stack" if others else "the simulator"
+        choice = choose_trainer(inventory, busy, taken, may_share, taken_by=taken_by)
+        trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
+    for name, request in own.items():
+        if request.request.auto and not notes.problems:
+            taken = {
+                device.gpu.uuid
+                for devices in (trainer, simulator, *owned.values())
+                for device in devices
+            }
+            choice = choose_trainer(
+                inventory,
+                busy,
+                taken,
+                may_share,
+                who=f"service {name}",
+                taken_by="another service of this stack",
+            )
+            owned[name] = _chosen(config, request.key, name, choice, notes)
     if config.simulator_devices.auto and not notes.problems:
-        choice = choose_simulators(inventory, busy, trainer, may_share)
-        simulator = _chosen(config, SIMULATOR_DEVICES_KEY, "simulators", choice, notes)
-    _check_overlaps(config, trainer, simulator, notes)
+        others_devices = tuple(device for devices in owned.values() for device in devices)
+        choice = choose_simulators(inventory, busy, trainer, may_share, others_devices)
+        simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
+    requests = [
+        _Request("the trainer", config.trainer_key, trainer),
+        _Request("the simulator", config.simulator_key, simulator),
+        *(_Request(f"service {name}", own[name].key, owned[name]) for name in own),
+    ]
+    _check_overlaps(config, requests, notes)
     if notes.problems:
         raise GpuValidationError(notes.problems, hint=ORDER_NOTE)
-    services = _services(config, stack, trainer, simulator, notes)
+    services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
     notes.problems.extend(shared.problems)
     notes.warnings.extend(shared.warnings)
@@ -124,33 +170,92 @@ def _chosen(
     return choice.devices
 
 
-def _check_overlaps(
-    config: Config,
-    trainer: tuple[Assignment, ...],
-    simulator: tuple[Assignment, ...],
-    notes: _Notes,
+def _check_overlaps(config: Config, requests: Sequence[_Request], notes: _Notes) -> None:
+    """Each GPU asked for under two keys is refused (exclusive) or shared (with a warning
+    for timeslice)."""
+    for number, first in enumerate(requests):
+        for second in requests[number + 1 :]:
+            for device in first.devices:
+                if any(overlaps(device, theirs) for theirs in second.devices):
+                    _overlap(config, device, first, second, notes)
+
+
+def _overlap(
+    config: Config, device: Assignment, first: _Request, second: _Request, notes: _Notes
 ) -> None:
-    shared = [device for device in trainer if any(overlaps(device, s) for s in simulator)]
-    for device in shared:
-        both = (
-            f"{describe_gpu(device.gpu)} is asked for by both the trainer"
-            f" ({config.where(TRAINER_DEVICES_KEY)}) and the simulator"
-            f" ({config.where(SIMULATOR_DEVICES_KEY)})"
+    both = (
+        f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
+        f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
+    )
+    if config.sharing == "exclusive":
+        notes.problems.append(f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them")
+    elif config.sharing == "timeslice":
+        notes.warnings.append(
+            f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
+            " frameworks are told to grow their memory instead of taking it all"
         )
-        if config.sharing == "exclusive":
-            notes.problems.append(f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them")
-        elif config.sharing == "timeslice":
-            notes.warnings.append(
-                f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
-                " frameworks are told to grow their memory instead of taking it all"
+
+
+def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
+    """Each `DRGPU_DEVICES_<SERVICE>` key with the service it names; a key that names no
+    service of the stack, or a service with a role of its own, is a `ConfigError`."""
+    by_key: dict[str, list[StackService]] = {}
+    for service in stack.services:
+        by_key.setdefault(service_devices_key(service.name), []).append(service)
+    found: dict[str, ServiceDevices] = {}
+    for request in config.service_devices:
+        services = by_key.get(request.key, [])
+        if not services:
+            close = difflib.get_close_matches(request.key, list(by_key), n=1, cutoff=0.6)
+            names = ", ".join(service.name for service in stack.services) or "none"
+            raise ConfigError(
+                f"{config.where(request.key)} names no service of the stack"
+                + (f"; did you mean {close[0]}?" if close else f" (its services: {names})"),
+                hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
+                " '-' and '.' written '_'",
             )
+        if len(services) > 1:
+            names = ", ".join(service.name for service in services)
+            raise ConfigError(f"{config.where(request.key)} names several services: {names}")
+        service = services[0]
+        if service.role is not Role.OTHER:
+            raise ConfigError(
+                f"{config.where(request.key)}: service {service.name} would have two roles:"
+                f" it is {_ROLE_NAMES[service.role]} ({service.role_source}),"
+                f" whose GPUs come from {_role_key(config, service.role)}",
+                hint=f"remove {request.key}, or declare `drgpu.role: none` on {service.name}"
+                " to give it GPUs of its own",
+            )
+        found[service.name] = request
+    return found
+
+
+_ROLE_NAMES = {
+    Role.TRAINER: "the trainer",
+    Role.TRAINER_LAUNCHER: "the trainer's launcher",
+    Role.SIMULATOR: "a simulator",
+    Role.MPS_DAEMON: "drgpu's MPS daemon",
+}
+
+
+def _role_key(config: Config, role: Role) -> str:
+    if role is Role.SIMULATOR:
+        return config.simulator_key
+    if role is Role.MPS_DAEMON:
+        return "the GPUs its clients share (DRGPU_SHARING=mps)"
+    return config.trainer_key
 
 
 def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
     """The simulator workers: the stack's own robomaker-N, else DR_WORKERS copies of
-    robomaker (robomaker-1 ...), else none (one robomaker, or no simulator at all)."""
+    its simulator (robomaker-1 ..., or carla-1 ... for the one service of role simulator),
+    else none (one simulator, or no simulator at all)."""
     numbered = sorted(
-        (service for service in stack.services if service.worker_slot is not None),
+        (
+            service
+            for service in stack.services
+            if service.worker_slot is not None and service.role is Role.SIMULATOR
+        ),
         key=lambda service: service.worker_slot or 0,
     )
     if numbered:
@@ -161,13 +266,29 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
                 f" {len(numbered)} simulator worker(s) itself ({names}): drgpu places those"
             )
         return [_Worker(s.name, s.worker_slot or 0, s, generated=False) for s in numbered]
-    base = stack.service(SIMULATOR_SERVICE)
+    base = _worker_base(stack)
     if base is None or config.workers == 1:
+        simulators = stack.names(Role.SIMULATOR)
+        if base is None and config.workers > 1 and simulators:
+            notes.warnings.append(
+                f"{config.where('DR_WORKERS')} is {config.workers}, but the stack has"
+                f" {len(simulators)} simulator services ({', '.join(simulators)}):"
+                " each runs once, and drgpu makes no workers of them"
+            )
         return []
     return [
-        _Worker(f"{SIMULATOR_SERVICE}-{slot}", slot, base, generated=True)
+        _Worker(f"{base.name}-{slot}", slot, base, generated=True)
         for slot in range(1, config.workers + 1)
     ]
+
+
+def _worker_base(stack: Stack) -> StackService | None:
+    """The service workers are copies of: robomaker, else the stack's one simulator."""
+    robomaker = stack.service(SIMULATOR_SERVICE)
+    if robomaker is not None and robomaker.role is Role.SIMULATOR:
+        return robomaker
+    simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
+    return simulators[0] if len(simulators) == 1 else None
 
 
 def _services(
@@ -175,9 +296,11 @@ def _services(
     stack: Stack,
     trainer: tuple[Assignment, ...],
     simulator: tuple[Assignment, ...],
+    owned: Mapping[str, tuple[Assignment, ...]],
     notes: _Notes,
 ) -> tuple[ServicePlan, ...]:
-    """Every service's plan, in the stack's order, with the workers where robomaker is."""
+    """Every service's plan, in the stack's order, with the workers where their simulator
+    is; `owned`: the GPUs of the services with a `DRGPU_DEVICES_<SERVICE>` key."""
     workers = _workers(config, stack, notes)
     reserved = {device.uuid: TRAINER_MIN_MEMORY_MIB for device in trainer}
     placed = place_workers(simulator, max(len(workers), 1), config.worker_placement, reserved)
@@ -204,7 +327,7 @@ def _services(
             continue  # planned with the sharing (drgpu.sharing)
         if source.name in worker_plans:
             plans.append(worker_plans[source.name])
-        elif source.name == SIMULATOR_SERVICE and generated:
+        elif generated and source.name == workers[0].source.name:
             plans.append(_replaced(config, source, len(workers)))
             plans.extend(worker_plans.values())
         elif source.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
@@ -213,7 +336,7 @@ def _services(
             devices = _single(config, source, placed, simulator, notes)
             plans.append(_service_plan(config, source, devices))
         else:
-            plans.append(_service_plan(config, source, ()))
+            plans.append(_service_plan(config, source, owned.get(source.name, ())))
     return tuple(plans)
 
 
@@ -248,7 +371,7 @@ def _replaced(config: Config, source: StackService, workers: int) -> ServicePlan
         environment=plan.environment,
         labels=plan.labels,
         note=(
-            f"not started: {SIMULATOR_SERVICE}-1 ... {SIMULATOR_SERVICE}-{workers}"
+            f"not started: {source.name}-1 ... {source.name}-{workers}"
             f" run instead (DR_WORKERS={workers})"
         ),
         replicas=0,
@@ -275,10 +398,10 @@ def _service_plan(
     elif role is Role.TRAINER_LAUNCHER:
         note = (
             "starts the trainer through SageMaker local mode and forwards its"
-            " CUDA_VISIBLE_DEVICES; rl_coach itself gets no GPU"
+            f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
         )
     else:
-        devices = ()
+        capabilities = SERVICE_CAPABILITIES
     uuids = ",".join(device.uuid for device in devices)
     environment: dict[str, str] = {}
     if role is Role.TRAINER_LAUNCHER:
@@ -400,12 +523,21 @@ def _unused_requests(config: Config, stack: Stack) -> list[str]:
     warnings = []
     has_trainer = stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
     if config.trainer_devices.wants_gpu and not has_trainer:
+        trainers = (
+            "sagemaker or rl_coach service"
+            if config.trainer_key == TRAINER_DEVICES_KEY
+            else "trainer (sagemaker, rl_coach, or a service with drgpu.role: trainer)"
+        )
         warnings.append(
-            f"{config.where(TRAINER_DEVICES_KEY)} is set, but the stack has no sagemaker"
-            " or rl_coach service"
+            f"{config.where(config.trainer_key)} is set, but the stack has no {trainers}"
         )
     if config.simulator_devices.wants_gpu and not stack.names(Role.SIMULATOR):
+        simulators = (
+            "robomaker service"
+            if config.simulator_key == SIMULATOR_DEVICES_KEY
+            else "simulator (robomaker, or a service with drgpu.role: simulator)"
+        )
         warnings.append(
-            f"{config.where(SIMULATOR_DEVICES_KEY)} is set, but the stack has no robomaker service"
+            f"{config.where(config.simulator_key)} is set, but the stack has no {simulators}"
         )
     return warnings

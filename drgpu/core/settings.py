@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -47,6 +47,8 @@ DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
         "DRGPU_MPS_ROBOMAKER_THREADS": "MPS: each simulator worker's share of SMs, 1 to 100 (%)",
         "DRGPU_MPS_SAGEMAKER_MEMORY": "MPS: the trainer's pinned memory limit per GPU, e.g. 8G",
         "DRGPU_MPS_ROBOMAKER_MEMORY": "MPS: each worker's pinned memory limit per GPU, e.g. 2G",
+        "DRGPU_TRAINER_DEVICES": "the trainer's GPUs: an alias of DR_SAGEMAKER_CUDA_DEVICES",
+        "DRGPU_SIMULATOR_DEVICES": "the simulators' GPUs: an alias of DR_ROBOMAKER_CUDA_DEVICES",
     }
 )
 SHARING_MODES = ("exclusive", "timeslice", "mps")
@@ -89,6 +91,9 @@ class Config:
     mps: MpsSettings = MpsSettings()
     evaluation: bool = False
     warnings: tuple[str, ...] = ()
+    trainer_key: str = TRAINER_DEVICES_KEY
+    simulator_key: str = SIMULATOR_DEVICES_KEY
+    service_devices: tuple[ServiceDevices, ...] = ()
 
     @property
     def project(self) -> str:
@@ -110,7 +115,11 @@ class Config:
     @property
     def wants_gpu(self) -> bool:
         """Whether any service asks for a GPU (and NVML is therefore needed)."""
-        return self.trainer_devices.wants_gpu or self.simulator_devices.wants_gpu
+        return (
+            self.trainer_devices.wants_gpu
+            or self.simulator_devices.wants_gpu
+            or any(own.request.wants_gpu for own in self.service_devices)
+        )
 
 
 def load_config(
@@ -197,7 +206,7 @@ def config_from_values(
         return ConfigError(f"{where}{key}: {message}", hint=hint)
 
     for key in values:
-        if key.startswith("DRGPU_") and key not in DRGPU_KEYS:
+        if key.startswith("DRGPU_") and key not in DRGPU_KEYS and not is_service_key(key):
             close = difflib.get_close_matches(key, list(DRGPU_KEYS), n=1, cutoff=0.6)
             suggestion = f"; did you mean {close[0]}?" if close else ""
             raise fail(key, f"unknown drgpu setting{suggestion}", "see system.env.example")
@@ -251,6 +260,8 @@ def config_from_values(
         trainer_memory_mib=memory("DRGPU_MPS_SAGEMAKER_MEMORY"),
         simulator_memory_mib=memory("DRGPU_MPS_ROBOMAKER_MEMORY"),
     )
+    trainer_key = role_devices_key(values, TRAINER_DEVICES_KEY, TRAINER_ALIAS_KEY, fail)
+    simulator_key = role_devices_key(values, SIMULATOR_DEVICES_KEY, SIMULATOR_ALIAS_KEY, fail)
     return Config(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
@@ -259,9 +270,63 @@ def config_from_values(
         host_x=host_x in _TRUE,
         docker_style=docker_style,
         sharing=choice("DRGPU_SHARING", "exclusive", SHARING_MODES),
-        trainer_devices=devices(TRAINER_DEVICES_KEY),
-        simulator_devices=devices(SIMULATOR_DEVICES_KEY),
+        trainer_devices=devices(trainer_key),
+        simulator_devices=devices(simulator_key),
         worker_placement=choice("DRGPU_WORKER_PLACEMENT", "spread", WORKER_PLACEMENTS),
         mps=mps,
         evaluation=evaluation,
+        trainer_key=trainer_key,
+        simulator_key=simulator_key,
+        service_devices=tuple(
+            ServiceDevices(key, devices(key)) for key in values if is_service_key(key)
+        ),
     )
+
+
+# Devices per role and per service (issue 15): DRGPU_TRAINER_DEVICES and
+# DRGPU_SIMULATOR_DEVICES name the same thing as DeepRacer-for-cloud's keys, and
+# DRGPU_DEVICES_<SERVICE> gives any other service of the stack GPUs of its own.
+
+TRAINER_ALIAS_KEY = "DRGPU_TRAINER_DEVICES"
+SIMULATOR_ALIAS_KEY = "DRGPU_SIMULATOR_DEVICES"
+SERVICE_DEVICES_PREFIX = "DRGPU_DEVICES_"
+_SERVICE_KEY = re.compile(rf"^{SERVICE_DEVICES_PREFIX}[A-Z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class ServiceDevices:
+    """The GPUs one `DRGPU_DEVICES_<SERVICE>` key asks for."""
+
+    key: str
+    request: DeviceRequest
+
+
+def is_service_key(key: str) -> bool:
+    """Whether `key` asks for one service's GPUs (DRGPU_DEVICES_<SERVICE>)."""
+    return bool(_SERVICE_KEY.match(key))
+
+
+def service_devices_key(service: str) -> str:
+    """The key that holds a service's GPUs: its name upper-cased, `-` and `.` as `_`."""
+    return SERVICE_DEVICES_PREFIX + re.sub(r"[^A-Z0-9_]", "_", service.upper())
+
+
+def role_devices_key(
+    values: Mapping[str, str], key: str, alias: str, fail: Callable[[str, str], ConfigError]
+) -> str:
+    """Which of a role's two keys holds its devices (the alias when both are written,
+    which must then agree)."""
+    if alias not in values:
+        return key
+    if key in values:
+        try:
+            same = parse_devices(values[key]) == parse_devices(values[alias])
+        except DeviceSyntaxError:
+            same = values[key].strip() == values[alias].strip()
+        if not same:
+            raise fail(
+                alias,
+                f"{values[alias].strip()!r} differs from {key}={values[key].strip()!r}:"
+                f" they name the same role's GPUs; keep one of them",
+            )
+    return alias
