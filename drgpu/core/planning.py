@@ -22,6 +22,7 @@ from drgpu.core.placement import (
     short,
 )
 from drgpu.core.settings import (
+    SERVICE_DEVICES_PREFIX,
     SIMULATOR_DEVICES_KEY,
     TRAINER_DEVICES_KEY,
     Config,
@@ -206,7 +207,15 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     for request in config.service_devices:
         services = by_key.get(request.key, [])
         if not services:
-            close = difflib.get_close_matches(request.key, list(by_key), n=1, cutoff=0.6)
+            close = [
+                SERVICE_DEVICES_PREFIX + name
+                for name in difflib.get_close_matches(
+                    request.key.removeprefix(SERVICE_DEVICES_PREFIX),
+                    [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key],
+                    n=1,
+                    cutoff=0.6,
+                )
+            ]
             names = ", ".join(service.name for service in stack.services) or "none"
             raise ConfigError(
                 f"{config.where(request.key)} names no service of the stack"
