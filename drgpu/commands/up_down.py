@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
 from drgpu.core.model import Claim, Inventory, Plan
-from drgpu.core.planning import make_plan
+from drgpu.core.planning import make_plan, service_requests
 from drgpu.core.settings import Config, load_target_config
 from drgpu.core.target import Target
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
@@ -65,6 +65,7 @@ def _prepare(
     config: Config, target: Target, inventory_file: Path | None, *, strict: bool
 ) -> Prepared:
     stack = load_stack(stack_files(target))
+    service_requests(config, stack)  # a bad DRGPU_DEVICES_<SERVICE> fails before NVML is read
     inventory = _inventory(config, inventory_file)
     claims: tuple[Claim, ...] = ()
     blind: str | None = None
