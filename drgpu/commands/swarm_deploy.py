@@ -25,9 +25,11 @@ POLL_S = 0.5
 
 def render(prepared: Prepared) -> SwarmStack:
     """The stack file of a prepared plan (reads the stack through `compose config`)."""
+    from drgpu.core.planning import refuse_service_gpus_on_swarm
     from drgpu.host.compose import resolve_stack
     from drgpu.targets.swarm_stack import render_stack, swarm_services
 
+    refuse_service_gpus_on_swarm(prepared.plan)
     model = resolve_stack(prepared.config, prepared.stack.files)
     services = swarm_services(prepared.plan, model["services"], prepared.config.workers)
     return render_stack(prepared.plan, model, services)

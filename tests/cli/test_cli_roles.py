@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from drgpu.cli import main
 
@@ -141,3 +142,40 @@ def test_bad_roles_and_keys_exit_2_with_one_line(
     assert says in lines[0]
     assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("  hint: "))
     assert "Traceback" not in err
+
+
+def test_swarm_refuses_a_service_with_gpus_of_its_own(cli: Run) -> None:
+    code, out, err = cli("render", "--swarm", *EXAMPLE_ARGS)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (
+        "drgpu: error: service evaluator has GPUs of its own (DRGPU_DEVICES_EVALUATOR),"
+        " which drgpu cannot pin on Docker Swarm: the engine would pick any GPU"
+    )
+
+
+def test_swarm_places_declared_roles_as_deepracers(cli: Run, tmp_path: Path) -> None:
+    (tmp_path / "system.env").write_text("DRGPU_TRAINER_DEVICES=2\nDRGPU_SIMULATOR_DEVICES=0\n")
+    args = ("-f", EXAMPLE / "docker-compose.yml", "--inventory", MIXED_BOX)
+    code, out, err = cli("render", "--swarm", *args)
+    assert code == 0, err
+    services = yaml.safe_load(out)["services"]
+    constraints = {
+        name: body.get("deploy", {}).get("placement", {}).get("constraints")
+        for name, body in services.items()
+    }
+    assert constraints["learner"] == ["node.labels.Sagemaker == true"]
+    assert constraints["carla"] == ["node.labels.Robomaker == true"]
+
+
+def test_k8s_puts_a_service_with_gpus_of_its_own_on_its_gpus_product(cli: Run) -> None:
+    code, out, err = cli("render", "--k8s", *EXAMPLE_ARGS)
+    assert code == 0, err
+    deployments = {
+        d["metadata"]["labels"]["app.kubernetes.io/name"]: d["spec"]["template"]["spec"]
+        for d in yaml.safe_load_all(out)
+        if d and d.get("kind") == "Deployment"
+    }
+    assert deployments["evaluator"]["nodeSelector"] == {
+        "nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090"
+    }
+    assert deployments["redis"].get("nodeSelector") is None
