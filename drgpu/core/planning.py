@@ -91,34 +91,7 @@ def make_plan(
         name: _resolve(config, request.key, request.request, inventory, notes)
         for name, request in own.items()
     }
-    busy = busy_gpus(inventory, claims, config.run_key)
-    may_share = config.sharing != "exclusive"
-    if config.trainer_devices.auto:
-        others = {device.gpu.uuid for devices in owned.values() for device in devices}
-        taken = {device.gpu.uuid for device in simulator} | others
-        taken_by = "another service of this stack" if others else "the simulator"
-        choice = choose_trainer(inventory, busy, taken, may_share, taken_by=taken_by)
-        trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
-    for name, request in own.items():
-        if request.request.auto and not notes.problems:
-            taken = {
-                device.gpu.uuid
-                for devices in (trainer, simulator, *owned.values())
-                for device in devices
-            }
-            choice = choose_trainer(
-                inventory,
-                busy,
-                taken,
-                may_share,
-                who=f"service {name}",
-                taken_by="another service of this stack",
-            )
-            owned[name] = _chosen(config, request.key, name, choice, notes)
-    if config.simulator_devices.auto and not notes.problems:
-        others_devices = tuple(device for devices in owned.values() for device in devices)
-        choice = choose_simulators(inventory, busy, trainer, may_share, others_devices)
-        simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
+    trainer, simulator = _auto(config, inventory, claims, (trainer, simulator), own, owned, notes)
     requests = [
         _Request("the trainer", config.trainer_key, trainer),
         _Request("the simulator", config.simulator_key, simulator),
@@ -146,6 +119,51 @@ def make_plan(
         sharing=config.sharing,
         tmpfs_volumes=shared.tmpfs_volumes,
     )
+
+
+def _auto(
+    config: Config,
+    inventory: Inventory,
+    claims: Sequence[Claim],
+    roles: tuple[tuple[Assignment, ...], tuple[Assignment, ...]],
+    own: Mapping[str, ServiceDevices],
+    owned: dict[str, tuple[Assignment, ...]],
+    notes: _Notes,
+) -> tuple[tuple[Assignment, ...], tuple[Assignment, ...]]:
+    """Choose the devices of every `auto` request: the trainer first, then each service
+    with a key of its own (`own`; its devices in `owned`, updated in place), then the
+    simulators take the rest. `roles` and the result: the trainer's and the simulators'."""
+    trainer, simulator = roles
+    busy = busy_gpus(inventory, claims, config.run_key)
+    may_share = config.sharing != "exclusive"
+
+    def uuids(*groups: tuple[Assignment, ...]) -> set[str]:
+        return {device.gpu.uuid for devices in groups for device in devices}
+
+    if config.trainer_devices.auto:
+        others = uuids(*owned.values())
+        taken_by = "another service of this stack" if others else "the simulator"
+        taken = uuids(simulator) | others
+        choice = choose_trainer(inventory, busy, taken, may_share, taken_by=taken_by)
+        trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
+    for name, request in own.items():
+        if not request.request.auto or notes.problems:
+            continue
+        taken = uuids(trainer, simulator, *owned.values())
+        choice = choose_trainer(
+            inventory,
+            busy,
+            taken,
+            may_share,
+            who=f"service {name}",
+            taken_by="another service of this stack",
+        )
+        owned[name] = _chosen(config, request.key, name, choice, notes)
+    if config.simulator_devices.auto and not notes.problems:
+        others_devices = tuple(device for devices in owned.values() for device in devices)
+        choice = choose_simulators(inventory, busy, trainer, may_share, others_devices)
+        simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
+    return trainer, simulator
 
 
 def _resolve(

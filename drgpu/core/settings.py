@@ -327,6 +327,6 @@ def role_devices_key(
             raise fail(
                 alias,
                 f"{values[alias].strip()!r} differs from {key}={values[key].strip()!r}:"
-                f" they name the same role's GPUs; keep one of them",
+                " they name the same role's GPUs; keep one of them",
             )
     return alias
