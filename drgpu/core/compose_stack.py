@@ -22,14 +22,16 @@ MPS_DAEMON_SERVICE = "drgpu-mps"
 _SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
 EXTENSION = "x-drgpu"
 EXTENSION_ROLE = f"{EXTENSION}.role"
-# What a compose file may declare; `other` and `trainer-launcher` are the values drgpu
-# itself writes in the `drgpu.role` label of the containers it starts.
+# What a compose file may declare: trainer, simulator or none, and the values drgpu itself
+# writes in the `drgpu.role` label of the containers it starts, which mean the same
+# (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
 DECLARED_ROLES = {
     "trainer": Role.TRAINER,
     "simulator": Role.SIMULATOR,
     "none": Role.OTHER,
     "other": Role.OTHER,
     "trainer-launcher": Role.TRAINER_LAUNCHER,
+    "mps-daemon": Role.MPS_DAEMON,
 }
 ROLE_VALUES = "trainer, simulator or none"
 
@@ -187,8 +189,11 @@ def _declared(path: Path, name: str, source: str, written: tuple[object] | None)
         raise ConfigError(
             f"{path}: service {name}: {source} {value!r} is not one of {ROLE_VALUES}{variable}"
         )
-    if name == MPS_DAEMON_SERVICE:
-        raise ConfigError(f"{path}: service {name} is drgpu's MPS daemon: it takes no {source}")
+    if (name == MPS_DAEMON_SERVICE) != (role is Role.MPS_DAEMON):
+        raise ConfigError(
+            f"{path}: service {name}: {source} {value!r}: only drgpu's own"
+            f" {MPS_DAEMON_SERVICE} service is the MPS daemon, and it has no other role"
+        )
     return Declared(role=role, value=value.lower(), source=source, path=path)
 
 

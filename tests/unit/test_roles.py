@@ -126,7 +126,7 @@ def test_a_later_file_redeclares_the_role_as_compose_merges_labels(tmp_path: Pat
         ("labels: {drgpu.role: '${ROLE}'}", "without variables"),
         ("x-drgpu: trainer", "x-drgpu must be a mapping"),
         ("x-drgpu: {rol: trainer}", "x-drgpu has no key 'rol'"),
-        ("labels: {drgpu.role: mps-daemon}", "'mps-daemon' is not one of"),
+        ("labels: {drgpu.role: mps-daemon}", "only drgpu's own drgpu-mps service"),
     ],
 )
 def test_a_bad_declaration_is_a_config_error_naming_file_and_service(
@@ -153,9 +153,27 @@ def test_label_and_extension_field_that_disagree_are_two_roles(
     assert "and x-drgpu.role 'simulator' (" in message
 
 
-def test_drgpus_own_mps_daemon_takes_no_role(write_stack: Callable[[str], Stack]) -> None:
-    with pytest.raises(ConfigError, match="drgpu's MPS daemon"):
+def test_drgpus_own_mps_daemon_takes_no_other_role(write_stack: Callable[[str], Stack]) -> None:
+    with pytest.raises(ConfigError, match="only drgpu's own drgpu-mps service is the MPS daemon"):
         write_stack("services:\n  drgpu-mps:\n    labels: {drgpu.role: trainer}\n")
+
+
+def test_the_labels_drgpu_writes_on_containers_read_back_as_the_same_roles(
+    write_stack: Callable[[str], Stack],
+) -> None:
+    stack = write_stack(
+        """
+        services:
+          rl_coach: {labels: {drgpu.role: trainer-launcher}}
+          redis: {labels: {drgpu.role: other}}
+          drgpu-mps: {labels: {drgpu.role: mps-daemon}}
+        """
+    )
+    assert [service.role for service in stack.services] == [
+        Role.TRAINER_LAUNCHER,
+        Role.OTHER,
+        Role.MPS_DAEMON,
+    ]
 
 
 # --- the keys ---------------------------------------------------------------------------------
@@ -424,3 +442,30 @@ def test_deepracer_names_keep_their_roles_without_any_declaration(
         Role.SIMULATOR,
         Role.OTHER,
     ]
+
+
+def test_the_rendered_override_read_as_a_compose_file_declares_the_planned_roles(
+    write_stack: Callable[[str], Stack], mixed_box: Inventory, tmp_path: Path
+) -> None:
+    stack = write_stack(
+        """
+        services:
+          rl_coach: {}
+          robomaker: {}
+          evaluator: {}
+          redis: {}
+        """
+    )
+    settings = config(
+        DR_SAGEMAKER_CUDA_DEVICES="2",
+        DR_ROBOMAKER_CUDA_DEVICES="0",
+        DRGPU_DEVICES_EVALUATOR="0",
+        DRGPU_SHARING="mps",
+        DR_WORKERS="2",
+    )
+    plan = make_plan(settings, stack, mixed_box)
+    override = tmp_path / "override.yml"
+    override.write_text(render_override(plan).split("---\n")[-1])
+    read_back = {service.name: service.role for service in load_stack([override]).services}
+    assert read_back == {service.name: service.role for service in plan.services}
+    assert Role.MPS_DAEMON in read_back.values()
