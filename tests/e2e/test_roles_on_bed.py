@@ -126,3 +126,28 @@ def test_learner_carla_evaluator_redis_get_exactly_their_gpus_and_are_verified(
     stopped = drgpu(bed, "down", *args)
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, name) == []
+
+
+def test_dr_workers_copies_the_declared_simulator_each_with_its_gpu(
+    bed: Any, example: tuple[Path, Path], project: str
+) -> None:
+    stack, env_file = example
+    env_file.write_text(
+        f"DR_RUN_ID={project}\nDR_WORKERS=2\nDRGPU_TRAINER_DEVICES=2\nDRGPU_SIMULATOR_DEVICES=0,1\n"
+    )
+    bed.set_topology(mixed_box())
+    name = f"deepracer-{project}"
+    args = ("--env-file", str(env_file), "-f", str(stack))
+
+    started = drgpu(bed, "up", *args)
+
+    assert started.returncode == 0, started.stderr
+    services = {
+        c["Config"]["Labels"]["com.docker.compose.service"]: c for c in containers(bed, name)
+    }
+    assert set(services) == {"learner", "carla-1", "carla-2", "evaluator", "redis"}
+    for worker, uuid in (("carla-1", GTX1650), ("carla-2", RTX3090)):
+        assert nvml_inside(bed, services[worker]) == [[0, uuid]]
+        assert env_of(services[worker])["DOCKER_REPLICA_SLOT"] == worker[-1]
+        assert services[worker]["Config"]["Labels"]["drgpu.role"] == "simulator"
+    assert not services["evaluator"]["HostConfig"].get("DeviceRequests")
