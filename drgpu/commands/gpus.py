@@ -33,6 +33,12 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
     asking = threading.Thread(target=ask_engine, daemon=True)
     asking.start()
     inventory = read_inventory()
+    if inventory.gpus:
+        from dataclasses import replace
+
+        from drgpu.host.cuda import default_order
+
+        inventory = replace(inventory, cuda_order=default_order(inventory))
     asking.join()
     holders = None
     if isinstance(found[0], DockerError):
@@ -43,11 +49,18 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
 
 
 def document(inventory: Inventory, holders: dict[int, tuple[Holder, ...]] | None) -> dict[str, Any]:
-    """The `drgpu gpus --json` document: the inventory, each GPU with its holders."""
+    """The `drgpu gpus --json` document: the inventory (with `cuda_order` when the CUDA
+    driver told it), each GPU with its holders and its CUDA ordinals (`cuda_indices`, guessed
+    when `cuda_order_guessed`)."""
     from drgpu.core.gpu_usage import holders_document
+    from drgpu.core.index_order import cuda_order, ordinals
     from drgpu.core.topology import inventory_to_json
 
     result = inventory_to_json(inventory)
+    order = cuda_order(inventory)
+    cuda_indices = ordinals(order)
+    result["cuda_order_guessed"] = not order.known
     for entry, gpu in zip(result["gpus"], inventory.gpus, strict=True):
+        entry["cuda_indices"] = list(cuda_indices.get(gpu.index, ()))
         entry["held_by"] = None if holders is None else holders_document(holders.get(gpu.index, ()))
     return result

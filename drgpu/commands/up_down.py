@@ -115,9 +115,16 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
         return inventory
     if not config.wants_gpu:
         return Inventory(gpus=())
+    from drgpu.core.index_order import bare_indices
     from drgpu.host.nvml import read_inventory
 
-    return read_inventory()
+    inventory = read_inventory()
+    asks_index = any(bare_indices(r) for r in (config.trainer_devices, config.simulator_devices))
+    if asks_index and len(inventory.gpus) > 1:
+        from drgpu.host.cuda import default_order
+
+        inventory = replace(inventory, cuda_order=default_order(inventory))
+    return inventory
 
 
 def override_path(env_file: Path, project: str) -> Path:

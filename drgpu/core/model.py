@@ -54,6 +54,7 @@ class Inventory:
     driver_version: str | None = None
     cuda_driver_version: int | None = None
     init_error: str | None = None
+    cuda_order: tuple[int, ...] | None = None  # NVML index of each CUDA ordinal, when known
 
 
 class Role(str, Enum):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import DeviceRequest, describe_gpu, resolve
+from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
 from drgpu.core.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
 from drgpu.core.placement import (
@@ -85,6 +86,7 @@ def make_plan(
     """
     own = service_requests(config, stack)
     notes = _Notes()
+    _index_notes(config, inventory, notes)
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     simulator = _resolve(config, config.simulator_key, config.simulator_devices, inventory, notes)
     owned = {
@@ -166,9 +168,26 @@ def _auto(
     return trainer, simulator
 
 
+def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:
+    """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
+    requests = [
+        (config.trainer_key, config.trainer_devices),
+        (config.simulator_key, config.simulator_devices),
+        *((own.key, own.request) for own in config.service_devices),
+    ]
+    if any(bare_indices(request) for _key, request in requests):
+        order = cuda_order(inventory)
+        warning, explanation = index_notes(requests, inventory, order, config.index_order)
+        notes.warnings.extend([warning] if warning else [])
+        notes.explanations.extend([explanation] if explanation else [])
+
+
 def _resolve(
     config: Config, key: str, request: DeviceRequest, inventory: Inventory, notes: _Notes
 ) -> tuple[Assignment, ...]:
+    if config.index_order == "cuda" and bare_indices(request):
+        request, unread = in_cuda_order(request, cuda_order(inventory))
+        notes.problems.extend(f"{config.where(key)}: {problem}" for problem in unread)
     assignments, found = resolve(request, inventory)
     notes.problems.extend(f"{config.where(key)}: {problem}" for problem in found)
     if request.all and not assignments:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
 from drgpu.core.envfile import EnvFiles, Origin, read_env_texts
+from drgpu.core.index_order import INDEX_ORDERS
 from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
         "DRGPU_MPS_ROBOMAKER_MEMORY": "MPS: each worker's pinned memory limit per GPU, e.g. 2G",
         "DRGPU_TRAINER_DEVICES": "the trainer's GPUs: an alias of DR_SAGEMAKER_CUDA_DEVICES",
         "DRGPU_SIMULATOR_DEVICES": "the simulators' GPUs: an alias of DR_ROBOMAKER_CUDA_DEVICES",
+        "DRGPU_INDEX_ORDER": "what a bare GPU index means: pci (nvidia-smi's, the default)"
+        " or cuda (CUDA's default fastest-first order, DRfC's 'CUDA number')",
     }
 )
 SHARING_MODES = ("exclusive", "timeslice", "mps")
@@ -89,6 +92,7 @@ class Config:
     simulator_devices: DeviceRequest
     worker_placement: str = "spread"
     mps: MpsSettings = MpsSettings()
+    index_order: str = "pci"
     evaluation: bool = False
     warnings: tuple[str, ...] = ()
     trainer_key: str = TRAINER_DEVICES_KEY
@@ -162,6 +166,8 @@ def load_config(
         warnings.append(f"no run.env at {beside} (DR_CONFIG is not set): read {env_file} alone")
     read = read_env_files(files, environ)
     values = dict(read.values)
+    if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
+        values["DRGPU_INDEX_ORDER"] = environ["DRGPU_INDEX_ORDER"]  # may be set in the shell
     if drfc:
         from drgpu.core.drfc import activation_exports
 
@@ -274,6 +280,7 @@ def config_from_values(
         simulator_devices=devices(simulator_key),
         worker_placement=choice("DRGPU_WORKER_PLACEMENT", "spread", WORKER_PLACEMENTS),
         mps=mps,
+        index_order=choice("DRGPU_INDEX_ORDER", "pci", INDEX_ORDERS),
         evaluation=evaluation,
         trainer_key=trainer_key,
         simulator_key=simulator_key,

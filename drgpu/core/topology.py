@@ -55,12 +55,28 @@ def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
         cuda_driver_version = int(cuda) if cuda is not None else None
     except (TypeError, ValueError):
         raise ConfigError(f"{source}: cuda_driver_version {cuda!r} is not a number") from None
+    indexed = tuple(_with_index(gpu, index) for index, gpu in enumerate(gpus))
     return Inventory(
-        gpus=tuple(_with_index(gpu, index) for index, gpu in enumerate(gpus)),
+        gpus=indexed,
         driver_version=data.get("driver_version"),
         cuda_driver_version=cuda_driver_version,
         init_error=data.get("init_error"),
+        cuda_order=_cuda_order(data.get("cuda_order"), len(indexed), source),
     )
+
+
+def _cuda_order(data: Any, count: int, source: str) -> tuple[int, ...] | None:
+    """The optional `cuda_order`: the NVML index of each CUDA ordinal, in CUDA's order."""
+    if data is None:
+        return None
+    if not isinstance(data, list) or not all(
+        isinstance(index, int) and not isinstance(index, bool) and 0 <= index < count
+        for index in data
+    ):
+        raise ConfigError(
+            f"{source}: cuda_order must list NVML indices (0 to {count - 1}) in CUDA's order"
+        )
+    return tuple(data)
 
 
 def inventory_to_json(inventory: Inventory) -> dict[str, Any]:
@@ -69,6 +85,7 @@ def inventory_to_json(inventory: Inventory) -> dict[str, Any]:
         "driver_version": inventory.driver_version,
         "cuda_driver_version": inventory.cuda_driver_version,
         "init_error": inventory.init_error,
+        "cuda_order": None if inventory.cuda_order is None else list(inventory.cuda_order),
         "gpus": [_gpu_to_json(gpu) for gpu in inventory.gpus],
     }
 

@@ -123,7 +123,12 @@ def gpus_table(
     holders: Mapping[int, tuple[Holder, ...]] | None = None,
 ) -> None:
     """This host's GPUs as a table on stdout; with `holders`, which run and service has each."""
-    columns = ["Index", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC", "MIG"]
+    from drgpu.core.index_order import cuda_order, ordinals
+
+    order = cuda_order(inventory)
+    cuda_indices = ordinals(order)
+    columns = ["Index", "CUDA", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC"]
+    columns.append("MIG")
     table = _table(
         f"GPUs (driver {inventory.driver_version or '?'})",
         *columns,
@@ -134,6 +139,7 @@ def gpus_table(
         if gpu.lost:
             table.add_row(
                 str(gpu.index),
+                "-",
                 "-",
                 f"LOST ({gpu.error})",
                 gpu.pci_bus_id or "-",
@@ -148,6 +154,7 @@ def gpus_table(
         migs = ", ".join(m.uuid if full else m.uuid[:12] for m in gpu.mig_devices)
         table.add_row(
             str(gpu.index),
+            ",".join(map(str, cuda_indices.get(gpu.index, ()))) + ("" if order.known else "?"),
             uuid,
             gpu.name,
             gpu.pci_bus_id,
@@ -158,11 +165,14 @@ def gpus_table(
             *held,
         )
     _print(table)
-    kinds = {gpu.name for gpu in inventory.gpus if not gpu.lost}
-    if len(kinds) > 1:
+    if order.differs(inventory):
+        guessed = (
+            " (guessed, marked ?: the CUDA driver could not be asked)" if not order.known else ""
+        )
         note(
-            "these GPUs differ in kind: CUDA's default order (fastest first) may differ from this"
-            " nvidia-smi order; drgpu uses these indices, renders UUIDs and sets"
+            f"CUDA's default order (fastest first, column CUDA{guessed}) differs from this"
+            " nvidia-smi order: drgpu reads bare indices in nvidia-smi's order"
+            " (DRGPU_INDEX_ORDER=cuda: in CUDA's), renders UUIDs and sets"
             " CUDA_DEVICE_ORDER=PCI_BUS_ID"
         )
 

@@ -186,7 +186,7 @@ def test_dr_dir_without_compose_files_is_an_error_not_drgpus_own_stack(
 
 def test_outside_drfc_nothing_changes(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     enter(monkeypatch, {})
-    Path("system.env").write_text("DR_SAGEMAKER_CUDA_DEVICES=0\n")
+    Path("system.env").write_text("DR_SAGEMAKER_CUDA_DEVICES=GPU-6f0c\n")
     result = cli("plan", "--inventory", GTX_M40, "--json")
     assert result.code == 0 and result.err == ""
     assert set(json.loads(result.out)["services"]) == {"sagemaker", "robomaker"}

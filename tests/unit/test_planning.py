@@ -12,6 +12,7 @@ from drgpu.core.model import Inventory, Plan, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, load_config
 from drgpu.errors import ExitCode, GpuValidationError
+from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]
 WriteStack = Callable[[str], Stack]
@@ -220,7 +221,7 @@ def test_trainer_under_8_gib_is_warned(
     make_config: MakeConfig, base_stack: Stack, gtx_m40: Inventory
 ) -> None:
     result = plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="1"), base_stack, gtx_m40)
-    assert result.warnings == (
+    assert order_free(result.warnings) == (
         "the trainer's GPU 1 (NVIDIA GeForce GTX 1650, 4096 MiB) has under 8 GiB;"
         " DeepRacer training needs about 8 GiB",
     )
@@ -229,7 +230,10 @@ def test_trainer_under_8_gib_is_warned(
 def test_trainer_with_8_gib_or_more_is_not_warned(
     make_config: MakeConfig, base_stack: Stack, gtx_m40: Inventory
 ) -> None:
-    assert plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="0"), base_stack, gtx_m40).warnings == ()
+    assert (
+        order_free(plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="0"), base_stack, gtx_m40).warnings)
+        == ()
+    )
 
 
 def test_mig_slice_memory_is_judged_by_the_slice_not_its_gpu(
@@ -257,7 +261,7 @@ def test_simulator_needs_1_gib_per_worker(
         f"the simulator's GPU 1 (NVIDIA GeForce GTX 1650, 4096 MiB) has under 1 GiB"
         f" for each of {workers} worker(s)",
     )
-    assert result.warnings == (expected if warned else ())
+    assert order_free(result.warnings) == (expected if warned else ())
 
 
 def test_trainer_request_without_a_trainer_service_is_warned(
@@ -265,7 +269,7 @@ def test_trainer_request_without_a_trainer_service_is_warned(
 ) -> None:
     stack = write_stack("services:\n  robomaker: {image: sim}\n")
     result = plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="0"), stack, gtx_m40)
-    assert result.warnings == (
+    assert order_free(result.warnings) == (
         "DR_SAGEMAKER_CUDA_DEVICES is set, but the stack has no sagemaker or rl_coach service",
     )
 
@@ -275,7 +279,7 @@ def test_simulator_request_without_a_simulator_service_is_warned(
 ) -> None:
     stack = write_stack("services:\n  sagemaker: {image: trainer}\n")
     result = plan(make_config(DR_ROBOMAKER_CUDA_DEVICES="1"), stack, gtx_m40)
-    assert result.warnings == (
+    assert order_free(result.warnings) == (
         "DR_ROBOMAKER_CUDA_DEVICES is set, but the stack has no robomaker service",
     )
 
@@ -314,7 +318,7 @@ def test_rl_coach_counts_as_a_trainer_for_unused_request_warnings(
     make_config: MakeConfig, drfc_stack: Stack, gtx_m40: Inventory
 ) -> None:
     result = plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="0"), drfc_stack, gtx_m40)
-    assert result.warnings == ()
+    assert order_free(result.warnings) == ()
 
 
 # --- resets of what the user's compose files already ask for ---------------------------------

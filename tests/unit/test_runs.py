@@ -20,6 +20,7 @@ from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError, ExitCode, GpuValidationError
 from drgpu.host import engine
 from drgpu.host.hostlock import host_lock, lock_path
+from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]
 
@@ -93,7 +94,7 @@ def test_a_runs_own_claims_are_no_conflict(
 ) -> None:
     config = make_config(DR_RUN_ID="a", DR_SAGEMAKER_CUDA_DEVICES="0")
     plan = make_plan(config, base_stack, gtx_m40, [Claim("a", "sagemaker", (M40,))])
-    assert plan.warnings == ()
+    assert order_free(plan.warnings) == ()
 
 
 def test_two_timeslice_runs_share_with_a_warning(

@@ -12,6 +12,7 @@ from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.core.sharing import MPS_COMMAND, mps_memory
 from drgpu.errors import GpuValidationError
+from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]
 WriteStack = Callable[[str], Stack]
@@ -66,10 +67,10 @@ def test_timeslice_allows_the_overlap_with_a_warning(
 ) -> None:
     plan = make_plan(shared_config(make_config, "timeslice"), base_stack, gtx_m40)
     assert [d.uuid for d in plan.service("robomaker").devices] == [M40]
-    assert plan.warnings[0].startswith(
+    assert order_free(plan.warnings)[0].startswith(
         "0: Tesla M40 24GB (22912 MiB, 00000000:03:00.0) is asked for by both the trainer"
     )
-    assert "DRGPU_SHARING=timeslice: they take turns on it" in plan.warnings[0]
+    assert "DRGPU_SHARING=timeslice: they take turns on it" in order_free(plan.warnings)[0]
 
 
 def test_timeslice_tells_every_gpu_service_to_grow_its_memory(
@@ -142,7 +143,7 @@ def test_mps_limits_are_rendered_per_role_and_per_device(
     for worker in ("robomaker-1", "robomaker-2"):
         assert env(plan, worker)["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "20"
         assert env(plan, worker)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == f"{M40}=2G"
-    assert plan.warnings == ()
+    assert order_free(plan.warnings) == ()
 
 
 def test_a_client_with_two_gpus_gets_a_memory_limit_for_each(
@@ -177,7 +178,7 @@ def test_thread_percentages_over_100_on_one_gpu_are_warned(
         DRGPU_MPS_ROBOMAKER_THREADS="30",
     )
     plan = make_plan(config, base_stack, gtx_m40)
-    assert plan.warnings == (
+    assert order_free(plan.warnings) == (
         "MPS thread percentages on GPU 0 (Tesla M40 24GB) add up to 120%"
         " (sagemaker 60%, robomaker-1 30%, robomaker-2 30%): its clients will contend for SMs",
     )
@@ -208,7 +209,9 @@ def test_mps_without_a_shared_gpu_starts_no_daemon(
     )
     plan = make_plan(config, base_stack, gtx_m40)
     assert [s.name for s in plan.services] == ["sagemaker", "robomaker"]
-    assert plan.warnings == ("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started",)
+    assert order_free(plan.warnings) == (
+        "DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started",
+    )
     assert plan.service("sagemaker").ipc is None
 
 
@@ -298,6 +301,6 @@ def test_mps_settings_without_mps_sharing_are_warned(
 ) -> None:
     config = make_config(DR_SAGEMAKER_CUDA_DEVICES="0", DRGPU_MPS_SAGEMAKER_THREADS="50")
     plan = make_plan(config, base_stack, gtx_m40)
-    assert plan.warnings == (
+    assert order_free(plan.warnings) == (
         "DRGPU_MPS_SAGEMAKER_THREADS is set, but DRGPU_SHARING=exclusive: it applies to mps only",
     )

@@ -1,0 +1,156 @@
+"""What a bare GPU index means: nvidia-smi's PCI bus order, or CUDA's default order.
+
+drgpu reads bare indices as NVML does (PCI bus order, as nvidia-smi numbers them).
+DeepRacer-for-cloud's docs call the device values "the CUDA number": CUDA's default
+order, fastest first, which may differ. Where it does and a value uses bare indices,
+drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
+
+CUDA's order comes from the CUDA driver (`drgpu.host.cuda`), or an inventory file's
+`cuda_order`; when neither tells, drgpu guesses with CUDA's documented intent (fastest
+first) as: highest compute capability first, ties in PCI bus order, lost GPUs left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
+from drgpu.core.model import Gpu, Inventory
+from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
+
+INDEX_ORDERS = ("pci", "cuda")
+
+
+@dataclass(frozen=True)
+class CudaOrder:
+    """The NVML index of each CUDA ordinal (CUDA's default order), and whether the CUDA
+    driver (or an inventory file) said so, rather than drgpu's guess."""
+
+    indices: tuple[int, ...]
+    known: bool
+
+    def differs(self, inventory: Inventory) -> bool:
+        """Whether CUDA ordinal N is not NVML index N for some N."""
+        return self.indices != tuple(gpu.index for gpu in inventory.gpus)
+
+
+def cuda_order(inventory: Inventory) -> CudaOrder:
+    """CUDA's default order on the machine of `inventory`: as recorded, else guessed."""
+    if inventory.cuda_order is not None:
+        return CudaOrder(inventory.cuda_order, known=True)
+    return CudaOrder(guessed_order(inventory), known=False)
+
+
+def guessed_order(inventory: Inventory) -> tuple[int, ...]:
+    """CUDA's fastest-first order as drgpu guesses it: highest compute capability first,
+    ties in PCI bus order; lost GPUs left out, a GPU in MIG mode once per MIG device."""
+    usable = [gpu for gpu in inventory.gpus if not gpu.lost]
+    ranked = sorted(
+        usable, key=lambda gpu: (-gpu.compute_capability[0], -gpu.compute_capability[1])
+    )
+    return tuple(
+        gpu.index
+        for gpu in ranked
+        for _ in (gpu.mig_devices if gpu.mig_mode and gpu.mig_devices else (None,))
+    )
+
+
+def order_from_cuda_devices(
+    inventory: Inventory, devices: Sequence[tuple[str, str]]
+) -> tuple[int, ...] | None:
+    """NVML indices of CUDA devices given as (uuid, PCI bus id) in CUDA's order, matched
+    by GPU or MIG UUID, else bus id; None when one of them matches no GPU."""
+    indices = []
+    for uuid, bus_id in devices:
+        gpu = _match(inventory, uuid.lower(), bus_id)
+        if gpu is None:
+            return None
+        indices.append(gpu.index)
+    return tuple(indices)
+
+
+def _match(inventory: Inventory, uuid: str, bus_id: str) -> Gpu | None:
+    for gpu in inventory.gpus:
+        if uuid and (
+            gpu.uuid.lower() == uuid or any(m.uuid.lower() == uuid for m in gpu.mig_devices)
+        ):
+            return gpu
+    wanted = normalize_pci_bus_id(bus_id) if parse_pci_bus_id(bus_id) else None
+    return next((gpu for gpu in inventory.gpus if wanted and gpu.pci_bus_id == wanted), None)
+
+
+def bare_indices(request: DeviceRequest) -> tuple[Selector, ...]:
+    """The selectors of a device value that are bare indices."""
+    return tuple(s for s in request.selectors if s.kind is SelectorKind.INDEX)
+
+
+def in_cuda_order(request: DeviceRequest, order: CudaOrder) -> tuple[DeviceRequest, list[str]]:
+    """The request with each bare index read as a CUDA ordinal (turned into the NVML index
+    of that GPU), and what could not be read: an ordinal CUDA does not have."""
+    selectors: list[Selector] = []
+    problems: list[str] = []
+    for selector in request.selectors:
+        if selector.kind is not SelectorKind.INDEX:
+            selectors.append(selector)
+            continue
+        ordinal = int(selector.text)
+        if ordinal >= len(order.indices):
+            problems.append(
+                f"{selector.text!r}: CUDA has no device {ordinal} here (DRGPU_INDEX_ORDER=cuda;"
+                f" CUDA devices 0 to {len(order.indices) - 1})"
+            )
+            continue
+        index = order.indices[ordinal]
+        selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
+    return replace(request, selectors=tuple(selectors)), problems
+
+
+def index_notes(
+    requests: Sequence[tuple[str, DeviceRequest]],
+    inventory: Inventory,
+    order: CudaOrder,
+    index_order: str,
+) -> tuple[str | None, str | None]:
+    """(a warning, an explanation) when device values (key, request) use bare indices whose
+    meaning differs between nvidia-smi's and CUDA's order here, naming both GPUs per index.
+
+    Read in nvidia-smi's order (the default), or in a CUDA order drgpu only guessed, it is
+    a warning; read in the CUDA order the driver reported, an explanation."""
+    if not order.differs(inventory):
+        return None, None
+    by_index = {gpu.index: gpu for gpu in inventory.gpus}
+    meanings = []
+    for key, request in requests:
+        for selector in bare_indices(request):
+            number = int(selector.text)
+            smi = by_index.get(number)
+            cuda = by_index.get(order.indices[number]) if number < len(order.indices) else None
+            if smi is not cuda:
+                meanings.append(
+                    f"{key}={number} is nvidia-smi's {_named(smi)}, CUDA's {_named(cuda)}"
+                )
+    if not meanings:
+        return None, None
+    guessed = "" if order.known else " (guessed: the CUDA driver's own is not known)"
+    differs = f"CUDA's order{guessed} differs from nvidia-smi's here: {'; '.join(meanings)}"
+    if index_order == "cuda" and order.known:
+        return None, f"bare indices read in CUDA's order (DRGPU_INDEX_ORDER=cuda): {differs}"
+    if index_order == "cuda":
+        return f"{differs}; read in that guessed order (DRGPU_INDEX_ORDER=cuda)", None
+    return (
+        f"{differs}; drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's"
+        " 'CUDA number'); a GPU UUID means one GPU in every order"
+    ), None
+
+
+def _named(gpu: Gpu | None) -> str:
+    return "no GPU" if gpu is None else f"GPU {gpu.index} ({gpu.name or 'lost'})"
+
+
+def ordinals(order: CudaOrder) -> dict[int, tuple[int, ...]]:
+    """The CUDA ordinal(s) of each NVML index (a GPU in MIG mode has one per MIG device)."""
+    found: dict[int, tuple[int, ...]] = {}
+    for ordinal, index in enumerate(order.indices):
+        found[index] = (*found.get(index, ()), ordinal)
+    return found

@@ -1,0 +1,23 @@
+"""Plan warnings without the index-order one.
+
+The example boxes of the tests mix GPU kinds, so CUDA's order differs from nvidia-smi's
+there and every plan with bare indices warns about it (drgpu.core.index_order). Tests
+about other warnings compare the rest; tests/unit/test_index_order.py tests that one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+ORDER_WARNING = "CUDA's order"
+
+
+def order_free(warnings: Iterable[str]) -> tuple[str, ...]:
+    """`warnings` less the one about CUDA's order against nvidia-smi's."""
+    return tuple(warning for warning in warnings if not warning.startswith(ORDER_WARNING))
+
+
+def order_free_text(stderr: str) -> str:
+    """stderr less the `drgpu: warning:` line about CUDA's order."""
+    mark = f"drgpu: warning: {ORDER_WARNING}"
+    return "".join(line for line in stderr.splitlines(True) if not line.startswith(mark))
