@@ -324,12 +324,13 @@ def status(
 @app.command()
 def doctor(
     env_file: EnvFile = None,
+    file: ComposeFiles = None,
     image: Annotated[
         list[str] | None,
         typer.Option(
             "--image",
             help="Also check this local image (repeatable); the first is the one --probe starts"
-            " (default: the trainer image of --env-file).",
+            " (default: the simulator image of the stack, as Compose resolves it).",
         ),
     ] = None,
     probe: Annotated[
@@ -350,7 +351,7 @@ def doctor(
 
     with spinner("checking the host"):
         facts = doctor_command.gather(
-            _target(env_file, None, None, False, needs_files=False), image or [], probe
+            _target(env_file, None, file, False, needs_files=False), image or [], probe
         )
     checks = host_checks.run_checks(facts)
     if json_output:

@@ -15,8 +15,10 @@ from drgpu.core.host_checks import (
     NvmlFacts,
     ProbeFacts,
     SettingsFacts,
+    resolved_images,
     stack_images,
 )
+from drgpu.core.settings import Config
 from drgpu.core.target import Target
 
 
@@ -24,11 +26,13 @@ def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
     from drgpu.errors import DrgpuError
 
-    settings, values = _gather_settings(target)
+    settings, config = _gather_settings(target)
+    values = dict(config.values) if config is not None else {}
     nvml = _gather_nvml()
     docker = _gather_docker()
     compose = _gather_compose(values)
-    names = list(dict.fromkeys([*images, *stack_images(values)]))
+    used, simulator_image = _stack_images(config, target)
+    names = list(dict.fromkeys([*images, *used]))
     checked: tuple[ImageCheck, ...] = ()
     probe_facts = None
     if docker.daemon is not None:
@@ -36,8 +40,8 @@ def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
 
         try:
             checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
-            if probe:
-                image = images[0] if images else stack_images(values)[0]
+            image = images[0] if images else simulator_image
+            if probe and image is not None:
                 present = engine.local_image(image) is not None
                 error = engine.try_device_request(image) if present else None
                 probe_facts = ProbeFacts(image, present, error)
@@ -46,15 +50,35 @@ def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
     return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
 
 
-def _gather_settings(target: Target) -> tuple[SettingsFacts, dict[str, str]]:
+def _gather_settings(target: Target) -> tuple[SettingsFacts, Config | None]:
     from drgpu.core.settings import load_target_config
     from drgpu.errors import ConfigError
 
     try:
         config = load_target_config(target)
     except ConfigError as exc:
-        return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), {}
-    return SettingsFacts(target.env_file, run_id=config.run_id), dict(config.values)
+        return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
+    return SettingsFacts(target.env_file, run_id=config.run_id), config
+
+
+def _stack_images(config: Config | None, target: Target) -> tuple[tuple[str, ...], str | None]:
+    """The images the target's stack uses, as Compose resolves its files with these settings,
+    and the simulator's (the one `--probe` starts). Without Compose, drgpu's base stack's
+    images as its compose file names them; another stack's are then unknown."""
+    from drgpu.commands.up_down import stack_files
+    from drgpu.errors import DrgpuError
+    from drgpu.host.compose import resolve_stack
+
+    if config is not None:
+        try:
+            model = resolve_stack(config, tuple(stack_files(target)))
+            return resolved_images(model["services"])
+        except DrgpuError:
+            pass  # the compose check says why
+    if target.compose_files is None:
+        trainer, simulator = stack_images(dict(config.values) if config else {})
+        return (trainer, simulator), simulator
+    return (), None
 
 
 def _gather_nvml() -> NvmlFacts:

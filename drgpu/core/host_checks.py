@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from drgpu.core.compose_stack import role_of
 from drgpu.core.facts import DaemonFacts, ImageFacts
-from drgpu.core.model import Inventory
+from drgpu.core.model import Inventory, Role
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 SCHEMA_VERSION = 1
@@ -488,6 +489,19 @@ def min_driver(cuda: tuple[int, int]) -> str:
     return f"the first driver of CUDA {cuda[0]}.{cuda[1]}"
 
 
+def resolved_images(services: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
+    """The images of a stack as Compose resolved it (`compose config`'s services), and the
+    one `doctor --probe` starts: the first simulator's, else the trainer's, else the first."""
+
+    images = {
+        name: str(body["image"])
+        for name, body in services.items()
+        if isinstance(body, Mapping) and body.get("image")
+    }
+    ranked = sorted(images, key=lambda name: _PROBE_PREFERENCE.get(role_of(name), 9))
+    return tuple(dict.fromkeys(images.values())), images[ranked[0]] if ranked else None
+
+
 def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
     """The trainer and simulator images of drgpu's base stack, as its compose file names them."""
     trainer = values.get("DRGPU_SAGEMAKER_IMAGE") or (
@@ -500,6 +514,9 @@ def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
         + (values.get("DR_SIMAPP_VERSION") or "5.3.3-gpu")
     )
     return trainer, simulator
+
+
+_PROBE_PREFERENCE = {Role.SIMULATOR: 0, Role.TRAINER: 1, Role.TRAINER_LAUNCHER: 2}
 
 
 def ok(checks: list[Check]) -> bool:

@@ -53,13 +53,13 @@ def resolve_target(
     """
     checkout = drfc_checkout(environ, evaluation=evaluation)
     files = tuple(compose_files) if compose_files else None
-    if files is None and checkout is not None and needs_files:
-        if not checkout.compose_files:
+    if files is None and checkout is not None:
+        if not checkout.compose_files and needs_files:
             raise ConfigError(
                 f"DR_DIR is set ({checkout.root}) but {checkout.compose_variable} is not",
                 hint=f"source {checkout.root}/bin/activate.sh, or pass -f FILE",
             )
-        files = checkout.compose_files
+        files = checkout.compose_files or None
     drfc_settings = checkout is not None and env_file is None
     if drfc_settings and checkout is not None:
         return Target(

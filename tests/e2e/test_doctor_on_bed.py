@@ -70,9 +70,10 @@ def test_a_host_whose_engine_serves_device_requests_passes(
     topology["gpus"][0]["persistence_mode"] = False  # the L4, NVML index 2
     bed.set_topology(topology)
     env_file = settings(
-        tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image, DRGPU_ROBOMAKER_IMAGE=OLD_CUDA_IMAGE
+        tmp_path, DRGPU_SAGEMAKER_IMAGE=OLD_CUDA_IMAGE, DRGPU_ROBOMAKER_IMAGE=bed.image
     )
 
+    # --probe starts the simulator's image, as Compose resolves the stack.
     done = drgpu(bed, "doctor", "--env-file", str(env_file), "--probe", "--json")
 
     assert done.returncode == 0, done.stderr
@@ -124,7 +125,7 @@ def test_an_engine_without_the_toolkit_hook_fails_the_probe(
     bed: Any, tmp_path: Path, bare_engine: str
 ) -> None:
     bed.set_topology(THREE_GPUS)
-    env_file = settings(tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image)
+    env_file = settings(tmp_path, DRGPU_ROBOMAKER_IMAGE=bed.image)
 
     done = drgpu(
         bed, "doctor", "--env-file", str(env_file), "--probe", "--json", DOCKER_HOST=bare_engine

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,31 @@ def test_up_in_an_activated_shell_and_eval_beside_it(
         assert containers(bed, training) == []
     finally:
         bed.cleanup_project(evaluation)
+
+
+def test_doctor_in_an_activated_shell_checks_and_probes_the_stacks_own_image(
+    bed: Any, tmp_path: Path, project: str
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    source, _, version = bed.image.rpartition(":")
+    system = SYSTEM_ENV.replace("awsdeepracercommunity/deepracer-simapp", source)
+    root = make_checkout(tmp_path / "drfc", system_env=system.replace("5.3.3-gpu", version))
+    stack = {
+        "services": {
+            "rl_coach": {"image": "${DR_SIMAPP_SOURCE}:${DR_SIMAPP_VERSION}"},
+            "robomaker": {"image": "${DR_SIMAPP_SOURCE}:${DR_SIMAPP_VERSION}"},
+        }
+    }
+    (root / "docker" / "docker-compose-training.yml").write_text(yaml.safe_dump(stack))
+    (root / "docker" / "docker-compose-endpoint.yml").write_text("services: {}\n")
+
+    done = drgpu(bed, "doctor", "--probe", "--json", **activated(root))
+
+    checks = json.loads(done.stdout)["checks"]
+    images = [c["subject"] for c in checks if c["id"] == "image-cuda"]
+    assert images == [bed.image]  # the image DRfC's files name, not drgpu's defaults
+    (probe,) = [c for c in checks if c["id"] == "device-requests"]
+    assert probe["status"] == "pass", probe
+    assert bed.image in probe["summary"]
+    (settings,) = [c for c in checks if c["id"] == "settings"]
+    assert settings["summary"] == f"{root / 'system.env'}: run 0"

@@ -387,3 +387,20 @@ def test_any_failure_makes_the_checklist_fail() -> None:
     doc = document(checks)
     assert doc["ok"] is False
     assert doc["checks"][1]["fix"].startswith("load the kernel module")
+
+
+def test_resolved_images_list_each_once_and_probe_the_simulators() -> None:
+    from drgpu.core.host_checks import resolved_images
+
+    services = {
+        "rl_coach": {"image": "simapp:6"},
+        "robomaker": {"image": "simapp:6"},
+        "redis": {"image": "redis:7"},
+        "builder": {"build": "."},
+    }
+    assert resolved_images(services) == (("simapp:6", "redis:7"), "simapp:6")
+    assert resolved_images({"sagemaker": {"image": "a"}, "redis": {"image": "b"}}) == (
+        ("a", "b"),
+        "a",
+    )
+    assert resolved_images({}) == ((), None)
