@@ -241,7 +241,8 @@ def gpus(
     full: Annotated[bool, typer.Option("--full", help="Show whole UUIDs.")] = False,
     json_output: Json = False,
 ) -> None:
-    """List this host's GPUs in nvidia-smi (PCI bus) order, and which drgpu run holds each."""
+    """List this host's GPUs in nvidia-smi (PCI bus) order, with CUDA's order beside, and which
+    drgpu run holds each."""
     from drgpu.commands import gpus as gpus_command
     from drgpu.ui import tables
 
