@@ -191,6 +191,16 @@ def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple
     return render_override(prepared.plan), ()
 
 
+ScriptArgs = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="In an activated DeepRacer-for-cloud shell: arguments for its start script,"
+        " after `--` (e.g. `drgpu up -- -w`).",
+        show_default=False,
+    ),
+]
+
+
 @app.command()
 def up(
     env_file: EnvFile = None,
@@ -198,16 +208,33 @@ def up(
     file: ComposeFiles = None,
     swarm: Swarm = False,
     evaluation: Evaluation = False,
+    script_args: ScriptArgs = None,
 ) -> None:
-    """Check, render, start the stack, and prove every container got exactly its GPUs."""
+    """Check, render, start the stack, and prove every container got exactly its GPUs.
+
+    In an activated DeepRacer-for-cloud shell, DRfC's own start script starts it (with
+    drgpu's override added to the compose files it reads); see docs/drfc.md.
+    """
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
     if swarm or config.docker_style == "swarm":
         _swarm_up(config, target)
         return
-    from drgpu.commands import up_down
+    from drgpu.commands import drfc_stack, up_down
     from drgpu.ui import tables
 
+    if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
+        target = drfc_stack.script_target(target, config)
+        with up_down.prepare_locked(config, target) as prepared:
+            tables.warnings(prepared.plan.warnings)
+            plan, containers = drfc_stack.up(prepared, script_args or [])
+        tables.up_table(plan, containers)
+        return
+    if script_args:
+        raise ConfigError(
+            f"unexpected argument {script_args[0]!r}",
+            hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
+        )
     with up_down.prepare_locked(config, target) as prepared:
         tables.warnings(prepared.plan.warnings)
         containers = up_down.up(prepared)
@@ -222,8 +249,11 @@ def down(
     swarm: Swarm = False,
     evaluation: Evaluation = False,
 ) -> None:
-    """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack."""
-    from drgpu.commands import up_down
+    """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack.
+
+    In an activated DeepRacer-for-cloud shell, DRfC's own stop script stops it.
+    """
+    from drgpu.commands import drfc_stack, up_down
 
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
@@ -232,8 +262,41 @@ def down(
 
         swarm_deploy.down(config)
         return
-
+    if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
+        drfc_stack.down(config, drfc_stack.script_target(target, config))
+        return
     up_down.down(config, target)
+
+
+@app.command(name="drfc-env")
+def drfc_env(evaluation: Evaluation = False) -> None:
+    """Print exports that let DeepRacer-for-cloud's own dr-start-training and
+    dr-stop-training (or -evaluation) use drgpu's GPUs: eval "$(drgpu drfc-env)".
+
+    Plans now (checked like `drgpu plan`), writes the override `drgpu up` would use, and
+    prints `export DR_TRAIN_COMPOSE_FILE='... -f <override>'` and COMPOSE_REMOVE_ORPHANS=1.
+    Run it again after changing system.env or run.env; `drgpu up` also proves the result.
+    """
+    from drgpu.commands import drfc_stack, up_down
+    from drgpu.ui import tables
+
+    target = _target(None, None, None, evaluation)
+    if target.checkout is None:
+        raise ConfigError(
+            "not an activated DeepRacer-for-cloud shell (DR_DIR is not set)",
+            hint="source bin/activate.sh in your DRfC checkout first",
+        )
+    config = _settings(target)
+    if config.docker_style == "swarm":
+        raise ConfigError(
+            "DR_DOCKER_STYLE=swarm: DRfC's scripts deploy a Swarm stack, and drgpu's"
+            " override is for Compose",
+            hint="use `drgpu up` (it deploys drgpu's own stack file), or DR_DOCKER_STYLE=compose",
+        )
+    target = drfc_stack.script_target(target, config)
+    prepared = up_down.prepare_with(config, target, None)
+    tables.warnings(prepared.plan.warnings)
+    sys.stdout.write(drfc_stack.shell_exports(prepared))
 
 
 @app.command()

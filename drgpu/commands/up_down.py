@@ -160,7 +160,7 @@ def _written_by_drgpu(path: Path) -> bool:
 
 def up(prepared: Prepared) -> list[ContainerFacts]:
     """Render, start the stack, and verify it; on any failure the stack goes back down."""
-    from drgpu.host import compose, engine, process
+    from drgpu.host import compose, process
     from drgpu.targets.compose_override import render_override
     from drgpu.ui.talk import spinner
 
@@ -175,28 +175,56 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
-    from drgpu.core.verification import verify
-
     try:
         with spinner(f"starting {prepared.plan.project}"):
             started = process.run(command, env=environment)
+        show_compose_warnings(started.stderr)
         if not started.ok:
             raise DockerError(
                 f"compose up failed: {started.last_error_line()}",
                 hint=_compose_hint(started.stderr),
             )
         preload.join()
-        containers = engine.project_containers(prepared.plan.project)
-        problems = verify(prepared.plan, containers)
-        if problems:
-            raise DockerError(
-                f"the started stack does not match the plan: {'; '.join(problems)}",
-                hint="the stack was brought back down; `drgpu doctor` checks the host",
-            )
+        containers = verified(prepared.plan)
     except BaseException:  # a failure, or Ctrl-C: nothing is left half-started
         _bring_down(binary, prepared.plan.project, files, environment)
         raise
     return containers
+
+
+LOG_TAIL_LINES = 5
+
+
+def verified(plan: Plan) -> list[ContainerFacts]:
+    """The containers of the started stack, proven against the plan; a DockerError naming
+    every difference (with the last log lines of each container that stopped) if not."""
+    from drgpu.core.verification import stopped_badly, verify
+    from drgpu.host import engine
+
+    containers = engine.project_containers(plan.project)
+    problems = verify(plan, containers)
+    if not problems:
+        return containers
+    logs = []
+    for container in stopped_badly(plan, containers):
+        tail = engine.container_log_tail(container.id, LOG_TAIL_LINES)
+        shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
+        logs.append(f"last lines of {container.name}:{shown}")
+    raise DockerError(
+        f"the started stack does not match the plan: {'; '.join(problems)}",
+        hint="\n  ".join(
+            [*logs, "the stack was brought back down; `drgpu doctor` checks the host"]
+        ),
+    )
+
+
+def show_compose_warnings(stderr: str) -> None:
+    """Compose's own warnings (unset variables, obsolete keys ...) as drgpu warnings."""
+    from drgpu.core.compose_output import compose_warnings
+    from drgpu.ui.talk import warn
+
+    for message in compose_warnings(stderr):
+        warn(f"compose: {message}")
 
 
 def _preload() -> None:

@@ -29,6 +29,12 @@ class ContainerFacts:
     environment: Mapping[str, str] = field(default_factory=dict)
     device_requests: tuple[DeviceRequestFacts, ...] = ()
     ipc_mode: str = ""
+    exit_code: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the container is not running any more (or never ran)."""
+        return self.state in ("exited", "dead", "created", "restarting", "removing")
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,7 @@ class ServicePlan:
     ipc: str | None = None
     depends_on: tuple[str, ...] = ()
     volumes: tuple[str, ...] = ()
+    placeholder: bool = False
 
     @property
     def has_gpu(self) -> bool:

@@ -7,10 +7,27 @@ from drgpu.core.model import Plan, ServicePlan
 
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
-    """Every way the containers differ from the plan; empty when they match."""
+    """Every way the containers differ from the plan; empty when they match.
+
+    A container that stopped is a problem when its service has a GPU (whatever its exit
+    status: a trainer or simulator that ended is no verified stack), when it exited
+    non-zero, or when it never started, died or keeps restarting.
+    """
     problems: list[str] = []
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
+        problems.extend(
+            f"{container.name}: {problem}"
+            for container in mine
+            if (problem := state_problem(service, container))
+        )
+        if service.placeholder:
+            problems.extend(
+                f"{c.name}: has {len(c.device_requests)} device request(s), planned none"
+                for c in mine
+                if c.device_requests
+            )
+            continue
         if service.disabled:
             if mine:
                 problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
@@ -25,6 +42,32 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
                 f"{container.name}: {p}" for p in _ipc_problems(service, container, containers)
             )
     return problems
+
+
+def stopped_badly(plan: Plan, containers: list[ContainerFacts]) -> list[ContainerFacts]:
+    """The containers whose state `verify` reports (their logs tell why)."""
+    planned = {service.name: service for service in plan.services}
+    return [
+        container
+        for container in containers
+        if container.service in planned and state_problem(planned[container.service], container)
+    ]
+
+
+def state_problem(service: ServicePlan, container: ContainerFacts) -> str | None:
+    """Why a container's state fails verification, or None."""
+    if not container.stopped:
+        return None
+    if container.state != "exited":
+        return f"is {container.state}, not running"
+    status = container.exit_code
+    if status is None:
+        return "exited"
+    if status != 0:
+        return f"exited with status {status}"
+    if service.has_gpu:
+        return "exited (status 0), but it was given a GPU to work on"
+    return None
 
 
 def _ipc_problems(

@@ -140,7 +140,38 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
             for request in requests
         ),
         ipc_mode=str(host_config.get("IpcMode") or ""),
+        exit_code=_exit_code(attrs.get("State") or {}),
     )
+
+
+def _exit_code(state: Mapping[str, Any]) -> int | None:
+    code = state.get("ExitCode")
+    return int(code) if isinstance(code, int) and state.get("Status") != "running" else None
+
+
+def container_log_tail(container_id: str, lines: int) -> list[str]:
+    """The last `lines` lines a container wrote (stdout and stderr); none when it is gone."""
+    with _connected() as client:
+        import docker.errors
+
+        try:
+            raw = client.api.logs(container_id, stdout=True, stderr=True, tail=lines)
+        except docker.errors.NotFound:
+            return []
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return text.splitlines()[-lines:]
+
+
+def remove_containers(container_ids: list[str]) -> None:
+    """Force-remove containers and their anonymous volumes; one already gone is no error."""
+    with _connected() as client:
+        import docker.errors
+
+        for container_id in container_ids:
+            try:
+                client.api.remove_container(container_id, v=True, force=True)
+            except docker.errors.NotFound:
+                continue
 
 
 PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"

@@ -8,6 +8,7 @@ from typing import Any
 from drgpu.core.model import Plan, ServicePlan
 
 HEADER_MARK = "# Written by drgpu"
+PLACEHOLDER_ENTRYPOINT = ("true",)
 _DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
 
 
@@ -88,6 +89,12 @@ def _service(service: ServicePlan) -> dict[str, Any]:
         body["image"] = service.image
     if service.command:
         body["command"] = list(service.command)
+    if service.placeholder:
+        # Each replica a start script's `--scale` asks for runs `true` and exits: the
+        # numbered workers are the simulators (see docs/drfc.md).
+        body["entrypoint"] = _Tagged("!override", list(PLACEHOLDER_ENTRYPOINT))
+        body["command"] = _Tagged("!reset", [])
+        body["ports"] = _Tagged("!reset", [])
     if service.init:
         body["init"] = True
     if service.network_mode is not None:

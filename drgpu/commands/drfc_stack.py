@@ -1,0 +1,185 @@
+"""`drgpu up` and `drgpu down` in an activated DeepRacer-for-cloud shell: DRfC's own start
+and stop scripts (core.drfc_scripts says how), with drgpu's override in the compose
+files they read, then proof (core.verification)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from drgpu.commands.up_down import (
+    Prepared,
+    _bring_down,
+    _preload,
+    _written_by_drgpu,
+    override_path,
+    show_compose_warnings,
+    verified,
+    write_owned_file,
+)
+from drgpu.core import drfc_scripts
+from drgpu.core.drfc import DrfcCheckout
+from drgpu.core.target import Target
+from drgpu.errors import DockerError
+
+if TYPE_CHECKING:
+    from drgpu.core.facts import ContainerFacts
+    from drgpu.core.model import Plan
+    from drgpu.core.settings import Config
+    from drgpu.host.process import Completed
+
+
+def runs_scripts(target: Target, *, explicit_files: bool) -> bool:
+    """Whether `up` and `down` go through the activated checkout's own scripts: in a DRfC
+    shell, on its own compose files, with its scripts there (else drgpu starts the
+    files itself, and says so)."""
+    checkout = target.checkout
+    if checkout is None or explicit_files:
+        return False
+    if checkout.start_script.is_file() and checkout.stop_script.is_file():
+        return True
+    from drgpu.ui.talk import warn
+
+    warn(
+        f"{checkout.start_script} or {checkout.stop_script.name} is missing: drgpu starts and"
+        " stops the compose files itself, without DRfC's setup (ROBOMAKER_COMMAND ...)"
+    )
+    return False
+
+
+def script_target(target: Target, config: Config) -> Target:
+    """The target with the compose files DRfC's start script really hands Compose."""
+    files = drfc_scripts.start_files(_checkout(target), config.values)
+    return replace(target, compose_files=files)
+
+
+def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[ContainerFacts]]:
+    """Render the override, run DRfC's start script with it, and verify every container;
+    on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again."""
+    from drgpu.host import process
+    from drgpu.targets.compose_override import render_override
+    from drgpu.ui.talk import spinner
+
+    checkout = _checkout(prepared.target)
+    plan = drfc_scripts.for_start_script(prepared.plan, checkout)
+    write_owned_file(prepared.override_path, render_override(plan))
+    environment = drfc_scripts.script_environment(
+        os.environ, prepared.config.values, checkout, prepared.override_path
+    )
+    files = (*prepared.stack.files, prepared.override_path)
+    preload = threading.Thread(target=_preload, daemon=True)
+    preload.start()
+    try:
+        with spinner(f"starting {plan.project} with {_name(checkout.start_script, checkout)}"):
+            started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)
+        said = _relay(started, checkout.start_script, checkout)
+        if not started.ok:
+            last = said[-1] if said else f"exit status {started.returncode}"
+            raise DockerError(
+                f"{_name(checkout.start_script, checkout)} failed: {last}",
+                hint="its arguments follow `--`: `drgpu up -- -w` wipes the model prefix"
+                if "-w option" in last
+                else None,
+            )
+        preload.join()
+        containers = verified(plan)
+        _remove_placeholders(plan, containers)
+    except BaseException:  # a failure, or Ctrl-C: nothing is left half-started
+        _take_down(checkout, environment, plan.project, files)
+        raise
+    placeholders = _placeholder_services(plan)
+    return plan, [c for c in containers if c.service not in placeholders]
+
+
+def shell_exports(prepared: Prepared) -> str:
+    """Write the override `drgpu up` would start with, and return the exports that make
+    DRfC's own `dr-start-*` and `dr-stop-*` read it (and remove drgpu's workers)."""
+    from drgpu.targets.compose_override import render_override
+
+    checkout = _checkout(prepared.target)
+    plan = drfc_scripts.for_start_script(prepared.plan, checkout)
+    write_owned_file(prepared.override_path, render_override(plan))
+    return drfc_scripts.shell_exports(checkout, prepared.override_path)
+
+
+def down(config: Config, target: Target) -> None:
+    """DRfC's stop script with drgpu's override (and orphans) included; then whatever is
+    left of the project goes too, and the override file drgpu wrote."""
+    from drgpu.ui.talk import spinner
+
+    checkout = _checkout(target)
+    override = override_path(target.env_file, config.project)
+    written = override.is_file() and _written_by_drgpu(override)
+    environment = drfc_scripts.script_environment(
+        os.environ, config.values, checkout, override if written else None
+    )
+    files = (*(target.compose_files or ()), *([override] if written else []))
+    with spinner(f"stopping {config.project} with {_name(checkout.stop_script, checkout)}"):
+        stopped = _take_down(checkout, environment, config.project, files)
+    if not stopped:
+        raise DockerError(f"{_name(checkout.stop_script, checkout)} left {config.project} up")
+    if written:
+        override.unlink(missing_ok=True)
+        _remove_if_empty(override.parent)
+
+
+def _checkout(target: Target) -> DrfcCheckout:
+    if target.checkout is None:
+        raise DockerError("not an activated DeepRacer-for-cloud shell")  # runs_scripts said so
+    return target.checkout
+
+
+def _take_down(
+    checkout: DrfcCheckout, environment: dict[str, str], project: str, files: tuple[Path, ...]
+) -> bool:
+    """DRfC's stop script, then `compose down --remove-orphans` for anything it left;
+    whether nothing is left."""
+    from drgpu.host import compose, engine, process
+
+    stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
+    _relay(stopped, checkout.stop_script, checkout)
+    if stopped.ok and not engine.project_containers(project):
+        return True
+    binary = compose.find_compose(environment)
+    return _bring_down(binary, project, files, environment)
+
+
+def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
+    """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
+    from drgpu.core.compose_output import talk_lines
+    from drgpu.ui.talk import note
+
+    show_compose_warnings(done.stderr)
+    said = talk_lines(done.stdout, done.stderr)
+    for line in said:
+        note(f"{_name(script, checkout)}: {line}")
+    return said
+
+
+def _remove_placeholders(plan: Plan, containers: list[ContainerFacts]) -> None:
+    from drgpu.host import engine
+
+    placeholders = _placeholder_services(plan)
+    engine.remove_containers([c.id for c in containers if c.service in placeholders])
+
+
+def _placeholder_services(plan: Plan) -> set[str]:
+    return {service.name for service in plan.services if service.placeholder}
+
+
+def _name(script: Path, checkout: DrfcCheckout) -> str:
+    """A script's path inside the checkout, as DRfC's docs write it."""
+    try:
+        return str(script.relative_to(checkout.root))
+    except ValueError:
+        return str(script)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()

@@ -1,0 +1,44 @@
+"""What Compose (and the scripts that call it) print, sorted for people: its warnings,
+its progress lines (dropped), and the rest. Pure: text in, lines out."""
+
+from __future__ import annotations
+
+import re
+
+# Compose v2 logs through logrus: `time="..." level=warning msg="..."`; older ones and
+# the docker CLI write `WARN[0000] ...` or `WARNING: ...`.
+_LOGRUS = re.compile(r'\blevel=(?P<level>warning|warn)\b.*?\bmsg="(?P<msg>(?:[^"\\]|\\.)*)"')
+_SHORT = re.compile(r"^\s*(?:WARN\[\d+\]|WARNING:)\s*(?P<msg>.+)$")
+# ` Container deepracer-0-rl_coach-1  Started`, ` Network x  Created`, `[+] Running 3/3`
+_PROGRESS = re.compile(
+    r"^\s*(?:\[\+\]\s.*|(?:Container|Network|Volume|Image)\s+\S+\s+"
+    r"(?:Creating|Created|Starting|Started|Stopping|Stopped|Removing|Removed|Recreate|"
+    r"Recreated|Running|Waiting|Healthy|Exited|Pulling|Pulled|Skipped|Warning)\b.*)$"
+)
+_ESCAPES = re.compile(r"\\(.)")
+
+
+def compose_warnings(text: str) -> tuple[str, ...]:
+    """Compose's warnings in `text` (its stderr), each once, in order."""
+    found: dict[str, None] = {}
+    for line in text.splitlines():
+        logrus = _LOGRUS.search(line)
+        short = None if logrus else _SHORT.match(line)
+        if logrus:
+            found[_ESCAPES.sub(r"\1", logrus["msg"]).strip()] = None
+        elif short:
+            found[short["msg"].strip()] = None
+    return tuple(message for message in found if message)
+
+
+def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:
+    """What a start or stop script said to its user: its own lines, without Compose's
+    progress lines and warnings (shown on their own)."""
+    kept = []
+    for line in (*stdout.splitlines(), *stderr.splitlines()):
+        if not line.strip() or _PROGRESS.match(line):
+            continue
+        if _LOGRUS.search(line) or _SHORT.match(line):
+            continue
+        kept.append(line.rstrip())
+    return tuple(kept)

@@ -1,0 +1,2 @@
+def reward_function(params):
+    return 1.0
