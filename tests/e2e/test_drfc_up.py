@@ -1,0 +1,140 @@
+"""`drgpu up` and `drgpu down` in an activated DeepRacer-for-cloud-shaped checkout: DRfC's own
+start and stop scripts, drgpu's GPUs, and proof (issue 10's "Done when")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.drfc import Checkout, copy_checkout, remove_runs
+from tests.e2e.helpers import SIMULATOR, SPARE, THREE_GPUS, TRAINER, containers
+
+pytestmark = pytest.mark.docker
+
+RUNS = ("0", "1")
+# THREE_GPUS by nvidia-smi index (PCI bus order): the fixture's system.env asks for
+# DR_SAGEMAKER_CUDA_DEVICES=2 and DR_ROBOMAKER_CUDA_DEVICES=0.
+GPU0, GPU1, GPU2 = SIMULATOR, TRAINER, SPARE
+
+
+@pytest.fixture
+def checkout(bed: Any, tmp_path: Path) -> Iterator[Checkout]:
+    bed.set_topology(THREE_GPUS)
+    remove_runs(bed, *RUNS)
+    yield copy_checkout(bed, tmp_path)
+    remove_runs(bed, *RUNS)
+
+
+def services(bed: Any, project: str) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for container in containers(bed, project):
+        name = container["Config"]["Labels"]["com.docker.compose.service"]
+        found.setdefault(name, []).append(container)
+    return found
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    """A container's environment (DRfC's compose files pass some names without a value)."""
+    pairs = (item.partition("=") for item in container["Config"]["Env"] or [])
+    return {key: value for key, sep, value in pairs if sep}
+
+
+def device_ids(container: dict[str, Any]) -> list[str]:
+    requests = container["HostConfig"].get("DeviceRequests") or []
+    return [uuid for request in requests for uuid in request.get("DeviceIDs") or []]
+
+
+def sagemaker_trainers(bed: Any) -> list[dict[str, Any]]:
+    ids = bed.docker("ps", "-aq", "--filter", "name=algo-").stdout.split()
+    return list(json.loads(bed.docker("inspect", *ids).stdout)) if ids else []
+
+
+def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
+    bed: Any, checkout: Checkout
+) -> None:
+    shell = checkout.activated()
+    bed.clear_records()
+
+    started = checkout.drgpu(shell, "up")
+
+    assert started.returncode == 0, started.stderr
+    assert "start.sh: Training of model s3://bucket/rl-deepracer-sagemaker starting." in (
+        started.stderr
+    )
+    stack = services(bed, "deepracer-0")
+    assert sorted(stack) == ["rl_coach", "robomaker"]
+    (coach,) = stack["rl_coach"]
+    (simulator,) = stack["robomaker"]
+    assert env_of(coach)["CUDA_VISIBLE_DEVICES"] == GPU2
+    assert env_of(coach)["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert device_ids(coach) == []
+    # run.env's `$VAR` values arrive expanded, as DRfC's activation expands them.
+    assert env_of(coach)["MODELMETADATA_FILE_S3_KEY"] == "custom_files/model_metadata.json"
+    assert env_of(coach)["HYPERPARAMETER_FILE_S3_KEY"] == "custom_files/hyperparameters.json"
+    assert device_ids(simulator) == [GPU0]
+    assert env_of(simulator)["CUDA_VISIBLE_DEVICES"] == GPU0
+    assert simulator["Config"]["Cmd"][-1] == (
+        "/opt/ml/code/run.sh run distributed_training.launch.py"
+    )
+    with_gpus = {r["container_id"]: r["devices"] for r in bed.records() if r["devices"]}
+    assert with_gpus[simulator["Id"]] == [GPU0]
+    assert coach["Id"] not in with_gpus
+    # DRfC's setup happened: the robomaker configuration was "uploaded".
+    params = checkout.root / "data/minio/bucket/rl-deepracer-sagemaker/training_params.yaml"
+    assert "MODEL_METADATA_FILE_S3_KEY: 'custom_files/model_metadata.json'" in params.read_text()
+
+    # A second run asking for the GPU run 0's trainer holds is refused, and run 0 stays.
+    checkout.set("run-1.env", **{"DR_RUN_ID": "1"})
+    second = checkout.drgpu(checkout.activated("run-1.env"), "up")
+
+    assert second.returncode == 3, second.stderr
+    assert "is held by run '0'" in second.stderr
+    assert containers(bed, "deepracer-1") == []
+    assert {c["Id"] for c in containers(bed, "deepracer-0")} == {coach["Id"], simulator["Id"]}
+    assert all(c["State"]["Running"] for c in containers(bed, "deepracer-0"))
+
+    stopped = checkout.drgpu(shell, "down")
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert containers(bed, "deepracer-0") == []
+    assert sagemaker_trainers(bed) == []  # DRfC's stop script stops rl_coach's trainer
+    assert not (checkout.root / ".drgpu").exists()
+
+
+def test_three_workers_on_two_gpus_survive_drfc_scale(bed: Any, checkout: Checkout) -> None:
+    checkout.set("system.env", DR_WORKERS="3", DR_ROBOMAKER_CUDA_DEVICES="0,1")
+    shell = checkout.activated()
+
+    started = checkout.drgpu(shell, "up")
+
+    assert started.returncode == 0, started.stderr
+    stack = services(bed, "deepracer-0")
+    assert sorted(stack) == ["rl_coach", "robomaker-1", "robomaker-2", "robomaker-3"]
+    placed = {name: device_ids(found[0]) for name, found in stack.items() if name != "rl_coach"}
+    assert placed == {"robomaker-1": [GPU0], "robomaker-2": [GPU1], "robomaker-3": [GPU0]}
+    for (worker,) in (stack[f"robomaker-{slot}"] for slot in (1, 2, 3)):
+        assert worker["Config"]["Cmd"][-1] == (
+            "/opt/ml/code/run.sh multi distributed_training.launch.py"
+        )
+        assert any(m["Destination"] == "/mnt/comms" for m in worker["Mounts"])
+    stopped = checkout.drgpu(shell, "down")
+    assert stopped.returncode == 0, stopped.stderr
+
+    # DRfC's own commands, with the exports `drgpu drfc-env` prints: the same three
+    # simulators (robomaker's replicas run `true` and exit), and the stop removes all.
+    exports = checkout.drgpu(shell, "drfc-env")
+    assert exports.returncode == 0, exports.stderr
+    started_by_drfc = checkout.bash(shell, f"{exports.stdout}\ndr-start-training -q -w")
+    assert started_by_drfc.returncode == 0, started_by_drfc.stderr
+    stack = services(bed, "deepracer-0")
+    running = [c for found in stack.values() for c in found if c["State"]["Running"]]
+    simulators = [c for c in running if device_ids(c)]
+    assert sorted(device_ids(c)[0] for c in simulators) == sorted([GPU0, GPU0, GPU1])
+    assert all(not device_ids(c) for c in stack["robomaker"])
+    stopped_by_drfc = checkout.bash(shell, f"{exports.stdout}\ndr-stop-training")
+    assert stopped_by_drfc.returncode == 0, stopped_by_drfc.stderr
+    assert containers(bed, "deepracer-0") == []
