@@ -193,15 +193,26 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
 
 
 LOG_TAIL_LINES = 5
+SETTLE_S = 0.5
 
 
 def verified(plan: Plan) -> list[ContainerFacts]:
     """The containers of the started stack, proven against the plan; a DockerError naming
-    every difference (with the last log lines of each container that stopped) if not."""
+    every difference (with the last log lines of each container that stopped) if not.
+
+    A container counts once it has run for SETTLE_S: one whose command fails at once
+    has stopped by then."""
+    import time
+
     from drgpu.core.verification import stopped_badly, verify
     from drgpu.host import engine
 
     containers = engine.project_containers(plan.project)
+    starts = [c.started_at for c in containers if c.started_at is not None and not c.stopped]
+    wait = SETTLE_S - (time.time() - max(starts)) if starts else 0.0
+    if wait > 0:
+        time.sleep(min(wait, SETTLE_S))
+        containers = engine.project_containers(plan.project)
     problems = verify(plan, containers)
     if not problems:
         return containers

@@ -30,6 +30,7 @@ class ContainerFacts:
     device_requests: tuple[DeviceRequestFacts, ...] = ()
     ipc_mode: str = ""
     exit_code: int | None = None
+    started_at: float | None = None  # seconds since the epoch, as the engine says
 
     @property
     def stopped(self) -> bool:

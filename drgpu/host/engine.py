@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -141,7 +142,20 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
         ),
         ipc_mode=str(host_config.get("IpcMode") or ""),
         exit_code=_exit_code(attrs.get("State") or {}),
+        started_at=_timestamp(str((attrs.get("State") or {}).get("StartedAt") or "")),
     )
+
+
+def _timestamp(text: str) -> float | None:
+    """Seconds since the epoch of the engine's RFC 3339 time (nanoseconds cut to micro)."""
+    from datetime import datetime
+
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
+    if match is None or text.startswith("0001-"):
+        return None
+    fraction = (match[2] or "0")[:6].ljust(6, "0")
+    zone = "+00:00" if match[3] == "Z" else match[3]
+    return datetime.fromisoformat(f"{match[1]}.{fraction}{zone}").timestamp()
 
 
 def _exit_code(state: Mapping[str, Any]) -> int | None:

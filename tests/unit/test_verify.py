@@ -1,10 +1,15 @@
-"""Verifying a started stack: replaced services must not run, MPS clients share the IPC."""
+"""Verifying a started stack: replaced services must not run, MPS clients share the IPC,
+and a container that stopped is no verified stack."""
 
 from __future__ import annotations
 
-from drgpu.core.facts import ContainerFacts
-from drgpu.core.model import Plan, Role, ServicePlan
-from drgpu.core.verification import verify
+from dataclasses import replace
+
+import pytest
+
+from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
+from drgpu.core.model import Assignment, Gpu, Plan, Role, ServicePlan
+from drgpu.core.verification import stopped_badly, verify
 
 
 def planned(name: str, *, ipc: str | None = None, replicas: int | None = None) -> ServicePlan:
@@ -53,3 +58,54 @@ def test_an_mps_client_must_share_the_daemons_ipc_namespace() -> None:
     assert verify(plan, [daemon, container("sagemaker")]) == [
         "p-sagemaker-1: IPC mode 'private', planned the IPC namespace of drgpu-mps"
     ]
+
+
+def gpu_service(name: str) -> ServicePlan:
+    gpu = Gpu(index=0, uuid="GPU-a", name="Card", pci_bus_id="01:00.0", memory_total_mib=4096)
+    return ServicePlan(
+        name=name,
+        role=Role.SIMULATOR,
+        devices=(Assignment(gpu),),
+        capabilities=("gpu",),
+        environment=(),
+        labels=(),
+    )
+
+
+def stopped(service: str, status: int, state: str = "exited") -> ContainerFacts:
+    request = DeviceRequestFacts("nvidia", ("GPU-a",), 0, ("gpu",))
+    return ContainerFacts(
+        id=f"id-{service}",
+        name=f"p-{service}-1",
+        service=service,
+        project="p",
+        state=state,
+        exit_code=status,
+        device_requests=(request,) if service == "robomaker" else (),
+    )
+
+
+@pytest.mark.parametrize("status", [0, 1, 137])
+def test_a_gpu_service_that_exited_fails_whatever_its_status(status: int) -> None:
+    plan = Plan(project="p", run_id="0", services=(gpu_service("robomaker"),))
+    [problem] = verify(plan, [stopped("robomaker", status)])
+    assert problem.startswith("p-robomaker-1: exited")
+    assert stopped_badly(plan, [stopped("robomaker", status)]) == [stopped("robomaker", status)]
+
+
+def test_any_service_that_exited_non_zero_fails_and_zero_passes() -> None:
+    plan = Plan(project="p", run_id="0", services=(planned("redis"),))
+    assert verify(plan, [stopped("redis", 0)]) == []
+    assert verify(plan, [stopped("redis", 2)]) == ["p-redis-1: exited with status 2"]
+    assert verify(plan, [stopped("redis", 1, state="restarting")]) == [
+        "p-redis-1: is restarting, not running"
+    ]
+
+
+def test_a_placeholder_may_have_replicas_that_exit_zero_without_a_gpu() -> None:
+    plan = Plan(
+        project="p", run_id="0", services=(replace(planned("robomaker"), placeholder=True),)
+    )
+    assert verify(plan, [stopped("redis", 0), container("robomaker")]) == []
+    with_gpu = stopped("robomaker", 0)
+    assert verify(plan, [with_gpu]) == ["p-robomaker-1: has 1 device request(s), planned none"]

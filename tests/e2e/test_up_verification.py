@@ -1,0 +1,50 @@
+"""`drgpu up` proves a stack that really runs (issue 12.6): a GPU service that stopped, or
+any service that exited non-zero, fails `up` (exit 5) with its last log lines, and the
+stack is brought back down. Compose's own warnings reach the user."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import THREE_GPUS, containers, drgpu, service, write_env, write_stack
+
+pytestmark = pytest.mark.docker
+
+
+def test_a_service_that_exits_non_zero_fails_up_with_its_log(
+    bed: Any, tmp_path: Path, project: str
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    failing = service(bed, command=["sh", "-c", "echo no world to load >&2; exit 3"])
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "redis": failing})
+    env_file = write_env(tmp_path, project, trainer="1", simulator="")
+
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+
+    assert started.returncode == 5, started.stderr
+    assert f"deepracer-{project}-redis-1: exited with status 3" in started.stderr
+    assert "| no world to load" in started.stderr
+    assert "Traceback" not in started.stderr
+    assert containers(bed, f"deepracer-{project}") == []
+
+
+def test_a_gpu_service_that_ends_fails_up_and_compose_warnings_are_shown(
+    bed: Any, tmp_path: Path, project: str
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    done_at_once = service(bed, command=["echo", "${DRGPU_TEST_UNSET_VARIABLE}"])
+    stack = write_stack(tmp_path, {"sagemaker": done_at_once, "robomaker": service(bed)})
+    env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+
+    assert started.returncode == 5, started.stderr
+    assert "sagemaker-1: exited (status 0), but it was given a GPU" in started.stderr
+    assert (
+        'drgpu: warning: compose: The "DRGPU_TEST_UNSET_VARIABLE" variable is not set.'
+        in started.stderr
+    )
+    assert containers(bed, f"deepracer-{project}") == []

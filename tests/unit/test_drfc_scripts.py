@@ -1,0 +1,116 @@
+"""How drgpu runs DeepRacer-for-cloud's start and stop scripts with its override."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drgpu.core import drfc_scripts
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.drfc import DrfcCheckout
+from drgpu.core.model import Inventory
+from drgpu.core.planning import make_plan
+from drgpu.core.settings import Config
+from drgpu.targets.compose_override import render_override
+
+ROOT = Path("/home/me/deepracer-for-cloud")
+TRAINING = (ROOT / "docker/docker-compose-training.yml", ROOT / "docker/docker-compose-keys.yml")
+
+
+@pytest.fixture
+def base_stack() -> Stack:
+    return load_stack([base_stack_file()])
+
+
+def checkout(*, evaluation: bool = False) -> DrfcCheckout:
+    return DrfcCheckout(
+        root=ROOT,
+        system_env=ROOT / "system.env",
+        run_env=ROOT / "run.env",
+        evaluation=evaluation,
+        compose_files=TRAINING,
+        file_flag="-f",
+    )
+
+
+def test_start_files_add_what_drfcs_start_script_adds_in_its_order() -> None:
+    assert drfc_scripts.start_files(checkout(), {"DR_WORKERS": "1"}) == TRAINING
+    assert drfc_scripts.start_files(
+        checkout(), {"DR_WORKERS": "3", "DR_ROBOMAKER_MOUNT_LOGS": "True"}
+    ) == (
+        *TRAINING,
+        ROOT / "docker/docker-compose-mount.yml",
+        ROOT / "docker/docker-compose-robomaker-multi.yml",
+    )
+    swarm = {"DR_WORKERS": "3", "DR_DOCKER_STYLE": "swarm"}
+    assert drfc_scripts.start_files(checkout(), swarm) == TRAINING
+    assert drfc_scripts.start_files(checkout(evaluation=True), {"DR_WORKERS": "3"}) == TRAINING
+
+
+def test_the_script_reads_drgpus_override_last_and_removes_orphans() -> None:
+    override = ROOT / ".drgpu/deepracer-0.override.yml"
+    environment = drfc_scripts.script_environment(
+        {"PATH": "/bin", "DR_WORKERS": "1"}, {"DR_WORKERS": "3"}, checkout(), override
+    )
+    assert environment["DR_TRAIN_COMPOSE_FILE"] == (
+        f"-f {TRAINING[0]} -f {TRAINING[1]} -f {override}"
+    )
+    assert environment["DR_WORKERS"] == "3"  # read again, as dr-start-training does
+    assert environment["COMPOSE_REMOVE_ORPHANS"] == "1"
+    assert environment["PATH"] == "/bin"
+    assert drfc_scripts.start_command(checkout(), ["-w"]) == [
+        "bash",
+        str(ROOT / "scripts/training/start.sh"),
+        "-q",
+        "-w",
+    ]
+    exports = drfc_scripts.shell_exports(checkout(evaluation=True), override)
+    first, second = exports.splitlines()
+    assert shlex.split(first) == [
+        "export",
+        f"DR_EVAL_COMPOSE_FILE=-f {TRAINING[0]} -f {TRAINING[1]} -f {override}",
+    ]
+    assert second == "export COMPOSE_REMOVE_ORPHANS=1"
+
+
+def test_with_workers_robomaker_becomes_a_placeholder_drfcs_scale_may_multiply(
+    make_config: Callable[..., Config], base_stack: Stack, gtx_m40: Inventory
+) -> None:
+    config = make_config(DR_WORKERS="2", DR_ROBOMAKER_CUDA_DEVICES="0,1")
+    plan = drfc_scripts.for_start_script(make_plan(config, base_stack, gtx_m40), checkout())
+
+    robomaker = plan.service("robomaker")
+    assert robomaker.placeholder and robomaker.replicas is None and not robomaker.devices
+    assert [s.name for s in plan.services if s.name.startswith("robomaker-")] == [
+        "robomaker-1",
+        "robomaker-2",
+    ]
+    rendered = render_override(plan)
+    assert (
+        "    entrypoint: !override\n    - 'true'\n    command: !reset []\n    ports: !reset []\n"
+        in (rendered)
+    )
+    body = yaml.safe_load(
+        rendered.split("---\n")[-1].replace("!override", "").replace("!reset", "")
+    )
+    assert "scale" not in body["services"]["robomaker"]
+    assert body["services"]["robomaker"]["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
+
+
+def test_evaluation_and_single_workers_are_left_as_planned(
+    make_config: Callable[..., Config], base_stack: Stack, gtx_m40: Inventory
+) -> None:
+    one = make_plan(make_config(DR_WORKERS="1"), base_stack, gtx_m40)
+    assert drfc_scripts.for_start_script(one, checkout()) == one
+    two = make_plan(make_config(DR_WORKERS="2"), base_stack, gtx_m40)
+    assert drfc_scripts.for_start_script(two, checkout(evaluation=True)) == two
+
+
+def test_the_fixture_checkout_defines_what_drfcs_start_script_needs() -> None:
+    fixture = Path(__file__).resolve().parents[1] / "drfc" / "checkout" / "docker"
+    stack = load_stack([fixture / "docker-compose-training.yml"])
+    assert [s.name for s in stack.services] == ["rl_coach", "robomaker"]
