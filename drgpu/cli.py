@@ -479,6 +479,9 @@ def cuda_check(
     if not containers:
         raise DockerError(f"no containers of {project}: is the stack up?")
     results = cuda_check.check(cuda_verdict.select(containers, service))
+    if all_services:
+        trainers = cuda_check.sagemaker_trainers(containers)
+        results += cuda_check.check_trainers(trainers)
     if json_output:
         tables.print_json(cuda_verdict.document(project, results))
     else:

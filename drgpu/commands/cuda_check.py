@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from drgpu.core.cuda_verdict import CheckResult, expected_uuids, judge, probe_arguments
+from drgpu.core.cuda_verdict import (
+    CheckResult,
+    expected_uuids,
+    judge,
+    judge_trainer,
+    probe_arguments,
+)
 from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_usage import TrainerCheck, trainer_checks
 from drgpu.errors import DockerError
 
 
@@ -26,4 +33,30 @@ def check(containers: list[ContainerFacts]) -> list[CheckResult]:
             container.id, source, probe_arguments(expected_uuids(container))
         )
         results.append(judge(container, ran.exit_code, ran.output))
+    return results
+
+
+def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
+    """The SageMaker trainers the rl_coach of this project started (matched among every
+    drgpu run's rl_coach, so another run's trainer is never taken for this one's)."""
+    from drgpu.core import labels
+    from drgpu.host.engine import drgpu_containers, sagemaker_candidates
+
+    mine = {c.id for c in project_containers if c.labels.get(labels.ROLE) == "trainer-launcher"}
+    if not mine:
+        return []
+    checks = trainer_checks(sagemaker_candidates(), drgpu_containers())
+    return [check for check in checks if check.launcher is not None and check.launcher.id in mine]
+
+
+def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
+    """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
+    from drgpu import probe
+    from drgpu.host.engine import run_file_in_container
+
+    source = Path(probe.__file__).read_bytes()
+    results = []
+    for check in checks:
+        ran = run_file_in_container(check.container.id, source, ["--json"])
+        results.append(judge_trainer(check, ran.exit_code, ran.output))
     return results

@@ -19,8 +19,18 @@ def snapshot(session: Any, run_id: str | None = None) -> Status:
     inventory = inventory_from_nvml(session)
     ours = engine.drgpu_containers()
     others = engine.running_containers_brief()
+    trainers = engine.sagemaker_candidates() if _has_launcher(ours) else []
     pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-    return build_status(inventory, ours, others, {pid: read_cgroup(pid) for pid in pids}, run_id)
+    cgroups = {pid: read_cgroup(pid) for pid in pids}
+    return build_status(inventory, ours, others, cgroups, run_id, sagemaker=trainers)
+
+
+def _has_launcher(containers: list[Any]) -> bool:
+    """Whether any drgpu run has an rl_coach (only then are SageMaker trainers drgpu's)."""
+    from drgpu.core import labels
+    from drgpu.core.gpu_usage import LAUNCHER_ROLE
+
+    return any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in containers)
 
 
 def watch(

@@ -13,6 +13,7 @@ from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_usage import TrainerCheck
 from drgpu.errors import ConfigError, DockerError
 
 PROBE_EXIT_MISMATCH = 6
@@ -62,16 +63,7 @@ def probe_arguments(expected: tuple[str, ...]) -> list[str]:
 def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult:
     """A probe run's verdict on one container."""
     expected = expected_uuids(container)
-    if exit_code in EXEC_NOT_FOUND:
-        raise DockerError(
-            f"{container.name}: the image has no python3, so the probe cannot run there",
-            hint="run `python3 probe.py` from drgpu/probe.py with another interpreter, or add one",
-        )
-    try:
-        report: dict[str, Any] = json.loads(output)
-    except json.JSONDecodeError:
-        last = output.strip().splitlines()[-1] if output.strip() else f"exit {exit_code}"
-        raise DockerError(f"{container.name}: the probe failed: {last}") from None
+    report = _report(container, exit_code, output)
     nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
     cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
     expectations = report.get("expectations", {})
@@ -85,6 +77,42 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
         problems=tuple(expectations.get("problems", [])),
         findings=tuple(report.get("findings", [])),
     )
+
+
+def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResult:
+    """A probe run's verdict on a SageMaker trainer rl_coach started: it may see every GPU
+    through NVML (SageMaker local mode asks for all), but CUDA must show exactly the GPU
+    its rl_coach forwards, and its CUDA_VISIBLE_DEVICES must name exactly that."""
+    report = _report(check.container, exit_code, output)
+    nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
+    cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
+    problems = [] if check.ok else [check.message]
+    if sorted(cuda) != sorted(check.planned):
+        problems.append(f"CUDA shows {list(cuda) or 'no GPU'}, planned {list(check.planned)}")
+    return CheckResult(
+        service="SageMaker trainer",
+        container=check.container.name,
+        expected=check.planned,
+        seen_nvml=nvml,
+        seen_cuda=cuda,
+        ok=not problems,
+        problems=tuple(problems),
+        findings=tuple(report.get("findings", [])),
+    )
+
+
+def _report(container: ContainerFacts, exit_code: int, output: str) -> dict[str, Any]:
+    if exit_code in EXEC_NOT_FOUND:
+        raise DockerError(
+            f"{container.name}: the image has no python3, so the probe cannot run there",
+            hint="run `python3 probe.py` from drgpu/probe.py with another interpreter, or add one",
+        )
+    try:
+        report: dict[str, Any] = json.loads(output)
+    except json.JSONDecodeError:
+        last = output.strip().splitlines()[-1] if output.strip() else f"exit {exit_code}"
+        raise DockerError(f"{container.name}: the probe failed: {last}") from None
+    return report
 
 
 def document(project: str, results: list[CheckResult]) -> dict[str, Any]:

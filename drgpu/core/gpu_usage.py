@@ -9,7 +9,10 @@ Violations (they make `drgpu status` exit 6):
   started) on a GPU that was not given to that service;
 - stray: a compute process that belongs to no drgpu stack (on the host, or in a
   container drgpu did not start);
-- missing-gpu: a live container was given a GPU that NVML does not list (lost).
+- missing-gpu: a live container was given a GPU that NVML does not list (lost);
+- trainer-gpu: a SageMaker trainer an rl_coach of drgpu's started (a container
+  `algo-N-xxxxx` outside the compose project) whose CUDA_VISIBLE_DEVICES is not
+  exactly the GPU that rl_coach forwards.
 A graphics-only process on the host (a display server) and a PID this process
 cannot see (another PID namespace, or it just ended) are listed but not flagged.
 """
@@ -28,8 +31,10 @@ from drgpu.core.model import Gpu, GpuProcess, Inventory
 
 LAUNCHER_ROLE = "trainer-launcher"
 LIVE_STATES = ("running", "paused", "restarting")
-# SageMaker local mode names its containers (and compose services) algo-<n>-<random>.
+# SageMaker local mode names its compose services algo-<n>-<random>, and Compose its
+# containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose).
 _SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
+_SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
 SCHEMA_VERSION = 1
 
 
@@ -72,6 +77,64 @@ class Violation:
 
 
 @dataclass(frozen=True)
+class TrainerCheck:
+    """A SageMaker trainer an rl_coach started, against the GPUs that rl_coach forwards."""
+
+    container: ContainerFacts
+    visible: tuple[str, ...]  # its CUDA_VISIBLE_DEVICES
+    planned: tuple[str, ...]  # what its rl_coach forwards (none: no rl_coach matched)
+    launcher: ContainerFacts | None
+
+    @property
+    def run_id(self) -> str | None:
+        """The run of its rl_coach."""
+        return self.launcher.labels.get(labels.RUN_ID) if self.launcher else None
+
+    @property
+    def ok(self) -> bool:
+        """Whether it is told exactly the planned trainer GPUs."""
+        return bool(self.planned) and self.visible == self.planned
+
+    @property
+    def message(self) -> str:
+        """What is wrong, for a violation."""
+        shown = ",".join(self.visible) or "<unset>"
+        if self.launcher is None:
+            return (
+                f"SageMaker trainer {self.container.name} has CUDA_VISIBLE_DEVICES={shown},"
+                " which no rl_coach of drgpu's forwards"
+            )
+        return (
+            f"SageMaker trainer {self.container.name} of run {self.run_id} has"
+            f" CUDA_VISIBLE_DEVICES={shown}, but {self.launcher.name} forwards"
+            f" {','.join(self.planned) or 'no GPU'}"
+        )
+
+
+def trainer_checks(
+    candidates: Iterable[ContainerFacts], launchers: Iterable[ContainerFacts]
+) -> tuple[TrainerCheck, ...]:
+    """Each running SageMaker local-mode trainer among `candidates`, matched to the live
+    rl_coach that forwards exactly its CUDA_VISIBLE_DEVICES, else to the only live
+    rl_coach there is; with no rl_coach of drgpu's at all, none is drgpu's to judge."""
+    live = [c for c in _live(launchers) if c.labels.get(labels.ROLE) == LAUNCHER_ROLE]
+    if not live:
+        return ()
+    checks = []
+    for trainer in candidates:
+        if trainer.state != "running" or not is_sagemaker_local(trainer):
+            continue
+        visible = _split(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
+        owners = [c for c in live if forwarded_uuids(c) == visible] or (
+            live if len(live) == 1 else []
+        )
+        launcher = owners[0] if owners else None
+        planned = forwarded_uuids(launcher) if launcher else ()
+        checks.append(TrainerCheck(trainer, visible, planned, launcher))
+    return tuple(checks)
+
+
+@dataclass(frozen=True)
 class Status:
     """What `drgpu status` shows."""
 
@@ -82,6 +145,7 @@ class Status:
     violations: tuple[Violation, ...]
     notes: tuple[str, ...]
     run_id: str | None = None
+    trainers: tuple[TrainerCheck, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -145,9 +209,11 @@ def build_status(
     other_containers: Iterable[ContainerFacts],
     cgroups: Mapping[int, str | None],
     run_id: str | None = None,
+    sagemaker: Iterable[ContainerFacts] = (),
 ) -> Status:
     """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
-    not readable); `run_id` narrows the view to one run, its GPUs and their processes."""
+    not readable); `run_id` narrows the view to one run, its GPUs and their processes;
+    `sagemaker` are the SageMaker local-mode trainers, with their environment."""
     ours = sorted(
         (c for c in drgpu_containers if labels.RUN_ID in c.labels),
         key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
@@ -165,6 +231,12 @@ def build_status(
     ]
     violations = [_violation(p) for p in processes if p.verdict in ("wrong-gpu", "stray")]
     violations += _missing_gpus(inventory, ours)
+    trainers = trainer_checks(sagemaker, ours)
+    violations += [
+        Violation("trainer-gpu", check.message, run_id=check.run_id)
+        for check in trainers
+        if not check.ok
+    ]
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
@@ -181,6 +253,7 @@ def build_status(
         processes = [p for p in processes if p.run_id == run_id or p.gpu.index in mine]
         keep = {p.pid for p in processes}
         violations = [v for v in violations if v.pid in keep or v.run_id == run_id]
+        trainers = tuple(check for check in trainers if check.run_id == run_id)
     return Status(
         inventory=inventory,
         holders=holders,
@@ -189,6 +262,7 @@ def build_status(
         violations=tuple(violations),
         notes=tuple(notes),
         run_id=run_id,
+        trainers=trainers,
     )
 
 
@@ -214,7 +288,7 @@ class _Judge:
         if mine is not None:
             return self._ours(base, mine)
         other = self.others.get(owner.container_id)
-        if other is not None and _is_sagemaker_local(other):
+        if other is not None and is_sagemaker_local(other):
             return self._sagemaker(base, other)
         if other is not None:
             return self._stray(base, other, f"in {other.name}, not started by drgpu")
@@ -301,8 +375,11 @@ def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
     return any(uuid == gpu.uuid or uuid in {m.uuid for m in gpu.mig_devices} for uuid in uuids)
 
 
-def _is_sagemaker_local(container: ContainerFacts) -> bool:
-    return bool(_SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL.match(container.name))
+def is_sagemaker_local(container: ContainerFacts) -> bool:
+    """Whether a container is a trainer SageMaker local mode started (`algo-N-xxxxx`)."""
+    return bool(
+        _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
+    )
 
 
 def _with(process: ProcessStatus, **changes: Any) -> ProcessStatus:
@@ -359,6 +436,18 @@ def document(status: Status) -> dict[str, Any]:
             {"kind": v.kind, "pid": v.pid, "message": v.message} for v in status.violations
         ],
         "notes": list(status.notes),
+        "sagemaker_trainers": [
+            {
+                "container": check.container.name,
+                "id": check.container.id,
+                "run_id": check.run_id,
+                "rl_coach": check.launcher.name if check.launcher else None,
+                "cuda_visible_devices": list(check.visible),
+                "forwarded_gpus": list(check.planned),
+                "ok": check.ok,
+            }
+            for check in status.trainers
+        ],
     }
 
 

@@ -68,6 +68,12 @@ def drgpu_containers() -> list[ContainerFacts]:
     return _containers({"label": labels.RUN_ID})
 
 
+def sagemaker_candidates() -> list[ContainerFacts]:
+    """Every running container whose name holds `algo-` (SageMaker local mode names its
+    trainers `...algo-N-xxxxx...`; core.gpu_usage decides which are)."""
+    return [c for c in _containers({"name": "algo-"}) if c.state == "running"]
+
+
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     """(state, labels) of every container with a `drgpu.run_id` label: what each run holds.
 

@@ -263,6 +263,16 @@ def status_view(status: Status) -> RenderableType:
                 "\n".join(gpus) or "none",
                 "\n".join(procs) or "-",
             )
+        for check in status.trainers:
+            visible = ",".join(uuid[:12] for uuid in check.visible) or "<unset>"
+            runs.add_row(
+                check.run_id or "?",
+                "SageMaker trainer",
+                check.container.name,
+                check.container.state,
+                f"CUDA_VISIBLE_DEVICES={visible}" + ("" if check.ok else " (WRONG)"),
+                "-",
+            )
         parts.append(runs)
     else:
         parts.append(Text(f"drgpu status: no container of {scope}"))

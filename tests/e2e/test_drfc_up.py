@@ -4,6 +4,7 @@ start and stop scripts, drgpu's GPUs, and proof (issue 10's "Done when")."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,17 @@ def sagemaker_trainers(bed: Any) -> list[dict[str, Any]]:
     return list(json.loads(bed.docker("inspect", *ids).stdout)) if ids else []
 
 
+def wait_for_sagemaker_trainer(bed: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        running = [c for c in sagemaker_trainers(bed) if c["State"]["Running"]]
+        if running:
+            assert len(running) == 1
+            return running[0]
+        assert time.monotonic() < deadline, "rl_coach started no SageMaker trainer"
+        time.sleep(0.2)
+
+
 def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     bed: Any, checkout: Checkout
 ) -> None:
@@ -87,6 +99,20 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     params = checkout.root / "data/minio/bucket/rl-deepracer-sagemaker/training_params.yaml"
     assert "MODEL_METADATA_FILE_S3_KEY: 'custom_files/model_metadata.json'" in params.read_text()
 
+    # The trainer rl_coach starts through the Docker socket (SageMaker local mode) is
+    # seen by status and cuda-check, and told exactly the trainer GPU.
+    trainer = wait_for_sagemaker_trainer(bed)
+    assert env_of(trainer)["CUDA_VISIBLE_DEVICES"] == GPU2
+    status = checkout.drgpu(shell, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    [seen] = json.loads(status.stdout)["sagemaker_trainers"]
+    assert (seen["run_id"], seen["forwarded_gpus"], seen["ok"]) == ("0", [GPU2], True)
+    checked = checkout.drgpu(shell, "cuda-check", "--all", "--json")
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+    results = {r["service"]: r for r in json.loads(checked.stdout)["results"]}
+    assert results["SageMaker trainer"]["seen_cuda"] == [GPU2]
+    assert results["robomaker"]["seen_cuda"] == [GPU0]
+
     # A second run asking for the GPU run 0's trainer holds is refused, and run 0 stays.
     checkout.set("run-1.env", **{"DR_RUN_ID": "1"})
     second = checkout.drgpu(checkout.activated("run-1.env"), "up")
@@ -96,6 +122,18 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert containers(bed, "deepracer-1") == []
     assert {c["Id"] for c in containers(bed, "deepracer-0")} == {coach["Id"], simulator["Id"]}
     assert all(c["State"]["Running"] for c in containers(bed, "deepracer-0"))
+
+    # A SageMaker trainer told another GPU is a violation for status and cuda-check.
+    bed.docker(
+        "run", "-d", "--name", "tmpwrong0-algo-2-wrong-1", "--network", "none", "--init",
+        "--gpus", "all", "-e", f"CUDA_VISIBLE_DEVICES={GPU0}", bed.image, "sleep", "infinity",
+    )  # fmt: skip
+    status = checkout.drgpu(shell, "status")
+    assert status.returncode == 6
+    assert f"tmpwrong0-algo-2-wrong-1 of run 0 has CUDA_VISIBLE_DEVICES={GPU0}" in status.stderr
+    checked = checkout.drgpu(shell, "cuda-check", "--all")
+    assert checked.returncode == 6, checked.stderr + checked.stdout
+    bed.docker("rm", "-f", "tmpwrong0-algo-2-wrong-1")
 
     stopped = checkout.drgpu(shell, "down")
 

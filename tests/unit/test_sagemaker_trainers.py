@@ -1,0 +1,84 @@
+"""The SageMaker trainer rl_coach starts (outside the compose project): status and
+cuda-check check that its CUDA_VISIBLE_DEVICES names exactly the forwarded GPU."""
+
+from __future__ import annotations
+
+import json
+
+from drgpu.core import labels
+from drgpu.core.cuda_verdict import judge_trainer
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_usage import build_status, document, is_sagemaker_local, trainer_checks
+from drgpu.core.model import Inventory
+
+A, B = "GPU-aaaa", "GPU-bbbb"
+
+
+def coach(run_id: str, forwarded: str) -> ContainerFacts:
+    return ContainerFacts(
+        id=f"coach-{run_id}",
+        name=f"deepracer-{run_id}-rl_coach-1",
+        service="rl_coach",
+        project=f"deepracer-{run_id}",
+        state="running",
+        labels={
+            labels.RUN_ID: run_id,
+            labels.ROLE: "trainer-launcher",
+            labels.FORWARDED_GPUS: forwarded,
+        },
+    )
+
+
+def trainer(name: str, visible: str | None, service: str = "") -> ContainerFacts:
+    return ContainerFacts(
+        id=f"id-{name}",
+        name=name,
+        service=service,
+        project="tmpabc",
+        state="running",
+        environment={"CUDA_VISIBLE_DEVICES": visible} if visible is not None else {},
+    )
+
+
+def test_sagemaker_local_names_and_services_are_recognised() -> None:
+    assert is_sagemaker_local(trainer("tmpx1y2-algo-1-ab3cd-1", A))
+    assert is_sagemaker_local(trainer("tmpx1y2_algo-2-ab3cd_1", A))
+    assert is_sagemaker_local(trainer("whatever", A, service="algo-1-ab3cd"))
+    assert not is_sagemaker_local(trainer("deepracer-0-robomaker-1", A))
+
+
+def test_each_trainer_is_matched_to_the_rl_coach_that_forwards_its_gpu() -> None:
+    good, wrong = trainer("t1-algo-1-aaaaa-1", A), trainer("t2-algo-1-bbbbb-1", None)
+    checks = trainer_checks([good, wrong], [coach("0", A), coach("1", B)])
+    assert [(c.container.name, c.run_id, c.ok) for c in checks] == [
+        ("t1-algo-1-aaaaa-1", "0", True),
+        ("t2-algo-1-bbbbb-1", None, False),
+    ]
+    assert checks[1].message == (
+        "SageMaker trainer t2-algo-1-bbbbb-1 has CUDA_VISIBLE_DEVICES=<unset>,"
+        " which no rl_coach of drgpu's forwards"
+    )
+    # No rl_coach of drgpu's at all: the trainers are none of drgpu's business.
+    assert trainer_checks([good, wrong], []) == ()
+
+
+def test_with_one_rl_coach_a_wrong_trainer_is_its_violation() -> None:
+    status = build_status(
+        Inventory(gpus=()), [coach("0", A)], [], {}, sagemaker=[trainer("t-algo-1-x1-1", B)]
+    )
+    [violation] = [v for v in status.violations if v.kind == "trainer-gpu"]
+    assert violation.message == (
+        "SageMaker trainer t-algo-1-x1-1 of run 0 has CUDA_VISIBLE_DEVICES=GPU-bbbb,"
+        " but deepracer-0-rl_coach-1 forwards GPU-aaaa"
+    )
+    [seen] = document(status)["sagemaker_trainers"]
+    assert (seen["run_id"], seen["forwarded_gpus"], seen["ok"]) == ("0", ["GPU-aaaa"], False)
+
+
+def test_cuda_must_show_exactly_the_forwarded_gpu_in_the_trainer() -> None:
+    [check] = trainer_checks([trainer("t-algo-1-x1-1", A)], [coach("0", A)])
+    report = {"nvml": {"devices": [{"uuid": A}, {"uuid": B}]}, "cuda": {"devices": []}}
+    result = judge_trainer(check, 0, json.dumps(report))
+    assert result.problems == ("CUDA shows no GPU, planned ['GPU-aaaa']",)
+    report["cuda"] = {"devices": [{"uuid": A}]}
+    assert judge_trainer(check, 0, json.dumps(report)).ok
