@@ -88,6 +88,10 @@ def make_plan(
     notes = _Notes()
     _index_notes(config, inventory, notes)
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
+    if config.evaluation and trainer:
+        # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
+        notes.explanations.append(f"evaluation: no trainer, {config.trainer_key} is not used")
+        trainer = ()
     simulator = _resolve(config, config.simulator_key, config.simulator_devices, inventory, notes)
     owned = {
         name: _resolve(config, request.key, request.request, inventory, notes)
@@ -142,7 +146,7 @@ def _auto(
     def uuids(*groups: tuple[Assignment, ...]) -> set[str]:
         return {device.gpu.uuid for devices in groups for device in devices}
 
-    if config.trainer_devices.auto:
+    if config.trainer_devices.auto and not config.evaluation:
         others = uuids(*owned.values())
         taken_by = "another service of this stack" if others else "the simulator"
         taken = uuids(simulator) | others
@@ -326,7 +330,8 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
             )
         return [_Worker(s.name, s.worker_slot or 0, s, generated=False) for s in numbered]
     base = _worker_base(stack)
-    if base is None or config.workers == 1:
+    if base is None or config.workers == 1 or config.evaluation:
+        # (DeepRacer-for-cloud evaluates with one simulator, whatever DR_WORKERS says)
         simulators = stack.names(Role.SIMULATOR)
         if base is None and config.workers > 1 and simulators:
             notes.warnings.append(

@@ -135,6 +135,20 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert checked.returncode == 6, checked.stderr + checked.stdout
     bed.docker("rm", "-f", "tmpwrong0-algo-2-wrong-1")
 
+    # Evaluation is its own project, started by DRfC's evaluation script; on a GPU the
+    # training does not hold it runs beside the training, which it never touches.
+    checkout.set("system.env", DR_ROBOMAKER_CUDA_DEVICES="1")
+    evaluation = checkout.drgpu(shell, "up", "--eval")
+    assert evaluation.returncode == 0, evaluation.stderr
+    (evaluator,) = services(bed, "deepracer-eval-0")["robomaker"]
+    assert device_ids(evaluator) == [GPU1]
+    assert evaluator["Config"]["Cmd"][-1] == "/opt/ml/code/run.sh run evaluation.launch.py"
+    assert {c["Id"] for c in containers(bed, "deepracer-0")} == {coach["Id"], simulator["Id"]}
+    stopped_evaluation = checkout.drgpu(shell, "down", "--eval")
+    assert stopped_evaluation.returncode == 0, stopped_evaluation.stderr
+    assert containers(bed, "deepracer-eval-0") == []
+    assert all(c["State"]["Running"] for c in containers(bed, "deepracer-0"))
+
     stopped = checkout.drgpu(shell, "down")
 
     assert stopped.returncode == 0, stopped.stderr

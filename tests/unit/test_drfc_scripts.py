@@ -14,7 +14,7 @@ from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import Config
+from drgpu.core.settings import Config, config_from_values
 from drgpu.targets.compose_override import render_override
 
 ROOT = Path("/home/me/deepracer-for-cloud")
@@ -114,3 +114,18 @@ def test_the_fixture_checkout_defines_what_drfcs_start_script_needs() -> None:
     fixture = Path(__file__).resolve().parents[1] / "drfc" / "checkout" / "docker"
     stack = load_stack([fixture / "docker-compose-training.yml"])
     assert [s.name for s in stack.services] == ["rl_coach", "robomaker"]
+
+
+def test_an_evaluation_plans_no_trainer_gpu_and_one_simulator(
+    base_stack: Stack, gtx_m40: Inventory
+) -> None:
+    values = {
+        "DR_SAGEMAKER_CUDA_DEVICES": "0",
+        "DR_ROBOMAKER_CUDA_DEVICES": "1",
+        "DR_WORKERS": "3",
+    }
+    plan = make_plan(config_from_values(values, {}, evaluation=True), base_stack, gtx_m40)
+    assert [s.name for s in plan.services] == ["sagemaker", "robomaker"]
+    assert not plan.service("sagemaker").devices
+    assert len(plan.service("robomaker").devices) == 1
+    assert "evaluation: no trainer, DR_SAGEMAKER_CUDA_DEVICES is not used" in plan.explanations
