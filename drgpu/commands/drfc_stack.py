@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from drgpu.host.process import Completed
 
 
+class _StartFailed(DockerError):
+    """DRfC's start script failed (exit 5), e.g. it refused to train over a model."""
+
+
 def runs_scripts(target: Target, *, explicit_files: bool) -> bool:
     """Whether `up` and `down` go through the activated checkout's own scripts: in a DRfC
     shell, on its own compose files, with its scripts there (else drgpu starts the
@@ -61,7 +65,7 @@ def script_target(target: Target, config: Config) -> Target:
 def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[ContainerFacts]]:
     """Render the override, run DRfC's start script with it, and verify every container;
     on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again."""
-    from drgpu.host import process
+    from drgpu.host import engine, process
     from drgpu.targets.compose_override import render_override
     from drgpu.ui.talk import spinner
 
@@ -72,6 +76,7 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
         os.environ, prepared.config.values, checkout, prepared.override_path
     )
     files = (*prepared.stack.files, prepared.override_path)
+    was_up = engine.project_exists(plan.project)
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
     try:
@@ -80,7 +85,7 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
         said = _relay(started, checkout.start_script, checkout)
         if not started.ok:
             last = said[-1] if said else f"exit status {started.returncode}"
-            raise DockerError(
+            raise _StartFailed(
                 f"{_name(checkout.start_script, checkout)} failed: {last}",
                 hint="its arguments follow `--`: `drgpu up -- -w` wipes the model prefix"
                 if "-w option" in last
@@ -89,6 +94,10 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
         preload.join()
         containers = verified(plan)
         _remove_placeholders(plan, containers)
+    except _StartFailed:
+        if not was_up:  # what it started before failing goes; a stack that ran stays
+            _take_down(checkout, environment, plan.project, files)
+        raise
     except BaseException:  # a failure, or Ctrl-C: nothing is left half-started
         _take_down(checkout, environment, plan.project, files)
         raise

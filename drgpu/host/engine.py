@@ -7,7 +7,7 @@ import os
 import re
 import socket
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -80,10 +80,24 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     One API call. Over a local socket it is made without the SDK, which takes longer
     to import than `drgpu render` may take in all.
     """
+    found = _quick_listing(labels.RUN_ID, drgpu_containers)
+    return [(state, container_labels) for state, container_labels in found]
+
+
+def project_exists(project: str) -> bool:
+    """Whether a compose project has any container (running or not): one quick call."""
+    label = f"{PROJECT_LABEL}={project}"
+    return bool(_quick_listing(label, lambda: _containers({"label": label})))
+
+
+def _quick_listing(
+    label: str, with_sdk: Callable[[], list[ContainerFacts]]
+) -> list[tuple[str, Mapping[str, str]]]:
+    """(state, labels) of the containers with `label`: over a local socket without the SDK."""
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
-        return [(container.state, container.labels) for container in drgpu_containers()]
-    query = urllib.parse.quote(json.dumps({"label": [labels.RUN_ID]}))
+        return [(container.state, container.labels) for container in with_sdk()]
+    query = urllib.parse.quote(json.dumps({"label": [label]}))
     found = _local_get(host.removeprefix("unix://"), f"/containers/json?all=1&filters={query}")
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")

@@ -113,6 +113,13 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert results["SageMaker trainer"]["seen_cuda"] == [GPU2]
     assert results["robomaker"]["seen_cuda"] == [GPU0]
 
+    # DRfC's start script refuses to train over the model again (without -w): up fails,
+    # and the running stack stays as it was.
+    again = checkout.drgpu(shell, "up")
+    assert again.returncode == 5
+    assert "use -w option" in again.stderr and "drgpu up -- -w" in again.stderr
+    assert {c["Id"] for c in containers(bed, "deepracer-0")} == {coach["Id"], simulator["Id"]}
+
     # A second run asking for the GPU run 0's trainer holds is refused, and run 0 stays.
     checkout.set("run-1.env", **{"DR_RUN_ID": "1"})
     second = checkout.drgpu(checkout.activated("run-1.env"), "up")
