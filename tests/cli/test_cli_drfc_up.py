@@ -1,0 +1,31 @@
+"""The DRfC-mode additions to `up` and `drfc-env`, where no Docker is needed: bad input
+gets one clear line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import Cli, Settings, assert_one_error_line, cli, settings
+
+__all__ = ["cli", "settings"]  # the fixtures
+
+
+def test_drfc_env_outside_an_activated_drfc_shell_is_refused(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DR_DIR", raising=False)
+    result = cli("drfc-env")
+    assert result.code == 2
+    assert "not an activated DeepRacer-for-cloud shell" in assert_one_error_line(result)
+
+
+def test_start_script_arguments_need_an_activated_drfc_shell(
+    cli: Cli, settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("DR_DIR", raising=False)
+    env_file = settings(DR_SAGEMAKER_CUDA_DEVICES="none", DR_ROBOMAKER_CUDA_DEVICES="none")
+    result = cli("up", "--env-file", env_file, "--", "-w")
+    assert result.code == 2
+    assert "unexpected argument '-w'" in assert_one_error_line(result)
