@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from drgpu.errors import ConfigError, DrgpuError, ExitCode
+from drgpu.errors import DrgpuError, ExitCode
 
 if TYPE_CHECKING:
     from drgpu.commands.up_down import Prepared
@@ -148,47 +148,27 @@ def render(
     k8s: Annotated[
         bool, typer.Option("--k8s", help="Kubernetes manifests (nvidia.com/gpu) instead.")
     ] = False,
+    dra: Annotated[
+        bool,
+        typer.Option("--dra", help="With --k8s: ResourceClaims naming each GPU by UUID (DRA)."),
+    ] = False,
 ) -> None:
     """Print the Compose override that gives each service exactly its GPUs.
 
-    With --swarm (or DR_DOCKER_STYLE=swarm) the Swarm stack file; with --k8s Kubernetes manifests.
+    With --swarm (or DR_DOCKER_STYLE=swarm) the Swarm stack file; with --k8s Kubernetes
+    manifests. Secret values are masked on stdout; a file written with -o keeps them (mode 600).
     """
     from drgpu.commands import up_down
+    from drgpu.commands.rendering import rendered
     from drgpu.ui import tables
 
     prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
-    text, warnings = _rendered(prepared, swarm=swarm, k8s=k8s)
+    result = rendered(prepared, swarm=swarm, k8s=k8s, dra=dra, this_host=inventory is None)
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(result.shown)
     else:
-        up_down.write_owned_file(output, text)
-    tables.warnings([*prepared.plan.warnings, *warnings])
-
-
-def _rendered(prepared: Prepared, *, swarm: bool, k8s: bool) -> tuple[str, tuple[str, ...]]:
-    """The text `render` prints, and warnings about it."""
-    if swarm and k8s:
-        raise ConfigError("--swarm and --k8s exclude each other")
-    if k8s:
-        from drgpu.host.compose import resolve_stack
-        from drgpu.targets.kubernetes import render_manifests
-
-        model = resolve_stack(prepared.config, prepared.stack.files)
-        manifests = render_manifests(
-            prepared.plan,
-            model,
-            workers=prepared.config.workers,
-            sharing=prepared.config.sharing,
-        )
-        return manifests.text, manifests.warnings
-    if swarm or prepared.config.docker_style == "swarm":
-        from drgpu.commands import swarm_deploy
-
-        stack = swarm_deploy.render(prepared)
-        return stack.text, stack.warnings
-    from drgpu.targets.compose_override import render_override
-
-    return render_override(prepared.plan), ()
+        up_down.write_owned_file(output, result.text)
+    tables.warnings([*prepared.plan.warnings, *result.warnings])
 
 
 ScriptArgs = Annotated[

@@ -15,7 +15,7 @@ from drgpu.targets.swarm_stack import SwarmStack
 
 if TYPE_CHECKING:
     from drgpu.commands.up_down import Prepared
-    from drgpu.core.facts import TaskFacts
+    from drgpu.core.facts import EngineFacts, TaskFacts
 
 START_TIMEOUT_S = 180.0
 STUCK_GRACE_S = 5.0
@@ -23,16 +23,53 @@ REMOVE_TIMEOUT_S = 90.0
 POLL_S = 0.5
 
 
-def render(prepared: Prepared) -> SwarmStack:
-    """The stack file of a prepared plan (reads the stack through `compose config`)."""
+def render(prepared: Prepared, engine: EngineFacts | None) -> SwarmStack:
+    """The stack file of a prepared plan (reads the stack through `compose config`), laid
+    out for the swarm `engine` describes (None: a one-node swarm, node unknown)."""
     from drgpu.core.planning import refuse_service_gpus_on_swarm
+    from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
     from drgpu.host.compose import resolve_stack
     from drgpu.targets.swarm_stack import render_stack, swarm_services
 
     refuse_service_gpus_on_swarm(prepared.plan)
+    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), engine)
     model = resolve_stack(prepared.config, prepared.stack.files)
-    services = swarm_services(prepared.plan, model["services"], prepared.config.workers)
-    return render_stack(prepared.plan, model, services)
+    services = swarm_services(prepared.plan, model["services"], prepared.config.workers, layout)
+    return render_stack(prepared.plan, model, services, layout)
+
+
+def this_swarm() -> tuple[EngineFacts | None, str | None]:
+    """This engine's swarm facts; when it cannot be asked, None and why."""
+    from drgpu.host.engine import engine_facts
+
+    try:
+        return engine_facts(), None
+    except DockerError as exc:
+        return None, f"cannot ask the swarm ({exc.message}): laid out for a one-node swarm"
+
+
+def check_node(stack: SwarmStack, engine: EngineFacts) -> None:
+    """Refuse a stack this node would not isolate: pinned GPUs need the nvidia default
+    runtime, and no GPU pinned for one service may be advertised while simulators
+    reserve generic resources (the engine could give it to one of them)."""
+    from drgpu.core.swarm_node import RUNTIME, SWARM_GPUS_KEY
+    from drgpu.errors import GpuValidationError
+    from drgpu.targets.swarm_stack import exposed_gpus
+
+    exposed = exposed_gpus(stack.services, stack.layout)
+    if exposed:
+        raise GpuValidationError(
+            exposed,
+            hint="`drgpu swarm-setup` prints node-generic-resources without the trainer's GPU"
+            f" (then restart dockerd), or {SWARM_GPUS_KEY}=pin runs the simulators on this node",
+        )
+    pinned = [s.name for s in stack.services if s.pinned]
+    if pinned and engine.default_runtime != RUNTIME:
+        raise DockerError(
+            f"this node's default runtime is {engine.default_runtime or 'unknown'}, not"
+            f" {RUNTIME}: Swarm tasks would get no GPU ({', '.join(pinned)})",
+            hint="`drgpu swarm-setup` prints the daemon.json this node needs",
+        )
 
 
 def stack_file(prepared: Prepared) -> Path:
@@ -41,40 +78,53 @@ def stack_file(prepared: Prepared) -> Path:
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
-    """Render, deploy, wait for every task and verify them; on failure the stack is removed."""
+    """Render, deploy, wait for every task and verify what each really got; on failure
+    the stack is removed."""
     from drgpu.commands.up_down import write_owned_file
-    from drgpu.host import compose, process
+    from drgpu.host import compose, engine, process
+    from drgpu.targets.swarm_stack import verify_tasks
     from drgpu.ui.talk import spinner
 
-    stack = render(prepared)
+    facts = engine.engine_facts()
+    stack = render(prepared, facts)
+    check_node(stack, facts)
     path = stack_file(prepared)
-    write_owned_file(path, stack.text)
+    write_owned_file(path, stack.text)  # mode 600: secrets stay
     environment = compose.compose_environment(prepared.config.values)
     project = prepared.plan.project
     command = [docker_cli(), "stack", "deploy", "-c", str(path), "--prune"]
     with spinner(f"deploying {project} to the swarm"):
         deployed = process.run([*command, "--resolve-image", "never", project], env=environment)
         if not deployed.ok:
-            _remove(project, environment)
+            _remove_after_failure(project, environment)
             raise DockerError(
                 f"docker stack deploy failed: {deployed.last_error_line()}",
                 hint=_deploy_hint(deployed.stderr),
             )
         try:
             tasks = _wait_running(stack)
-        except DockerError:
-            _remove(project, environment)
+            problems = verify_tasks(stack, tasks, engine.stack_containers(project))
+        except BaseException:  # a failure, or Ctrl-C: nothing is left half-deployed
+            _remove_after_failure(project, environment)
             raise
-    from drgpu.targets.swarm_stack import verify_tasks
-
-    problems = verify_tasks(stack, tasks)
     if problems:
-        _remove(project, environment)
+        _remove_after_failure(project, environment)
         raise DockerError(
             f"the deployed stack does not match the plan: {'; '.join(problems)}",
             hint="the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
         )
     return stack, [task for task in tasks if task.state == "running"]
+
+
+def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:
+    """Remove what a failed deploy left; the failure itself is the error to report (a
+    node that is no manager cannot deploy, nor remove)."""
+    from drgpu.ui.talk import warn
+
+    try:
+        _remove(project, environment)
+    except DockerError as exc:
+        warn(f"after the failure, {exc.message}")
 
 
 def down(config: Config) -> None:

@@ -37,7 +37,7 @@ class CheckResult:
 def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
     """The containers to check: one service's, or (service None) every GPU service's."""
     if service is None:
-        chosen = [c for c in containers if c.labels.get(labels.GPUS)]
+        chosen = [c for c in containers if expected_uuids(c)]
         if not chosen:
             raise ConfigError("no service of this stack was given a GPU by drgpu")
         return chosen
@@ -49,8 +49,8 @@ def select(containers: list[ContainerFacts], service: str | None) -> list[Contai
 
 
 def expected_uuids(container: ContainerFacts) -> tuple[str, ...]:
-    """The GPUs drgpu gave a container, from its label."""
-    return tuple(uuid for uuid in container.labels.get(labels.GPUS, "").split(",") if uuid)
+    """The GPUs drgpu gave a container, from its labels (see labels.given_gpus)."""
+    return labels.given_gpus(container.labels, container.environment)
 
 
 def probe_arguments(expected: tuple[str, ...]) -> list[str]:

@@ -84,7 +84,8 @@ class TaskFacts:
 
 @dataclass(frozen=True)
 class EngineFacts:
-    """What `docker info` says about this node's engine (node labels: on a manager only)."""
+    """What `docker info` says about this node's engine (node labels, and every node's
+    labels by node id: on a manager only)."""
 
     version: str
     default_runtime: str
@@ -92,3 +93,5 @@ class EngineFacts:
     generic_resources: tuple[str, ...]
     swarm_state: str
     node_labels: Mapping[str, str] | None = None
+    node_id: str = ""
+    swarm_nodes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

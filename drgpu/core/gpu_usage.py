@@ -154,8 +154,8 @@ class Status:
 
 
 def given_uuids(container: ContainerFacts) -> tuple[str, ...]:
-    """The GPU (or MIG) UUIDs drgpu gave a container itself, from its label."""
-    return _split(container.labels.get(labels.GPUS, ""))
+    """The GPU (or MIG) UUIDs drgpu gave a container itself (see labels.given_gpus)."""
+    return labels.given_gpus(container.labels, container.environment)
 
 
 def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:

@@ -16,6 +16,13 @@ ROLE = "drgpu.role"
 RUN_ID = "drgpu.run_id"
 SHARING = "drgpu.sharing"
 SERVICE = "com.docker.compose.service"
+# Swarm: how many GPUs a task has, each replica's pinned GPUs ("1=GPU-a;2=GPU-b"), and
+# the engine's own labels and variable for what it gave a task.
+SWARM_GPUS = "drgpu.swarm_gpus"
+GPUS_BY_SLOT = "drgpu.gpus_by_slot"
+SWARM_SERVICE = "com.docker.swarm.service.name"
+SWARM_TASK_NAME = "com.docker.swarm.task.name"
+SWARM_RESOURCE_VARIABLE = "DOCKER_RESOURCE_NVIDIA-GPU"
 _GONE = ("exited", "dead", "removing")
 
 
@@ -48,9 +55,33 @@ def claims(containers: Iterable[tuple[str, Mapping[str, str]]]) -> tuple[Claim, 
             found.append(
                 Claim(
                     run_id=labels[RUN_ID],
-                    service=labels.get(SERVICE, "?"),
+                    service=labels.get(SERVICE) or labels.get(SWARM_SERVICE, "?"),
                     uuids=uuids,
                     sharing=labels.get(SHARING, "exclusive"),
                 )
             )
     return tuple(found)
+
+
+def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tuple[str, ...]:
+    """The GPU (or MIG) UUIDs drgpu gave a container itself.
+
+    From its `drgpu.gpus` label; for a Swarm replica, its slot's entry of
+    `drgpu.gpus_by_slot` (the slot is in the task's name, `<service>.<slot>.<id>`); for a
+    Swarm task that reserves generic resources, what the engine gave it.
+    """
+    by_slot = labels.get(GPUS_BY_SLOT)
+    if by_slot:
+        slot = labels.get(SWARM_TASK_NAME, "").split(".")[-2:-1]
+        for entry in by_slot.split(";"):
+            number, _, uuids = entry.partition("=")
+            if [number] == slot:
+                return _split(uuids)
+        return ()
+    if labels.get(SWARM_GPUS, "0") != "0" and not labels.get(GPUS):
+        return _split(environment.get(SWARM_RESOURCE_VARIABLE, ""))
+    return _split(labels.get(GPUS, ""))
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core.model import Inventory
+from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
     from drgpu.core.facts import EngineFacts
@@ -78,14 +79,16 @@ class SetupReport:
         return all(finding.status != DIFFERS for finding in self.findings)
 
 
-def wanted_resources(inventory: Inventory) -> tuple[str, ...]:
-    """`NVIDIA-GPU=<uuid>` for each usable GPU, or for each MIG slice of a GPU in MIG mode."""
+def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[str, ...]:
+    """`NVIDIA-GPU=<uuid>` for each usable GPU, or for each MIG slice of a GPU in MIG mode,
+    but those the node keeps for its trainer (`kept`, GPU or MIG UUIDs): whatever a node
+    advertises, the engine may give a simulator."""
     uuids: list[str] = []
     for gpu in inventory.gpus:
-        if gpu.lost:
+        if gpu.lost or gpu.uuid in kept:
             continue
         if gpu.mig_mode:
-            uuids.extend(mig.uuid for mig in gpu.mig_devices)
+            uuids.extend(mig.uuid for mig in gpu.mig_devices if mig.uuid not in kept)
         else:
             uuids.append(gpu.uuid)
     return tuple(f"{GPU_KIND}={uuid}" for uuid in uuids)
@@ -291,3 +294,57 @@ def text(setup: SetupReport) -> str:
         *(f"{f.status:8} {f.subject}: {f.detail}" for f in setup.findings),
     ]
     return "\n".join(lines) + "\n"
+
+
+SWARM_GPUS_KEY = "DRGPU_SWARM_GPUS"
+SWARM_GPU_MODES = ("auto", "pin", "generic")
+PINNED_VARIABLE = "NVIDIA_VISIBLE_DEVICES"
+
+
+@dataclass(frozen=True)
+class SwarmLayout:
+    """How a stack's GPU tasks get their GPUs on the swarm.
+
+    Pinned services run on this node (`node.id == node_id`, when known) and name their
+    GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default NVIDIA runtime obeys exactly.
+    Otherwise the simulators reserve NVIDIA-GPU generic resources and the engine chooses
+    among the GPUs each node advertises. The trainer (and rl_coach) is always pinned.
+    """
+
+    pin_simulators: bool = True
+    node_id: str | None = None
+    advertised: tuple[str, ...] = ()
+
+
+def swarm_layout(setting: str, engine: EngineFacts | None) -> SwarmLayout:
+    """The layout `DRGPU_SWARM_GPUS` asks for on this swarm (`engine`: None when unknown).
+
+    `auto` pins the simulators when no node but this one carries the simulator label
+    (a one-node swarm, as DeepRacer-for-cloud's single-machine setup is), else leaves
+    them to the engine's generic resources.
+    """
+    if engine is None:
+        return SwarmLayout(pin_simulators=setting != "generic")
+    advertised = tuple(
+        entry.partition("=")[2]
+        for entry in engine.generic_resources
+        if entry.partition("=")[0] == GPU_KIND
+    )
+    label, _, value = SIMULATOR_CONSTRAINT.removeprefix("node.labels.").partition(" == ")
+    others = [
+        node
+        for node, node_labels in engine.swarm_nodes.items()
+        if node != engine.node_id and node_labels.get(label) == value
+    ]
+    pin = setting == "pin" or (setting == "auto" and not others)
+    return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)
+
+
+def swarm_gpu_mode(values: Mapping[str, str]) -> str:
+    """`DRGPU_SWARM_GPUS` of the settings: auto (default), pin or generic."""
+    mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
+    if mode not in SWARM_GPU_MODES:
+        raise ConfigError(
+            f"{SWARM_GPUS_KEY}={mode!r}: expected one of {', '.join(SWARM_GPU_MODES)}"
+        )
+    return mode

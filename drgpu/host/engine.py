@@ -25,6 +25,9 @@ from drgpu.errors import DockerError
 
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
+STACK_LABEL = "com.docker.stack.namespace"
+SWARM_SERVICE_LABEL = "com.docker.swarm.service.name"
+TASK_ID_LABEL = "com.docker.swarm.task.id"
 
 
 def preload_sdk() -> None:
@@ -59,8 +62,20 @@ def _client() -> Any:
 
 
 def project_containers(project: str) -> list[ContainerFacts]:
-    """Every container (running or not) of a compose project."""
-    return _containers({"label": f"{PROJECT_LABEL}={project}"})
+    """Every container (running or not) of a compose project, or of the Swarm stack of
+    that name (its tasks on this node)."""
+    compose = _containers({"label": f"{PROJECT_LABEL}={project}"})
+    stack = _containers({"label": f"{STACK_LABEL}={project}"})
+    return sorted({c.id: c for c in (*compose, *stack)}.values(), key=lambda c: c.name)
+
+
+def stack_containers(namespace: str) -> dict[str, ContainerFacts]:
+    """This node's containers of a Swarm stack, by the id of the task each runs."""
+    return {
+        container.labels[TASK_ID_LABEL]: container
+        for container in _containers({"label": f"{STACK_LABEL}={namespace}"})
+        if TASK_ID_LABEL in container.labels
+    }
 
 
 def drgpu_containers() -> list[ContainerFacts]:
@@ -141,11 +156,12 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     host_config = attrs.get("HostConfig") or {}
     requests = host_config.get("DeviceRequests") or []
+    project, service = _project_and_service(container_labels)
     return ContainerFacts(
         id=attrs["Id"],
         name=str(attrs.get("Name", "")).lstrip("/"),
-        service=container_labels.get(SERVICE_LABEL, ""),
-        project=container_labels.get(PROJECT_LABEL, ""),
+        service=service,
+        project=project,
         state=(attrs.get("State") or {}).get("Status", "unknown"),
         labels=container_labels,
         environment=environment,
@@ -208,6 +224,16 @@ def remove_containers(container_ids: list[str]) -> None:
                 continue
 
 
+def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]:
+    """A container's compose project and service, or its Swarm stack and service (the
+    stack's service name without the `<stack>_` prefix)."""
+    if PROJECT_LABEL in container_labels or STACK_LABEL not in container_labels:
+        return container_labels.get(PROJECT_LABEL, ""), container_labels.get(SERVICE_LABEL, "")
+    stack = container_labels[STACK_LABEL]
+    service = container_labels.get(SWARM_SERVICE_LABEL, "")
+    return stack, service.removeprefix(f"{stack}_")
+
+
 PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
 
 
@@ -250,11 +276,12 @@ def running_containers_brief() -> list[ContainerFacts]:
 def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     container_labels = attrs.get("Labels") or {}
     names = attrs.get("Names") or [""]
+    project, service = _project_and_service(container_labels)
     return ContainerFacts(
         id=attrs["Id"],
         name=str(names[0]).lstrip("/"),
-        service=container_labels.get(SERVICE_LABEL, ""),
-        project=container_labels.get(PROJECT_LABEL, ""),
+        service=service,
+        project=project,
         state=attrs.get("State") or "unknown",
         labels=container_labels,
     )
@@ -324,9 +351,6 @@ def try_device_request(image: str, timeout_s: float = 60) -> str | None:
             container.remove(force=True)
 
 
-STACK_LABEL = "com.docker.stack.namespace"
-
-
 def stack_tasks(namespace: str) -> list[TaskFacts]:
     """Every task of every service of a Swarm stack (the manager sees all nodes')."""
     with _connected() as client:
@@ -382,9 +406,11 @@ def engine_facts() -> EngineFacts:
         info = client.info()
         swarm = info.get("Swarm") or {}
         node_labels: Mapping[str, str] | None = None
+        nodes: dict[str, Mapping[str, str]] = {}
         if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
-            node = client.nodes.get(swarm["NodeID"])
-            node_labels = (node.attrs.get("Spec") or {}).get("Labels") or {}
+            for node in client.nodes.list():
+                nodes[node.id] = (node.attrs.get("Spec") or {}).get("Labels") or {}
+            node_labels = nodes.get(swarm["NodeID"], {})
     return EngineFacts(
         version=str(info.get("ServerVersion") or ""),
         default_runtime=str(info.get("DefaultRuntime") or ""),
@@ -394,4 +420,6 @@ def engine_facts() -> EngineFacts:
         ),
         swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
         node_labels=None if node_labels is None else dict(node_labels),
+        node_id=str(swarm.get("NodeID") or ""),
+        swarm_nodes=nodes,
     )

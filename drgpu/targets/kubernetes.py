@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from drgpu.core.model import Assignment, Plan, Role, ServicePlan
-from drgpu.errors import ConfigError
+from drgpu.core.secrets import MASK, is_secret
+from drgpu.errors import ConfigError, GpuValidationError
 from drgpu.targets.swarm_stack import SwarmService, swarm_services
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -38,42 +39,99 @@ SHARING_COMMENT = """\
 # Point the plugin at it: helm --set config.name={name} --set config.default={key}
 # (GPU Operator: devicePlugin.config.name and devicePlugin.config.default).
 """
+DRA_API = "resource.k8s.io/v1"
+DRA_DRIVER = "gpu.nvidia.com"
+DEVICE_CLASSES = {False: "gpu.nvidia.com", True: "mig.nvidia.com"}  # by MIG or not
+UUID_SELECTOR = 'device.attributes["{driver}"].uuid == "{uuid}"'
+DRA_HEADER = """\
+# Written by drgpu for {project}: Kubernetes manifests, one Deployment per service and
+# per simulator worker. GPUs come from dynamic resource allocation ({api}, Kubernetes
+# 1.34+) through NVIDIA's DRA driver: each ResourceClaim names its GPUs by UUID (CEL
+# selectors on device class {device_class}), so each pod gets exactly its planned GPUs;
+# workers planned on one GPU share its claim. Carried over from Compose: image,
+# entrypoint, command and environment (secret values in a Secret); not ports, volumes
+# or networks.
+"""
+SECRET_COMMENT = """\
+# {name}: the secret settings of {service} (names holding KEY, SECRET, TOKEN or
+# PASSWORD), referenced by secretKeyRef.{masked}
+"""
+MASKED_NOTE = " Values masked here: `drgpu render --k8s -o FILE` writes them."
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
 @dataclass(frozen=True)
 class Manifests:
-    """Rendered manifests and what the user should know about them."""
+    """Rendered manifests and what the user should know about them; `shown_text` is the
+    text as drgpu may print it (secret values masked)."""
 
     text: str
     warnings: tuple[str, ...]
+    shown_text: str = ""
 
 
 def render_manifests(
-    plan: Plan, model: Mapping[str, Any], *, workers: int, sharing: str
+    plan: Plan, model: Mapping[str, Any], *, workers: int, sharing: str, dra: bool = False
 ) -> Manifests:
-    """The manifests of a plan; `model` is the stack as Compose resolves it."""
+    """The manifests of a plan; `model` is the stack as Compose resolves it.
+
+    With `dra`, GPUs come from ResourceClaims that name them by UUID; else from the
+    NVIDIA device plugin, which picks among the node's GPUs.
+    """
     bodies: Mapping[str, Any] = model.get("services") or {}
     shapes = swarm_services(plan, bodies, workers)
     warnings: list[str] = []
-    parts: list[str] = [
-        HEADER.format(project=plan.project, resource=GPU_RESOURCE, label=PRODUCT_LABEL)
-    ]
+    if dra:
+        parts = _dra_parts(plan, shapes, bodies, warnings)
+        header = DRA_HEADER.format(
+            project=plan.project, api=DRA_API, device_class=DEVICE_CLASSES[False]
+        )
+    else:
+        parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
+        header = HEADER.format(project=plan.project, resource=GPU_RESOURCE, label=PRODUCT_LABEL)
+    text = "---\n".join([header, *(part.text(masked=False) for part in parts)])
+    shown = "---\n".join([header, *(part.text(masked=True) for part in parts)])
+    return Manifests(text=text, warnings=tuple(warnings), shown_text=shown)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One manifest, with a comment; a Secret's values are masked when shown."""
+
+    document: Mapping[str, Any]
+    comment: str = ""
+
+    def text(self, *, masked: bool) -> str:
+        document = dict(self.document)
+        if document.get("kind") != "Secret":
+            return self.comment + _dump(document)
+        if masked:
+            document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
+        return self.comment.format(masked=MASKED_NOTE if masked else "") + _dump(document)
+
+
+def _plugin_parts(
+    plan: Plan,
+    shapes: tuple[SwarmService, ...],
+    bodies: Mapping[str, Any],
+    sharing: str,
+    warnings: list[str],
+) -> list[_Part]:
+    """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
+    parts: list[_Part] = []
     shared_by = _users_per_gpu(plan, shapes)
     replicas = max(shared_by.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
-        parts.append(
-            SHARING_COMMENT.format(
-                mode=sharing,
-                replicas=replicas,
-                resource=GPU_RESOURCE,
-                name=SHARING_CONFIG_MAP,
-                key=SHARING_CONFIG_KEY,
-            )
-            + _dump(_sharing_config_map(plan, plugin_sharing, replicas))
+        comment = SHARING_COMMENT.format(
+            mode=sharing,
+            replicas=replicas,
+            resource=GPU_RESOURCE,
+            name=SHARING_CONFIG_MAP,
+            key=SHARING_CONFIG_KEY,
         )
+        parts.append(_Part(_sharing_config_map(plan, plugin_sharing, replicas), comment))
     elif plugin_sharing:
         warnings.append(f"DRGPU_SHARING={sharing}, but the plan puts no two services on one GPU")
     elif replicas > 1:
@@ -82,9 +140,113 @@ def render_manifests(
     for shape in shapes:
         service = plan.service(shape.name)
         devices = _devices(plan, service, shape)
-        deployment = _deployment(plan, shape, bodies[shape.name], devices, shared, warnings)
-        parts.append(_dump(deployment))
-    return Manifests(text="---\n".join(parts), warnings=tuple(warnings))
+        if not shared:
+            _check_counts(shape, devices)
+        pod = _pod(plan, shape, bodies[shape.name], warnings)
+        container = pod["containers"][0]
+        if shape.gpus:
+            _set_resources(container, {"limits": {GPU_RESOURCE: shape.gpus}})
+            _set_env(container, _gpu_environment(shape.gpus))
+        selector = _node_selector(shape.name, devices, shared, warnings)
+        if selector:
+            pod = {"nodeSelector": selector, **pod}
+        parts.extend(_secret_parts(plan, shape.name, container))
+        parts.append(_Part(_deployment(plan, shape, shape.name, shape.replicas or 1, pod)))
+    return parts
+
+
+def _check_counts(shape: SwarmService, devices: tuple[Assignment, ...]) -> None:
+    """The device plugin gives each pod GPUs of its own: the replicas must fit the plan."""
+    wanted = (shape.replicas or 1) * shape.gpus
+    if wanted <= len(devices):
+        return
+    listed = ", ".join(str(device.gpu.index) for device in devices)
+    raise GpuValidationError(
+        [
+            f"{shape.name}: {shape.replicas or 1} pod(s) of {shape.gpus} GPU(s) need {wanted}"
+            f" GPUs of their own, but the plan gives {shape.name} {len(devices)} ({listed}):"
+            f" the NVIDIA device plugin never gives two pods one GPU"
+        ],
+        hint="lower DR_WORKERS, set DRGPU_SHARING=timeslice, or render --k8s --dra"
+        " (workers planned on one GPU share its ResourceClaim)",
+    )
+
+
+def _dra_parts(
+    plan: Plan, shapes: tuple[SwarmService, ...], bodies: Mapping[str, Any], warnings: list[str]
+) -> list[_Part]:
+    """ResourceClaims naming each GPU by UUID, and Deployments whose pods use them: one
+    per service, and one per simulator worker (each worker its own GPUs)."""
+    claims: dict[tuple[str, ...], str] = {}
+    parts: list[_Part] = []
+    deployments: list[_Part] = []
+    for shape in shapes:
+        slots = shape.pinned if shape.replicas is not None and len(shape.pinned) > 1 else ()
+        names = [(f"{shape.name}-{slot}", slot) for slot in range(1, len(slots) + 1)]
+        for name, slot in names or [(shape.name, 0)]:
+            pod = _pod(plan, shape, bodies[shape.name], warnings)
+            container = pod["containers"][0]
+            uuids = shape.pinned_for(slot or 1) or ()
+            if slot:
+                _set_env(container, {"DOCKER_REPLICA_SLOT": str(slot)})
+            if uuids:
+                claim = claims.get(uuids)
+                if claim is None:
+                    claim = claims[uuids] = _dns_label(f"{plan.project}-{name}-gpus")
+                    parts.append(_Part(_resource_claim(plan, claim, uuids)))
+                pod["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim}]
+                _set_resources(container, {"claims": [{"name": "gpus"}]})
+                _set_env(
+                    container,
+                    {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(uuids)},
+                )
+            parts.extend(_secret_parts(plan, name, container))
+            replicas = 1 if slot or shape.replicas is None else shape.replicas
+            deployments.append(_Part(_deployment(plan, shape, name, replicas, pod)))
+    in_claims: dict[str, list[str]] = {}
+    for uuids, claim in claims.items():
+        for uuid in uuids:
+            in_claims.setdefault(uuid, []).append(claim)
+    warnings.extend(
+        f"GPU {uuid} is in ResourceClaims {' and '.join(names)}: DRA allocates a device to one"
+        " claim at a time, so the pods of the other stay pending"
+        for uuid, names in in_claims.items()
+        if len(names) > 1
+    )
+    return [*parts, *deployments]
+
+
+def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, Any]:
+    """A ResourceClaim with one request per GPU, each selecting that GPU by UUID."""
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "labels": _labels(plan, None)},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": f"gpu-{index}",
+                        "exactly": {
+                            "deviceClassName": DEVICE_CLASSES[uuid.upper().startswith("MIG-")],
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                            "selectors": [
+                                {
+                                    "cel": {
+                                        "expression": UUID_SELECTOR.format(
+                                            driver=DRA_DRIVER, uuid=uuid
+                                        )
+                                    }
+                                }
+                            ],
+                        },
+                    }
+                    for index, uuid in enumerate(uuids)
+                ]
+            }
+        },
+    }
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -137,14 +299,10 @@ def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def _deployment(
-    plan: Plan,
-    shape: SwarmService,
-    body: Mapping[str, Any],
-    devices: tuple[Assignment, ...],
-    shared: bool,
-    warnings: list[str],
+def _pod(
+    plan: Plan, shape: SwarmService, body: Mapping[str, Any], warnings: list[str]
 ) -> dict[str, Any]:
+    """The pod of a service: its image, command and environment, ready for Kubernetes."""
     image = body.get("image")
     if not image:
         raise ConfigError(f"service {shape.name} has no image: Kubernetes cannot build one")
@@ -155,35 +313,87 @@ def _deployment(
         )
     container: dict[str, Any] = {"name": _dns_label(shape.name), "image": str(image)}
     if body.get("entrypoint"):
-        container["command"] = _words(body["entrypoint"])
+        container["command"] = [kubernetes_text(word) for word in _words(body["entrypoint"])]
     if body.get("command"):
-        container["args"] = _words(body["command"])
+        container["args"] = [kubernetes_text(word) for word in _words(body["command"])]
     environment = {
         str(key): str(value)
         for key, value in (body.get("environment") or {}).items()
         if value is not None
     }
-    if shape.gpus:
-        environment.update(_gpu_environment(shape.gpus))
-        container["resources"] = {"limits": {GPU_RESOURCE: shape.gpus}}
-    else:
+    if shape.role is Role.TRAINER_LAUNCHER:
+        # rl_coach forwards the trainer's GPU, by UUID, planned against this node.
+        environment.update(plan.service(shape.name).environment)
+    elif not shape.gpus:
         environment["NVIDIA_VISIBLE_DEVICES"] = "void"
-    container["env"] = [{"name": key, "value": value} for key, value in environment.items()]
-    pod: dict[str, Any] = {}
-    selector = _node_selector(shape.name, devices, shared, warnings)
-    if selector:
-        pod["nodeSelector"] = selector
-    pod["containers"] = [container]
-    labels = _labels(plan, shape)
+    container["env"] = [
+        {"name": key, "value": kubernetes_text(value)} for key, value in environment.items()
+    ]
+    return {"containers": [container]}
+
+
+def kubernetes_text(value: str) -> str:
+    """A Compose value as Kubernetes must be given it: Compose's `$$` is one `$`, and a `$`
+    Kubernetes would expand (`$(VAR)`) or reduce (`$$`) is written `$$`."""
+    text = value.replace("$$", "$")
+    return "".join(
+        "$$" if char == "$" and text[index + 1 : index + 2] in ("$", "(") else char
+        for index, char in enumerate(text)
+    )
+
+
+def _set_resources(container: dict[str, Any], resources: dict[str, Any]) -> None:
+    """Set a container's resources, before its environment (as kubectl shows them)."""
+    env = container.pop("env")
+    container["resources"] = resources
+    container["env"] = env
+
+
+def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
+    """Set (or replace) environment variables of a container."""
+    env = [item for item in container["env"] if item["name"] not in values]
+    container["env"] = [*env, *({"name": k, "value": v} for k, v in values.items())]
+
+
+def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Part]:
+    """Move a container's secret settings into a Secret it references by secretKeyRef."""
+    secrets = {
+        item["name"]: item["value"]
+        for item in container["env"]
+        if "value" in item and is_secret(item["name"])
+    }
+    if not secrets:
+        return []
+    secret = _dns_label(f"{plan.project}-{name}-secrets")
+    container["env"] = [
+        {"name": item["name"], "valueFrom": {"secretKeyRef": {"name": secret, "key": item["name"]}}}
+        if item["name"] in secrets
+        else item
+        for item in container["env"]
+    ]
+    document = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": secret, "labels": _labels(plan, None)},
+        "type": "Opaque",
+        "stringData": secrets,
+    }
+    return [_Part(document, SECRET_COMMENT.format(name=secret, service=name, masked="{masked}"))]
+
+
+def _deployment(
+    plan: Plan, shape: SwarmService, name: str, replicas: int, pod: dict[str, Any]
+) -> dict[str, Any]:
+    labels = _labels(plan, shape, name)
     matching = {
         key: labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
     }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": _dns_label(f"{plan.project}-{shape.name}"), "labels": labels},
+        "metadata": {"name": _dns_label(f"{plan.project}-{name}"), "labels": labels},
         "spec": {
-            "replicas": shape.replicas or 1,
+            "replicas": replicas,
             "selector": {"matchLabels": matching},
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
@@ -228,11 +438,11 @@ def gpu_product(name: str) -> str:
     return name.strip().replace(" ", "-")
 
 
-def _labels(plan: Plan, shape: SwarmService | None) -> dict[str, str]:
+def _labels(plan: Plan, shape: SwarmService | None, name: str | None = None) -> dict[str, str]:
     labels = {"app.kubernetes.io/instance": plan.project, "app.kubernetes.io/managed-by": "drgpu"}
     if shape is not None:
         labels = {
-            "app.kubernetes.io/name": shape.name,
+            "app.kubernetes.io/name": name or shape.name,
             **labels,
             "drgpu/role": shape.role.value,
             "drgpu/run-id": plan.run_id,

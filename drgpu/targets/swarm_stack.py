@@ -1,10 +1,14 @@
-"""Docker Swarm: a plan as a complete stack file whose GPU services reserve generic resources.
+"""Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving.
 
-Swarm cannot carry device requests. Each node advertises its GPUs as named generic
-resources (daemon.json: `"node-generic-resources": ["NVIDIA-GPU=GPU-<uuid>", ...]`), a
-service reserves a number of them (`generic_resources`, kind `NVIDIA-GPU`), and the
-engine picks which: the container gets `DOCKER_RESOURCE_NVIDIA-GPU=<uuid>,...`, which the
-NVIDIA runtime reads in place of NVIDIA_VISIBLE_DEVICES when its config.toml says
+Swarm cannot carry device requests. On a node whose default runtime is the NVIDIA
+runtime (as DeepRacer-for-cloud has Swarm nodes set up), a container's
+NVIDIA_VISIBLE_DEVICES names exactly the GPUs it gets: drgpu pins each GPU service that
+way, on this node, and gives each simulator replica its own worker's GPUs through a
+`{{.Task.Slot}}` template (Swarm expands templates in the environment, per task). Where
+the simulators may run on other nodes, they reserve `NVIDIA-GPU` generic resources
+instead: each node advertises its GPUs (daemon.json `node-generic-resources`), the engine
+picks which, and the container gets `DOCKER_RESOURCE_NVIDIA-GPU=<uuid>,...`, which the
+runtime reads in place of NVIDIA_VISIBLE_DEVICES when its config.toml says
 `swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"`. Everything here is pure.
 """
 
@@ -16,22 +20,30 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.secrets import MASK, is_secret
 from drgpu.core.swarm_node import (
     GPU_KIND,
+    PINNED_VARIABLE,
     RESOURCE_VARIABLE,
     SIMULATOR_CONSTRAINT,
     TRAINER_CONSTRAINT,
+    SwarmLayout,
 )
 
 if TYPE_CHECKING:
-    from drgpu.core.facts import TaskFacts
+    from drgpu.core.facts import ContainerFacts, TaskFacts
 
 HEADER = """\
-# Written by drgpu for swarm stack {project}: GPU services reserve {kind} generic resources.
+# Written by drgpu for swarm stack {project}: {how}.
 # Do not edit: `drgpu up` writes it anew. Change system.env and run `drgpu plan` instead.
-# The engine picks each task's GPUs and sets {variable}=<uuids> in its container;
-# the NVIDIA runtime reads it (`drgpu swarm-setup` checks a node is set up for that).
+# A pinned service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
+# runtime (nvidia) obeys; a reserving one gets {variable}=<uuids> from the engine.
 """
+PINNED_HOW = "GPU services pinned to their GPUs on this node"
+GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
+TEMPLATED_KEYS = ("CUDA_VISIBLE_DEVICES", PINNED_VARIABLE)
+NODE_CONSTRAINT = "node.id == {node}"
+ONE_NODE = SwarmLayout()
 # The service keys of the Compose file format 3.13 that `docker stack deploy` reads.
 STACK_SERVICE_KEYS = frozenset(
     [
@@ -110,7 +122,11 @@ _TOP_LEVEL_KEYS = ("networks", "volumes", "secrets", "configs")
 
 @dataclass(frozen=True)
 class SwarmService:
-    """What drgpu sets on one service of the stack."""
+    """What drgpu sets on one service of the stack.
+
+    `pinned[i]` are the GPUs of the task in slot i+1 (one entry for a service without
+    replicas); empty when the service has no GPU or reserves `gpus` generic resources.
+    """
 
     name: str
     role: Role
@@ -118,7 +134,30 @@ class SwarmService:
     replicas: int | None
     environment: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
-    constraint: str | None
+    constraints: tuple[str, ...]
+    pinned: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def reserves(self) -> bool:
+        """Whether the engine chooses this service's GPUs (generic resources)."""
+        return self.gpus > 0 and not self.pinned
+
+    def pinned_for(self, slot: int) -> tuple[str, ...] | None:
+        """The GPUs pinned for the task in `slot`; None when none are pinned for it."""
+        if not self.pinned:
+            return None
+        if len(self.pinned) == 1:
+            return self.pinned[0]
+        return self.pinned[slot - 1] if 0 < slot <= len(self.pinned) else None
+
+    def environment_for(self, slot: int) -> dict[str, str]:
+        """The environment a task in `slot` gets, its templates expanded as Swarm does."""
+        environment = dict(self.environment)
+        pinned = self.pinned_for(slot)
+        if len(self.pinned) > 1:
+            for key in TEMPLATED_KEYS:
+                environment[key] = ",".join(pinned) if pinned else "void"
+        return environment
 
 
 @dataclass(frozen=True)
@@ -129,75 +168,166 @@ class SwarmStack:
     text: str
     services: tuple[SwarmService, ...]
     warnings: tuple[str, ...]
+    layout: SwarmLayout = ONE_NODE
+    sharing: str = "exclusive"
+    secret_text: str | None = None
+
+    @property
+    def shown_text(self) -> str:
+        """The stack file as drgpu may print it: secret values masked."""
+        return self.text if self.secret_text is None else self.secret_text
 
 
-def swarm_services(plan: Plan, names: Collection[str], workers: int) -> tuple[SwarmService, ...]:
+def swarm_services(
+    plan: Plan, names: Collection[str], workers: int, layout: SwarmLayout = ONE_NODE
+) -> tuple[SwarmService, ...]:
     """Each planned service of the stack as Swarm gets it.
 
-    A GPU service reserves as many GPUs as the plan gives it. The simulator workers
-    are replicas of the stack's one simulator service, each reserving one worker's GPUs.
+    The simulator workers are replicas of the stack's one simulator service: pinned, each
+    replica gets its worker's GPUs (by slot); reserving, each reserves one worker's number.
+    The trainer, and the trainer rl_coach starts, are always pinned on this node.
     """
     simulators = [s for s in plan.services if s.role is Role.SIMULATOR and s.name in names]
+    workers_gpus = [
+        s.devices
+        for s in plan.services
+        if s.role is Role.SIMULATOR and s.has_gpu and s.name not in names
+    ]
     per_worker = max(
         (len(s.devices) for s in plan.services if s.role is Role.SIMULATOR and s.has_gpu),
         default=0,
     )
     single_simulator = len(simulators) == 1
+    by_slot = tuple(tuple(device.uuid for device in devices) for devices in workers_gpus)
     return tuple(
-        _swarm_service(plan, service, per_worker if single_simulator else None, workers)
+        _swarm_service(
+            plan,
+            service,
+            layout,
+            workers=workers if single_simulator else None,
+            per_worker=per_worker,
+            by_slot=by_slot if single_simulator and service.role is Role.SIMULATOR else (),
+        )
         for service in plan.services
         if service.name in names
     )
 
 
 def _swarm_service(
-    plan: Plan, service: ServicePlan, per_worker: int | None, workers: int
+    plan: Plan,
+    service: ServicePlan,
+    layout: SwarmLayout,
+    *,
+    workers: int | None,
+    per_worker: int,
+    by_slot: tuple[tuple[str, ...], ...],
 ) -> SwarmService:
+    here = (NODE_CONSTRAINT.format(node=layout.node_id),) if layout.node_id else ()
+    uuids = tuple(device.uuid for device in service.devices) if service.has_gpu else ()
     replicas = None
-    gpus = len(service.devices) if service.has_gpu else 0
-    constraint = None
+    environment = dict(service.environment)
+    environment.pop("DOCKER_REPLICA_SLOT", None)
+    pinned: tuple[tuple[str, ...], ...] = (uuids,) if uuids else ()
+    gpus = len(uuids)
+    constraints: tuple[str, ...] = ()
     if service.role is Role.SIMULATOR:
-        constraint = SIMULATOR_CONSTRAINT
-        if per_worker is not None:
-            gpus, replicas = per_worker, workers
+        if workers is not None:
+            replicas, gpus = workers, per_worker
+            pinned = by_slot or pinned
+        if not gpus:
+            pinned = ()
+        if layout.pin_simulators or not gpus:
+            constraints = (SIMULATOR_CONSTRAINT, *(here if gpus else ()))
+        else:
+            constraints, pinned = (SIMULATOR_CONSTRAINT,), ()
+            environment = gpu_environment(gpus)
     elif service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
-        constraint = TRAINER_CONSTRAINT
-    environment = gpu_environment(gpus) if gpus else service.environment
+        constraints = (TRAINER_CONSTRAINT, *here)
+    if len(pinned) > 1:
+        for key in TEMPLATED_KEYS:
+            environment[key] = slot_template(pinned)
+    held = sorted({uuid for slot in pinned for uuid in slot})
+    forwarded = ",".join(d.uuid for d in service.devices)
+    service_labels = labels.run_labels(
+        plan.run_id,
+        plan.sharing,
+        service.role,
+        ",".join(held),
+        forwarded=forwarded if service.role is Role.TRAINER_LAUNCHER else "",
+    )
+    extra = [(labels.SWARM_GPUS, str(gpus))]
+    if len(pinned) > 1:
+        slots = ";".join(f"{slot}={','.join(gpus)}" for slot, gpus in enumerate(pinned, 1))
+        extra.append((labels.GPUS_BY_SLOT, slots))
     return SwarmService(
         name=service.name,
         role=service.role,
         gpus=gpus,
         replicas=replicas,
-        environment=environment,
-        labels=(
-            (labels.ROLE, service.role.value),
-            (labels.RUN_ID, plan.run_id),
-            ("drgpu.swarm_gpus", str(gpus)),
-        ),
-        constraint=constraint,
+        environment=tuple(environment.items()),
+        labels=(*service_labels, *extra),
+        constraints=constraints,
+        pinned=pinned,
     )
 
 
-def gpu_environment(gpus: int) -> tuple[tuple[str, str], ...]:
-    """The variables of a container given `gpus` GPUs by the engine.
+def slot_template(pinned: tuple[tuple[str, ...], ...]) -> str:
+    """A Swarm template naming each slot's GPUs, `void` (none) for any other slot."""
+    branches = "".join(
+        f'{{{{{"if" if slot == 1 else "else if"} eq .Task.Slot "{slot}"}}}}{",".join(gpus)}'
+        for slot, gpus in enumerate(pinned, 1)
+    )
+    return branches + "{{else}}void{{end}}"
+
+
+def gpu_environment(gpus: int) -> dict[str, str]:
+    """The variables of a container given `gpus` GPUs by the engine (generic resources).
 
     NVIDIA_VISIBLE_DEVICES=void fails closed: the runtime prefers the swarm resource
     variable, and a node not set up for it gives the container no GPU, never all of them.
     The container sees only its GPUs, so CUDA's indices are 0..gpus-1.
     """
-    return (
-        ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
-        ("CUDA_VISIBLE_DEVICES", ",".join(str(index) for index in range(gpus))),
-        ("NVIDIA_VISIBLE_DEVICES", "void"),
-    )
+    return {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
+
+
+def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
+    """GPUs pinned for a service that this node also advertises while simulators reserve
+    generic resources: the engine could give a simulator one of them."""
+    if not any(service.reserves for service in services):
+        return []
+    problems: list[str] = []
+    for service in services:
+        uuids = {uuid for slot in service.pinned for uuid in slot}
+        if service.role is Role.TRAINER_LAUNCHER:
+            uuids |= set(_label(service, labels.FORWARDED_GPUS).split(",")) - {""}
+        problems.extend(
+            f"GPU {uuid}, pinned for {service.name}, is advertised to Swarm by this node"
+            f" ({GPU_KIND}={uuid}): the engine may give it to a simulator"
+            for uuid in sorted(uuids)
+            if uuid in layout.advertised
+        )
+    return problems
+
+
+def _label(service: SwarmService, key: str) -> str:
+    return dict(service.labels).get(key, "")
 
 
 def render_stack(
-    plan: Plan, model: Mapping[str, Any], services: tuple[SwarmService, ...]
+    plan: Plan,
+    model: Mapping[str, Any],
+    services: tuple[SwarmService, ...],
+    layout: SwarmLayout = ONE_NODE,
 ) -> SwarmStack:
-    """The stack file for `docker stack deploy`: Compose's resolved model, made Swarm's."""
-    import yaml
+    """The stack file for `docker stack deploy`: Compose's resolved model, made Swarm's.
 
+    The file keeps the real values of secret settings (it is written for deploy, mode
+    600); `shown_text` masks them for printing.
+    """
     mine = {service.name: service for service in services}
     warnings: list[str] = []
     document: dict[str, Any] = {
@@ -209,11 +339,44 @@ def render_stack(
     for key in _TOP_LEVEL_KEYS:
         if model.get(key):
             document[key] = model[key]
-    body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
-    header = HEADER.format(project=plan.project, kind=GPU_KIND, variable=RESOURCE_VARIABLE)
-    return SwarmStack(
-        project=plan.project, text=header + body, services=services, warnings=tuple(warnings)
+    how = GENERIC_HOW if any(s.reserves for s in services) else PINNED_HOW
+    header = HEADER.format(
+        project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
     )
+    text = header + _dump(document)
+    masked = {
+        **document,
+        "services": {name: _masked_service(body) for name, body in document["services"].items()},
+    }
+    shown = header + _dump(masked)
+    return SwarmStack(
+        project=plan.project,
+        text=text,
+        services=services,
+        warnings=tuple(warnings),
+        layout=layout,
+        sharing=plan.sharing,
+        secret_text=None if shown == text else shown,
+    )
+
+
+def _dump(document: Mapping[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
+
+
+def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
+    environment = body.get("environment")
+    if not isinstance(environment, Mapping):
+        return dict(body)
+    return {
+        **body,
+        "environment": {
+            key: MASK if value and is_secret(str(key)) else value
+            for key, value in environment.items()
+        },
+    }
 
 
 def _stack_service(
@@ -242,13 +405,12 @@ def _stack_service(
         service["labels"] = {**(service.get("labels") or {}), **dict(swarm.labels)}
         if swarm.replicas is not None:
             deploy["replicas"] = swarm.replicas
-        if swarm.constraint is not None:
+        if swarm.constraints:
             placement = dict(deploy.get("placement") or {})
             constraints = list(placement.get("constraints") or [])
-            if swarm.constraint not in constraints:
-                constraints.append(swarm.constraint)
+            constraints.extend(c for c in swarm.constraints if c not in constraints)
             deploy["placement"] = {**placement, "constraints": constraints}
-        if swarm.gpus:
+        if swarm.reserves:
             generic.append({"discrete_resource_spec": {"kind": GPU_KIND, "value": swarm.gpus}})
     _set_or_drop(reservations, "generic_resources", generic)
     _set_or_drop(resources, "reservations", reservations)
@@ -302,29 +464,101 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
     return waiting, stuck
 
 
-def verify_tasks(stack: SwarmStack, tasks: list[TaskFacts]) -> list[str]:
-    """Every way the running tasks differ from the stack; empty when they match."""
+def verify_tasks(
+    stack: SwarmStack,
+    tasks: list[TaskFacts],
+    containers: Mapping[str, ContainerFacts] | None = None,
+) -> list[str]:
+    """Every way the running tasks differ from the stack; empty when they match.
+
+    `containers` are this node's containers of the stack by task id: what each task
+    really got (its environment, templates expanded; the engine's resource variable).
+    A pinned task must run here, hold no generic resource and name exactly its GPUs; a
+    reserving task holds its number of GPUs, none pinned for another service.
+    """
+    found = containers or {}
+    node = stack.layout.node_id
     problems: list[str] = []
-    holders: dict[tuple[str, str], list[str]] = {}
+    holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
+    pinned_here = {
+        uuid: service.name for service in stack.services for slot in service.pinned for uuid in slot
+    }
     for service in stack.services:
         full = stack_service_name(stack.project, service.name)
         for task in tasks:
             if task.service != full or task.state != "running":
                 continue
             label = f"{service.name}.{task.slot}"
-            gpus = [value for kind, value in task.generic_resources if kind == GPU_KIND]
-            if len(gpus) != service.gpus:
-                problems.append(f"{label} holds {len(gpus)} {GPU_KIND}, planned {service.gpus}")
-            for uuid in gpus:
-                holders.setdefault((task.node_id, uuid), []).append(label)
+            container = found.get(task.id)
+            given, found_problems = _task_gpus(service, task, container, node)
+            problems.extend(f"{label}: {problem}" for problem in found_problems)
+            if service.reserves:
+                problems.extend(
+                    f"{label} was given GPU {uuid}, pinned for {pinned_here[uuid]}"
+                    for uuid in given
+                    if uuid in pinned_here and (node is None or task.node_id == node)
+                )
+            for uuid in given:
+                holders.setdefault((task.node_id, uuid), []).append((service, label))
+            environment = container.environment if container else task.environment
+            expected = service.environment_for(task.slot)
             problems.extend(
-                f"{label}: {key}={task.environment.get(key, '<unset>')!r}, planned {value!r}"
-                for key, value in service.environment
-                if task.environment.get(key) != value
+                f"{label}: {key}={environment.get(key, '<unset>')!r}, planned {value!r}"
+                for key, value in expected.items()
+                if environment.get(key) != value and (container or "{{" not in value)
             )
-    problems.extend(
-        f"GPU {uuid} of node {node[:12]} is given to {' and '.join(names)}"
-        for (node, uuid), names in sorted(holders.items())
-        if len(names) > 1
-    )
+    for (node_id, uuid), names in sorted(holders.items()):
+        services = {service.name for service, _label in names}
+        workers_only = all(service.role is Role.SIMULATOR for service, _label in names)
+        if (
+            len(names) > 1
+            and stack.sharing == "exclusive"
+            and (len(services) > 1 or not workers_only)
+        ):
+            tasks_text = " and ".join(label for _service, label in names)
+            problems.append(f"GPU {uuid} of node {node_id[:12]} is given to {tasks_text}")
     return problems
+
+
+def _task_gpus(
+    service: SwarmService, task: TaskFacts, container: ContainerFacts | None, node: str | None
+) -> tuple[tuple[str, ...], list[str]]:
+    """The GPUs a task really got, and what is wrong with them."""
+    reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
+    problems: list[str] = []
+    pinned = service.pinned_for(task.slot)
+    if pinned is None and not service.reserves:
+        if reserved:
+            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
+        return reserved, problems
+    if service.reserves:
+        if len(reserved) != service.gpus:
+            problems.append(f"holds {len(reserved)} {GPU_KIND}, planned {service.gpus}")
+        variable = container.environment.get(RESOURCE_VARIABLE) if container else None
+        if container is not None and sorted(_split(variable)) != sorted(reserved):
+            problems.append(f"{RESOURCE_VARIABLE}={variable!r}, the engine reserved {reserved}")
+        return reserved, problems
+    wanted = ",".join(pinned or ())
+    if reserved:
+        problems.append(
+            f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
+            f" ({RESOURCE_VARIABLE}) instead of its pinned GPUs"
+        )
+    if node is not None and task.node_id != node:
+        problems.append(f"runs on node {task.node_id[:12]}, pinned to this node {node[:12]}")
+    elif container is None:
+        problems.append("no container of it on this node: its GPUs cannot be checked")
+    else:
+        visible = container.environment.get(PINNED_VARIABLE)
+        if visible != wanted:
+            problems.append(f"{PINNED_VARIABLE}={visible!r}, planned {wanted!r}")
+        if RESOURCE_VARIABLE in container.environment:
+            problems.append(
+                f"{RESOURCE_VARIABLE}={container.environment[RESOURCE_VARIABLE]!r}, which the"
+                " NVIDIA runtime prefers to its pinned GPUs"
+            )
+    return pinned or (), problems
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
