@@ -64,7 +64,8 @@ def check_node(stack: SwarmStack, engine: EngineFacts) -> None:
             f" (then restart dockerd), or {SWARM_GPUS_KEY}=pin runs the simulators on this node",
         )
     pinned = [s.name for s in stack.services if s.pinned]
-    if pinned and engine.default_runtime != RUNTIME:
+    # On a node in no swarm, `docker stack deploy` itself says so: that is the error to give.
+    if pinned and engine.swarm_state == "active" and engine.default_runtime != RUNTIME:
         raise DockerError(
             f"this node's default runtime is {engine.default_runtime or 'unknown'}, not"
             f" {RUNTIME}: Swarm tasks would get no GPU ({', '.join(pinned)})",
@@ -176,7 +177,9 @@ def _remove(project: str, environment: Mapping[str, str]) -> None:
     deadline = time.monotonic() + REMOVE_TIMEOUT_S
     command = [docker_cli(), "stack", "rm", project]
     removed = process.run(command, env=environment)
-    if not removed.ok and "nothing found" not in removed.stderr.lower():
+    error = removed.stderr.lower()
+    # A network still used by a stopping task goes on a later try (below).
+    if not removed.ok and "nothing found" not in error and "in use by task" not in error:
         raise DockerError(f"docker stack rm failed: {removed.last_error_line()}")
     while True:
         left = stack_leftovers(project)

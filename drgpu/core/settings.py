@@ -40,6 +40,7 @@ DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
         "DRGPU_SHARING": "how services may share a GPU: exclusive (the default), timeslice, mps",
         "DRGPU_WORKER_PLACEMENT": "how simulator workers get GPUs: spread (the default) or pack",
         "DRGPU_COMPOSE": "the Compose command to run, e.g. 'docker compose' or a path",
+        "DRGPU_SWARM_GPUS": "Swarm: auto (the default), pin (simulators here) or generic",
         "DRGPU_SAGEMAKER_IMAGE": "full image name of the trainer in drgpu's base stack",
         "DRGPU_ROBOMAKER_IMAGE": "full image name of the simulator in drgpu's base stack",
         "DRGPU_LOCK_FILE": "the host-wide lock `drgpu up` holds while it checks and starts",

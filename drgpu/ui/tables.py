@@ -323,13 +323,23 @@ def doctor_table(checks: list[Check]) -> None:
 
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
-    """The verified tasks of a deployed Swarm stack, with the GPUs the engine chose."""
+    """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
     from drgpu.core.swarm_node import GPU_KIND
+    from drgpu.targets.swarm_stack import stack_service_name
 
+    services = {stack_service_name(stack.project, s.name): s for s in stack.services}
     table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
     for task in tasks:
-        gpus = [value for kind, value in task.generic_resources if kind == GPU_KIND]
+        service = services.get(task.service)
+        pinned = service.pinned_for(task.slot) if service else None
+        chosen = [value for kind, value in task.generic_resources if kind == GPU_KIND]
+        gpus = [f"{uuid} (pinned)" for uuid in pinned or ()] + [
+            f"{uuid} (engine's choice)" for uuid in chosen
+        ]
         name = f"{task.service}.{task.slot}"
         table.add_row(name, task.node_id[:12], task.state, "\n".join(gpus) or "none", "ok")
     _print(table)
-    note(f"every task of {stack.project} holds its planned number of GPUs; none holds another's")
+    note(
+        f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"
+        " number of them (engine's choice); none holds another's"
+    )

@@ -2,8 +2,11 @@
 
 Its dockerd advertises the fake GPUs of tests/e2e/helpers.THREE_GPUS as Swarm generic
 resources (`--node-generic-resource NVIDIA-GPU=<uuid>`, through scripts/testbed's
-TESTBED_GENERIC_RESOURCES), and its node carries DeepRacer-for-cloud's labels
-Sagemaker=true and Robomaker=true. The main `bed` never becomes a swarm manager.
+TESTBED_GENERIC_RESOURCES), its default runtime is the stub NVIDIA runtime (every
+container runs the stub hook, which records what it exposed; the Swarm variable
+DOCKER_RESOURCE_NVIDIA-GPU wins over NVIDIA_VISIBLE_DEVICES, as `swarm-resource` makes
+the real one do), and its node carries DeepRacer-for-cloud's labels Sagemaker=true and
+Robomaker=true. The main `bed` never becomes a swarm manager.
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ def swarm_bed() -> Generator[Bed, None, None]:
     resources = ",".join(f"NVIDIA-GPU={uuid}" for uuid in GPU_UUIDS)
     # Its own network namespace: Swarm's vxlan interfaces and ports never meet another
     # engine's.
-    with started_bed("drgpu-swarm-", TESTBED_GENERIC_RESOURCES=resources, TESTBED_NETNS="1") as bed:
+    with started_bed(
+        "drgpu-swarm-",
+        TESTBED_GENERIC_RESOURCES=resources,
+        TESTBED_NETNS="1",
+        TESTBED_NVIDIA_RUNTIME="1",
+        TESTBED_SWARM_RESOURCE="DOCKER_RESOURCE_NVIDIA-GPU",
+    ) as bed:
         # Every swarm port on the loopback address only.
         bed.docker(
             "swarm",

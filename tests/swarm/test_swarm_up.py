@@ -1,4 +1,5 @@
-"""`drgpu up` and `drgpu down` on Docker Swarm: real engine, real `docker stack`, fake GPUs."""
+"""`drgpu up` and `drgpu down` on Docker Swarm: real engine, real `docker stack`, fake GPUs,
+and the stub NVIDIA runtime's hook recording what each task's container was given."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.helpers import THREE_GPUS, drgpu
+from tests.e2e.helpers import SIMULATOR, SPARE, THREE_GPUS, TRAINER, drgpu
 from tests.swarm.conftest import GPU_UUIDS
 
 pytestmark = pytest.mark.docker
 VARIABLE = "DOCKER_RESOURCE_NVIDIA-GPU"
+# NVML (PCI) order of THREE_GPUS: index 0 is the GTX 1650, 1 the M40, 2 the L4.
+BY_INDEX = (SIMULATOR, TRAINER, SPARE)
 
 
 def service(bed: Any) -> dict[str, Any]:
@@ -46,24 +49,40 @@ def run_id(swarm_bed: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     swarm_bed.docker("stack", "rm", f"deepracer-{run_id}", check=False)
 
 
-def settings(tmp_path: Path, run_id: str, workers: int, style: str = "swarm") -> Path:
+def settings(
+    tmp_path: Path,
+    run_id: str,
+    workers: int,
+    style: str = "swarm",
+    trainer: str = "2",
+    simulator: str = "0",
+    extra: str = "",
+) -> Path:
     path = tmp_path / "system.env"
     path.write_text(
         f"DR_RUN_ID={run_id}\nDR_DOCKER_STYLE={style}\nDR_WORKERS={workers}\n"
-        "DR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=0\n"
+        f"DR_SAGEMAKER_CUDA_DEVICES={trainer}\nDR_ROBOMAKER_CUDA_DEVICES={simulator}\n{extra}"
     )
     return path
 
 
-def containers(bed: Any, project: str) -> dict[str, dict[str, str]]:
-    """Environment of each container of a stack, by task name (service.slot)."""
+def containers(bed: Any, project: str) -> dict[str, dict[str, Any]]:
+    """Each running container of a stack (id and environment), by task (service.slot)."""
     label = f"label=com.docker.stack.namespace={project}"
-    ids = bed.docker("ps", "-aq", "--filter", label).stdout.split()
+    ids = bed.docker("ps", "-q", "--filter", label).stdout.split()
     found = {}
     for item in json.loads(bed.docker("inspect", *ids).stdout) if ids else []:
         name = item["Config"]["Labels"]["com.docker.swarm.task.name"].rsplit(".", 1)[0]
-        found[name] = dict(entry.split("=", 1) for entry in item["Config"]["Env"])
+        env = dict(entry.split("=", 1) for entry in item["Config"]["Env"])
+        found[name] = {"id": item["Id"], "env": env}
     return found
+
+
+def exposed(bed: Any, container_id: str) -> list[str]:
+    """The GPUs the stub runtime's hook exposed to a container (its record)."""
+    record = json.loads((bed.records_dir / f"{container_id}.json").read_text())
+    assert record["error"] is None, record
+    return list(record["devices"])
 
 
 def leftovers(bed: Any, project: str) -> list[str]:
@@ -75,10 +94,12 @@ def leftovers(bed: Any, project: str) -> list[str]:
     ]
 
 
-def test_each_task_gets_its_own_gpus_and_down_removes_the_stack(
+def test_each_task_is_pinned_to_its_gpus_and_down_removes_the_stack(
     swarm_bed: Any, tmp_path: Path, stack: Path, run_id: str
 ) -> None:
-    env_file = settings(tmp_path, run_id, workers=2)
+    # Two workers on 0,1: one each, by replica slot; the trainer on 2. The node
+    # advertises all three GPUs, which no task reserves.
+    env_file = settings(tmp_path, run_id, workers=2, simulator="0,1")
     project = f"deepracer-{run_id}"
 
     started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(stack))
@@ -88,18 +109,17 @@ def test_each_task_gets_its_own_gpus_and_down_removes_the_stack(
     assert sorted(seen) == [
         f"{project}_{name}" for name in ("redis.1", "robomaker.1", "robomaker.2", "sagemaker.1")
     ]
-    given = [seen[name][VARIABLE] for name in sorted(seen) if VARIABLE in seen[name]]
-    assert len(given) == 3
-    assert len(set(given)) == 3, f"a GPU is given twice: {given}"
-    assert set(given) <= set(GPU_UUIDS)
-    trainer = seen[f"{project}_sagemaker.1"]
-    assert trainer["CUDA_VISIBLE_DEVICES"] == "0"
-    assert trainer["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert VARIABLE not in seen[f"{project}_redis.1"]
-    assert seen[f"{project}_redis.1"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    wanted = {"robomaker.1": [BY_INDEX[0]], "robomaker.2": [BY_INDEX[1]], "sagemaker.1": [SPARE]}
+    for task, uuids in wanted.items():
+        container = seen[f"{project}_{task}"]
+        assert container["env"]["NVIDIA_VISIBLE_DEVICES"] == ",".join(uuids), task
+        assert VARIABLE not in container["env"], task
+        assert exposed(swarm_bed, container["id"]) == uuids, task
+    assert exposed(swarm_bed, seen[f"{project}_redis.1"]["id"]) == []
     stack_file = tmp_path / ".drgpu" / f"{project}.swarm.yml"
     assert stack_file.read_text().startswith("# Written by drgpu for swarm stack")
-    assert "holds its planned number of GPUs" in started.stderr
+    assert stack_file.stat().st_mode & 0o077 == 0
+    assert "exactly its planned GPUs" in started.stderr
 
     stopped = drgpu(swarm_bed, "down", "--env-file", str(env_file), "-f", str(stack))
 
@@ -107,25 +127,84 @@ def test_each_task_gets_its_own_gpus_and_down_removes_the_stack(
     assert leftovers(swarm_bed, project) == []
 
 
-def test_more_gpu_tasks_than_gpus_fail_and_leave_nothing(
+def test_four_cycles_never_expose_the_simulator_to_the_trainers_gpu(
     swarm_bed: Any, tmp_path: Path, stack: Path, run_id: str
 ) -> None:
-    # A trainer and three workers want four GPUs; the swarm has three.
-    env_file = settings(tmp_path, run_id, workers=3, style="compose")
+    # The issue's bed: the node advertises all three GPUs; trainer index 2, simulator 0.
+    env_file = settings(tmp_path, run_id, workers=1)
+    project = f"deepracer-{run_id}"
+    for cycle in range(4):
+        started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(stack))
+        assert started.returncode == 0, f"cycle {cycle}: {started.stderr}"
+        seen = containers(swarm_bed, project)
+        simulator = exposed(swarm_bed, seen[f"{project}_robomaker.1"]["id"])
+        trainer = exposed(swarm_bed, seen[f"{project}_sagemaker.1"]["id"])
+        assert simulator == [BY_INDEX[0]], f"cycle {cycle}"
+        assert trainer == [BY_INDEX[2]], f"cycle {cycle}"
+        if cycle == 0:
+            check_observed(swarm_bed, run_id, project)
+        stopped = drgpu(swarm_bed, "down", "--env-file", str(env_file), "-f", str(stack))
+        assert stopped.returncode == 0, stopped.stderr
+        assert leftovers(swarm_bed, project) == []
+
+
+def check_observed(bed: Any, run_id: str, project: str) -> None:
+    """`status --json`, `gpus --json` and `cuda-check --all` see the swarm stack's tasks."""
+    status = drgpu(bed, "status", "--json", "--run-id", run_id)
+    assert status.returncode == 0, status.stderr
+    (run,) = json.loads(status.stdout)["runs"]
+    assert run["project"] == project
+    services = {name: [c["gpus"] for c in found] for name, found in run["services"].items()}
+    assert services == {"redis": [[]], "robomaker": [[BY_INDEX[0]]], "sagemaker": [[BY_INDEX[2]]]}
+    gpus = drgpu(bed, "gpus", "--json")
+    holders = {
+        gpu["uuid"]: [(h["run_id"], h["service"]) for h in gpu["held_by"]]
+        for gpu in json.loads(gpus.stdout)["gpus"]
+    }
+    assert holders[BY_INDEX[0]] == [(run_id, "robomaker")]
+    assert holders[BY_INDEX[2]] == [(run_id, "sagemaker")]
+    checked = drgpu(bed, "cuda-check", "--all", "--json", "--run-id", run_id)
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+    document = json.loads(checked.stdout)
+    seen = {result["service"]: result["seen_nvml"] for result in document["results"]}
+    assert seen == {"robomaker": [BY_INDEX[0]], "sagemaker": [BY_INDEX[2]]}
+
+
+def test_generic_resources_are_refused_while_the_node_advertises_the_trainers_gpu(
+    swarm_bed: Any, tmp_path: Path, stack: Path, run_id: str
+) -> None:
+    env_file = settings(tmp_path, run_id, workers=1, extra="DRGPU_SWARM_GPUS=generic\n")
     project = f"deepracer-{run_id}"
 
-    started = drgpu(swarm_bed, "up", "--swarm", "--env-file", str(env_file), "-f", str(stack))
+    started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(stack))
 
-    assert started.returncode == 5, started.stderr
-    assert "insufficient resources" in started.stderr
+    assert started.returncode == 3, started.stderr
+    assert f"GPU {SPARE}, pinned for sagemaker, is advertised to Swarm" in started.stderr
+    assert "swarm-setup" in started.stderr
     assert "Traceback" not in started.stderr
     assert leftovers(swarm_bed, project) == []
+
+
+def test_a_deploy_on_an_engine_in_no_swarm_reports_the_deploy_error(
+    bed: Any, tmp_path: Path
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    path = tmp_path / "stack.yml"
+    path.write_text(yaml.safe_dump({"services": {"sagemaker": service(bed)}}))
+    env_file = settings(tmp_path, "noswarm", workers=1)
+
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(path))
+
+    assert started.returncode == 5, started.stderr
+    assert "docker stack deploy failed" in started.stderr
+    assert "swarm manager" in started.stderr
+    assert "error: docker stack rm" not in started.stderr
 
 
 def test_the_rendered_stack_file_is_valid_for_the_docker_cli(
     swarm_bed: Any, tmp_path: Path, stack: Path
 ) -> None:
-    env_file = settings(tmp_path, "render", workers=2)
+    env_file = settings(tmp_path, "render", workers=2, simulator="0,1")
     rendered = drgpu(
         swarm_bed,
         "render",
@@ -140,11 +219,13 @@ def test_the_rendered_stack_file_is_valid_for_the_docker_cli(
 
     checked = swarm_bed.docker("stack", "config", "-c", str(tmp_path / "s.yml"))
 
-    generic = yaml.safe_load(checked.stdout)["services"]["robomaker"]["deploy"]["resources"]
-    assert (
-        generic["reservations"]["generic_resources"][0]["discrete_resource_spec"]["kind"]
-        == "NVIDIA-GPU"
+    robomaker = yaml.safe_load(checked.stdout)["services"]["robomaker"]
+    visible = robomaker["environment"]["NVIDIA_VISIBLE_DEVICES"]
+    assert visible == (
+        f'{{{{if eq .Task.Slot "1"}}}}{BY_INDEX[0]}'
+        f'{{{{else if eq .Task.Slot "2"}}}}{BY_INDEX[1]}{{{{else}}}}void{{{{end}}}}'
     )
+    assert "generic_resources" not in json.dumps(robomaker)
 
 
 def test_swarm_setup_sees_the_engines_gpu_resources(swarm_bed: Any, tmp_path: Path) -> None:
@@ -165,5 +246,6 @@ def test_swarm_setup_sees_the_engines_gpu_resources(swarm_bed: Any, tmp_path: Pa
     assert done.returncode == 6, done.stderr
     findings = {f["subject"]: f for f in json.loads(done.stdout)["findings"]}
     assert findings["engine: generic resources"]["status"] == "ok"
-    assert findings["engine: default runtime"]["status"] == "differs"
+    assert findings["engine: default runtime"]["status"] == "ok"
     assert findings["engine: node labels"]["detail"] == "Sagemaker=true, Robomaker=true"
+    assert sorted(GPU_UUIDS) == sorted(BY_INDEX)
