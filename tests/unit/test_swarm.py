@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -12,15 +13,23 @@ import pytest
 import yaml
 
 from drgpu.core.compose_stack import base_stack_file, load_stack
-from drgpu.core.facts import TaskFacts
-from drgpu.core.model import Role
+from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import load_config
-from drgpu.core.swarm_node import GPU_KIND, SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT
+from drgpu.core.swarm_node import (
+    GPU_KIND,
+    RESOURCE_VARIABLE,
+    SIMULATOR_CONSTRAINT,
+    TRAINER_CONSTRAINT,
+    SwarmLayout,
+    swarm_layout,
+)
 from drgpu.core.topology import load_inventory
 from drgpu.host.compose import resolve_stack
 from drgpu.targets.swarm_stack import (
+    ONE_NODE,
     SwarmStack,
+    exposed_gpus,
     render_stack,
     swarm_services,
     verify_tasks,
@@ -28,6 +37,10 @@ from drgpu.targets.swarm_stack import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+# gtx1650-m40.json in NVML (PCI) order: index 0 is the M40 (03:00.0), 1 the GTX (81:00.0).
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+GTX = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
+VARIABLE = RESOURCE_VARIABLE
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"
 DRFC_TRAINING = REPO / "tests" / "golden" / "stacks" / "drfc-training.yml"
 COMPOSE_ONLY_STACK = """\
@@ -56,11 +69,16 @@ services:
 """
 
 
-def stack_for(scenario: str, tmp_path: Path) -> SwarmStack:
+def stack_for(scenario: str, tmp_path: Path, layout: SwarmLayout = ONE_NODE) -> SwarmStack:
     """A scenario's stack file, read through the real Compose binary as `drgpu up` does."""
     env_file = tmp_path / "system.env"
     shutil.copyfile(REPO / "system.env.example", env_file)
-    run_env = {"workers": "DR_WORKERS=3\n", "rl-coach": "", "compose-only": ""}[scenario]
+    run_env = {
+        "workers": "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=0,1\nDR_SAGEMAKER_CUDA_DEVICES=\n",
+        "workers-generic": "DR_WORKERS=3\n",
+        "rl-coach": "",
+        "compose-only": "",
+    }[scenario]
     (tmp_path / "run.env").write_text(run_env + "DR_DOCKER_STYLE=swarm\n")
     files = [base_stack_file()]
     if scenario == "rl-coach":
@@ -72,7 +90,8 @@ def stack_for(scenario: str, tmp_path: Path) -> SwarmStack:
     stack = load_stack(files)
     plan = make_plan(config, stack, load_inventory(GTX_M40))
     model = resolve_stack(config, stack.files)
-    return render_stack(plan, model, swarm_services(plan, model["services"], config.workers))
+    services = swarm_services(plan, model["services"], config.workers, layout)
+    return render_stack(plan, model, services, layout)
 
 
 def services_of(stack: SwarmStack) -> dict[str, Any]:
@@ -81,40 +100,62 @@ def services_of(stack: SwarmStack) -> dict[str, Any]:
     return services
 
 
-SCENARIOS = ["workers", "rl-coach", "compose-only"]
+GENERIC = SwarmLayout(pin_simulators=False, node_id="node1")
+SCENARIOS = {
+    "workers": ONE_NODE,
+    "workers-generic": GENERIC,
+    "rl-coach": ONE_NODE,
+    "compose-only": ONE_NODE,
+}
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_stack_file_matches_the_golden_file(
     scenario: str, tmp_path: Path, golden: ModuleType
 ) -> None:
-    golden.assert_matches_golden(f"swarm-{scenario}.yml", stack_for(scenario, tmp_path).text)
+    stack = stack_for(scenario, tmp_path, SCENARIOS[scenario])
+    golden.assert_matches_golden(f"swarm-{scenario}.yml", stack.text)
 
 
-def test_gpu_services_reserve_generic_resources_not_device_requests(tmp_path: Path) -> None:
+def test_gpu_services_are_pinned_by_uuid_not_reserving(tmp_path: Path) -> None:
     services = services_of(stack_for("compose-only", tmp_path))
-    reservations = services["sagemaker"]["deploy"]["resources"]["reservations"]
-    assert reservations == {
-        "generic_resources": [{"discrete_resource_spec": {"kind": GPU_KIND, "value": 1}}]
-    }
+    assert (
+        "deploy" not in services["sagemaker"] or "resources" not in services["sagemaker"]["deploy"]
+    )
+    assert services["sagemaker"]["environment"]["NVIDIA_VISIBLE_DEVICES"] == M40
+    assert services["sagemaker"]["environment"]["CUDA_VISIBLE_DEVICES"] == M40
+    assert services["sagemaker"]["labels"]["drgpu.gpus"] == M40
     assert "gpus" not in services["sagemaker"]
     assert "deploy" not in services["redis"]
 
 
-def test_workers_are_replicas_each_reserving_one_workers_gpus(tmp_path: Path) -> None:
+def test_workers_are_replicas_each_pinned_to_its_workers_gpu_by_slot(tmp_path: Path) -> None:
     robomaker = services_of(stack_for("workers", tmp_path))["robomaker"]
     assert robomaker["deploy"]["replicas"] == 3
     assert robomaker["deploy"]["placement"]["constraints"] == [SIMULATOR_CONSTRAINT]
+    assert "resources" not in robomaker["deploy"]
+    template = (
+        f'{{{{if eq .Task.Slot "1"}}}}{M40}{{{{else if eq .Task.Slot "2"}}}}{GTX}'
+        f'{{{{else if eq .Task.Slot "3"}}}}{M40}{{{{else}}}}void{{{{end}}}}'
+    )
+    assert robomaker["environment"]["NVIDIA_VISIBLE_DEVICES"] == template
+    assert robomaker["labels"]["drgpu.gpus_by_slot"] == f"1={M40};2={GTX};3={M40}"
+
+
+def test_generic_simulators_reserve_and_fail_closed(tmp_path: Path) -> None:
+    services = services_of(stack_for("workers-generic", tmp_path, GENERIC))
+    robomaker = services["robomaker"]
     generic = robomaker["deploy"]["resources"]["reservations"]["generic_resources"]
     assert generic == [{"discrete_resource_spec": {"kind": GPU_KIND, "value": 1}}]
-
-
-def test_gpu_services_fail_closed_and_count_cuda_devices_from_zero(tmp_path: Path) -> None:
-    sagemaker = services_of(stack_for("workers", tmp_path))["sagemaker"]
-    assert sagemaker["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert sagemaker["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
-    assert sagemaker["environment"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert sagemaker["deploy"]["placement"]["constraints"] == [TRAINER_CONSTRAINT]
+    assert robomaker["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert robomaker["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert robomaker["deploy"]["placement"]["constraints"] == [SIMULATOR_CONSTRAINT]
+    sagemaker = services["sagemaker"]
+    assert sagemaker["environment"]["NVIDIA_VISIBLE_DEVICES"] == M40
+    assert sagemaker["deploy"]["placement"]["constraints"] == [
+        TRAINER_CONSTRAINT,
+        "node.id == node1",
+    ]
 
 
 def test_user_constraints_are_kept_and_compose_only_keys_left_out(tmp_path: Path) -> None:
@@ -129,13 +170,64 @@ def test_user_constraints_are_kept_and_compose_only_keys_left_out(tmp_path: Path
     assert stack.warnings == ("swarm has no pull_policy, runtime: left out of service sagemaker",)
 
 
-def test_rl_coach_runs_beside_the_trainer_without_a_reservation(tmp_path: Path) -> None:
+def test_rl_coach_forwards_the_trainers_uuid_and_gets_no_gpu(tmp_path: Path) -> None:
     rl_coach = services_of(stack_for("rl-coach", tmp_path))["rl_coach"]
     assert rl_coach["deploy"] == {"placement": {"constraints": [TRAINER_CONSTRAINT]}}
     assert rl_coach["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert rl_coach["environment"]["CUDA_VISIBLE_DEVICES"] == M40
+    assert rl_coach["labels"]["drgpu.forwarded_gpus"] == M40
 
 
-def task(service: str, slot: int, gpus: tuple[str, ...], **extra: Any) -> TaskFacts:
+def test_secrets_are_masked_when_shown_and_kept_in_the_file(tmp_path: Path) -> None:
+    (tmp_path / "docker-compose.yml").write_text(
+        "services:\n  sagemaker:\n    image: t:1\n    environment:\n"
+        "      AWS_SECRET_ACCESS_KEY: s3cr3t\n      RUN_ID: '1'\n"
+    )
+    env_file = tmp_path / "system.env"
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
+    config = load_config(env_file)
+    stack = load_stack([tmp_path / "docker-compose.yml"])
+    plan = make_plan(config, stack, load_inventory(GTX_M40))
+    model = resolve_stack(config, stack.files)
+    rendered = render_stack(plan, model, swarm_services(plan, model["services"], 1))
+    assert "s3cr3t" in rendered.text
+    assert "s3cr3t" not in rendered.shown_text
+    assert "AWS_SECRET_ACCESS_KEY: '****'" in rendered.shown_text
+
+
+def test_the_node_advertising_a_pinned_gpu_is_refused_for_generic_simulators(
+    tmp_path: Path,
+) -> None:
+    layout = SwarmLayout(pin_simulators=False, node_id="node1", advertised=(GTX, M40))
+    stack = stack_for("workers-generic", tmp_path, layout)
+    assert exposed_gpus(stack.services, layout) == [
+        f"GPU {M40}, pinned for sagemaker, is advertised to Swarm by this node"
+        f" ({GPU_KIND}={M40}): the engine may give it to a simulator"
+    ]
+    assert exposed_gpus(stack.services, replace(layout, advertised=(GTX,))) == []
+
+
+def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
+    def engine(nodes: dict[str, dict[str, str]]) -> EngineFacts:
+        return EngineFacts(
+            version="20.10",
+            default_runtime="nvidia",
+            runtimes=("nvidia", "runc"),
+            generic_resources=(f"{GPU_KIND}={GTX}",),
+            swarm_state="active",
+            node_id="me",
+            swarm_nodes=nodes,
+        )
+
+    alone = swarm_layout("auto", engine({"me": {"Robomaker": "true"}}))
+    assert alone == SwarmLayout(pin_simulators=True, node_id="me", advertised=(GTX,))
+    many = swarm_layout("auto", engine({"me": {}, "other": {"Robomaker": "true"}}))
+    assert not many.pin_simulators
+    assert swarm_layout("pin", engine({"other": {"Robomaker": "true"}})).pin_simulators
+    assert swarm_layout("generic", None) == SwarmLayout(pin_simulators=False)
+
+
+def task(service: str, slot: int, gpus: tuple[str, ...] = (), **extra: Any) -> TaskFacts:
     values: dict[str, Any] = {
         "id": f"{service}{slot}",
         "service": f"deepracer-0_{service}",
@@ -151,52 +243,94 @@ def task(service: str, slot: int, gpus: tuple[str, ...], **extra: Any) -> TaskFa
     return TaskFacts(**values)
 
 
-@pytest.fixture
-def small_stack(tmp_path: Path) -> SwarmStack:
-    stack = stack_for("workers", tmp_path)
-    return SwarmStack(
-        project="deepracer-0",
-        text=stack.text,
-        services=tuple(
-            type(service)(
-                name=service.name,
-                role=service.role,
-                gpus=service.gpus,
-                replicas=2 if service.role is Role.SIMULATOR else None,
-                environment=(),
-                labels=service.labels,
-                constraint=service.constraint,
-            )
-            for service in stack.services
-        ),
-        warnings=(),
+def container(task_id: str, **environment: str) -> ContainerFacts:
+    return ContainerFacts(
+        id=f"c-{task_id}",
+        name=task_id,
+        service="",
+        project="",
+        state="running",
+        environment=environment,
     )
 
 
-def test_tasks_that_match_pass(small_stack: SwarmStack) -> None:
-    tasks = [task("sagemaker", 1, ("GPU-a",)), task("robomaker", 1, ("GPU-b",))]
-    tasks.append(task("robomaker", 2, ("GPU-c",)))
-    assert verify_tasks(small_stack, tasks) == []
-    assert waiting_on(small_stack, tasks) == ([], [])
+@pytest.fixture
+def pinned(tmp_path: Path) -> SwarmStack:
+    """No trainer GPU; three workers on 0,1 spread by slot: M40, GTX, M40."""
+    return stack_for("workers", tmp_path, SwarmLayout(node_id="node1"))
 
 
-def test_a_gpu_given_to_two_tasks_is_found(small_stack: SwarmStack) -> None:
-    tasks = [task("sagemaker", 1, ("GPU-a",)), task("robomaker", 1, ("GPU-a",))]
-    problems = verify_tasks(small_stack, tasks)
-    assert problems == ["GPU GPU-a of node node1 is given to sagemaker.1 and robomaker.1"]
+def matching(stack: SwarmStack) -> tuple[list[TaskFacts], dict[str, ContainerFacts]]:
+    tasks, containers = [], {}
+    for service in stack.services:
+        for slot in range(1, (service.replicas or 1) + 1):
+            found = task(service.name, slot)
+            tasks.append(found)
+            containers[found.id] = container(found.id, **service.environment_for(slot))
+    return tasks, containers
 
 
-def test_a_task_without_its_gpu_is_found(small_stack: SwarmStack) -> None:
-    problems = verify_tasks(small_stack, [task("sagemaker", 1, ())])
-    assert problems == [f"sagemaker.1 holds 0 {GPU_KIND}, planned 1"]
+def test_tasks_that_got_their_pinned_gpus_pass(pinned: SwarmStack) -> None:
+    tasks, containers = matching(pinned)
+    assert verify_tasks(pinned, tasks, containers) == []
+    assert waiting_on(pinned, tasks) == ([], [])
 
 
-def test_a_pending_task_without_a_node_is_stuck(small_stack: SwarmStack) -> None:
+def test_a_task_given_another_gpu_than_planned_is_found(pinned: SwarmStack) -> None:
+    tasks, containers = matching(pinned)
+    environment = dict(containers["robomaker2"].environment, NVIDIA_VISIBLE_DEVICES=M40)
+    containers["robomaker2"] = container("robomaker2", **environment)
+    problems = verify_tasks(pinned, tasks, containers)
+    assert f"robomaker.2: NVIDIA_VISIBLE_DEVICES={M40!r}, planned {GTX!r}" in problems
+
+
+def test_a_pinned_task_the_engine_also_gave_a_gpu_is_found(pinned: SwarmStack) -> None:
+    tasks, containers = matching(pinned)
+    tasks[-1] = task("robomaker", 3, (M40,))
+    environment = dict(containers["robomaker3"].environment, **{VARIABLE: M40})
+    containers["robomaker3"] = container("robomaker3", **environment)
+    problems = verify_tasks(pinned, tasks, containers)
+    assert any(p.startswith("robomaker.3: holds NVIDIA-GPU") for p in problems)
+    assert any("which the NVIDIA runtime prefers" in p for p in problems)
+
+
+def test_a_pinned_task_on_another_node_or_without_container_is_found(pinned: SwarmStack) -> None:
+    tasks, containers = matching(pinned)
+    assert [t.id for t in tasks[1:3]] == ["robomaker1", "robomaker2"]
+    tasks[1] = replace(tasks[1], node_id="node2")
+    del containers[tasks[2].id]
+    problems = verify_tasks(pinned, tasks, containers)
+    assert problems[0].endswith("runs on node node2, pinned to this node node1")
+    assert "no container of it on this node" in problems[1]
+
+
+@pytest.fixture
+def generic(tmp_path: Path) -> SwarmStack:
+    return stack_for("workers-generic", tmp_path, GENERIC)
+
+
+def test_a_reserving_task_given_the_trainers_gpu_is_found(generic: SwarmStack) -> None:
+    tasks = [task("sagemaker", 1), task("robomaker", 1, (GTX,)), task("robomaker", 2, (M40,))]
+    tasks.append(task("robomaker", 3, ("GPU-spare",)))
+    containers = {
+        "sagemaker1": container("sagemaker1", **generic.services[0].environment_for(1)),
+    }
+    problems = verify_tasks(generic, tasks, containers)
+    assert f"robomaker.2 was given GPU {M40}, pinned for sagemaker" in problems
+    assert f"GPU {M40} of node node1 is given to sagemaker.1 and robomaker.2" in problems
+
+
+def test_a_reserving_task_without_its_gpu_is_found(generic: SwarmStack) -> None:
+    problems = verify_tasks(generic, [task("robomaker", 1, ())])
+    assert f"robomaker.1: holds 0 {GPU_KIND}, planned 1" in problems
+
+
+def test_a_pending_task_without_a_node_is_stuck(generic: SwarmStack) -> None:
     error = "no suitable node (insufficient resources on 1 node)"
-    tasks = [task("sagemaker", 1, ("GPU-a",)), task("robomaker", 1, ("GPU-b",))]
+    tasks = [task("sagemaker", 1), task("robomaker", 1, (GTX,))]
     tasks.append(task("robomaker", 2, (), state="pending", error=error))
-    waiting, stuck = waiting_on(small_stack, tasks)
-    assert waiting == ["robomaker: 1/2 running"]
+    waiting, stuck = waiting_on(generic, tasks)
+    assert waiting == ["robomaker: 1/3 running"]
     assert stuck == [f"robomaker: {error}"]
 
 
