@@ -122,11 +122,25 @@ def plan(
     file: ComposeFiles = None,
     evaluation: Evaluation = False,
     json_output: Json = False,
+    swarm: Swarm = False,
 ) -> None:
-    """Show which GPUs each service would get, after checking them against the machine."""
+    """Show which GPUs each service would get, after checking them against the machine.
+
+    With --swarm (or DR_DOCKER_STYLE=swarm): which GPUs are pinned, which the engine chooses.
+    """
     from drgpu.ui import tables
 
     prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
+    if swarm or prepared.config.docker_style == "swarm":
+        from drgpu.commands import swarm_deploy
+
+        view = swarm_deploy.plan_view(prepared, this_host=inventory is None)
+        if json_output:
+            tables.print_json(tables.swarm_plan_document(prepared.plan, view))
+        else:
+            tables.swarm_plan_table(prepared.plan, view)
+        tables.warnings([*prepared.plan.warnings, *view.warnings])
+        return
     if json_output:
         tables.print_json(tables.plan_document(prepared.plan))
     else:
@@ -499,9 +513,17 @@ def swarm_setup(
         Path, typer.Option("--toolkit-config", help="The NVIDIA runtime's config.toml to check.")
     ] = Path("/etc/nvidia-container-runtime/config.toml"),
     json_output: Json = False,
+    env_file: Annotated[
+        Path,
+        typer.Option(
+            "--env-file", help="The settings file whose trainer GPUs this node keeps (if present)."
+        ),
+    ] = DEFAULT_ENV_FILE,
 ) -> None:
     """Print what this node needs for Swarm to hand out its GPUs, and check what differs.
 
+    The trainer's GPUs (DR_SAGEMAKER_CUDA_DEVICES of --env-file, when it exists) are not
+    advertised: the engine may give any advertised GPU to a simulator.
     Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
     """
     from drgpu.commands import swarm_setup
@@ -517,8 +539,10 @@ def swarm_setup(
         from drgpu.host.nvml import read_inventory
 
         gpus = read_inventory()
+    kept = swarm_setup.trainer_gpus(env_file, gpus)
     state = swarm_setup.read_node(daemon_json, toolkit_config)
-    setup = swarm_node.report(swarm_node.wanted_resources(gpus), state, daemon_json, toolkit_config)
+    wanted = swarm_node.wanted_resources(gpus, kept)
+    setup = swarm_node.report(wanted, state, daemon_json, toolkit_config, kept=kept)
     if json_output:
         tables.print_json(swarm_node.document(setup))
     else:

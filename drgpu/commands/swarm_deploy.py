@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
-from drgpu.targets.swarm_stack import SwarmStack
+from drgpu.targets.swarm_stack import SwarmStack, SwarmView
 
 if TYPE_CHECKING:
     from drgpu.commands.up_down import Prepared
@@ -36,6 +36,19 @@ def render(prepared: Prepared, engine: EngineFacts | None) -> SwarmStack:
     model = resolve_stack(prepared.config, prepared.stack.files)
     services = swarm_services(prepared.plan, model["services"], prepared.config.workers, layout)
     return render_stack(prepared.plan, model, services, layout)
+
+
+def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
+    """How the plan's services would get their GPUs on the swarm (this engine's, when
+    planned on this host; else a one-node swarm)."""
+    from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
+    from drgpu.targets.swarm_stack import swarm_services
+
+    engine, blind = this_swarm() if this_host else (None, None)
+    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), engine)
+    names = [service.name for service in prepared.stack.services]
+    services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
+    return SwarmView(services=services, layout=layout, warnings=(blind,) if blind else ())
 
 
 def this_swarm() -> tuple[EngineFacts | None, str | None]:

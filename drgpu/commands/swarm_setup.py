@@ -8,7 +8,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drgpu.core.model import Inventory, Role
 from drgpu.core.swarm_node import NodeState, read_swarm_resource
+
+
+def trainer_gpus(env_file: Path, inventory: Inventory) -> tuple[str, ...]:
+    """The GPUs (UUIDs) the settings give the trainer on this node, planned as `drgpu
+    plan` would; none without a settings file (a simulator-only node)."""
+    if not env_file.is_file():
+        return ()
+    from drgpu.core.compose_stack import base_stack_file, load_stack
+    from drgpu.core.planning import make_plan
+    from drgpu.core.settings import load_config
+
+    plan = make_plan(load_config(env_file), load_stack([base_stack_file()]), inventory)
+    return tuple(
+        device.uuid
+        for service in plan.services
+        if service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)
+        for device in service.devices
+    )
 
 
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:

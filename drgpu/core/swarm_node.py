@@ -95,15 +95,24 @@ def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[
 
 
 def report(
-    resources: tuple[str, ...], state: NodeState, daemon_json_path: Path, toolkit_path: Path
+    resources: tuple[str, ...],
+    state: NodeState,
+    daemon_json_path: Path,
+    toolkit_path: Path,
+    *,
+    kept: Collection[str] = (),
 ) -> SetupReport:
-    """Compare the node with what it needs."""
+    """Compare the node with what it needs (`kept`: the trainer's GPUs, never advertised)."""
     existing = dict(state.daemon_json or {})
     findings = [
-        *_daemon_json_findings(resources, state, daemon_json_path),
+        *_daemon_json_findings(resources, state, daemon_json_path, kept),
         _toolkit_finding(state, toolkit_path),
-        *_engine_findings(resources, state.engine, state.engine_problem),
+        *_engine_findings(resources, state.engine, state.engine_problem, kept),
     ]
+    findings.extend(
+        Finding("trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm")
+        for uuid in kept
+    )
     if not resources:
         findings.insert(0, Finding("GPUs", DIFFERS, "this node has no usable GPU to advertise"))
     return SetupReport(
@@ -128,7 +137,7 @@ def _gpu_entries(entries: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _resource_findings(
-    subject: str, resources: tuple[str, ...], have: list[str], fix: str
+    subject: str, resources: tuple[str, ...], have: list[str], fix: str, kept: Collection[str]
 ) -> list[Finding]:
     ours, misnamed = _gpu_entries(have)
     findings = [
@@ -141,7 +150,17 @@ def _resource_findings(
         for entry in misnamed
     ]
     missing = [entry for entry in resources if entry not in ours]
-    extra = [entry for entry in ours if entry not in resources]
+    trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
+    extra = [entry for entry in ours if entry not in resources and entry not in trainers]
+    if trainers:
+        findings.append(
+            Finding(
+                subject,
+                DIFFERS,
+                f"{', '.join(trainers)}: the trainer's GPU; the engine may give it to a"
+                " simulator: remove it",
+            )
+        )
     if missing:
         findings.append(Finding(subject, DIFFERS, f"missing {', '.join(missing)}; {fix}"))
     if extra:
@@ -154,14 +173,18 @@ def _resource_findings(
 
 
 def _daemon_json_findings(
-    resources: tuple[str, ...], state: NodeState, path: Path
+    resources: tuple[str, ...], state: NodeState, path: Path, kept: Collection[str]
 ) -> list[Finding]:
     if state.daemon_json is None:
         return [Finding(str(path), DIFFERS, state.daemon_json_problem or "cannot be read")]
     document = state.daemon_json
     have = document.get("node-generic-resources") or []
     findings = _resource_findings(
-        f"{path}: node-generic-resources", resources, [str(entry) for entry in have], "add them"
+        f"{path}: node-generic-resources",
+        resources,
+        [str(entry) for entry in have],
+        "add them",
+        kept,
     )
     runtime = document.get("default-runtime")
     findings.append(
@@ -199,7 +222,10 @@ def _toolkit_finding(state: NodeState, path: Path) -> Finding:
 
 
 def _engine_findings(
-    resources: tuple[str, ...], engine: EngineFacts | None, problem: str | None
+    resources: tuple[str, ...],
+    engine: EngineFacts | None,
+    problem: str | None,
+    kept: Collection[str],
 ) -> list[Finding]:
     if engine is None:
         return [Finding("engine", DIFFERS, problem or "cannot reach the Docker engine")]
@@ -208,6 +234,7 @@ def _engine_findings(
         resources,
         list(engine.generic_resources),
         "dockerd advertises what daemon.json said when it started: restart dockerd",
+        kept,
     )
     if engine.default_runtime != RUNTIME:
         findings.append(

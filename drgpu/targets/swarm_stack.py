@@ -178,6 +178,15 @@ class SwarmStack:
         return self.text if self.secret_text is None else self.secret_text
 
 
+@dataclass(frozen=True)
+class SwarmView:
+    """A plan as Swarm would run it: each service's GPUs, pinned or the engine's choice."""
+
+    services: tuple[SwarmService, ...]
+    layout: SwarmLayout
+    warnings: tuple[str, ...]
+
+
 def swarm_services(
     plan: Plan, names: Collection[str], workers: int, layout: SwarmLayout = ONE_NODE
 ) -> tuple[SwarmService, ...]:

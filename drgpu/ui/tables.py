@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder, Status, Violation
     from drgpu.core.host_checks import Check
-    from drgpu.targets.swarm_stack import SwarmStack
+    from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -101,6 +101,78 @@ def plan_table(plan: Plan) -> None:
     _print(table)
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")
+
+
+def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
+    """The plan as Swarm runs it: per service (and replica slot), the GPUs pinned to it, or
+    how many the engine chooses."""
+    devices = {device.uuid: device for s in plan.services for device in s.devices}
+    table = _table(f"drgpu plan for swarm stack {plan.project}", "Service", "Role", "GPUs", "Gets")
+    for service in view.services:
+        gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
+        table.add_row(service.name, service.role.value, gpus, gets)
+    table.caption = ORDER_NOTE
+    _print(table)
+    for line in plan.explanations:
+        sys.stdout.write(f"why {line}\n")
+
+
+def _swarm_gets(
+    service: SwarmService, devices: Mapping[str, Assignment], node: str | None
+) -> tuple[str, str]:
+    where = f"node {node[:12]}" if node else "this node"
+    replicas = f" x {service.replicas} replicas" if (service.replicas or 1) > 1 else ""
+    if service.reserves:
+        text = f"the engine's choice: {service.gpus} NVIDIA-GPU generic resource(s) per task"
+        return "any advertised", text + replicas
+    if service.pinned:
+        slots = service.pinned if len(service.pinned) > 1 else service.pinned[:1]
+        lines = [
+            (f"slot {slot}: " if len(slots) > 1 else "")
+            + "; ".join(_devices_text([devices[u]]) if u in devices else u for u in uuids)
+            for slot, uuids in enumerate(slots, 1)
+        ]
+        return "\n".join(lines), f"pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on {where}{replicas}"
+    forwarded = dict(service.labels).get(labels.FORWARDED_GPUS)
+    if forwarded:
+        shown = "; ".join(
+            _devices_text([devices[u]]) if u in devices else u for u in forwarded.split(",")
+        )
+        return (
+            shown,
+            f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself",
+        )
+    return "none (CPU only)", "NVIDIA_VISIBLE_DEVICES=void" + replicas
+
+
+def swarm_plan_document(plan: Plan, view: SwarmView) -> dict[str, Any]:
+    """The `drgpu plan --json` document in swarm mode: the plan, and how Swarm runs it."""
+    document = plan_document(plan)
+    document["docker_style"] = "swarm"
+    document["swarm"] = {
+        "pin_simulators": view.layout.pin_simulators,
+        "node_id": view.layout.node_id,
+        "services": {
+            service.name: {
+                "role": service.role.value,
+                "replicas": service.replicas,
+                "gpus_per_task": service.gpus,
+                "engine_chooses": service.reserves,
+                "pinned_by_slot": [list(uuids) for uuids in service.pinned],
+                "forwarded_gpus": [
+                    uuid
+                    for uuid in dict(service.labels).get(labels.FORWARDED_GPUS, "").split(",")
+                    if uuid
+                ],
+                "constraints": list(service.constraints),
+                "environment": dict(service.environment),
+            }
+            for service in view.services
+        },
+    }
+    for entry in document["services"].values():
+        entry["device_request"] = False
+    return document
 
 
 def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:

@@ -249,3 +249,36 @@ def test_swarm_setup_sees_the_engines_gpu_resources(swarm_bed: Any, tmp_path: Pa
     assert findings["engine: default runtime"]["status"] == "ok"
     assert findings["engine: node labels"]["detail"] == "Sagemaker=true, Robomaker=true"
     assert sorted(GPU_UUIDS) == sorted(BY_INDEX)
+
+
+def test_swarm_setup_keeps_the_trainers_gpu_off_the_advertised_list(
+    swarm_bed: Any, tmp_path: Path
+) -> None:
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps(THREE_GPUS))
+    env_file = settings(tmp_path, "setup", workers=1)  # trainer 2 (the L4), simulator 0
+    done = drgpu(
+        swarm_bed,
+        "swarm-setup",
+        "--json",
+        "--env-file",
+        str(env_file),
+        "--inventory",
+        str(inventory),
+        "--daemon-json",
+        str(tmp_path / "absent.json"),
+        "--toolkit-config",
+        str(tmp_path / "absent.toml"),
+    )
+
+    assert done.returncode == 6, done.stderr
+    document = json.loads(done.stdout)
+    assert document["node_generic_resources"] == [
+        f"NVIDIA-GPU={uuid}" for uuid in (SIMULATOR, TRAINER)
+    ]
+    assert document["daemon_json"]["wanted"]["node-generic-resources"] == [
+        f"NVIDIA-GPU={uuid}" for uuid in (SIMULATOR, TRAINER)
+    ]
+    engine = [f for f in document["findings"] if f["subject"] == "engine: generic resources"]
+    assert [f["status"] for f in engine] == ["differs"]
+    assert engine[0]["detail"].startswith(f"NVIDIA-GPU={SPARE}: the trainer's GPU")

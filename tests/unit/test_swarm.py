@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from dataclasses import replace
@@ -354,3 +355,33 @@ def test_the_docker_style_setting_picks_the_swarm_rendering(tmp_path: Path) -> N
         )
     assert done.value.code == 0
     assert output.read_text().startswith("# Written by drgpu for swarm stack deepracer-0")
+
+
+def test_plan_in_swarm_mode_says_what_is_pinned_and_what_the_engine_chooses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from drgpu.cli import main
+
+    env_file = tmp_path / "system.env"
+    env_file.write_text(
+        "DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\nDR_SAGEMAKER_CUDA_DEVICES=0\n"
+        "DR_ROBOMAKER_CUDA_DEVICES=1\n"
+    )
+    args = ["plan", "--env-file", str(env_file), "--inventory", str(GTX_M40)]
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--json"])
+    assert done.value.code == 0
+    document = json.loads(capsys.readouterr().out)
+    swarm = document["swarm"]["services"]
+    assert swarm["sagemaker"]["pinned_by_slot"] == [[M40]]
+    assert swarm["robomaker"]["pinned_by_slot"] == [[GTX], [GTX]]
+    assert swarm["robomaker"]["engine_chooses"] is False
+    assert not any(service["device_request"] for service in document["services"].values())
+
+    (tmp_path / "run.env").write_text("DRGPU_SWARM_GPUS=generic\n")
+    with pytest.raises(SystemExit):
+        main(args)
+    table = capsys.readouterr().out
+    assert "the engine's choice: 1 NVIDIA-GPU generic resource(s) per task x 2 replicas" in table
+    assert "pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on this node" in table
+    assert "device request" not in table
