@@ -15,12 +15,14 @@ from drgpu.core.compose_stack import base_stack_file, load_stack
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import load_config
 from drgpu.core.topology import load_inventory
+from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
 from drgpu.targets.kubernetes import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
     SHARING_CONFIG_MAP,
     Manifests,
+    kubernetes_text,
     render_manifests,
 )
 
@@ -28,6 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"
 DRFC_TRAINING = REPO / "tests" / "golden" / "stacks" / "drfc-training.yml"
 A100_MIG_1 = "MIG-a1000000-0000-4000-8000-0000000000a1"
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # index 0 of gtx1650-m40.json
+GTX = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # index 1
 # scenario: (run.env, inventory, compose file or None for drgpu's base stack, DRGPU_SHARING)
 SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
     "exclusive": ("", "gtx1650-m40.json", None, "exclusive"),
@@ -42,8 +46,22 @@ SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
 }
 
 
+# DRA scenarios: the same, rendered with --dra.
+DRA_SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
+    "dra-workers": (
+        "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=1\n",
+        "gtx1650-m40.json",
+        None,
+        "exclusive",
+    ),
+    "dra-rl-coach": ("", "gtx1650-m40.json", DRFC_TRAINING, "exclusive"),
+    "dra-mig": SCENARIOS["mig"],
+}
+
+
 def manifests_for(scenario: str, tmp_path: Path) -> Manifests:
-    run_env, inventory, compose, sharing = SCENARIOS[scenario]
+    dra = scenario in DRA_SCENARIOS
+    run_env, inventory, compose, sharing = (DRA_SCENARIOS if dra else SCENARIOS)[scenario]
     env_file = tmp_path / "system.env"
     shutil.copyfile(REPO / "system.env.example", env_file)
     (tmp_path / "run.env").write_text(run_env)
@@ -51,7 +69,7 @@ def manifests_for(scenario: str, tmp_path: Path) -> Manifests:
     stack = load_stack([compose or base_stack_file()])
     plan = make_plan(config, stack, load_inventory(INVENTORIES / inventory))
     model = resolve_stack(config, stack.files)
-    return render_manifests(plan, model, workers=config.workers, sharing=sharing)
+    return render_manifests(plan, model, workers=config.workers, sharing=sharing, dra=dra)
 
 
 def documents(manifests: Manifests) -> list[dict[str, Any]]:
@@ -75,16 +93,17 @@ def env(manifests: Manifests, service: str) -> dict[str, str]:
     return {item["name"]: item["value"] for item in container(manifests, service)["env"]}
 
 
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
+@pytest.mark.parametrize("scenario", [*SCENARIOS, *DRA_SCENARIOS])
 def test_manifests_match_the_golden_file(scenario: str, tmp_path: Path, golden: ModuleType) -> None:
     golden.assert_matches_golden(f"k8s-{scenario}.yml", manifests_for(scenario, tmp_path).text)
 
 
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
+@pytest.mark.parametrize("scenario", [*SCENARIOS, *DRA_SCENARIOS])
 def test_manifests_validate_against_the_kubernetes_schema(scenario: str, tmp_path: Path) -> None:
-    version = kubernetes_validate.latest_version()
-    for doc in documents(manifests_for(scenario, tmp_path)):
-        kubernetes_validate.validate(doc, version, strict=True)
+    # resource.k8s.io/v1 (DRA) is in Kubernetes 1.34 and later: check the first and the newest.
+    for version in ("1.34.0", kubernetes_validate.latest_version()):
+        for doc in documents(manifests_for(scenario, tmp_path)):
+            kubernetes_validate.validate(doc, version, strict=True)
 
 
 def test_gpu_services_get_gpu_limits_and_a_product_selector(tmp_path: Path) -> None:
@@ -133,3 +152,173 @@ def test_mig_slices_get_no_product_selector(tmp_path: Path) -> None:
 def test_the_header_says_a_uuid_cannot_be_pinned(tmp_path: Path) -> None:
     text = manifests_for("exclusive", tmp_path).text
     assert "cannot pin a GPU UUID without dynamic resource allocation (DRA)" in text
+
+
+def claims(manifests: Manifests) -> dict[str, list[dict[str, Any]]]:
+    """Each ResourceClaim's requests, by name."""
+    return {
+        doc["metadata"]["name"]: doc["spec"]["devices"]["requests"]
+        for doc in documents(manifests)
+        if doc["kind"] == "ResourceClaim"
+    }
+
+
+def selector(uuid: str) -> str:
+    return f'device.attributes["gpu.nvidia.com"].uuid == "{uuid}"'
+
+
+def test_dra_claims_name_each_gpu_by_uuid_and_pods_use_them(tmp_path: Path) -> None:
+    manifests = manifests_for("dra-workers", tmp_path)
+    found = claims(manifests)
+    assert found["deepracer-0-sagemaker-gpus"] == [
+        {
+            "name": "gpu-0",
+            "exactly": {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "selectors": [{"cel": {"expression": selector(M40)}}],
+            },
+        }
+    ]
+    sagemaker = deployment(manifests, "sagemaker")["spec"]["template"]["spec"]
+    assert sagemaker["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimName": "deepracer-0-sagemaker-gpus"}
+    ]
+    assert sagemaker["containers"][0]["resources"] == {"claims": [{"name": "gpus"}]}
+    assert "nodeSelector" not in sagemaker
+    assert env(manifests, "sagemaker")["CUDA_VISIBLE_DEVICES"] == M40
+    assert "limits" not in str(sagemaker)
+
+
+def test_dra_workers_are_deployments_of_their_own_sharing_their_gpus_claim(
+    tmp_path: Path,
+) -> None:
+    manifests = manifests_for("dra-workers", tmp_path)
+    workers = [deployment(manifests, f"robomaker-{slot}") for slot in (1, 2, 3)]
+    names = [
+        w["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimName"] for w in workers
+    ]
+    assert names == ["deepracer-0-robomaker-1-gpus"] * 3
+    assert [w["spec"]["replicas"] for w in workers] == [1, 1, 1]
+    assert [env(manifests, f"robomaker-{slot}")["DOCKER_REPLICA_SLOT"] for slot in (1, 2, 3)] == [
+        "1",
+        "2",
+        "3",
+    ]
+    requests = claims(manifests)["deepracer-0-robomaker-1-gpus"]
+    assert [r["exactly"]["selectors"][0]["cel"]["expression"] for r in requests] == [selector(GTX)]
+
+
+def test_dra_mig_slices_use_the_mig_device_class(tmp_path: Path) -> None:
+    requests = claims(manifests_for("dra-mig", tmp_path))["deepracer-0-sagemaker-gpus"]
+    assert requests[0]["exactly"]["deviceClassName"] == "mig.nvidia.com"
+    assert requests[0]["exactly"]["selectors"][0]["cel"]["expression"] == selector(A100_MIG_1)
+
+
+def test_rl_coach_forwards_the_trainers_uuid_in_pci_order(tmp_path: Path) -> None:
+    for scenario in ("rl-coach", "dra-rl-coach"):
+        coach = env(manifests_for(scenario, tmp_path), "coach")
+        assert coach["CUDA_VISIBLE_DEVICES"] == M40
+        assert coach["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        assert coach["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
+@pytest.mark.parametrize(
+    ("compose", "kubernetes"),
+    [
+        ("cost $$5", "cost $5"),
+        ("$$(HOME) stays", "$$(HOME) stays"),
+        ("$${X} and $$$$", "${X} and $$$"),
+        ("plain", "plain"),
+    ],
+)
+def test_values_are_unescaped_for_compose_and_escaped_for_kubernetes(
+    compose: str, kubernetes: str
+) -> None:
+    assert kubernetes_text(compose) == kubernetes
+
+
+def stack_with(tmp_path: Path, body: str, run_env: str = "") -> Manifests:
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(body)
+    env_file = tmp_path / "system.env"
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=1\n" + run_env)
+    config = load_config(env_file)
+    stack = load_stack([compose])
+    plan = make_plan(config, stack, load_inventory(INVENTORIES / "gtx1650-m40.json"))
+    model = resolve_stack(config, stack.files)
+    return render_manifests(plan, model, workers=config.workers, sharing=config.sharing)
+
+
+def test_compose_dollars_never_reach_kubernetes(tmp_path: Path) -> None:
+    manifests = stack_with(
+        tmp_path,
+        "services:\n  sagemaker:\n    image: t:1\n    command: [echo, '$$(date)']\n"
+        "    environment:\n      PRICE: cost $$5\n",
+    )
+    assert env(manifests, "sagemaker")["PRICE"] == "cost $5"
+    assert container(manifests, "sagemaker")["args"] == ["echo", "$$(date)"]
+
+
+def test_secrets_go_into_a_secret_referenced_by_secret_key_ref(tmp_path: Path) -> None:
+    manifests = stack_with(
+        tmp_path,
+        "services:\n  sagemaker:\n    image: t:1\n    environment:\n"
+        "      AWS_SECRET_ACCESS_KEY: s3cr3t\n      RUN_ID: '1'\n",
+    )
+    secret = next(doc for doc in documents(manifests) if doc["kind"] == "Secret")
+    assert secret["stringData"] == {"AWS_SECRET_ACCESS_KEY": "s3cr3t"}
+    entries = {item["name"]: item for item in container(manifests, "sagemaker")["env"]}
+    assert entries["AWS_SECRET_ACCESS_KEY"] == {
+        "name": "AWS_SECRET_ACCESS_KEY",
+        "valueFrom": {
+            "secretKeyRef": {"name": secret["metadata"]["name"], "key": "AWS_SECRET_ACCESS_KEY"}
+        },
+    }
+    assert "s3cr3t" not in manifests.shown_text
+    assert "s3cr3t" in manifests.text
+    for doc in documents(manifests):
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_more_workers_than_gpus_is_refused_without_sharing(tmp_path: Path) -> None:
+    body = "services:\n  sagemaker:\n    image: t:1\n  robomaker:\n    image: s:1\n"
+    with pytest.raises(GpuValidationError) as refused:
+        stack_with(
+            tmp_path,
+            body,
+            "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=0,1\nDR_SAGEMAKER_CUDA_DEVICES=\n",
+        )
+    assert "robomaker: 3 pod(s) of 1 GPU(s) need 3 GPUs of their own" in refused.value.message
+    assert refused.value.hint is not None and "--dra" in refused.value.hint
+
+
+@pytest.mark.parametrize("target", ["--k8s", "--swarm"])
+def test_render_prints_no_secret_and_writes_them_to_a_private_file(
+    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from drgpu.cli import main
+
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(
+        "services:\n  sagemaker:\n    image: t:1\n    environment:\n"
+        "      DR_LOCAL_S3_PASSWORD: hunter2\n"
+    )
+    env_file = tmp_path / "system.env"
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
+    inventory = INVENTORIES / "gtx1650-m40.json"
+    args = ["render", target, "--env-file", str(env_file), "--inventory", str(inventory)]
+    with pytest.raises(SystemExit) as done:
+        main([*args, "-f", str(compose)])
+    printed = capsys.readouterr()
+    assert done.value.code == 0, printed.err
+    assert "hunter2" not in printed.out + printed.err
+    assert "****" in printed.out
+
+    written = tmp_path / "out.yml"
+    with pytest.raises(SystemExit) as done:
+        main([*args, "-f", str(compose), "-o", str(written)])
+    assert done.value.code == 0
+    assert "hunter2" in written.read_text()
+    assert written.stat().st_mode & 0o077 == 0
