@@ -11,13 +11,14 @@ Robomaker=true. The main `bed` never becomes a swarm manager.
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import pytest
 
 from tests.conftest import Bed, started_bed
-from tests.e2e.helpers import THREE_GPUS
+from tests.e2e.helpers import SIMULATOR, THREE_GPUS, TRAINER
 
 GPU_UUIDS = tuple(gpu["uuid"] for gpu in THREE_GPUS["gpus"])
 
@@ -31,7 +32,21 @@ def _free_loopback_port() -> int:
 @pytest.fixture(scope="session")
 def swarm_bed() -> Generator[Bed, None, None]:
     """A private engine that is a one-node swarm manager with three fake GPUs to hand out."""
-    resources = ",".join(f"NVIDIA-GPU={uuid}" for uuid in GPU_UUIDS)
+    with _swarm(GPU_UUIDS) as bed:
+        yield bed
+
+
+@pytest.fixture(scope="module")
+def simulator_swarm_bed() -> Generator[Bed, None, None]:
+    """A one-node swarm that advertises only the GPUs `drgpu swarm-setup` leaves to the
+    simulators when the trainer has the L4 (NVML index 2): the GTX 1650 and the M40."""
+    with _swarm((SIMULATOR, TRAINER)) as bed:
+        yield bed
+
+
+@contextlib.contextmanager
+def _swarm(uuids: tuple[str, ...]) -> Iterator[Bed]:
+    resources = ",".join(f"NVIDIA-GPU={uuid}" for uuid in uuids)
     # Its own network namespace: Swarm's vxlan interfaces and ports never meet another
     # engine's.
     with started_bed(

@@ -282,3 +282,47 @@ def test_swarm_setup_keeps_the_trainers_gpu_off_the_advertised_list(
     engine = [f for f in document["findings"] if f["subject"] == "engine: generic resources"]
     assert [f["status"] for f in engine] == ["differs"]
     assert engine[0]["detail"].startswith(f"NVIDIA-GPU={SPARE}: the trainer's GPU")
+
+
+def record_of(bed: Any, container_id: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads((bed.records_dir / f"{container_id}.json").read_text())
+    return record
+
+
+def test_generic_simulators_get_only_advertised_gpus_never_the_trainers(
+    simulator_swarm_bed: Any, tmp_path: Path
+) -> None:
+    # Several simulator nodes would need generic resources; DRGPU_SWARM_GPUS=generic asks
+    # for them here. The node advertises only GPUs 0 and 1, as swarm-setup has it do when
+    # the trainer has GPU 2.
+    bed = simulator_swarm_bed
+    path = tmp_path / "stack.yml"
+    services = {name: service(bed) for name in ("sagemaker", "robomaker")}
+    path.write_text(yaml.safe_dump({"services": services}))
+    env_file = settings(
+        tmp_path, "generic", workers=2, simulator="0,1", extra="DRGPU_SWARM_GPUS=generic\n"
+    )
+    project = "deepracer-generic"
+    try:
+        started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(path))
+
+        assert started.returncode == 0, started.stderr
+        assert "engine's choice" in started.stdout
+        seen = containers(bed, project)
+        chosen = []
+        for task in ("robomaker.1", "robomaker.2"):
+            container = seen[f"{project}_{task}"]
+            assert container["env"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+            record = record_of(bed, container["id"])
+            assert record["source"] == VARIABLE
+            assert record["devices"] == [container["env"][VARIABLE]]
+            chosen.extend(record["devices"])
+        assert sorted(chosen) == sorted(BY_INDEX[:2])
+        trainer = record_of(bed, seen[f"{project}_sagemaker.1"]["id"])
+        assert (trainer["source"], trainer["devices"]) == ("NVIDIA_VISIBLE_DEVICES", [SPARE])
+
+        stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(path))
+        assert stopped.returncode == 0, stopped.stderr
+        assert leftovers(bed, project) == []
+    finally:
+        bed.docker("stack", "rm", project, check=False)
