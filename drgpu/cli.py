@@ -513,17 +513,12 @@ def swarm_setup(
         Path, typer.Option("--toolkit-config", help="The NVIDIA runtime's config.toml to check.")
     ] = Path("/etc/nvidia-container-runtime/config.toml"),
     json_output: Json = False,
-    env_file: Annotated[
-        Path,
-        typer.Option(
-            "--env-file", help="The settings file whose trainer GPUs this node keeps (if present)."
-        ),
-    ] = DEFAULT_ENV_FILE,
+    env_file: EnvFile = None,
 ) -> None:
     """Print what this node needs for Swarm to hand out its GPUs, and check what differs.
 
-    The trainer's GPUs (DR_SAGEMAKER_CUDA_DEVICES of --env-file, when it exists) are not
-    advertised: the engine may give any advertised GPU to a simulator.
+    The trainer's GPUs (DR_SAGEMAKER_CUDA_DEVICES of the settings, when there are any) are
+    not advertised: the engine may give any advertised GPU to a simulator.
     Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
     """
     from drgpu.commands import swarm_setup
@@ -539,7 +534,9 @@ def swarm_setup(
         from drgpu.host.nvml import read_inventory
 
         gpus = read_inventory()
-    kept = swarm_setup.trainer_gpus(env_file, gpus)
+    target = _target(env_file, None, None, False, needs_files=False)
+    config = _settings(target) if target.env_file.is_file() else None
+    kept = swarm_setup.trainer_gpus(config, gpus)
     state = swarm_setup.read_node(daemon_json, toolkit_config)
     wanted = swarm_node.wanted_resources(gpus, kept)
     setup = swarm_node.report(wanted, state, daemon_json, toolkit_config, kept=kept)

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from drgpu.core.model import Inventory, Role
+from drgpu.core.settings import Config
 from drgpu.core.swarm_node import NodeState, read_swarm_resource
 
 
-def trainer_gpus(env_file: Path, inventory: Inventory) -> tuple[str, ...]:
+def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]:
     """The GPUs (UUIDs) the settings give the trainer on this node, planned as `drgpu
-    plan` would; none without a settings file (a simulator-only node)."""
-    if not env_file.is_file():
+    plan` would; none without settings (a simulator-only node)."""
+    if config is None:
         return ()
     from drgpu.core.compose_stack import base_stack_file, load_stack
     from drgpu.core.planning import make_plan
-    from drgpu.core.settings import load_config
 
-    plan = make_plan(load_config(env_file), load_stack([base_stack_file()]), inventory)
+    plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(
         device.uuid
         for service in plan.services
