@@ -253,6 +253,7 @@ def _swarm_service(
     elif service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
         constraints = (TRAINER_CONSTRAINT, *here)
     if len(pinned) > 1:
+        environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         for key in TEMPLATED_KEYS:
             environment[key] = slot_template(pinned)
     held = sorted({uuid for slot in pinned for uuid in slot})

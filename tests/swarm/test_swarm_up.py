@@ -113,6 +113,8 @@ def test_each_task_is_pinned_to_its_gpus_and_down_removes_the_stack(
     for task, uuids in wanted.items():
         container = seen[f"{project}_{task}"]
         assert container["env"]["NVIDIA_VISIBLE_DEVICES"] == ",".join(uuids), task
+        assert container["env"]["CUDA_VISIBLE_DEVICES"] == ",".join(uuids), task
+        assert container["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID", task
         assert VARIABLE not in container["env"], task
         assert exposed(swarm_bed, container["id"]) == uuids, task
     assert exposed(swarm_bed, seen[f"{project}_redis.1"]["id"]) == []
