@@ -235,7 +235,6 @@ def _swarm_service(
     uuids = tuple(device.uuid for device in service.devices) if service.has_gpu else ()
     replicas = None
     environment = dict(service.environment)
-    environment.pop("DOCKER_REPLICA_SLOT", None)
     pinned: tuple[tuple[str, ...], ...] = (uuids,) if uuids else ()
     gpus = len(uuids)
     constraints: tuple[str, ...] = ()
@@ -267,7 +266,7 @@ def _swarm_service(
     )
     extra = [(labels.SWARM_GPUS, str(gpus))]
     if len(pinned) > 1:
-        slots = ";".join(f"{slot}={','.join(gpus)}" for slot, gpus in enumerate(pinned, 1))
+        slots = ";".join(f"{slot}={','.join(ids)}" for slot, ids in enumerate(pinned, 1))
         extra.append((labels.GPUS_BY_SLOT, slots))
     return SwarmService(
         name=service.name,
