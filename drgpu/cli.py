@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from drgpu.errors import DrgpuError, ExitCode
+from drgpu.errors import ConfigError, DrgpuError, ExitCode
 
 if TYPE_CHECKING:
     from drgpu.commands.up_down import Prepared
