@@ -148,6 +148,7 @@ class Plan:
     explanations: tuple[str, ...] = ()
     sharing: str = "exclusive"
     tmpfs_volumes: tuple[str, ...] = ()
+    index_note: str = ""  # what a bare GPU index means in this plan
 
     def service(self, name: str) -> ServicePlan:
         """The plan of the service called `name`."""

@@ -42,6 +42,10 @@ ORDER_NOTE = (
     "GPU indices are nvidia-smi's (PCI bus order), not CUDA's default fastest-first order;"
     " drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
 )
+CUDA_ORDER_NOTE = (
+    "GPU indices are CUDA's default fastest-first order (DRGPU_INDEX_ORDER=cuda), not"
+    " nvidia-smi's; drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
+)
 RUNS_HINT = (
     "stop the other run first (`drgpu down` with its settings), choose another GPU,"
     " or write `auto` to let drgpu choose a free one"
@@ -105,7 +109,7 @@ def make_plan(
     ]
     _check_overlaps(config, requests, notes)
     if notes.problems:
-        raise GpuValidationError(notes.problems, hint=ORDER_NOTE)
+        raise GpuValidationError(notes.problems, hint=_order_note(config))
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
     notes.problems.extend(shared.problems)
@@ -113,7 +117,9 @@ def make_plan(
     notes.explanations.extend(shared.explanations)
     conflicts = _other_runs(config, shared.services, inventory, claims, notes)
     if notes.problems:
-        raise GpuValidationError(notes.problems, hint=RUNS_HINT if conflicts else ORDER_NOTE)
+        raise GpuValidationError(
+            notes.problems, hint=RUNS_HINT if conflicts else _order_note(config)
+        )
     _memory_warnings(trainer, shared.services, notes)
     notes.warnings.extend(_unused_requests(config, stack))
     return Plan(
@@ -124,6 +130,7 @@ def make_plan(
         explanations=tuple(notes.explanations),
         sharing=config.sharing,
         tmpfs_volumes=shared.tmpfs_volumes,
+        index_note=_order_note(config),
     )
 
 
@@ -170,6 +177,10 @@ def _auto(
         choice = choose_simulators(inventory, busy, trainer, may_share, others_devices)
         simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
     return trainer, simulator
+
+
+def _order_note(config: Config) -> str:
+    return CUDA_ORDER_NOTE if config.index_order == "cuda" else ORDER_NOTE
 
 
 def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:

@@ -59,7 +59,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "sharing": plan.sharing,
         "explanations": list(plan.explanations),
         "warnings": list(plan.warnings),
-        "index_order": ORDER_NOTE,
+        "index_order": plan.index_note or ORDER_NOTE,
     }
 
 
@@ -97,7 +97,7 @@ def plan_table(plan: Plan) -> None:
         else:
             gets = "NVIDIA_VISIBLE_DEVICES=void"
         table.add_row(service.name, service.role.value, _devices_text(service.devices), gets)
-    table.caption = ORDER_NOTE
+    table.caption = plan.index_note or ORDER_NOTE
     _print(table)
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")

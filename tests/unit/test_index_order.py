@@ -103,6 +103,7 @@ def test_planning_in_cuda_order_gives_cudas_gpu(gtx_m40: Inventory) -> None:
     plan = make_plan(config, base_stack, replace(gtx_m40, cuda_order=(1, 0)))
     assert [d.uuid for d in plan.service("sagemaker").devices] == [GTX1650]
     assert [d.uuid for d in plan.service("robomaker").devices] == [M40]
+    assert plan.index_note.startswith("GPU indices are CUDA's default fastest-first order")
     too_far = config_from_values(
         {"DR_SAGEMAKER_CUDA_DEVICES": "5", "DRGPU_INDEX_ORDER": "cuda"}, {}
     )
