@@ -126,3 +126,15 @@ def test_inventory_files_carry_cudas_order(tmp_path: Path, gtx_m40: Inventory) -
     path.write_text(json.dumps({**document, "cuda_order": [0, 7]}))
     with pytest.raises(ConfigError, match="cuda_order must list NVML indices"):
         load_inventory(path)
+
+
+def test_gpus_json_shows_both_orders_and_says_when_cudas_is_guessed(gtx_m40: Inventory) -> None:
+    from drgpu.commands.gpus import document
+
+    guessed = document(gtx_m40, None)
+    assert guessed["cuda_order"] is None  # nothing known to write into an inventory file
+    assert guessed["cuda_order_guessed"] is True
+    assert [gpu["cuda_indices"] for gpu in guessed["gpus"]] == [[1], [0]]
+    known = document(replace(gtx_m40, cuda_order=(0, 1)), None)
+    assert (known["cuda_order"], known["cuda_order_guessed"]) == ([0, 1], False)
+    assert [gpu["cuda_indices"] for gpu in known["gpus"]] == [[0], [1]]
