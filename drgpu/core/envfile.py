@@ -94,7 +94,7 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
         for number, line in enumerate(text.split("\n"), start=1):
             origin = Origin(path, number)
             try:
-                found = _read_line(line, lookup, environ.get("HOME"))
+                found = _read_line(line, lookup)
             except _Unreadable as exc:
                 raise ConfigError(f"{origin}: {exc.reason}", hint=exc.hint) from None
             if found is None:
@@ -108,7 +108,7 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
 
 
 def _read_line(
-    line: str, lookup: Callable[[str], str | None], home: str | None
+    line: str, lookup: Callable[[str], str | None]
 ) -> tuple[str, str, str | None] | None:
     """(key, value, a warning or None) of one line; None for a comment or a blank line."""
     if line.startswith("#"):
@@ -158,7 +158,7 @@ def _read_line(
             "write the value without '='",
         )
     try:
-        return key, expand(value, lookup, home), warning
+        return key, expand(value, lookup), warning
     except _Unreadable as exc:
         raise _Unreadable(f"{key}: {exc.reason}", exc.hint) from None
 
@@ -184,10 +184,10 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def expand(text: str, lookup: Callable[[str], str | None], home: str | None) -> str:
+def expand(text: str, lookup: Callable[[str], str | None]) -> str:
     """The value bash's `eval "export KEY=<text>"` assigns, for a `text` with no space and
     no `=`; `_Unreadable` for anything whose meaning drgpu does not reproduce."""
-    word = _Word(text, lookup, home)
+    word = _Word(text, lookup)
     value, end = word.unquoted(0, stop=None)
     assert end == len(text)
     return value
@@ -196,10 +196,9 @@ def expand(text: str, lookup: Callable[[str], str | None], home: str | None) -> 
 class _Word:
     """A recursive-descent reader of one bash word in an assignment."""
 
-    def __init__(self, text: str, lookup: Callable[[str], str | None], home: str | None):
+    def __init__(self, text: str, lookup: Callable[[str], str | None]):
         self.text = text
         self.lookup = lookup
-        self.home = home
 
     def unquoted(self, start: int, stop: str | None) -> tuple[str, int]:
         """Read from `start` up to `stop` (a `}` closing `${...}`) or the end."""
@@ -329,6 +328,7 @@ class _Word:
         after = text[following] if following < len(text) else ""
         if after not in ("", "/", ":") and after != stop:
             raise _Unreadable("a ~name (another user's home)", "write the path in full")
-        if self.home is None:
+        home = self.lookup("HOME")  # as bash: a HOME set above counts
+        if home is None:
             raise _Unreadable("a ~ while HOME is not set", "write the path in full")
-        return self.home
+        return home

@@ -97,6 +97,7 @@ CERTAIN = [
     "DR_A=1\t",
     "DR_A=$DR_A$DR_A",
     "DR_A=$MISSING",
+    "HOME=/elsewhere\nDR_A=~/x",
 ]
 
 
