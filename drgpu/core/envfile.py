@@ -52,13 +52,16 @@ _QUOTE_HINT = "quote it ('...') or write it another way"
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a setting was written."""
+    """Where a setting was written: a file's line, or (line 0) a place that is no file."""
 
     path: Path
     line: int
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
+        return f"{self.path}:{self.line}" if self.line else str(self.path)
+
+
+ENVIRONMENT = Origin(Path("the environment"), 0)
 
 
 @dataclass(frozen=True)

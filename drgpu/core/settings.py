@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
-from drgpu.core.envfile import EnvFiles, Origin, read_env_texts
+from drgpu.core.envfile import ENVIRONMENT, EnvFiles, Origin, read_env_texts
 from drgpu.core.index_order import INDEX_ORDERS
 from drgpu.errors import ConfigError
 
@@ -175,7 +175,10 @@ def load_config(
         inherited = {k: v for k, v in environ.items() if k.startswith("DR_") and k not in values}
         values = {**inherited, **values}
         values.update(activation_exports(values))
-    config = config_from_values(values, read.origins, evaluation=evaluation)
+        origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read.origins}
+    else:
+        origins = dict(read.origins)
+    config = config_from_values(values, origins, evaluation=evaluation)
     return replace(config, warnings=(*warnings, *read.warnings))
 
 

@@ -263,3 +263,14 @@ def test_cuda_check_from_the_host_checks_the_activated_project(
     assert result.code == 5
     assert seen == [project]
     assert f"no containers of {project}" in result.err
+
+
+def test_a_bad_value_from_the_shell_says_it_came_from_the_environment(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enter(monkeypatch, {**activated(checkout), "DR_WORKERS": "many"})
+    system = (checkout / "system.env").read_text().replace("DR_WORKERS=1\n", "")
+    (checkout / "system.env").write_text(system)
+    result = cli("plan", "--inventory", GTX_M40)
+    assert result.code == 2
+    assert "drgpu: error: the environment: DR_WORKERS: 'many'" in assert_one_error_line(result)
