@@ -206,16 +206,17 @@ LINES = st.builds(
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(LINES, min_size=1, max_size=4))
+@given(st.lists(st.lists(LINES, min_size=1, max_size=3), min_size=1, max_size=2))
 def test_generated_lines_read_as_bash_reads_them_or_are_refused(
-    tmp_path: Path, lines: list[str]
+    tmp_path: Path, files: list[list[str]]
 ) -> None:
-    text = "\n".join(lines) + "\n"
+    """system.env (and run.env on top): drgpu refuses, or reads every value as bash."""
+    texts = ["\n".join(lines) + "\n" for lines in files]
     try:
-        ours = drgpu_values(tmp_path, [text])
+        ours = drgpu_values(tmp_path, texts)
     except ConfigError:
         return
-    theirs = bash_values(tmp_path, [text])
+    theirs = bash_values(tmp_path, texts)
     assert ours == {key: theirs.get(key) for key in ours}
     drfc_keys = {key: value for key, value in theirs.items() if key.startswith("DR_")}
     assert drfc_keys == {key: value for key, value in ours.items() if key.startswith("DR_")}
