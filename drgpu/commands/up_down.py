@@ -193,7 +193,7 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
 
 
 LOG_TAIL_LINES = 5
-SETTLE_S = 0.5
+SETTLE_S = 0.25
 
 
 def verified(plan: Plan) -> list[ContainerFacts]:
