@@ -174,7 +174,9 @@ def _remove_placeholders(plan: Plan, containers: list[ContainerFacts]) -> None:
     from drgpu.host import engine
 
     placeholders = _placeholder_services(plan)
-    engine.remove_containers([c.id for c in containers if c.service in placeholders])
+    replicas = [c.id for c in containers if c.service in placeholders]
+    if replicas:
+        engine.remove_containers(replicas)
 
 
 def _placeholder_services(plan: Plan) -> set[str]:
