@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -99,10 +100,12 @@ def _target(
 
 def _settings(target: Target) -> Config:
     """The target's settings; what reading them noticed goes to stderr at once."""
+    from drgpu.core.redaction import secret_values
     from drgpu.core.settings import load_target_config
-    from drgpu.ui.talk import warn
+    from drgpu.ui.talk import hide, warn
 
     config = load_target_config(target)
+    hide(secret_values(config.values))  # no output shows them from now on
     for message in config.warnings:
         warn(message)
     return config
@@ -141,10 +144,13 @@ def plan(
             tables.swarm_plan_table(prepared.plan, view)
         tables.warnings([*prepared.plan.warnings, *view.warnings])
         return
+    from drgpu.core.redaction import masked_plan
+
+    shown = masked_plan(prepared.plan)
     if json_output:
-        tables.print_json(tables.plan_document(prepared.plan))
+        tables.print_json(tables.plan_document(shown))
     else:
-        tables.plan_table(prepared.plan)
+        tables.plan_table(shown)
     tables.warnings(prepared.plan.warnings)
 
 
@@ -181,7 +187,7 @@ def render(
     if output is None:
         sys.stdout.write(result.shown)
     else:
-        up_down.write_owned_file(output, result.text)
+        up_down.write_owned_file(output, result.text, private=result.shown != result.text)
     tables.warnings([*prepared.plan.warnings, *result.warnings])
 
 
@@ -252,9 +258,11 @@ def down(
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
     if swarm or config.docker_style == "swarm":
-        from drgpu.commands import swarm_deploy
+        from drgpu.commands import guard, swarm_deploy
 
-        swarm_deploy.down(config)
+        up_down.state_dir(target.env_file, create=False)
+        with guard.locked("down", config.project, config.values):
+            swarm_deploy.down(config)
         return
     if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
         drfc_stack.down(config, drfc_stack.script_target(target, config))
@@ -492,13 +500,16 @@ def _run_id_of(target: Target) -> str:
 
 
 def _swarm_up(config: Config, target: Target) -> None:
-    """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them."""
-    from drgpu.commands import swarm_deploy, up_down
+    """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them (under the
+    engine-wide lock, as every `up` and `down`)."""
+    from drgpu.commands import guard, swarm_deploy, up_down
     from drgpu.ui import tables
 
-    prepared = up_down.prepare_with(config, target, None)
-    tables.warnings(prepared.plan.warnings)
-    stack, tasks = swarm_deploy.up(prepared)
+    up_down.state_dir(target.env_file)
+    with guard.locked("up", config.project, config.values):
+        prepared = up_down.prepare_with(config, target, None)
+        tables.warnings(prepared.plan.warnings)
+        stack, tasks = swarm_deploy.up(prepared)
     tables.warnings(stack.warnings)
     tables.swarm_up_table(stack, tasks)
 
@@ -561,14 +572,31 @@ def version() -> None:
 
 
 def _fail(message: str, hint: str | None, code: int) -> NoReturn:
-    sys.stderr.write(f"drgpu: error: {message}\n")
+    sys.stderr.write(f"drgpu: error: {_one_line(message)}\n")
     if hint:
         sys.stderr.write(f"  hint: {hint}\n")
     raise SystemExit(code)
 
 
+def _one_line(text: str) -> str:
+    """`text` on one line, its control characters (a NUL, an escape) written visibly."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; the one place where errors turn into messages and exit codes."""
+    """Run the CLI; the one place where errors turn into messages and exit codes (see
+    ExitCode), where the signals drgpu catches start unwinding, and where output is
+    kept free of secrets."""
+    from drgpu.host import signals
+    from drgpu.ui.talk import redacting_output
+
+    with redacting_output(), signals.caught():
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
+    from drgpu.host import signals
+
     command = typer.main.get_command(app)
     click_error: type[Exception] = next(
         c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
@@ -584,9 +612,17 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(ExitCode.OK) from None
         _fail(message.strip().splitlines()[0], "see drgpu --help", ExitCode.CONFIG)
     except typer.Abort:
-        _fail("aborted", None, 130)
+        _fail("aborted", None, ExitCode.INTERRUPTED)
+    except signals.Interrupted as exc:  # Ctrl-C, or another signal drgpu catches
+        _fail(f"interrupted ({exc.name})", None, exc.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted", None, 130)
+        _fail("interrupted", None, ExitCode.INTERRUPTED)
+    except BrokenPipeError:  # stdout's reader left (`drgpu plan | head -1`): nothing to say
+        with contextlib.suppress(OSError, ValueError):  # what is left must not be flushed
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(ExitCode.OK) from None
+    except RecursionError:
+        _fail("input nested too deeply to read", None, ExitCode.CONFIG)
     except Exception as exc:
         if os.environ.get("DRGPU_DEBUG"):
             raise
@@ -595,4 +631,6 @@ def main(argv: list[str] | None = None) -> None:
             "this is a bug in drgpu; DRGPU_DEBUG=1 shows the traceback",
             ExitCode.UNEXPECTED,
         )
+    if code not in (None, *ExitCode):
+        raise SystemExit(ExitCode.UNEXPECTED)
     raise SystemExit(code if isinstance(code, int) else 0)

@@ -19,6 +19,9 @@ class ExitCode(IntEnum):
     NVML_UNAVAILABLE = 4
     DOCKER = 5
     CHECK_FAILED = 6
+    HANGUP = 129  # 128 + SIGHUP: stopped by a hangup, after bringing back down what it started
+    INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C, likewise
+    TERMINATED = 143  # 128 + SIGTERM: stopped (`kill`, `timeout`), likewise
 
 
 class DrgpuError(Exception):

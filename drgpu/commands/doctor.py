@@ -51,11 +51,11 @@ def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
 
 
 def _gather_settings(target: Target) -> tuple[SettingsFacts, Config | None]:
-    from drgpu.core.settings import load_target_config
+    from drgpu.commands.up_down import load_settings
     from drgpu.errors import ConfigError
 
     try:
-        config = load_target_config(target)
+        config = load_settings(target)
     except ConfigError as exc:
         return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
     return SettingsFacts(target.env_file, run_id=config.run_id), config

@@ -65,13 +65,15 @@ def script_target(target: Target, config: Config) -> Target:
 def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[ContainerFacts]]:
     """Render the override, run DRfC's start script with it, and verify every container;
     on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again."""
+    from drgpu.commands import guard
+    from drgpu.core.redaction import holds_secret
     from drgpu.host import engine, process
     from drgpu.targets.compose_override import render_override
     from drgpu.ui.talk import spinner
 
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
-    write_owned_file(prepared.override_path, render_override(plan))
+    write_owned_file(prepared.override_path, render_override(plan), private=holds_secret(plan))
     environment = drfc_scripts.script_environment(
         os.environ, prepared.config.values, checkout, prepared.override_path
     )
@@ -79,7 +81,11 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
     was_up = engine.project_exists(plan.project)
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
-    try:
+    with guard.rolled_back(
+        plan.project,
+        lambda: _take_down(checkout, environment, plan.project, files),
+        keep_on=_StartFailed if was_up else None,
+    ):
         with spinner(f"starting {plan.project} with {_name(checkout.start_script, checkout)}"):
             started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)
         said = _relay(started, checkout.start_script, checkout)
@@ -94,13 +100,6 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
         preload.join()
         containers = verified(plan)
         _remove_placeholders(plan, containers)
-    except _StartFailed:
-        if not was_up:  # what it started before failing goes; a stack that ran stays
-            _take_down(checkout, environment, plan.project, files)
-        raise
-    except BaseException:  # a failure, or Ctrl-C: nothing is left half-started
-        _take_down(checkout, environment, plan.project, files)
-        raise
     placeholders = _placeholder_services(plan)
     return plan, [c for c in containers if c.service not in placeholders]
 
@@ -118,7 +117,17 @@ def shell_exports(prepared: Prepared) -> str:
 
 def down(config: Config, target: Target) -> None:
     """DRfC's stop script with drgpu's override (and orphans) included; then whatever is
-    left of the project goes too, and the override file drgpu wrote."""
+    left of the project goes too, and the override file drgpu wrote (under the
+    engine-wide lock: see `guard`)."""
+    from drgpu.commands import guard
+    from drgpu.commands.up_down import state_dir
+
+    state_dir(target.env_file, create=False)
+    with guard.locked("down", config.project, config.values):
+        _down(config, target)
+
+
+def _down(config: Config, target: Target) -> None:
     from drgpu.ui.talk import spinner
 
     checkout = _checkout(target)

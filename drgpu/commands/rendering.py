@@ -48,7 +48,8 @@ def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host
         stack = swarm_deploy.render(prepared, engine)
         warnings = (*stack.warnings, *([blind] if blind else []))
         return Rendered(stack.shown_text, stack.text, warnings)
+    from drgpu.core.redaction import masked_plan
     from drgpu.targets.compose_override import render_override
 
-    text = render_override(prepared.plan)
-    return Rendered(text, text, ())
+    shown = render_override(masked_plan(prepared.plan))
+    return Rendered(shown, render_override(prepared.plan), ())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -42,7 +43,17 @@ def prepare(target: Target, inventory_file: Path | None) -> Prepared:
     Planned against this host (no inventory file), the plan also respects what other
     runs hold; when the Docker engine cannot be asked, a warning says so.
     """
-    return prepare_with(load_target_config(target), target, inventory_file)
+    return prepare_with(load_settings(target), target, inventory_file)
+
+
+def load_settings(target: Target) -> Config:
+    """The target's settings; from now on no output shows the value of a secret one."""
+    from drgpu.core.redaction import secret_values
+    from drgpu.ui.talk import hide
+
+    config = load_target_config(target)
+    hide(secret_values(config.values))
+    return config
 
 
 def prepare_with(config: Config, target: Target, inventory_file: Path | None) -> Prepared:
@@ -52,12 +63,12 @@ def prepare_with(config: Config, target: Target, inventory_file: Path | None) ->
 
 @contextmanager
 def prepare_locked(config: Config, target: Target) -> Iterator[Prepared]:
-    """`prepare` for `up`, under the host-wide lock until the block ends: no other
-    `drgpu up` can read the runs' claims between this plan and this stack's start."""
-    from drgpu.host.hostlock import host_lock, lock_path
-    from drgpu.ui.talk import note
+    """`prepare` for `up`, under the engine-wide lock until the block ends: no other
+    `drgpu up` or `down` can read or change the runs between this plan and its proof."""
+    from drgpu.commands import guard
 
-    with host_lock(lock_path(config.values), on_wait=note):
+    state_dir(target.env_file)
+    with guard.locked("up", config.project, config.values):
         yield _prepare(config, target, None, strict=True)
 
 
@@ -132,19 +143,66 @@ def override_path(env_file: Path, project: str) -> Path:
     return env_file.resolve().parent / STATE_DIR / f"{project}.override.yml"
 
 
-def write_owned_file(path: Path, text: str) -> None:
-    """Write `text` atomically, refusing to replace any file drgpu did not write."""
-    if path.exists() and not _written_by_drgpu(path):
+def state_dir(env_file: Path, *, create: bool = True) -> Path:
+    """The `.drgpu` folder beside the settings file (created when missing and `create`);
+    never followed when it is a symbolic link, never used when it is not a folder."""
+    return _checked_state_dir(env_file.resolve().parent / STATE_DIR, create=create)
+
+
+def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
+    try:
+        found = folder.lstat()
+    except FileNotFoundError:
+        if not create:
+            return folder
+        try:
+            folder.mkdir(mode=0o755)
+        except FileExistsError:
+            return _checked_state_dir(folder)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create {folder}: {exc.strerror or exc}",
+                hint="drgpu keeps its override beside the settings file: make that folder writable",
+            ) from None
+        return folder
+    except OSError as exc:
+        raise ConfigError(f"cannot read {folder}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(found.st_mode):
+        raise ConfigError(
+            f"{folder} is a symbolic link: drgpu never writes through one",
+            hint="remove the link; drgpu creates the folder itself",
+        )
+    if not stat.S_ISDIR(found.st_mode):
+        raise ConfigError(
+            f"{folder} is not a folder: drgpu keeps its override files in it",
+            hint="move that file away; drgpu creates the folder itself",
+        )
+    return folder
+
+
+def write_owned_file(path: Path, text: str, *, private: bool = False) -> None:
+    """Write `text` atomically, refusing to replace any file drgpu did not write; readable
+    by its owner alone when `private` (it holds a secret), else by everyone."""
+    if path.is_symlink() or (path.exists() and not _written_by_drgpu(path)):
         raise ConfigError(
             f"refusing to overwrite {path}: drgpu did not write it",
             hint="choose another --output path, or move that file away",
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    if path.parent.name == STATE_DIR:
+        _checked_state_dir(path.parent)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(handle, 0o600 if private else 0o644)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -159,12 +217,19 @@ def _written_by_drgpu(path: Path) -> bool:
 
 
 def up(prepared: Prepared) -> list[ContainerFacts]:
-    """Render, start the stack, and verify it; on any failure the stack goes back down."""
+    """Render, start the stack, and verify it; on any failure or caught signal the run
+    goes back down (`guard.rolled_back`)."""
+    from drgpu.commands import guard
+    from drgpu.core.redaction import holds_secret
     from drgpu.host import compose, process
     from drgpu.targets.compose_override import render_override
     from drgpu.ui.talk import spinner
 
-    write_owned_file(prepared.override_path, render_override(prepared.plan))
+    write_owned_file(
+        prepared.override_path,
+        render_override(prepared.plan),
+        private=holds_secret(prepared.plan),
+    )
     files = (*prepared.stack.files, prepared.override_path)
     binary = compose.find_compose(prepared.config.values)
     environment = compose.compose_environment(prepared.config.values)
@@ -175,8 +240,9 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
     preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
-    try:
-        with spinner(f"starting {prepared.plan.project}"):
+    project = prepared.plan.project
+    with guard.rolled_back(project, lambda: _bring_down(binary, project, files, environment)):
+        with spinner(f"starting {project}"):
             started = process.run(command, env=environment)
         show_compose_warnings(started.stderr)
         if not started.ok:
@@ -186,9 +252,6 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
             )
         preload.join()
         containers = verified(prepared.plan)
-    except BaseException:  # a failure, or Ctrl-C: nothing is left half-started
-        _bring_down(binary, prepared.plan.project, files, environment)
-        raise
     return containers
 
 
@@ -247,19 +310,22 @@ def _preload() -> None:
 
 
 def down(config: Config, target: Target) -> None:
-    """Stop and remove the stack's containers."""
+    """Stop and remove the stack's containers (under the engine-wide lock: see `guard`)."""
+    from drgpu.commands import guard
     from drgpu.host import compose
     from drgpu.ui.talk import spinner
 
     files: tuple[Path, ...] = tuple(stack_files(target))
     override = override_path(target.env_file, config.project)
-    if override.is_file():
-        files = (*files, override)
     binary = compose.find_compose(config.values)
-    with spinner(f"stopping {config.project}"):
-        stopped = _bring_down(
-            binary, config.project, files, compose.compose_environment(config.values)
-        )
+    state_dir(target.env_file, create=False)
+    with guard.locked("down", config.project, config.values):
+        if override.is_file():
+            files = (*files, override)
+        with spinner(f"stopping {config.project}"):
+            stopped = _bring_down(
+                binary, config.project, files, compose.compose_environment(config.values)
+            )
     if not stopped:
         raise DockerError(f"compose down failed for {config.project}")
 

@@ -94,11 +94,21 @@ def parse_devices(value: str) -> DeviceRequest:
     return DeviceRequest(selectors=selectors)
 
 
+# NVML numbers at most a few dozen GPUs per machine; any index past this is a typo.
+MAX_INDEX = 1023
+
+
 def _parse_token(token: str) -> Selector:
     if _INDEX.match(token):
-        return Selector(SelectorKind.INDEX, token, f"index:{int(token)}")
+        digits = token.lstrip("0") or "0"
+        if len(digits) > len(str(MAX_INDEX)) or int(digits) > MAX_INDEX:
+            shown = token if len(token) <= 12 else f"{token[:12]}... ({len(token)} digits)"
+            raise DeviceSyntaxError(
+                f"{shown!r} is not a GPU index: indices go from 0 to {MAX_INDEX}"
+            )
+        return Selector(SelectorKind.INDEX, token, f"index:{int(digits)}")
     if _NEGATIVE.match(token):
-        raise DeviceSyntaxError(f"{token!r}: GPU indices start at 0 and cannot be negative")
+        raise DeviceSyntaxError(f"{token[:12]!r}: GPU indices start at 0 and cannot be negative")
     if token.lower() in ("all", "none", "auto"):
         raise DeviceSyntaxError(f"{token!r} cannot be combined with other devices")
     uuid = _UUID.match(token)
@@ -108,8 +118,9 @@ def _parse_token(token: str) -> Selector:
     if parse_pci_bus_id(token) is not None:
         normalized = normalize_pci_bus_id(token)
         return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{normalized}")
+    shown = token if len(token) <= 60 else f"{token[:60]}... ({len(token)} characters)"
     raise DeviceSyntaxError(
-        f"{token!r} is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID"
+        f"{shown!r} is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID"
         " (GPU-...), a MIG UUID (MIG-...), a PCI bus id (81:00.0), 'all', 'auto' or 'none'"
     )
 
@@ -145,7 +156,7 @@ def describe_inventory(inventory: Inventory) -> str:
 def describe_gpu(gpu: Gpu) -> str:
     """`1: Tesla M40 24GB (22912 MiB, 00000000:81:00.0)`."""
     if gpu.lost:
-        return f"{gpu.index}: lost GPU ({gpu.pci_bus_id})"
+        return f"{gpu.index}: lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
     return f"{gpu.index}: {gpu.name} ({gpu.memory_total_mib} MiB, {gpu.pci_bus_id})"
 
 
@@ -172,7 +183,8 @@ def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment |
         return None, f"{selector.text!r} is ambiguous: it matches {names}"
     gpu = gpus[0]
     if gpu.lost:
-        return None, f"GPU {gpu.index} ({gpu.pci_bus_id}) is lost: NVML cannot reach it"
+        where = gpu.pci_bus_id or "bus id unknown"
+        return None, f"GPU {gpu.index} ({where}) is lost: NVML cannot reach it"
     if gpu.mig_mode:
         migs = ", ".join(mig.uuid for mig in gpu.mig_devices) or "none configured"
         return None, (

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
 from drgpu.core.envfile import ENVIRONMENT, EnvFiles, Origin, read_env_texts
 from drgpu.core.index_order import INDEX_ORDERS
+from drgpu.core.redaction import redact, secret_values
 from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
         "DRGPU_SWARM_GPUS": "Swarm: auto (the default), pin (simulators here) or generic",
         "DRGPU_SAGEMAKER_IMAGE": "full image name of the trainer in drgpu's base stack",
         "DRGPU_ROBOMAKER_IMAGE": "full image name of the simulator in drgpu's base stack",
-        "DRGPU_LOCK_FILE": "the host-wide lock `drgpu up` holds while it checks and starts",
+        "DRGPU_LOCK_TIMEOUT": "seconds `up`/`down` wait for another drgpu's engine lock (900)",
+        "DRGPU_LOCK_FILE": "no longer used: drgpu locks the Docker engine itself",
         "DRGPU_MPS_IMAGE": "the image of the MPS control daemon (DRGPU_SHARING=mps)",
         "DRGPU_MPS_SAGEMAKER_THREADS": "MPS: the trainer's share of the GPU's SMs, 1 to 100 (%)",
         "DRGPU_MPS_ROBOMAKER_THREADS": "MPS: each simulator worker's share of SMs, 1 to 100 (%)",
@@ -63,6 +65,10 @@ DOCKER_STYLES = ("compose", "swarm")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# The bounds of what a user writes: each message names its bound.
+MAX_RUN_ID_LENGTH = 64  # deepracer-eval-<id>.override.yml stays a short file name
+MAX_WORKERS = 64
+MAX_MPS_MEMORY_MIB = 1024 * 1024  # 1 TiB, more than any GPU has
 _WHOLE_NUMBER = re.compile(r"^[0-9]+$")
 _MEMORY = re.compile(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", re.IGNORECASE)
 
@@ -210,11 +216,16 @@ def config_from_values(
 ) -> Config:
     """Check and parse settings; the first problem becomes a `ConfigError` naming its line."""
 
+    secrets = secret_values(values)
+
     def fail(key: str, message: str, hint: str | None = None) -> ConfigError:
         origin = origins.get(key)
         where = f"{origin}: " if origin else ""
-        return ConfigError(f"{where}{key}: {message}", hint=hint)
+        return ConfigError(redact(f"{where}{key}: {message}", secrets), hint=hint)
 
+    for key, value in values.items():
+        if "\x00" in key or "\x00" in value:
+            raise fail(key, "holds a NUL byte, which no program can be given")
     for key in values:
         if key.startswith("DRGPU_") and key not in DRGPU_KEYS and not is_service_key(key):
             close = difflib.get_close_matches(key, list(DRGPU_KEYS), n=1, cutoff=0.6)
@@ -237,10 +248,14 @@ def config_from_values(
 
     run_id = values.get("DR_RUN_ID", "0").strip() or "0"
     if not _RUN_ID.match(run_id):
-        raise fail("DR_RUN_ID", f"{run_id!r} must be lowercase letters, digits, '-' or '_'")
+        raise fail("DR_RUN_ID", f"{_shown(run_id)} must be lowercase letters, digits, '-' or '_'")
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise fail("DR_RUN_ID", f"is {len(run_id)} characters long, more than {MAX_RUN_ID_LENGTH}")
     workers_text = values.get("DR_WORKERS", "1").strip() or "1"
-    if not _WHOLE_NUMBER.match(workers_text) or int(workers_text) < 1:
-        raise fail("DR_WORKERS", f"{workers_text!r} is not a whole number of at least 1")
+    if not _in_range(workers_text, 1, MAX_WORKERS):
+        raise fail(
+            "DR_WORKERS", f"{_shown(workers_text)} is not a whole number from 1 to {MAX_WORKERS}"
+        )
     host_x = values.get("DR_HOST_X", "false").strip().lower()
     if host_x not in _TRUE + _FALSE:
         raise fail("DR_HOST_X", f"{host_x!r} is not true or false")
@@ -250,8 +265,10 @@ def config_from_values(
         text = values.get(key, "").strip().rstrip("%").strip()
         if not text:
             return None
-        if not _WHOLE_NUMBER.match(text) or not 1 <= int(text) <= 100:
-            raise fail(key, f"{values[key].strip()!r} is not a whole percentage from 1 to 100")
+        if not _in_range(text, 1, 100):
+            raise fail(
+                key, f"{_shown(values[key].strip())} is not a whole percentage from 1 to 100"
+            )
         return int(text)
 
     def memory(key: str) -> int | None:
@@ -259,9 +276,15 @@ def config_from_values(
         if not text:
             return None
         match = _MEMORY.match(text)
-        if match is None or int(match["amount"]) == 0:
-            raise fail(key, f"{text!r} is not a memory size like 2G or 2048M", "MPS counts M and G")
-        return int(match["amount"]) * (1024 if match["unit"].upper() == "G" else 1)
+        unit = 1024 if match and match["unit"].upper() == "G" else 1
+        if match is None or not _in_range(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit):
+            raise fail(
+                key,
+                f"{_shown(text)} is not a memory size like 2G or 2048M"
+                f" (from 1M to {MAX_MPS_MEMORY_MIB // 1024}G)",
+                "MPS counts M and G",
+            )
+        return int(match["amount"]) * unit
 
     mps = MpsSettings(
         image=values.get("DRGPU_MPS_IMAGE", "").strip() or DEFAULT_MPS_IMAGE,
@@ -341,3 +364,19 @@ def role_devices_key(
                 " they name the same role's GPUs; keep one of them",
             )
     return alias
+
+
+def _in_range(text: str, low: int, high: int) -> bool:
+    """Whether `text` is a whole number from `low` to `high` (never converting a number
+    longer than `high` could be written: Python refuses ints of over 4300 digits)."""
+    digits = text.lstrip("0") or "0"
+    return (
+        bool(_WHOLE_NUMBER.match(text))
+        and len(digits) <= len(str(high))
+        and low <= int(digits) <= high
+    )
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """`text` quoted for a one-line message, cut short when long."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"

@@ -42,24 +42,37 @@ def normalize_pci_bus_id(text: str) -> str:
     return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
 
 
+# The bounds of an inventory's numbers: larger ones are typos or hostile input.
+MAX_GPUS = 1024
+MAX_MEMORY_MIB = 1 << 30  # a PiB: more than any GPU has
+MAX_PID = 1 << 22  # Linux's pid_max limit
+
+
 def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
     """Read a topology document; GPUs are indexed in PCI bus order, as NVML does."""
     if not isinstance(data, dict) or not isinstance(data.get("gpus", []), list):
         raise ConfigError(f"{source}: expected an object with a 'gpus' list")
+    items = data.get("gpus", [])
+    if len(items) > MAX_GPUS:
+        raise ConfigError(f"{source}: {len(items)} GPUs, more than {MAX_GPUS}")
     try:
-        gpus = _in_nvml_order([_gpu_from_json(item) for item in data.get("gpus", [])])
+        gpus = _in_nvml_order([_gpu_from_json(item) for item in items])
     except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: bad GPU entry ({exc})") from None
+        raise ConfigError(f"{source}: bad GPU entry ({_short(str(exc), 200)})") from None
+    _check_unique(gpus, source)
     cuda = data.get("cuda_driver_version")
-    try:
-        cuda_driver_version = int(cuda) if cuda is not None else None
-    except (TypeError, ValueError):
-        raise ConfigError(f"{source}: cuda_driver_version {cuda!r} is not a number") from None
+    if cuda is not None and not _is_whole(cuda, 0, 10**6):
+        raise ConfigError(
+            f"{source}: cuda_driver_version {_short(repr(cuda))} is not a number from 0 to 1000000"
+        )
+    for key in ("driver_version", "init_error"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ConfigError(f"{source}: {key} must be text")
     indexed = tuple(_with_index(gpu, index) for index, gpu in enumerate(gpus))
     return Inventory(
         gpus=indexed,
         driver_version=data.get("driver_version"),
-        cuda_driver_version=cuda_driver_version,
+        cuda_driver_version=cuda,
         init_error=data.get("init_error"),
         cuda_order=_cuda_order(data.get("cuda_order"), len(indexed), source),
     )
@@ -77,6 +90,49 @@ def _cuda_order(data: Any, count: int, source: str) -> tuple[int, ...] | None:
             f"{source}: cuda_order must list NVML indices (0 to {count - 1}) in CUDA's order"
         )
     return tuple(data)
+
+
+def _check_unique(gpus: list[Gpu], source: str) -> None:
+    """Two GPUs never share a UUID, nor a PCI bus id (a copied entry, not a machine)."""
+    for what, key in (("UUID", lambda gpu: gpu.uuid.lower()), ("PCI bus id", _bus_key)):
+        seen: set[str] = set()
+        for gpu in gpus:
+            value = key(gpu)
+            if value and value in seen:
+                raise ConfigError(
+                    f"{source}: two GPUs have the {what} {_short(value)}: one machine never does"
+                )
+            seen.add(value)
+
+
+def _bus_key(gpu: Gpu) -> str:
+    return gpu.pci_bus_id if parse_pci_bus_id(gpu.pci_bus_id) else ""
+
+
+def _is_whole(value: Any, low: int, high: int) -> bool:
+    """A JSON whole number (not a boolean) from `low` to `high`."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _whole(item: dict[str, Any], key: str, default: int | None, low: int, high: int) -> int:
+    """`item[key]` checked (`default` when missing; None: it must be there)."""
+    if default is None and key not in item:
+        raise KeyError(key)
+    value: Any = item.get(key, default)
+    if not _is_whole(value, low, high):
+        raise ValueError(f"{key} {_short(repr(value))} is not a whole number from {low} to {high}")
+    return int(value)
+
+
+def _text(item: dict[str, Any], key: str, default: str) -> str:
+    value = item.get(key, default)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} {_short(repr(value))} is not text")
+    return value
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def inventory_to_json(inventory: Inventory) -> dict[str, Any]:
@@ -99,10 +155,18 @@ def load_inventory(path: Path) -> Inventory:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # Infinity, NaN, or a number of over 4300 digits
+        raise ConfigError(f"{path}: not valid JSON ({_short(str(exc))})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
     return inventory_from_json(data, source=str(path))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def _in_nvml_order(gpus: list[Gpu]) -> list[Gpu]:
@@ -119,38 +183,68 @@ def _in_nvml_order(gpus: list[Gpu]) -> list[Gpu]:
 
 def _gpu_from_json(item: Any) -> Gpu:
     if not isinstance(item, dict):
-        raise TypeError(f"expected an object, got {item!r}")
-    major, minor = item.get("compute_capability") or (0, 0)
-    if item.get("error") is None and not item.get("uuid"):
+        raise TypeError(f"expected an object, got {_short(repr(item))}")
+    error = item.get("error")
+    if error is not None and not isinstance(error, str):
+        raise ValueError(f"error {_short(repr(error))} is not text")
+    capability = item.get("compute_capability") or [0, 0]
+    if (
+        not isinstance(capability, list)
+        or len(capability) != 2
+        or not all(_is_whole(part, 0, 99) for part in capability)
+    ):
+        raise ValueError(f"compute_capability {_short(repr(capability))} is not [major, minor]")
+    if error is None and not item.get("uuid"):
         raise KeyError("uuid")
-    pci_bus_id = str(item.get("pci_bus_id", ""))
-    if item.get("error") is None or parse_pci_bus_id(pci_bus_id):
+    pci_bus_id = _text(item, "pci_bus_id", "")
+    if error is None or parse_pci_bus_id(pci_bus_id):
         pci_bus_id = normalize_pci_bus_id(pci_bus_id)
+    mig_mode = item.get("mig_mode", False)
+    if not isinstance(mig_mode, bool):
+        raise ValueError(f"mig_mode {_short(repr(mig_mode))} is not true or false")
+    utilization = item.get("utilization_gpu_percent")
+    if utilization is not None and not _is_whole(utilization, 0, 100):
+        raise ValueError(f"utilization_gpu_percent {_short(repr(utilization))} is not 0 to 100")
+    migs = item.get("mig_devices") or []
+    if not isinstance(migs, list) or not all(isinstance(mig, dict) for mig in migs):
+        raise ValueError("mig_devices is not a list of objects")
     return Gpu(
-        index=int(item.get("index", -1)),
-        uuid=str(item.get("uuid", "")),
-        name=str(item.get("name", "GPU")),
+        index=_whole(item, "index", -1, -1, MAX_GPUS),
+        uuid=_text(item, "uuid", ""),
+        name=_text(item, "name", "GPU"),
         pci_bus_id=pci_bus_id,
-        memory_total_mib=int(item.get("memory_total_mib", 0)),
-        memory_used_mib=int(item.get("memory_used_mib", 0)),
-        compute_capability=(int(major), int(minor)),
-        utilization_gpu_percent=item.get("utilization_gpu_percent"),
-        mig_mode=bool(item.get("mig_mode", False)),
+        memory_total_mib=_whole(item, "memory_total_mib", 0, 0, MAX_MEMORY_MIB),
+        memory_used_mib=_whole(item, "memory_used_mib", 0, 0, MAX_MEMORY_MIB),
+        compute_capability=(int(capability[0]), int(capability[1])),
+        utilization_gpu_percent=utilization,
+        mig_mode=mig_mode,
         mig_devices=tuple(
-            MigDevice(uuid=str(mig["uuid"]), memory_total_mib=int(mig["memory_total_mib"]))
-            for mig in item.get("mig_devices") or []
+            MigDevice(
+                uuid=_text(mig, "uuid", ""),
+                memory_total_mib=_whole(mig, "memory_total_mib", None, 0, MAX_MEMORY_MIB),
+            )
+            for mig in migs
         ),
         processes=_processes_from_json(item),
-        error=item.get("error"),
+        error=error,
     )
 
 
 def _processes_from_json(item: dict[str, Any]) -> tuple[GpuProcess, ...]:
-    return merge_processes(
-        (int(proc["pid"]), int(proc.get("used_memory_mib", 0)), kind)
-        for key, kind in (("processes", "C"), ("graphics_processes", "G"))
-        for proc in item.get(key) or []
-    )
+    entries: list[tuple[int, int, str]] = []
+    for key, kind in (("processes", "C"), ("graphics_processes", "G")):
+        listed = item.get(key) or []
+        if not isinstance(listed, list) or not all(isinstance(proc, dict) for proc in listed):
+            raise ValueError(f"{key} is not a list of objects")
+        entries.extend(
+            (
+                _whole(proc, "pid", 0, 1, MAX_PID),
+                _whole(proc, "used_memory_mib", 0, 0, MAX_MEMORY_MIB),
+                kind,
+            )
+            for proc in listed
+        )
+    return merge_processes(entries)
 
 
 def merge_processes(entries: Iterable[tuple[int, int, str]]) -> tuple[GpuProcess, ...]:

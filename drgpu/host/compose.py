@@ -34,8 +34,8 @@ _PLUGIN_DIRS = (
 def find_compose(settings: Mapping[str, str]) -> tuple[str, ...]:
     """The Compose command: DRGPU_COMPOSE, else the docker plugin, else a docker-compose v2."""
     chosen = settings.get("DRGPU_COMPOSE") or os.environ.get("DRGPU_COMPOSE")
-    if chosen:
-        return tuple(shlex.split(chosen))
+    if chosen is not None and chosen != "":
+        return _chosen_compose(chosen)
     docker = shutil.which("docker")
     if docker and any(
         (Path(directory).expanduser() / "docker-compose").is_file() for directory in _PLUGIN_DIRS
@@ -51,6 +51,24 @@ def find_compose(settings: Mapping[str, str]) -> tuple[str, ...]:
         "no Docker Compose found",
         hint="install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE",
     )
+
+
+def _chosen_compose(chosen: str) -> tuple[str, ...]:
+    """DRGPU_COMPOSE split as a shell would, its program checked before it is run."""
+    try:
+        words = tuple(shlex.split(chosen))
+    except ValueError as exc:
+        raise ConfigError(f"DRGPU_COMPOSE: {exc}: {chosen[:60]!r}") from None
+    hint = "set DRGPU_COMPOSE to the Compose command, e.g. 'docker compose'"
+    if not words:
+        raise ConfigError("DRGPU_COMPOSE is blank", hint=hint)
+    program = words[0]
+    found = program if "/" in program else shutil.which(program)
+    if found is None or not Path(found).is_file():
+        raise ConfigError(f"DRGPU_COMPOSE: {program[:80]!r} is not a program", hint=hint)
+    if not os.access(found, os.X_OK):
+        raise ConfigError(f"DRGPU_COMPOSE: {program[:80]!r} is not executable", hint=hint)
+    return words
 
 
 def compose_command(

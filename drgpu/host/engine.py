@@ -120,24 +120,12 @@ def _quick_listing(
 
 
 def _local_get(socket_path: str, path: str) -> Any:
-    """GET `path` from the engine's unix socket (HTTP/1.0: the answer ends at close)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(30)
-            connection.connect(socket_path)
-            connection.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
-            chunks = []
-            while chunk := connection.recv(65536):
-                chunks.append(chunk)
-    except OSError as exc:
+    """GET `path` from the engine's unix socket: its JSON answer (status 200 only)."""
+    status, body = _local_request(socket_path, "GET", path, b"", "application/json")
+    if status != 200:
         raise DockerError(
-            f"cannot reach the Docker engine at {socket_path}: {exc.strerror or exc}",
-            hint="is dockerd running, and DOCKER_HOST right?",
-        ) from None
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].decode("latin-1")
-    if status.split(" ")[1:2] != ["200"]:
-        raise DockerError(f"the Docker engine answered {path.partition('?')[0]} with {status!r}")
+            f"the Docker engine answered {path.partition('?')[0]} with status {status}"
+        )
     try:
         return json.loads(body)
     except ValueError:
@@ -423,3 +411,160 @@ def engine_facts() -> EngineFacts:
         node_id=str(swarm.get("NodeID") or ""),
         swarm_nodes=nodes,
     )
+
+
+def _api(method: str, path: str, body: Any = None, *, tar: bytes | None = None) -> tuple[int, Any]:
+    """(status, JSON answer) of one Docker API call. Over a local socket without the SDK,
+    which takes longer to import than `drgpu down` may take in all; else through it."""
+    data = tar if tar is not None else b"" if body is None else json.dumps(body).encode()
+    content_type = "application/x-tar" if tar is not None else "application/json"
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if host.startswith("unix://"):
+        status, raw = _local_request(host.removeprefix("unix://"), method, path, data, content_type)
+    else:
+        with _connected() as client:
+            api = client.api
+            answer = api.request(
+                method, f"{api.base_url}{path}", data=data, headers={"Content-Type": content_type}
+            )
+            status, raw = answer.status_code, answer.content
+    try:
+        return status, json.loads(raw) if raw.strip() else None
+    except ValueError:
+        return status, None
+
+
+def _local_request(
+    socket_path: str, method: str, path: str, data: bytes, content_type: str
+) -> tuple[int, bytes]:
+    """One HTTP/1.0 request on the engine's unix socket: (status, body)."""
+    head = (
+        f"{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n"
+    )
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(60)
+            connection.connect(socket_path)
+            connection.sendall(head.encode() + data)
+            chunks = []
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+    except OSError as exc:
+        raise DockerError(
+            f"cannot reach the Docker engine at {socket_path}: {exc.strerror or exc}",
+            hint="is dockerd running, and DOCKER_HOST right?",
+        ) from None
+    answer_head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = answer_head.split(b"\r\n", 1)[0].split(b" ")
+    try:
+        return int(status[1]), body
+    except (IndexError, ValueError):
+        raise DockerError(f"the Docker engine answered {method} {path} with no status") from None
+
+
+def _checked(status: int, answer: Any, what: str, *ok: int) -> Any:
+    if status not in ok:
+        message = answer.get("message") if isinstance(answer, dict) else None
+        raise DockerError(f"the Docker engine refused to {what}: {message or status}")
+    return answer
+
+
+# --- the engine-wide lock: a container that is created, never started --------------------
+
+LOCK_NAME = "drgpu-lock"
+LOCK_IMAGE = "drgpu/lock:1"
+_EMPTY_TAR = bytes(10240)  # an empty tar archive: the lock image has no files at all
+
+
+def create_lock(labels: Mapping[str, str]) -> str | None:
+    """Create the lock object with `labels`: its id, or None when it exists already."""
+    body = {
+        "Image": LOCK_IMAGE,
+        "Cmd": ["drgpu-lock"],
+        "Labels": dict(labels),
+        "NetworkDisabled": True,
+        "HostConfig": {"NetworkMode": "none"},
+    }
+    path = f"/containers/create?name={LOCK_NAME}"
+    status, answer = _api("POST", path, body)
+    if status == 404:  # no lock image on this engine yet: import it (an empty image)
+        repo, tag = LOCK_IMAGE.split(":")
+        _checked(
+            *_api("POST", f"/images/create?fromSrc=-&repo={repo}&tag={tag}", tar=_EMPTY_TAR),
+            "import drgpu's lock image",
+            200,
+        )
+        status, answer = _api("POST", path, body)
+    if status == 409:
+        return None
+    return str(_checked(status, answer, "create drgpu's lock", 201)["Id"])
+
+
+def lock_state() -> tuple[str, Mapping[str, str]] | None:
+    """(id, labels) of the lock object, or None when there is none."""
+    status, answer = _api("GET", f"/containers/{LOCK_NAME}/json")
+    if status == 404:
+        return None
+    answer = _checked(status, answer, "read drgpu's lock", 200)
+    return str(answer["Id"]), (answer.get("Config") or {}).get("Labels") or {}
+
+
+def remove_lock(lock_id: str) -> None:
+    """Remove the lock object `lock_id` (by id: never a lock someone else took since)."""
+    _checked(*_api("DELETE", f"/containers/{lock_id}?force=1"), "remove drgpu's lock", 204, 404)
+
+
+MARKS_VOLUME = "drgpu-marks"
+
+
+def down_marks() -> dict[str, str]:
+    """The marks `drgpu down` left (labels of an empty volume), or none."""
+    status, answer = _api("GET", f"/volumes/{MARKS_VOLUME}")
+    if status == 404:
+        return {}
+    return dict(_checked(status, answer, "read drgpu's marks", 200).get("Labels") or {})
+
+
+def write_down_marks(marks: Mapping[str, str]) -> None:
+    """Replace the marks (under the lock: nobody else writes them meanwhile)."""
+    _checked(*_api("DELETE", f"/volumes/{MARKS_VOLUME}"), "replace drgpu's marks", 204, 404)
+    body = {"Name": MARKS_VOLUME, "Labels": dict(marks)}
+    _checked(*_api("POST", "/volumes/create", body), "write drgpu's marks", 201)
+
+
+# --- what a run leaves: containers, networks and volumes of a compose project -------------
+
+
+def project_volumes(project: str) -> tuple[str, ...]:
+    """The names of the volumes Compose created for `project`."""
+    status, answer = _api("GET", f"/volumes?filters={_label_filter(project)}")
+    volumes = _checked(status, answer, "list volumes", 200).get("Volumes") or []
+    return tuple(sorted(str(volume["Name"]) for volume in volumes))
+
+
+def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
+    """Remove every container and network of `project`, and every volume of it not in
+    `keep_volumes`; how many of each were removed."""
+    query = _label_filter(project)
+    removed = {"containers": 0, "networks": 0, "volumes": 0}
+    status, found = _api("GET", f"/containers/json?all=1&filters={query}")
+    for container in _checked(status, found, "list containers", 200):
+        status, answer = _api("DELETE", f"/containers/{container['Id']}?force=1&v=1")
+        _checked(status, answer, "remove a container", 204, 404)
+        removed["containers"] += status == 204
+    status, found = _api("GET", f"/networks?filters={query}")
+    for network in _checked(status, found, "list networks", 200):
+        status, answer = _api("DELETE", f"/networks/{network['Id']}")
+        _checked(status, answer, "remove a network", 204, 404)
+        removed["networks"] += status == 204
+    for name in project_volumes(project):
+        if name not in keep_volumes:
+            status, answer = _api("DELETE", f"/volumes/{urllib.parse.quote(name)}")
+            _checked(status, answer, "remove a volume", 204, 404)
+            removed["volumes"] += status == 204
+    return removed
+
+
+def _label_filter(project: str) -> str:
+    return urllib.parse.quote(json.dumps({"label": [f"{PROJECT_LABEL}={project}"]}))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from drgpu.errors import DockerError
+from drgpu.errors import ConfigError, DockerError
+
+# How long a program drgpu stops (on a signal or a timeout) may take to exit before it is killed.
+STOP_GRACE_S = 10
 
 
 @dataclass(frozen=True)
@@ -39,19 +42,68 @@ def run(
     timeout: float | None = None,
     stdin: str | None = None,
 ) -> Completed:
-    """Run a program to its end and capture its output; a missing program is a DockerError."""
+    """Run a program to its end and capture its output; one that cannot start is an error.
+
+    The program runs in a session of its own, so that a Ctrl-C at the terminal reaches
+    drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
+    it is killed when drgpu is (a kill -9 leaves no program running on its own).
+    """
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             list(args),
             env=dict(env) if env is not None else None,
-            input=stdin,
-            capture_output=True,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            check=False,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),  # noqa: PLW1509 (one prctl call, no Python work)
         )
     except FileNotFoundError:
         raise DockerError(f"{args[0]}: command not found") from None
+    except PermissionError:
+        raise ConfigError(f"{args[0]}: not executable (permission denied)") from None
+    except OSError as exc:
+        raise DockerError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
+    try:
+        stdout, stderr = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
+        _stop(child)
         raise DockerError(f"{' '.join(args[:3])} did not finish in {timeout:.0f}s") from None
-    return Completed(tuple(args), done.returncode, done.stdout, done.stderr)
+    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
+        _stop(child)
+        raise
+    return Completed(tuple(args), child.returncode, stdout, stderr)
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    """SIGTERM, a grace period, then SIGKILL; reaped either way."""
+    from drgpu.host.signals import shielded
+
+    with shielded(lambda name: None):
+        child.terminate()
+        try:
+            child.communicate(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A pre-exec hook asking Linux to SIGKILL the child when drgpu dies; None elsewhere."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
+
+    def hook() -> None:
+        prctl(set_parent_death_signal, int(signal.SIGKILL), 0, 0, 0)
+
+    return hook

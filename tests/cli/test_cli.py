@@ -234,7 +234,8 @@ def test_render_failing_midway_keeps_the_old_file(
     monkeypatch.setattr("drgpu.commands.up_down.os.replace", broken_replace)
     env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
     result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
-    assert result.code == 1
+    assert result.code == 2
+    assert "No space left on device" in result.err
     assert_one_error_line(result)
     assert output.read_text() == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["override.yml", "system.env"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -140,7 +141,7 @@ def test_planning_against_this_host_respects_other_runs(
     held = [("running", {"drgpu.run_id": "other", "drgpu.gpus": M40})]
     monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setattr("drgpu.host.engine.drgpu_labels", lambda: held)
-    monkeypatch.setenv("DRGPU_LOCK_FILE", str(tmp_path / "drgpu.lock"))
+    monkeypatch.setattr("drgpu.commands.guard.locked", lambda *a, **k: contextlib.nullcontext())
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
     prepared = up_down.prepare(Target(env, None, None), None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]

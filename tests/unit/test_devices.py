@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drgpu.core.devices import (
+    MAX_INDEX,
     NO_GPU,
     DeviceRequest,
     DeviceSyntaxError,
@@ -152,7 +153,7 @@ def test_unknown_forms_are_refused_with_the_forms_that_work(value: str) -> None:
     assert "is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID" in message
 
 
-@given(st.lists(st.integers(min_value=0, max_value=10**6), unique=True, min_size=1))
+@given(st.lists(st.integers(min_value=0, max_value=MAX_INDEX), unique=True, min_size=1))
 def test_any_list_of_distinct_indices_round_trips(indices: list[int]) -> None:
     request = parse_devices(",".join(map(str, indices)))
     assert [int(selector.text) for selector in request.selectors] == indices

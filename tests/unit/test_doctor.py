@@ -94,7 +94,7 @@ def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
         check_settings(
             SettingsFacts(
                 Path("system.env"),
-                error="system.env:2: DR_WORKERS: 'x' is not a whole number of at least 1",
+                error="system.env:2: DR_WORKERS: 'x' is not a whole number from 1 to 64",
                 hint=None,
             )
         )

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,9 +15,8 @@ from drgpu.core.labels import claims, run_labels
 from drgpu.core.model import Claim, Inventory, Role
 from drgpu.core.planning import RUNS_HINT, make_plan
 from drgpu.core.settings import Config
-from drgpu.errors import ConfigError, DockerError, ExitCode, GpuValidationError
+from drgpu.errors import DockerError, ExitCode, GpuValidationError
 from drgpu.host import engine
-from drgpu.host.hostlock import host_lock, lock_path
 from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]
@@ -224,7 +221,7 @@ def test_drgpu_labels_turns_an_engine_error_into_a_docker_error(
     path = tmp_path / "d.sock"
     thread, _ = serve_once(path, answer("500 Internal Server Error", {"message": "boom"}))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
-    with pytest.raises(DockerError, match=r"answered /containers/json with 'HTTP/1\.0 500"):
+    with pytest.raises(DockerError, match=r"answered /containers/json with status 500"):
         engine.drgpu_labels()
     thread.join(5)
 
@@ -235,52 +232,3 @@ def test_drgpu_labels_without_an_engine_is_a_docker_error(
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     with pytest.raises(DockerError, match=r"cannot reach the Docker engine at .*absent\.sock"):
         engine.drgpu_labels()
-
-
-# --- the host lock ---------------------------------------------------------------------------
-
-
-def test_lock_path_comes_from_settings_then_environment_then_runtime_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DRGPU_LOCK_FILE", str(tmp_path / "env.lock"))
-    assert lock_path({"DRGPU_LOCK_FILE": "/x/settings.lock"}) == Path("/x/settings.lock")
-    assert lock_path({}) == tmp_path / "env.lock"
-    monkeypatch.delenv("DRGPU_LOCK_FILE")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    assert lock_path({}) == tmp_path / "drgpu.lock"
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "absent"))
-    assert lock_path({}).name == f"drgpu-{os.getuid()}.lock"
-
-
-def test_the_lock_is_held_by_one_holder_at_a_time(tmp_path: Path) -> None:
-    path = tmp_path / "drgpu.lock"
-    waits: list[str] = []
-    order: list[str] = []
-    inside = threading.Event()
-
-    def first() -> None:
-        with host_lock(path, waits.append):
-            inside.set()
-            time.sleep(0.3)
-            order.append("first out")
-
-    thread = threading.Thread(target=first)
-    thread.start()
-    inside.wait(5)
-    with host_lock(path, waits.append):
-        order.append("second in")
-    thread.join(5)
-    assert order == ["first out", "second in"]
-    assert waits == [f"waiting for another drgpu up to finish (lock {path})"]
-
-
-def test_a_lock_file_that_cannot_be_opened_is_a_config_error(tmp_path: Path) -> None:
-    target = tmp_path / "elsewhere"
-    (tmp_path / "link.lock").symlink_to(target)
-    with (
-        pytest.raises(ConfigError, match="cannot open the lock file"),
-        host_lock(tmp_path / "link.lock", print),
-    ):
-        pass
-    assert not target.exists()

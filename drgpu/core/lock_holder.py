@@ -1,0 +1,125 @@
+"""Who holds drgpu's engine-wide lock, written as labels of the lock object, and whether
+that holder is gone (a stale lock, left by a killed process)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PREFIX = "drgpu.lock."
+LOCK_LABEL = "drgpu.lock"
+MARK_PREFIX = "drgpu.down."
+
+
+@dataclass(frozen=True)
+class Process:
+    """Where a process runs, told apart from every other: its pid, when it started (clock
+    ticks after boot) and the boot and pid namespace those numbers mean something in."""
+
+    pid: int
+    start_ticks: int
+    boot_id: str
+    pid_namespace: str
+    host: str
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A drgpu command holding the lock: who runs it, what it does, and what it keeps."""
+
+    process: Process
+    user: str
+    command: str
+    project: str
+    since: str
+    volumes_before: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """`drgpu up deepracer-0 (pid 42 of root on box, since 12:00:01Z)`."""
+        return (
+            f"drgpu {self.command} {self.project} (pid {self.process.pid} of {self.user}"
+            f" on {self.process.host}, since {self.since})"
+        )
+
+
+def holder_labels(holder: Holder) -> dict[str, str]:
+    """The labels of the lock object that `holder` creates."""
+    process = holder.process
+    return {
+        LOCK_LABEL: "1",
+        f"{PREFIX}pid": str(process.pid),
+        f"{PREFIX}start_ticks": str(process.start_ticks),
+        f"{PREFIX}boot_id": process.boot_id,
+        f"{PREFIX}pid_namespace": process.pid_namespace,
+        f"{PREFIX}host": process.host,
+        f"{PREFIX}user": holder.user,
+        f"{PREFIX}command": holder.command,
+        f"{PREFIX}project": holder.project,
+        f"{PREFIX}since": holder.since,
+        f"{PREFIX}volumes_before": json.dumps(list(holder.volumes_before)),
+    }
+
+
+def holder_from_labels(labels: Mapping[str, str]) -> Holder | None:
+    """The holder the labels of a lock object name, or None when they name none (a lock
+    object drgpu did not create, or one written by another version)."""
+    try:
+        volumes = json.loads(labels.get(f"{PREFIX}volumes_before", "[]"))
+        process = Process(
+            pid=int(labels[f"{PREFIX}pid"]),
+            start_ticks=int(labels[f"{PREFIX}start_ticks"]),
+            boot_id=labels[f"{PREFIX}boot_id"],
+            pid_namespace=labels[f"{PREFIX}pid_namespace"],
+            host=labels[f"{PREFIX}host"],
+        )
+        if not isinstance(volumes, list) or not all(isinstance(v, str) for v in volumes):
+            return None
+        return Holder(
+            process=process,
+            user=labels[f"{PREFIX}user"],
+            command=labels[f"{PREFIX}command"],
+            project=labels[f"{PREFIX}project"],
+            since=labels[f"{PREFIX}since"],
+            volumes_before=tuple(volumes),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def can_check(holder: Holder, here: Process) -> bool:
+    """Whether this process can tell if `holder`'s process lives: same boot, same pids."""
+    return (
+        holder.process.boot_id == here.boot_id
+        and holder.process.pid_namespace == here.pid_namespace
+    )
+
+
+def is_stale(holder: Holder, here: Process, start_ticks_now: int | None) -> bool:
+    """Whether `holder` is gone. `start_ticks_now` is when the process that now has the
+    holder's pid started (None: no such process), read where `can_check` says it means
+    anything. A holder on this host before its last boot is gone too. A holder this
+    process cannot check (another host, another pid namespace) is never called gone."""
+    if can_check(holder, here):
+        return start_ticks_now != holder.process.start_ticks
+    return holder.process.host == here.host and holder.process.boot_id != here.boot_id
+
+
+# --- the marks `drgpu down` leaves: a later `down` wins over an earlier `up` --------------
+
+
+def down_marks(marks: Mapping[str, str], project: str, down: Process) -> dict[str, str]:
+    """The marks with `down`'s for `project`; marks of an earlier boot are dropped."""
+    kept = {key: text for key, text in marks.items() if text.startswith(f"{down.boot_id} ")}
+    return {**kept, f"{MARK_PREFIX}{project}": f"{down.boot_id} {down.start_ticks} {down.pid}"}
+
+
+def superseded(marks: Mapping[str, str], project: str, up: Process) -> bool:
+    """Whether the last `down` of `project` (its mark) began after this `up` did, in this
+    boot: start times in clock ticks, then pids for two started in one tick."""
+    try:
+        boot_id, ticks, pid = marks[f"{MARK_PREFIX}{project}"].split()
+        down = (int(ticks), int(pid))
+    except (KeyError, ValueError):
+        return False
+    return boot_id == up.boot_id and down > (up.start_ticks, up.pid)

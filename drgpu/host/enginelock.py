@@ -1,0 +1,146 @@
+"""The engine-wide lock every `drgpu up` and `down` holds: one object in the Docker engine
+itself (a container named `drgpu-lock`, created and never started), so that every user
+of one engine (root, a docker-group user, sudo, another host) is serialized, nobody
+without access to the engine can plant or hold it, and a killed holder never blocks.
+
+The engine creates a name once (a second create fails with 409): that is the lock. Its
+labels say who holds it (pid, start time, boot, pid namespace, host, user, command).
+A holder whose process is gone is stale: its lock is removed (by id, so that a lock
+someone else took meanwhile stays) and the run it was starting is removed too, since it
+was never verified.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from drgpu.core.lock_holder import Holder, Process, holder_from_labels, holder_labels, is_stale
+from drgpu.errors import DockerError
+
+TIMEOUT_KEY = "DRGPU_LOCK_TIMEOUT"
+DEFAULT_TIMEOUT_S = 900
+POLL_S = 0.25
+
+
+def this_process() -> Process:
+    """This process, as the lock's labels name it."""
+    return Process(
+        pid=os.getpid(),
+        start_ticks=start_ticks(os.getpid()) or 0,
+        boot_id=_read("/proc/sys/kernel/random/boot_id"),
+        pid_namespace=_pid_namespace(),
+        host=socket.gethostname(),
+    )
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot), or None when there is none
+    (a zombie, dead and not yet reaped, counts as none)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _user() -> str:
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = "?"
+    sudo = os.environ.get("SUDO_USER")
+    via = f" via sudo from {sudo}" if sudo and os.getuid() == 0 else ""
+    return f"{name} (uid {os.getuid()}){via}"
+
+
+@contextmanager
+def engine_lock(
+    command: str,
+    project: str,
+    *,
+    on_wait: Callable[[str], None],
+    on_stale: Callable[[Holder], None],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    volumes_before: Callable[[], tuple[str, ...]] = tuple,
+) -> Iterator[Holder]:
+    """Hold the engine's lock for `drgpu COMMAND PROJECT` until the block ends.
+
+    `volumes_before` lists the project's volumes: written on the lock (and checked again
+    once held), so that whoever finds this holder killed knows which volumes it found.
+    `on_stale` is called with a killed holder before its lock is removed (to clean the
+    run it left); `on_wait` is told once, naming the holder, when this one waits. After
+    `timeout_s` seconds of waiting, a DockerError names the holder.
+    """
+    from drgpu.host import engine
+
+    here = this_process()
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        volumes = volumes_before()
+        mine = Holder(
+            process=here,
+            user=_user(),
+            command=command,
+            project=project,
+            since=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+            volumes_before=volumes,
+        )
+        lock_id = engine.create_lock(holder_labels(mine))
+        if lock_id is not None:
+            if volumes_before() == volumes:
+                break
+            engine.remove_lock(lock_id)  # a volume came or went meanwhile: write it again
+            continue
+        state = engine.lock_state()
+        if state is None:
+            continue  # released between the two calls
+        other_id, labels = state
+        holder = holder_from_labels(labels)
+        if holder is not None and is_stale(holder, here, start_ticks(holder.process.pid)):
+            on_stale(holder)
+            engine.remove_lock(other_id)
+            continue
+        who = holder.describe() if holder else f"an unknown holder (container {other_id[:12]})"
+        if time.monotonic() >= deadline:
+            raise DockerError(
+                f"gave up after {timeout_s:.0f}s waiting for {who}",
+                hint=(
+                    f"if that process is gone, `docker rm {engine.LOCK_NAME}` frees the lock;"
+                    f" {TIMEOUT_KEY} sets how long drgpu waits"
+                ),
+            )
+        if not told:
+            on_wait(f"waiting for {who} to finish")
+            told = True
+        time.sleep(POLL_S)
+    try:
+        yield mine
+    finally:
+        engine.remove_lock(lock_id)
