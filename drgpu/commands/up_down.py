@@ -68,6 +68,7 @@ def prepare_locked(config: Config, target: Target) -> Iterator[Prepared]:
     from drgpu.commands import guard
 
     state_dir(target.env_file)
+    service_requests(config, load_stack(stack_files(target)))  # bad input fails before the lock
     with guard.locked("up", config.project, config.values):
         yield _prepare(config, target, None, strict=True)
 
