@@ -181,9 +181,9 @@ def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
     return folder
 
 
-def write_owned_file(path: Path, text: str, *, private: bool = False) -> None:
+def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
     """Write `text` atomically, refusing to replace any file drgpu did not write; readable
-    by its owner alone when `private` (it holds a secret), else by everyone."""
+    by its owner alone when `private` (the default: it may hold a secret), else by all."""
     if path.is_symlink() or (path.exists() and not _written_by_drgpu(path)):
         raise ConfigError(
             f"refusing to overwrite {path}: drgpu did not write it",
