@@ -23,6 +23,7 @@ from pathlib import Path
 
 from drgpu.core.lock_holder import Holder, Process, holder_from_labels, holder_labels, is_stale
 from drgpu.errors import DockerError
+from drgpu.host.signals import shielded
 
 TIMEOUT_KEY = "DRGPU_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 900
@@ -142,5 +143,6 @@ def engine_lock(
         time.sleep(POLL_S)
     try:
         yield mine
-    finally:
-        engine.remove_lock(lock_id)
+    finally:  # a signal now must not leave a live run's lock to be taken for a killed one
+        with shielded(lambda name: None):
+            engine.remove_lock(lock_id)

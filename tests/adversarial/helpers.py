@@ -27,14 +27,22 @@ def documented_exit_codes() -> set[int]:
     return {int(found) for found in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
 
 
-# Hypothesis' budget: a few seconds per property; fixed examples in CI (CI=true).
-PROPERTY = settings(
+# Hypothesis' budget, as two profiles: a few seconds per property; in CI (CI=true) the
+# examples are fixed (derandomized), so a run there is repeatable.
+settings.register_profile(
+    "drgpu-adversarial",
     max_examples=int(os.environ.get("DRGPU_ADVERSARIAL_EXAMPLES", "120")),
     deadline=None,
-    derandomize=os.environ.get("CI", "").lower() == "true",
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     database=None,
 )
+settings.register_profile(
+    "drgpu-adversarial-ci", settings.get_profile("drgpu-adversarial"), derandomize=True
+)
+PROFILE = (
+    "drgpu-adversarial-ci" if os.environ.get("CI", "").lower() == "true" else "drgpu-adversarial"
+)
+PROPERTY = settings(settings.get_profile(PROFILE))
 
 
 @dataclass(frozen=True)
