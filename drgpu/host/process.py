@@ -90,8 +90,14 @@ def _stop(child: subprocess.Popen[str]) -> None:
 
 
 def _die_with_parent() -> Callable[[], None] | None:
-    """A pre-exec hook asking Linux to SIGKILL the child when drgpu dies; None elsewhere."""
+    """A pre-exec hook asking Linux to SIGKILL the child when drgpu dies; None elsewhere.
+
+    With a pre-exec hook the child runs Python's after-fork handlers. `logging` registers
+    one when first imported, which the Docker SDK does in `up`'s preload thread: imported
+    here first, it never registers halfway through a fork (a child would then release a
+    lock it never took)."""
     import ctypes
+    import logging  # noqa: F401 (see above)
     import signal
     import sys
 
