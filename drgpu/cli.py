@@ -324,7 +324,12 @@ def status(
         str | None, typer.Option("--run-id", help="Only this run (default: every drgpu run).")
     ] = None,
     watch: Annotated[
-        bool, typer.Option("--watch", help="Refresh in place until Ctrl-C (--json: one line each).")
+        bool,
+        typer.Option(
+            "--watch",
+            help="A live view redrawn in place until Ctrl-C (plain lines when stdout is no"
+            " terminal; with --json one document per line).",
+        ),
     ] = False,
     interval: Annotated[
         float, typer.Option("--interval", min=0.1, help="Seconds between refreshes.")
@@ -345,8 +350,6 @@ def status(
 
     Exits 6 when a process runs on a GPU its service was not given, or belongs to no stack.
     """
-    import json
-
     from drgpu.commands import status as status_command
     from drgpu.core import gpu_usage
     from drgpu.errors import CheckFailedError
@@ -363,24 +366,11 @@ def status(
                 tables.print_json(gpu_usage.document(last))
             else:
                 tables.status_table(last)
-        elif json_output:
-
-            def show_line(snapshot: gpu_usage.Status) -> None:
-                sys.stdout.write(json.dumps(gpu_usage.document(snapshot)) + "\n")
-                sys.stdout.flush()
-
-            last = status_command.watch(session, run_id, show_line, interval, count)
         else:
-            from rich.live import Live
+            from drgpu.ui.live import watch_display
 
-            with Live(console=tables.console(), auto_refresh=False) as live:
-                last = status_command.watch(
-                    session,
-                    run_id,
-                    lambda snapshot: live.update(tables.status_view(snapshot), refresh=True),
-                    interval,
-                    count,
-                )
+            with watch_display(json_lines=json_output, interval_s=interval) as show:
+                last = status_command.watch(session, run_id, show, interval, count)
     if last is not None and not last.ok:
         first = last.violations[0].message
         more = f" (and {len(last.violations) - 1} more)" if len(last.violations) > 1 else ""

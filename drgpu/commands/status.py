@@ -1,58 +1,102 @@
-"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup;
-`core.gpu_usage` judges them."""
+"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup, and judge
+them (`core.gpu_usage` judges).
+
+A watch keeps one NVML session and one engine connection open, and per tick makes one
+cheap listing call; it inspects a container only when it first appears (the facts it
+needs never change while the container exists, except its state, which the listing has).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from drgpu.core.gpu_usage import Status, build_status
+from drgpu.core import labels
+from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status
 
-
-def snapshot(session: Any, run_id: str | None = None) -> Status:
-    """Read NVML (through an initialised session: a watch initialises it once), the engine's
-    containers and each GPU process's cgroup, and judge them."""
-    from drgpu.host import engine
-    from drgpu.host.cgroups import read_cgroup
-    from drgpu.host.nvml import inventory_from_nvml
-
-    inventory = inventory_from_nvml(session)
-    ours = engine.drgpu_containers()
-    others = engine.running_containers_brief()
-    trainers = engine.sagemaker_candidates() if _has_launcher(ours) else []
-    pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-    cgroups = {pid: read_cgroup(pid) for pid in pids}
-    return build_status(inventory, ours, others, cgroups, run_id, sagemaker=trainers)
+if TYPE_CHECKING:
+    from drgpu.core.facts import ContainerFacts
+    from drgpu.host.engine import EngineSession
 
 
-def _has_launcher(containers: list[Any]) -> bool:
-    """Whether any drgpu run has an rl_coach (only then are SageMaker trainers drgpu's)."""
-    from drgpu.core import labels
-    from drgpu.core.gpu_usage import LAUNCHER_ROLE
+class Reader:
+    """Reads snapshots through an open NVML session and engine connection, remembering
+    the facts of each drgpu container (and SageMaker trainer) by id."""
 
-    return any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in containers)
+    def __init__(self, nvml: Any, engine: EngineSession, run_id: str | None = None) -> None:
+        self._nvml = nvml
+        self._engine = engine
+        self._run_id = run_id
+        self._known: Mapping[str, ContainerFacts] = {}
+        self.inspections = 0
+
+    def snapshot(self) -> Status:
+        """Read the world once and judge it."""
+        from drgpu.host.cgroups import read_cgroup
+        from drgpu.host.nvml import inventory_from_nvml
+
+        inventory = inventory_from_nvml(self._nvml)
+        listed = self._engine.containers()
+        mine = [c for c in listed if labels.RUN_ID in c.labels]
+        # SageMaker trainers (running `algo-...` containers) are drgpu's only with an rl_coach.
+        launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
+        trainers = [c for c in listed if launcher and c.state == "running" and "algo-" in c.name]
+        self._known = self._refreshed([*mine, *trainers])
+        ours, sagemaker = (
+            [replace(self._known[c.id], state=c.state) for c in group if c.id in self._known]
+            for group in (mine, trainers)
+        )
+        others = [c for c in listed if c.state == "running"]
+        pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
+        cgroups = {pid: read_cgroup(pid) for pid in pids}
+        return build_status(inventory, ours, others, cgroups, self._run_id, sagemaker=sagemaker)
+
+    def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
+        """The facts of the listed containers: those already known, and an inspection of
+        each new one (one that vanished meanwhile is left out)."""
+        known = {c.id: self._known[c.id] for c in listed if c.id in self._known}
+        for container in listed:
+            if container.id not in known:
+                self.inspections += 1
+                facts = self._engine.inspect(container.id)
+                if facts is not None:
+                    known[container.id] = facts
+        return known
+
+
+def snapshot(nvml: Any, run_id: str | None = None) -> Status:
+    """One snapshot through an initialised NVML session."""
+    from drgpu.host.engine import engine_session
+
+    with engine_session() as engine:
+        return Reader(nvml, engine, run_id).snapshot()
 
 
 def watch(
-    session: Any,
+    nvml: Any,
     run_id: str | None,
     show: Callable[[Status], None],
     interval_s: float,
     count: int | None = None,
 ) -> Status | None:
-    """Show a fresh snapshot every `interval_s` until `count` snapshots or Ctrl-C; the last
-    snapshot (None when interrupted before the first)."""
-    import time
+    """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` snapshots or
+    Ctrl-C; the last snapshot (None when interrupted before the first)."""
+    from drgpu.host.engine import engine_session
 
     last = None
     shown = 0
     try:
-        while count is None or shown < count:
-            if shown:
-                time.sleep(interval_s)
-            last = snapshot(session, run_id)
-            show(last)
-            shown += 1
+        with engine_session() as engine:
+            reader = Reader(nvml, engine, run_id)
+            start = time.monotonic()
+            while count is None or shown < count:
+                if shown:
+                    time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
+                last = reader.snapshot()
+                show(last)
+                shown += 1
     except KeyboardInterrupt:
         pass
     return last

@@ -12,7 +12,9 @@ Violations (they make `drgpu status` exit 6):
 - missing-gpu: a live container was given a GPU that NVML does not list (lost);
 - trainer-gpu: a SageMaker trainer an rl_coach of drgpu's started (a container
   `algo-N-xxxxx` outside the compose project) whose CUDA_VISIBLE_DEVICES is not
-  exactly the GPU that rl_coach forwards.
+  exactly the GPU that rl_coach forwards;
+- shared-gpu: live containers of two runs hold one GPU, and not every one of those runs
+  shares by time-slicing.
 A graphics-only process on the host (a display server) and a PID this process
 cannot see (another PID namespace, or it just ended) are listed but not flagged.
 """
@@ -74,6 +76,7 @@ class Violation:
     message: str
     pid: int | None = None
     run_id: str | None = None
+    gpu_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,7 @@ def build_status(
         for check in trainers
         if not check.ok
     ]
+    violations += _shared_gpus(inventory, holders, ours)
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
@@ -252,7 +256,11 @@ def build_status(
         mine = {index for index, hs in holders.items() if any(h.run_id == run_id for h in hs)}
         processes = [p for p in processes if p.run_id == run_id or p.gpu.index in mine]
         keep = {p.pid for p in processes}
-        violations = [v for v in violations if v.pid in keep or v.run_id == run_id]
+        violations = [
+            v
+            for v in violations
+            if v.pid in keep or v.run_id == run_id or (v.pid is None and v.gpu_index in mine)
+        ]
         trainers = tuple(check for check in trainers if check.run_id == run_id)
     return Status(
         inventory=inventory,
@@ -405,6 +413,30 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
     ]
 
 
+def _shared_gpus(
+    inventory: Inventory,
+    holders: Mapping[int, tuple[Holder, ...]],
+    containers: list[ContainerFacts],
+) -> list[Violation]:
+    """A GPU held by live containers of several runs, unless all of them time-slice."""
+    sharing = {
+        c.labels[labels.RUN_ID]: c.labels.get(labels.SHARING, "exclusive") for c in containers
+    }
+    found = []
+    for gpu in inventory.gpus:
+        runs = sorted({h.run_id for h in holders.get(gpu.index, ())})
+        if len(runs) > 1 and any(sharing.get(run) != "timeslice" for run in runs):
+            found.append(
+                Violation(
+                    kind="shared-gpu",
+                    message=f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
+                    " at once, and not every one of them shares by time-slicing",
+                    gpu_index=gpu.index,
+                )
+            )
+    return found
+
+
 def document(status: Status) -> dict[str, Any]:
     """The `drgpu status --json` document."""
     return {
@@ -433,7 +465,8 @@ def document(status: Status) -> dict[str, Any]:
             for p in status.processes
         ],
         "violations": [
-            {"kind": v.kind, "pid": v.pid, "message": v.message} for v in status.violations
+            {"kind": v.kind, "pid": v.pid, "gpu_index": v.gpu_index, "message": v.message}
+            for v in status.violations
         ],
         "notes": list(status.notes),
         "sagemaker_trainers": [
@@ -459,6 +492,9 @@ def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:
         "name": gpu.name,
         "lost": gpu.lost,
         "error": gpu.error,
+        "utilization_gpu_percent": gpu.utilization_gpu_percent,
+        "memory_used_mib": gpu.memory_used_mib,
+        "memory_total_mib": gpu.memory_total_mib,
         "held_by": holders_document(holders),
     }
 

@@ -40,11 +40,8 @@ def _connected() -> Iterator[Any]:
     """A Docker SDK client, closed after use; an SDK failure inside becomes a DockerError."""
     client = _client()
     try:
-        yield client
-    except DockerError:
-        raise
-    except Exception as exc:  # the SDK raises requests', urllib3's and its own errors
-        raise DockerError(f"the Docker engine failed: {exc}") from None
+        with _sdk_failures():
+            yield client
     finally:
         client.close()
 
@@ -253,12 +250,48 @@ def run_file_in_container(
     return ExecResult(exit_code=int(result.exit_code), output=output)
 
 
-def running_containers_brief() -> list[ContainerFacts]:
-    """Every running container, from one listing call: names, states and labels only
-    (no environment or device requests; those need an inspect per container)."""
-    with _connected() as client:
-        found = client.containers.list(sparse=True)
-        return [_brief_facts(container.attrs) for container in found]
+class EngineSession:
+    """One Docker connection kept open: a live view lists the containers every tick."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def containers(self) -> list[ContainerFacts]:
+        """Every container, from one listing call: names, states and labels only."""
+        with _sdk_failures():
+            found = self._client.api.containers(all=True)
+        return [_brief_facts(item) for item in found]
+
+    def inspect(self, container_id: str) -> ContainerFacts | None:
+        """Everything about one container (None when it is gone)."""
+        import docker.errors
+
+        with _sdk_failures():
+            try:
+                return _facts(self._client.api.inspect_container(container_id))
+            except docker.errors.NotFound:
+                return None
+
+
+@contextmanager
+def engine_session() -> Iterator[EngineSession]:
+    """An open connection to the engine, closed when the block ends."""
+    client = _client()
+    try:
+        yield EngineSession(client)
+    finally:
+        client.close()
+
+
+@contextmanager
+def _sdk_failures() -> Iterator[None]:
+    """An SDK failure inside becomes a DockerError."""
+    try:
+        yield
+    except DockerError:
+        raise
+    except Exception as exc:  # the SDK raises requests', urllib3's and its own errors
+        raise DockerError(f"the Docker engine failed: {exc}") from None
 
 
 def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:

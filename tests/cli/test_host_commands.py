@@ -18,7 +18,7 @@ from drgpu.core.facts import ContainerFacts, DaemonFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.core.target import Target
 from drgpu.errors import NvmlUnavailableError
-from drgpu.host import nvml
+from drgpu.host import engine, nvml
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 TRAINER_ID = "a" * 64
@@ -73,11 +73,16 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     """Each snapshot the CLI takes pops the next of this list (the last one repeats)."""
     queue: list[gpu_usage.Status] = []
 
-    def snapshot(session: Any, run_id: str | None = None) -> gpu_usage.Status:
-        return queue.pop(0) if len(queue) > 1 else queue[0]
+    class Reader:
+        def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
+            pass
+
+        def snapshot(self) -> gpu_usage.Status:
+            return queue.pop(0) if len(queue) > 1 else queue[0]
 
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
-    monkeypatch.setattr(status, "snapshot", snapshot)
+    monkeypatch.setattr(engine, "engine_session", fake_session)
+    monkeypatch.setattr(status, "Reader", Reader)
     return queue
 
 

@@ -728,3 +728,115 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
 {
     return get_processes(device, MPS, infoCount, infos, false);
 }
+
+/* ------------------------------------------------------------------ */
+/* Sensors and modes (what monitors such as nvitop show): fixed,      */
+/* plausible values that follow the GPU's utilization.                */
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int *temp)
+{
+    RETURN_IF_FAILED(check_gpu(device, temp));
+    if (sensorType != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = 35 + device->gpu->utilization_gpu / 2;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
+{
+    RETURN_IF_FAILED(check_gpu(device, speed));
+    *speed = 30 + device->gpu->utilization_gpu / 2;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    RETURN_IF_FAILED(check_gpu(device, power));
+    *power = 20000 + 2000 * device->gpu->utilization_gpu; /* milliwatts */
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    RETURN_IF_FAILED(check_gpu(device, limit));
+    *limit = 250000;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
+{
+    RETURN_IF_FAILED(check_gpu(device, pState));
+    *pState = device->gpu->utilization_gpu > 0 ? NVML_PSTATE_0 : NVML_PSTATE_8;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
+{
+    RETURN_IF_FAILED(check_gpu(device, mode));
+    *mode = NVML_COMPUTEMODE_DEFAULT;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display)
+{
+    RETURN_IF_FAILED(check_gpu(device, display));
+    *display = NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive)
+{
+    RETURN_IF_FAILED(check_gpu(device, isActive));
+    *isActive = NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+/* Encoder and decoder are idle. */
+static nvmlReturn_t codec_utilization(nvmlDevice_t device, unsigned int *utilization,
+                                      unsigned int *samplingPeriodUs)
+{
+    RETURN_IF_FAILED(check_gpu(device, utilization));
+    if (!samplingPeriodUs)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *utilization = 0;
+    *samplingPeriodUs = 167000;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs)
+{
+    return codec_utilization(device, utilization, samplingPeriodUs);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs)
+{
+    return codec_utilization(device, utilization, samplingPeriodUs);
+}
+
+/* ECC (a data-centre feature) and the driver model (Windows only) are not supported. */
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long *eccCounts)
+{
+    (void)errorType;
+    (void)counterType;
+    RETURN_IF_FAILED(check_gpu(device, eccCounts));
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t device, nvmlDriverModel_t *current,
+                                         nvmlDriverModel_t *pending)
+{
+    (void)pending;
+    RETURN_IF_FAILED(check_gpu(device, current));
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDriverModel_t *current,
+                                      nvmlDriverModel_t *pending)
+{
+    return nvmlDeviceGetDriverModel_v2(device, current, pending);
+}

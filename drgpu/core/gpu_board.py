@@ -1,0 +1,140 @@
+"""What the live view of `drgpu status --watch` shows: one row per GPU in nvidia-smi order
+with its utilisation and memory, and under each GPU what runs there (run, role, process,
+memory), every violation marked where it happens.
+
+Pure: built from a `core.gpu_usage.Status`; drgpu/ui draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from drgpu.core import labels
+from drgpu.core.gpu_usage import Holder, ProcessStatus, Status
+from drgpu.core.model import Gpu
+
+FLAGGED_VERDICTS = ("wrong-gpu", "stray")
+
+
+@dataclass(frozen=True)
+class Occupant:
+    """A container given a GPU (with or without a process on it), or a process found there."""
+
+    run_id: str | None
+    role: str
+    name: str
+    pid: int | None = None
+    memory_mib: int | None = None
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One GPU and what runs on it."""
+
+    index: int
+    name: str
+    utilization_percent: int | None
+    memory_used_mib: int
+    memory_total_mib: int
+    lost: bool
+    problems: tuple[str, ...]
+    occupants: tuple[Occupant, ...]
+
+    @property
+    def memory_fraction(self) -> float:
+        """Used memory as a fraction of the total (0 when the total is unknown)."""
+        if self.memory_total_mib <= 0:
+            return 0.0
+        return min(1.0, self.memory_used_mib / self.memory_total_mib)
+
+    @property
+    def flagged(self) -> bool:
+        """Whether something on this GPU is wrong."""
+        return bool(self.problems) or any(o.problem for o in self.occupants)
+
+
+@dataclass(frozen=True)
+class Board:
+    """Every GPU row, and the violations no row can show (a given GPU NVML does not list)."""
+
+    scope: str
+    gpus: tuple[GpuRow, ...]
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+    violation_count: int
+
+
+def build_board(status: Status) -> Board:
+    """The live view of one snapshot; with a run filter, only that run's containers."""
+    roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
+    rows = tuple(_row(status, gpu, roles) for gpu in status.inventory.gpus)
+    scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
+    return Board(
+        scope=scope,
+        gpus=rows,
+        problems=tuple(v.message for v in status.violations if v.gpu_index is None and not v.pid),
+        notes=status.notes,
+        violation_count=len(status.violations),
+    )
+
+
+def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
+    index = gpu.index
+    holders = [
+        h
+        for h in status.holders.get(index, ())
+        if status.run_id is None or h.run_id == status.run_id
+    ]
+    here = [p for p in status.processes if p.gpu.index == index]
+    occupants: list[Occupant] = []
+    shown: set[int] = set()
+    for holder in holders:
+        mine = [p for p in here if p.container == holder.container]
+        shown.update(p.pid for p in mine)
+        occupants += [_occupant(p, roles) for p in mine] or [_idle(holder, roles)]
+    occupants += [_occupant(p, roles) for p in here if p.pid not in shown]
+    problems = [v.message for v in status.violations if v.gpu_index == index]
+    if gpu.lost:
+        problems.insert(0, f"lost ({gpu.error}): NVML cannot read it")
+    return GpuRow(
+        index=gpu.index,
+        name=gpu.name,
+        utilization_percent=gpu.utilization_gpu_percent,
+        memory_used_mib=gpu.memory_used_mib,
+        memory_total_mib=gpu.memory_total_mib,
+        lost=gpu.lost,
+        problems=tuple(problems),
+        occupants=tuple(occupants),
+    )
+
+
+def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
+    if process.verdict in FLAGGED_VERDICTS:
+        problem = f"{process.verdict.upper()}: {process.reason}"
+    else:
+        problem = ""
+    if process.service is not None:
+        name = process.service
+        role = roles.get(process.container or "", "") or ("trainer" if "/" in name else "")
+    elif process.verdict == "display":
+        name, role = "host (display)", ""
+    elif process.verdict == "unknown":
+        name, role = "? (not visible here)", ""
+    else:
+        name, role = process.container or "host", ""
+    return Occupant(
+        run_id=process.run_id,
+        role=role or "-",
+        name=name,
+        pid=process.pid,
+        memory_mib=process.used_memory_mib,
+        problem=problem,
+    )
+
+
+def _idle(holder: Holder, roles: Mapping[str, str]) -> Occupant:
+    """A holder with no process on its GPU (yet)."""
+    name = f"{holder.service} (forwards it)" if holder.forwarded else holder.service
+    return Occupant(run_id=holder.run_id, role=roles.get(holder.container, "") or "-", name=name)

@@ -1,0 +1,154 @@
+"""The live view of `drgpu status --watch`, from facts: the board (core), its plain lines and
+its terminal drawing (ui), and the shared-GPU violation behind it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_board import build_board
+from drgpu.core.gpu_usage import build_status
+from drgpu.core.model import Gpu, GpuProcess, Inventory
+from drgpu.ui.live import bar, board_lines, board_view
+
+G0, G1, G2 = (f"GPU-{n}0000000-0000-4000-8000-00000000000{n}" for n in range(3))
+TRAINER, SIMULATOR, INTRUDER = ("a" * 64, "b" * 64, "c" * 64)
+
+
+def gpu(index: int, uuid: str, *procs: GpuProcess, **fields: Any) -> Gpu:
+    return Gpu(
+        index=index,
+        uuid=uuid,
+        name=f"GPU model {index}",
+        pci_bus_id=f"00000000:0{index}:00.0",
+        memory_total_mib=16384,
+        memory_used_mib=4096,
+        utilization_gpu_percent=50,
+        processes=procs,
+        **fields,
+    )
+
+
+def container(
+    cid: str, service: str, gpus: str, run_id: str = "0", role: str = "trainer", **extra: str
+) -> ContainerFacts:
+    return ContainerFacts(
+        id=cid,
+        name=f"deepracer-{run_id}-{service}-1",
+        service=service,
+        project=f"deepracer-{run_id}",
+        state="running",
+        labels={"drgpu.run_id": run_id, "drgpu.gpus": gpus, "drgpu.role": role, **extra},
+    )
+
+
+def cgroup(cid: str) -> str:
+    return f"0::/system.slice/docker-{cid}.scope\n"
+
+
+STACK = [
+    container(TRAINER, "sagemaker", G1),
+    container(SIMULATOR, "robomaker", G0, role="simulator"),
+]
+
+
+def test_each_gpu_lists_its_containers_with_run_role_process_and_memory() -> None:
+    inventory = Inventory(
+        gpus=(gpu(0, G0, GpuProcess(200, 300)), gpu(1, G1, GpuProcess(100, 900)), gpu(2, G2))
+    )
+    status = build_status(inventory, STACK, [], {100: cgroup(TRAINER), 200: cgroup(SIMULATOR)})
+    board = build_board(status)
+    assert [row.index for row in board.gpus] == [0, 1, 2]
+    (simulator,) = board.gpus[0].occupants
+    assert (simulator.run_id, simulator.role, simulator.name) == ("0", "simulator", "robomaker")
+    assert (simulator.pid, simulator.memory_mib, simulator.problem) == (200, 300, "")
+    assert board.gpus[1].occupants[0].pid == 100
+    assert board.gpus[2].occupants == ()
+    assert board.violation_count == 0 and not any(row.flagged for row in board.gpus)
+    assert board.gpus[0].memory_fraction == 0.25
+
+
+def test_a_holder_without_a_process_is_listed_idle() -> None:
+    inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1)))
+    board = build_board(build_status(inventory, STACK, [], {}))
+    (idle,) = board.gpus[1].occupants
+    assert (idle.name, idle.pid, idle.memory_mib) == ("sagemaker", None, None)
+
+
+def test_a_process_on_a_gpu_its_container_was_not_given_is_flagged_on_that_gpu() -> None:
+    inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(100, 512)), gpu(1, G1)))
+    board = build_board(build_status(inventory, STACK, [], {100: cgroup(TRAINER)}))
+    wrong = [o for o in board.gpus[0].occupants if o.pid == 100]
+    assert wrong[0].problem.startswith("WRONG-GPU: given GPU 1")
+    assert board.gpus[0].flagged and board.violation_count == 1
+    lines = board_lines(board, stamp="12:00:00")
+    assert any(
+        line.startswith("12:00:00   ! run 0 · trainer · sagemaker pid 100") for line in lines
+    )
+    assert lines[-1] == "12:00:00 1 violation(s)"
+
+
+def test_a_stray_process_of_no_stack_is_flagged() -> None:
+    inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(300, 64)),))
+    board = build_board(build_status(inventory, [], [], {300: "0::/user.slice\n"}))
+    (stray,) = board.gpus[0].occupants
+    assert stray.name == "host" and stray.problem.startswith("STRAY")
+
+
+def test_a_gpu_held_by_two_runs_is_a_violation_on_its_row() -> None:
+    other = container(INTRUDER, "robomaker", G0, run_id="7", role="simulator")
+    inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1)))
+    status = build_status(inventory, [*STACK, other], [], {})
+    assert [v.kind for v in status.violations] == ["shared-gpu"]
+    assert status.violations[0].gpu_index == 0
+    board = build_board(status)
+    assert board.gpus[0].problems[0].startswith("GPU 0 (GPU model 0) is held by runs 0, 7")
+    assert {o.run_id for o in board.gpus[0].occupants} == {"0", "7"}
+    # Filtered to one of them, the violation stays; to an uninvolved run, it goes.
+    assert build_status(inventory, [*STACK, other], [], {}, run_id="7").violations
+    assert not build_status(inventory, [*STACK, other], [], {}, run_id="9").violations
+
+
+def test_two_runs_that_both_time_slice_may_share_a_gpu() -> None:
+    sliced = {"drgpu.sharing": "timeslice"}
+    stack = [
+        container(SIMULATOR, "robomaker", G0, role="simulator", **sliced),
+        container(INTRUDER, "robomaker", G0, run_id="7", role="simulator", **sliced),
+    ]
+    assert build_status(Inventory(gpus=(gpu(0, G0),)), stack, [], {}).ok
+
+
+def test_a_lost_gpu_is_marked_and_its_holder_reported() -> None:
+    lost = Gpu(index=1, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
+    board = build_board(build_status(Inventory(gpus=(gpu(0, G0), lost)), STACK, [], {}))
+    assert board.gpus[1].lost and board.gpus[1].problems[0].startswith("lost (gpu_is_lost)")
+    assert board.problems[0].startswith("run 0 service sagemaker")
+    assert "GPU 1 ? LOST" in "\n".join(board_lines(board, stamp="t"))
+
+
+def test_the_run_filter_keeps_only_that_runs_containers() -> None:
+    other = container(INTRUDER, "robomaker", G2, run_id="7", role="simulator")
+    inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1), gpu(2, G2)))
+    board = build_board(build_status(inventory, [*STACK, other], [], {}, run_id="7"))
+    assert board.scope == "run 7"
+    assert [len(row.occupants) for row in board.gpus] == [0, 0, 1]
+
+
+def test_bars_fill_in_eighths() -> None:
+    assert bar(0, 4) == "····"
+    assert bar(1, 4) == "████"
+    assert bar(0.5, 4) == "██··"
+    assert bar(1 / 32, 4) == "▏···"
+
+
+def test_the_terminal_view_draws_every_gpu_and_the_violation() -> None:
+    inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(100, 512)), gpu(1, G1)))
+    board = build_board(build_status(inventory, STACK, [], {100: cgroup(TRAINER)}))
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(board_view(board, stamp="12:00:00", interval_s=1.0))
+    text = console.export_text()
+    assert "GPU model 0" in text and "GPU model 1" in text
+    assert "run 0 · trainer · sagemaker" in text
+    assert "WRONG-GPU" in text and "1 violation(s)" in text
