@@ -39,7 +39,7 @@ class GpuRow:
     memory_used_mib: int
     memory_total_mib: int
     lost: bool
-    problems: tuple[str, ...]
+    problems: tuple[str, ...]  # short: `lost (gpu_is_lost)`, `held by runs 0, 7`
     occupants: tuple[Occupant, ...]
 
     @property
@@ -57,7 +57,7 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class Board:
-    """Every GPU row, and the violations no row can show (a given GPU NVML does not list)."""
+    """Every GPU row, and every violation in full."""
 
     scope: str
     gpus: tuple[GpuRow, ...]
@@ -74,7 +74,7 @@ def build_board(status: Status) -> Board:
     return Board(
         scope=scope,
         gpus=rows,
-        problems=tuple(v.message for v in status.violations if v.gpu_index is None and not v.pid),
+        problems=tuple(v.message for v in status.violations),
         notes=status.notes,
         violation_count=len(status.violations),
     )
@@ -95,9 +95,12 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
         shown.update(p.pid for p in mine)
         occupants += [_occupant(p, roles) for p in mine] or [_idle(holder, roles)]
     occupants += [_occupant(p, roles) for p in here if p.pid not in shown]
-    problems = [v.message for v in status.violations if v.gpu_index == index]
+    problems = []
     if gpu.lost:
-        problems.insert(0, f"lost ({gpu.error}): NVML cannot read it")
+        problems.append(f"lost ({gpu.error})")
+    if any(v.kind == "shared-gpu" and v.gpu_index == index for v in status.violations):
+        runs = sorted({h.run_id for h in status.holders.get(index, ())})
+        problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(
         index=gpu.index,
         name=gpu.name,

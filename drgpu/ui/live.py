@@ -67,19 +67,16 @@ def board_view(board: Board, *, stamp: str, interval_s: float) -> RenderableType
         f"  {board.scope} · {stamp} · every {interval_s:g}s · Ctrl-C quits",
     )
     table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
-    for column, justify in (
-        ("GPU", "right"),
-        ("Name / run · role · service", "left"),
-        ("PID", "right"),
-        ("GPU-Util", "left"),
-        ("Memory", "left"),
-        ("", "left"),
-    ):
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("GPU", justify="right", min_width=3, no_wrap=True)
+    table.add_column("Name / run · role · service", max_width=48, no_wrap=True)
+    table.add_column("PID", justify="right", min_width=7, no_wrap=True)
+    table.add_column("GPU-Util", min_width=BAR_WIDTH + 5, no_wrap=True)
+    table.add_column("Memory", min_width=BAR_WIDTH + 12, no_wrap=True)
+    table.add_column("", no_wrap=True)
     for row in board.gpus:
         _add_gpu(table, row)
     parts: list[RenderableType] = [header, table]
-    parts += [Text(f"VIOLATION: {problem}", style=_ALERT) for problem in board.problems]
+    parts += [Text(f"VIOLATION: {problem}", style=_ALERT) for problem in board.problems]  # full
     parts += [Text(f"note: {note}", style="dim") for note in board.notes]
     verdict = (
         Text(f"{board.violation_count} violation(s)", style=_ALERT)
@@ -93,9 +90,10 @@ def board_view(board: Board, *, stamp: str, interval_s: float) -> RenderableType
 def _add_gpu(table: Table, row: GpuRow) -> None:
     from rich.text import Text
 
-    style = _ALERT if row.lost or row.problems else "bold"
+    style = _ALERT if row.problems else "bold"
+    problems = Text("; ".join(row.problems), style=_ALERT)
     if row.lost:
-        table.add_row(str(row.index), Text(row.name or "?", style=style), "", "", "", "LOST")
+        table.add_row(Text(str(row.index), style=style), "?", "", "", "", problems)
     else:
         table.add_row(
             Text(str(row.index), style=style),
@@ -103,10 +101,8 @@ def _add_gpu(table: Table, row: GpuRow) -> None:
             "",
             _bar_text(row.utilization_percent or 0, utilization_text(row)),
             _bar_text(round(row.memory_fraction * 100), memory_text(row)),
-            "",
+            problems,
         )
-    for problem in row.problems:
-        table.add_row("", Text(f"! {problem}", style=_ALERT), "", "", "", "")
     for occupant in row.occupants:
         table.add_row(*_occupant_cells(occupant))
 
@@ -138,14 +134,14 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
     it (`!` marks what is wrong), then the violations no row shows."""
     lines = []
     for row in board.gpus:
+        problems = "".join(f" ! {problem}" for problem in row.problems)
         if row.lost:
-            lines.append(f"{stamp} GPU {row.index} {row.name or '?'} LOST")
+            lines.append(f"{stamp} GPU {row.index} ?{problems}")
         else:
             lines.append(
                 f"{stamp} GPU {row.index} {row.name} util {utilization_text(row)}"
-                f" mem {row.memory_used_mib}/{row.memory_total_mib} MiB"
+                f" mem {row.memory_used_mib}/{row.memory_total_mib} MiB{problems}"
             )
-        lines += [f"{stamp}   ! {problem}" for problem in row.problems]
         for occupant in row.occupants:
             mark = "!" if occupant.problem else "-"
             pid = "" if occupant.pid is None else f" pid {occupant.pid}"

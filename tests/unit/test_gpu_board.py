@@ -104,7 +104,8 @@ def test_a_gpu_held_by_two_runs_is_a_violation_on_its_row() -> None:
     assert [v.kind for v in status.violations] == ["shared-gpu"]
     assert status.violations[0].gpu_index == 0
     board = build_board(status)
-    assert board.gpus[0].problems[0].startswith("GPU 0 (GPU model 0) is held by runs 0, 7")
+    assert board.gpus[0].problems == ("held by runs 0, 7",)
+    assert board.problems[0].startswith("GPU 0 (GPU model 0) is held by runs 0, 7")
     assert {o.run_id for o in board.gpus[0].occupants} == {"0", "7"}
     # Filtered to one of them, the violation stays; to an uninvolved run, it goes.
     assert build_status(inventory, [*STACK, other], [], {}, run_id="7").violations
@@ -123,9 +124,9 @@ def test_two_runs_that_both_time_slice_may_share_a_gpu() -> None:
 def test_a_lost_gpu_is_marked_and_its_holder_reported() -> None:
     lost = Gpu(index=1, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
     board = build_board(build_status(Inventory(gpus=(gpu(0, G0), lost)), STACK, [], {}))
-    assert board.gpus[1].lost and board.gpus[1].problems[0].startswith("lost (gpu_is_lost)")
+    assert board.gpus[1].lost and board.gpus[1].problems == ("lost (gpu_is_lost)",)
     assert board.problems[0].startswith("run 0 service sagemaker")
-    assert "GPU 1 ? LOST" in "\n".join(board_lines(board, stamp="t"))
+    assert "t GPU 1 ? ! lost (gpu_is_lost)" in board_lines(board, stamp="t")
 
 
 def test_the_run_filter_keeps_only_that_runs_containers() -> None:
