@@ -8,26 +8,94 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from drgpu.errors import ConfigError, DrgpuError, ExitCode
 
 if TYPE_CHECKING:
+    import click
+
     from drgpu.commands.up_down import Prepared
     from drgpu.core.settings import Config
     from drgpu.core.target import Target
+
+
+class _PlainHelpCommand(typer.core.TyperCommand):
+    """Click's plain help, without the backslash typer puts before `[default: ...]` for rich
+    (it does so even with rich_markup_mode=None)."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _unescaped_help(super().format_help, ctx, formatter)
+
+
+class _PlainHelpGroup(typer.core.TyperGroup):
+    """`_PlainHelpCommand`'s help for `drgpu --help`."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _unescaped_help(super().format_help, ctx, formatter)
+
+
+def _unescaped_help(
+    format_help: Callable[[click.Context, click.HelpFormatter], None],
+    ctx: click.Context,
+    formatter: click.HelpFormatter,
+) -> None:
+    inner = ctx.make_formatter()
+    format_help(ctx, inner)
+    formatter.write(inner.getvalue().replace("\\[", "["))
+
+
+def _examples(*lines: str) -> str:
+    """The help's last paragraph: example command lines, kept as written."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 app = typer.Typer(
     name="drgpu",
     help="Give each container of a DeepRacer-style training stack exactly its GPUs, and prove it.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=_PlainHelpGroup,
+    epilog=_examples(
+        "drgpu plan --env-file system.env.example"
+        " --inventory examples/inventories/gtx1650-m40.json",
+        "drgpu up && drgpu status --watch",
+    ),
 )
+
+
+def _command(name: str | None = None, *, examples: tuple[str, ...]) -> Callable[[F], F]:
+    """A subcommand of `app` with plain help that ends with `examples`."""
+    return app.command(name=name, cls=_PlainHelpCommand, epilog=_examples(*examples))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from drgpu import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Give each container of a DeepRacer-style training stack exactly its GPUs, and prove it."""
+
 
 EnvFile = Annotated[
     Path | None,
@@ -117,7 +185,12 @@ def _prepared(target: Target, inventory: Path | None) -> Prepared:
     return up_down.prepare_with(_settings(target), target, inventory)
 
 
-@app.command()
+@_command(
+    examples=(
+        "drgpu plan",
+        "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json",
+    )
+)
 def plan(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -154,7 +227,7 @@ def plan(
     tables.warnings(prepared.plan.warnings)
 
 
-@app.command()
+@_command(examples=("drgpu render -o my-override.yml", "drgpu render --k8s --inventory box.json"))
 def render(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -201,7 +274,7 @@ ScriptArgs = Annotated[
 ]
 
 
-@app.command()
+@_command(examples=("drgpu up", "drgpu up -- -w   (in an activated DeepRacer-for-cloud shell)"))
 def up(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -241,7 +314,7 @@ def up(
     tables.up_table(prepared.plan, containers)
 
 
-@app.command()
+@_command(examples=("drgpu down", "drgpu down -f docker/docker-compose-training.yml"))
 def down(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -270,7 +343,13 @@ def down(
     up_down.down(config, target)
 
 
-@app.command(name="drfc-env")
+@_command(
+    "drfc-env",
+    examples=(
+        'eval "$(drgpu drfc-env)" && dr-start-training',
+        'eval "$(drgpu drfc-env --eval)" && dr-start-evaluation',
+    ),
+)
 def drfc_env(evaluation: Evaluation = False) -> None:
     """Print exports that let DeepRacer-for-cloud's own dr-start-training and
     dr-stop-training (or -evaluation) use drgpu's GPUs: eval "$(drgpu drfc-env)".
@@ -301,7 +380,7 @@ def drfc_env(evaluation: Evaluation = False) -> None:
     sys.stdout.write(drfc_stack.shell_exports(prepared))
 
 
-@app.command()
+@_command(examples=("drgpu gpus --full", "drgpu gpus --json > box.json"))
 def gpus(
     full: Annotated[bool, typer.Option("--full", help="Show whole UUIDs.")] = False,
     json_output: Json = False,
@@ -318,7 +397,7 @@ def gpus(
         tables.gpus_table(inventory, full=full, holders=holders)
 
 
-@app.command()
+@_command(examples=("drgpu status --watch", "drgpu status --watch --json --interval 5 --run-id 0"))
 def status(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Only this run (default: every drgpu run).")
@@ -377,7 +456,12 @@ def status(
         raise CheckFailedError(f"{first}{more}")
 
 
-@app.command()
+@_command(
+    examples=(
+        "drgpu doctor",
+        "drgpu doctor --probe --image awsdeepracercommunity/deepracer-robomaker:5.2.1-gpu",
+    )
+)
 def doctor(
     env_file: EnvFile = None,
     file: ComposeFiles = None,
@@ -422,7 +506,13 @@ def doctor(
         )
 
 
-@app.command(name="cuda-check")
+@_command(
+    "cuda-check",
+    examples=(
+        "drgpu cuda-check --all",
+        "drgpu cuda-check --expect 1 --frameworks torch   (inside a container)",
+    ),
+)
 def cuda_check(
     service: Annotated[
         str | None, typer.Option("--service", help="Check this service's container (host side).")
@@ -504,7 +594,9 @@ def _swarm_up(config: Config, target: Target) -> None:
     tables.swarm_up_table(stack, tasks)
 
 
-@app.command(name="swarm-setup")
+@_command(
+    "swarm-setup", examples=("drgpu swarm-setup", "drgpu swarm-setup --inventory box.json --json")
+)
 def swarm_setup(
     inventory: InventoryFile = None,
     daemon_json: Annotated[
@@ -553,7 +645,7 @@ def swarm_setup(
         )
 
 
-@app.command(name="version")
+@_command("version", examples=("drgpu version", "drgpu --version"))
 def version() -> None:
     """Print drgpu's version."""
     from drgpu import __version__
