@@ -1,0 +1,144 @@
+"""drgpu as people install it: `python -m build` makes an sdist and a wheel (built from that
+sdist) that carry the base stack and the templates; a clean venv and pipx install the
+wheel, and the installed `drgpu` plans the README's example box and knows its version.
+
+Offline and quick: the build runs without isolation (the build backend is in the test
+venv), and the clean venvs get drgpu's dependencies from the test venv through a `.pth`
+line instead of an index (pip installs nothing but the wheel).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from drgpu import __version__
+
+REPO = Path(__file__).resolve().parents[2]
+README_COMMAND = (
+    "plan",
+    "--env-file",
+    "system.env.example",
+    "--inventory",
+    "examples/inventories/gtx1650-m40.json",
+)
+DATA_FILES = ("drgpu/_data/compose/docker-compose.yml", "drgpu/_data/templates/override-header.txt")
+
+
+def run(*args: str | Path, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env={**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    out = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, REPO)
+    yield out
+
+
+def the(dist: Path, pattern: str) -> Path:
+    (found,) = dist.glob(pattern)
+    return found
+
+
+@pytest.fixture(scope="module")
+def dependencies(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder showing everything the test venv has installed but drgpu itself."""
+    view = tmp_path_factory.mktemp("dependencies")
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        if not entry.name.lower().startswith(("drgpu", "_editable_impl_drgpu")):
+            (view / entry.name).symlink_to(entry)
+    return view
+
+
+def share(dependencies: Path, venv_python: Path) -> None:
+    """Let a venv import drgpu's dependencies from `dependencies`, behind its own packages."""
+    purelib = subprocess.run(
+        [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(purelib) / "zz-dependencies.pth").write_text(f"{dependencies}\n")
+
+
+def test_the_sdist_and_the_wheel_carry_the_base_stack_and_templates(dist: Path) -> None:
+    wheel = the(dist, f"drgpu-{__version__}-py3-none-any.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert set(DATA_FILES) <= names
+    assert "drgpu/probe.py" in names and "drgpu/cli.py" in names
+    with tarfile.open(the(dist, f"drgpu-{__version__}.tar.gz")) as sdist:
+        members = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    for path in ("compose/docker-compose.yml", "templates/override-header.txt", "pyproject.toml"):
+        assert path in members
+    assert not any(name.startswith((".hypothesis", ".venv")) for name in members)
+
+
+def test_a_clean_venv_installs_the_wheel_and_plans_the_example_box(
+    dist: Path, dependencies: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    share(dependencies, venv / "bin" / "python")
+    run(venv / "bin" / "pip", "install", "--quiet", the(dist, "*.whl"))
+
+    version = run(venv / "bin" / "drgpu", "--version")
+    planned = run(venv / "bin" / "drgpu", *README_COMMAND)
+    where = run(venv / "bin" / "python", "-c", "import drgpu; print(drgpu.__file__)", cwd=tmp_path)
+
+    assert version.stdout == f"{__version__}\n"
+    assert "Tesla M40 24GB" in planned.stdout and "GTX 1650" in planned.stdout
+    assert where.stdout.startswith(str(venv))  # the wheel's drgpu, not the repository's
+
+
+def test_pipx_installs_the_wheel(dist: Path, dependencies: Path, tmp_path: Path) -> None:
+    home, bin_dir, user_base = tmp_path / "pipx", tmp_path / "bin", tmp_path / "user"
+    pipx = Path(sys.executable).parent / "pipx"
+    # pipx reads the metadata of drgpu's dependencies in its venv (and drops PYTHONPATH):
+    # there they come from the user site, which a venv with system site packages reads.
+    user_site = subprocess.run(
+        [sys.executable, "-c", "import site; print(site.getusersitepackages())"],
+        env={**os.environ, "PYTHONUSERBASE": str(user_base)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(user_site).parent.mkdir(parents=True)
+    Path(user_site).symlink_to(dependencies)
+    env = {
+        "PIPX_HOME": str(home),
+        "PIPX_BIN_DIR": str(bin_dir),
+        "PIPX_MAN_DIR": str(tmp_path / "man"),
+        "PYTHONUSERBASE": str(user_base),
+    }
+    # --skip-maintenance: pipx's shared pip stays the bundled one (no index to upgrade from).
+    run(
+        pipx,
+        "install",
+        "--skip-maintenance",
+        "--system-site-packages",
+        "--pip-args=--no-deps",
+        the(dist, "*.whl"),
+        **env,
+    )
+
+    assert run(bin_dir / "drgpu", "--version", **env).stdout == f"{__version__}\n"
+    assert "Tesla M40 24GB" in run(bin_dir / "drgpu", *README_COMMAND, **env).stdout
