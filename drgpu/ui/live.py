@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
-    from rich.table import Table
     from rich.text import Text
 
     from drgpu.core.gpu_board import Board, GpuRow, Occupant
@@ -54,79 +53,68 @@ def occupant_text(occupant: Occupant) -> str:
     return f"{run} · {occupant.role} · {occupant.name}"
 
 
+NAME_WIDTH = 44
+
+
 def board_view(board: Board, *, stamp: str, interval_s: float) -> RenderableType:
-    """The board for a terminal: a header, one table row per GPU and one per occupant under
-    it, then the violations no row shows; what is wrong in bold red."""
-    from rich import box
-    from rich.console import Group
-    from rich.table import Table
+    """The board for a terminal: a header, one line per GPU (bars for utilisation and
+    memory) and one per occupant under it, then every violation in full; what is wrong in
+    bold red. Laid out in fixed columns by hand: one Text, cheap to redraw every tick."""
     from rich.text import Text
 
-    header = Text.assemble(
-        ("drgpu status", "bold"),
-        f"  {board.scope} · {stamp} · every {interval_s:g}s · Ctrl-C quits",
+    view = Text(no_wrap=True, overflow="ellipsis")
+    view.append("drgpu status", "bold")
+    view.append(f"  {board.scope} · {stamp} · every {interval_s:g}s · Ctrl-C quits\n\n")
+    view.append(
+        f"{'GPU':>3} {'Name / run · role · service':<{NAME_WIDTH}} {'PID':>7}"
+        f" {'GPU-Util':<{BAR_WIDTH + 6}} {'Memory':<{BAR_WIDTH + 13}}\n",
+        "bold",
     )
-    table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
-    table.add_column("GPU", justify="right", min_width=3, no_wrap=True)
-    table.add_column("Name / run · role · service", max_width=48, no_wrap=True)
-    table.add_column("PID", justify="right", min_width=7, no_wrap=True)
-    table.add_column("GPU-Util", min_width=BAR_WIDTH + 5, no_wrap=True)
-    table.add_column("Memory", min_width=BAR_WIDTH + 12, no_wrap=True)
-    table.add_column("", no_wrap=True)
     for row in board.gpus:
-        _add_gpu(table, row)
-    parts: list[RenderableType] = [header, table]
-    parts += [Text(f"VIOLATION: {problem}", style=_ALERT) for problem in board.problems]  # full
-    parts += [Text(f"note: {note}", style="dim") for note in board.notes]
-    verdict = (
-        Text(f"{board.violation_count} violation(s)", style=_ALERT)
-        if board.violation_count
-        else Text("no violation", style="green")
-    )
-    parts.append(verdict)
-    return Group(*parts)
-
-
-def _add_gpu(table: Table, row: GpuRow) -> None:
-    from rich.text import Text
-
-    style = _ALERT if row.problems else "bold"
-    problems = Text("; ".join(row.problems), style=_ALERT)
-    if row.lost:
-        table.add_row(Text(str(row.index), style=style), "?", "", "", "", problems)
+        _append_gpu(view, row)
+    view.append("\n")
+    for problem in board.problems:
+        view.append(f"VIOLATION: {problem}\n", _ALERT)
+    for note in board.notes:
+        view.append(f"note: {note}\n", "dim")
+    if board.violation_count:
+        view.append(f"{board.violation_count} violation(s)", _ALERT)
     else:
-        table.add_row(
-            Text(str(row.index), style=style),
-            Text(row.name, style=style),
-            "",
-            _bar_text(row.utilization_percent or 0, utilization_text(row)),
-            _bar_text(round(row.memory_fraction * 100), memory_text(row)),
-            problems,
-        )
+        view.append("no violation", "green")
+    return view
+
+
+def _cell(text: str, width: int) -> str:
+    """`text` cut (with an ellipsis) or padded to `width`."""
+    return text[: width - 1] + "…" if len(text) > width else text.ljust(width)
+
+
+def _append_gpu(view: Text, row: GpuRow) -> None:
+    style = _ALERT if row.problems else "bold"
+    view.append(f"{row.index:>3} ", style)
+    view.append(_cell(row.name if not row.lost else "?", NAME_WIDTH), style)
+    view.append(" " * 9)
+    if not row.lost:
+        _append_bar(view, row.utilization_percent or 0, utilization_text(row), BAR_WIDTH + 6)
+        _append_bar(view, round(row.memory_fraction * 100), memory_text(row), BAR_WIDTH + 13)
+    view.append("; ".join(row.problems), _ALERT)
+    view.append("\n")
     for occupant in row.occupants:
-        table.add_row(*_occupant_cells(occupant))
+        style = _ALERT if occupant.problem else ""
+        pid = "" if occupant.pid is None else str(occupant.pid)
+        memory = "" if occupant.memory_mib is None else f"{occupant.memory_mib}M"
+        view.append(
+            f"    {_cell('└ ' + occupant_text(occupant), NAME_WIDTH)} {pid:>7}"
+            f" {'':<{BAR_WIDTH + 6}} {memory:<{BAR_WIDTH + 13}}",
+            style,
+        )
+        view.append(f"{occupant.problem}\n", style)
 
 
-def _bar_text(percent: int, label: str) -> Text:
-    from rich.text import Text
-
+def _append_bar(view: Text, percent: int, label: str, width: int) -> None:
     color = "green" if percent < 60 else "yellow" if percent < 90 else "red"
-    return Text.assemble((bar(percent / 100), color), f" {label}")
-
-
-def _occupant_cells(occupant: Occupant) -> tuple[str | Text, ...]:
-    from rich.text import Text
-
-    style = _ALERT if occupant.problem else ""
-    memory = "" if occupant.memory_mib is None else f"{occupant.memory_mib}M"
-    return (
-        "",
-        Text(f"└ {occupant_text(occupant)}", style=style),
-        "" if occupant.pid is None else str(occupant.pid),
-        "",
-        memory,
-        Text(occupant.problem, style=style),
-    )
+    view.append(bar(percent / 100), color)
+    view.append(f" {label}".ljust(width - BAR_WIDTH) + " ")
 
 
 def board_lines(board: Board, *, stamp: str) -> list[str]:

@@ -1,0 +1,213 @@
+"""`drgpu status --watch` against nvitop's monitor, kept open on the same box: CPU time per
+tick, as a ratio measured in one run.
+
+    .venv/bin/python bench/bench_watch.py [--rounds N] [--interval S] [--window S]
+
+The box: a private engine (scripts/testbed) with 20 sleeping containers of the test image
+labelled as one drgpu run, and a fake NVML (the bed's) with 8 GPUs whose process lists
+hold those containers' host PIDs. Each monitor runs in its own pseudo-terminal (200x60)
+at the same refresh interval; after a warm-up, the CPU time its process spends in a
+window (utime + stime, every thread) is divided by the ticks in that window
+(window / interval). Rounds alternate the two; the medians are compared.
+
+Target (issue 13): drgpu's CPU time per tick no more than nvitop's (ratio <= 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pty
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TESTBED = REPO / "scripts" / "testbed"
+IMAGE = "drgpu-test/python:bookworm"
+GPUS = 8
+CONTAINERS = 20
+RUN_ID = "bench"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def uuid(index: int) -> str:
+    return f"GPU-{index:08x}-0000-4000-8000-{index:012x}"
+
+
+def topology(pids: list[int]) -> dict[str, object]:
+    """8 GPUs; container i's PID on GPU i % 8."""
+    return {
+        "driver_version": "550.54.14",
+        "cuda_driver_version": 12040,
+        "gpus": [
+            {
+                "uuid": uuid(index),
+                "name": "NVIDIA L4" if index else "Tesla M40 24GB",
+                "pci_bus_id": f"00000000:{16 * index + 3:02x}:00.0",
+                "memory_total_mib": 23034,
+                "memory_used_mib": 2048 + 512 * index,
+                "utilization_gpu_percent": 10 * index,
+                "compute_capability": [8, 9],
+                "processes": [
+                    {"pid": pid, "used_memory_mib": 512, "name": "sleep"}
+                    for number, pid in enumerate(pids)
+                    if number % GPUS == index
+                ],
+            }
+            for index in range(GPUS)
+        ],
+    }
+
+
+def check(argv: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def start_containers(docker: list[str], env: dict[str, str]) -> list[int]:
+    """20 sleeping containers labelled as services of run `bench`; their host PIDs."""
+    ids = []
+    for number in range(CONTAINERS):
+        role, service = ("trainer", "sagemaker") if number == 0 else ("simulator", "robomaker")
+        labels = {
+            "drgpu.run_id": RUN_ID,
+            "drgpu.gpus": uuid(number % GPUS),
+            "drgpu.role": role,
+            "com.docker.compose.project": f"deepracer-{RUN_ID}",
+            "com.docker.compose.service": service if number < 2 else f"robomaker-{number}",
+        }
+        flags = [arg for key, value in labels.items() for arg in ("--label", f"{key}={value}")]
+        ids.append(
+            check(
+                [*docker, "run", "-d", "--network", "none", *flags, IMAGE, "sleep", "infinity"],
+                env,
+            ).strip()
+        )
+    inspected = json.loads(check([*docker, "inspect", *ids], env))
+    return [int(container["State"]["Pid"]) for container in inspected]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_per_tick(argv: list[str], env: dict[str, str], args: argparse.Namespace) -> float:
+    """Run a monitor in a 200x60 pseudo-terminal; its CPU seconds per tick in the window."""
+    main_fd, child_fd = pty.openpty()
+    fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))
+    process = subprocess.Popen(
+        argv,
+        stdin=child_fd,
+        stdout=child_fd,
+        stderr=child_fd,
+        env={**env, "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "60"},
+        start_new_session=True,
+    )
+    os.close(child_fd)
+
+    def drain() -> None:  # a full pty buffer would stall the monitor
+        try:
+            while os.read(main_fd, 65536):
+                pass
+        except OSError:
+            pass
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        time.sleep(args.warmup)
+        if process.poll() is not None:
+            sys.exit(f"bench: {argv[0]} ended early with {process.returncode}")
+        before = cpu_seconds(process.pid)
+        time.sleep(args.window)
+        spent = cpu_seconds(process.pid) - before
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        os.close(main_fd)
+    return spent / (args.window / args.interval)
+
+
+def main() -> None:
+    """Start the box, measure both monitors alternately, print the ratio."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between ticks")
+    parser.add_argument("--window", type=float, default=10.0, help="seconds measured per run")
+    parser.add_argument("--warmup", type=float, default=4.0, help="seconds before measuring")
+    args = parser.parse_args()
+    bin_dir = Path(sys.executable).parent
+    nvitop = bin_dir / "nvitop"
+    if not nvitop.is_file():
+        sys.exit("bench: nvitop is missing (scripts/setup-test installs the test extra)")
+    bed = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
+    try:
+        started = subprocess.run(
+            [str(TESTBED), "start", str(bed)], capture_output=True, text=True, check=False
+        )
+        if started.returncode != 0:
+            sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")
+        values = dict(
+            line.split("=", 1) for line in (bed / "bed.env").read_text().splitlines() if "=" in line
+        )
+        values = {key: value.strip("'") for key, value in values.items()}
+        # As installed: byte-compiled modules are cached, not compiled on every call.
+        environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env = {
+            **environ,
+            "DOCKER_HOST": values["BED_DOCKER_HOST"],
+            "FAKE_NVML_TOPOLOGY": values["FAKE_NVML_TOPOLOGY"],
+            "LD_LIBRARY_PATH": values["FAKE_NVML_LIB_DIR"],
+        }
+        pids = start_containers(["docker"], env)
+        Path(values["FAKE_NVML_TOPOLOGY"]).write_text(json.dumps(topology(pids)))
+        seen = json.loads(check([str(bin_dir / "drgpu"), "status", "--json"], env))
+        once = check([str(nvitop), "--once"], env)
+        print(
+            f"box: {len(seen['gpus'])} GPUs, {len(seen['processes'])} GPU processes in"
+            f" {sum(len(s) for r in seen['runs'] for s in r['services'].values())} drgpu"
+            f" containers; nvitop --once lists {sum(str(pid) in once for pid in pids)} of them"
+        )
+        every = f"{args.interval}"
+        monitors = {
+            "drgpu": [str(bin_dir / "drgpu"), "status", "--watch", "--interval", every],
+            "nvitop": [str(nvitop), "--interval", every],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in monitors}
+        for _ in range(args.rounds):  # alternated, so that drift hits both alike
+            for name, argv in monitors.items():
+                samples[name].append(cpu_per_tick(argv, env, args))
+    finally:
+        subprocess.run([str(TESTBED), "stop", str(bed)], capture_output=True, check=False)
+    drgpu, nvitop_tick = (statistics.median(samples[name]) for name in monitors)
+    print(
+        f"rounds: {args.rounds}, interval {args.interval:g} s, window {args.window:g} s"
+        f" ({args.window / args.interval:g} ticks), medians"
+    )
+    for name, values_ in samples.items():
+        print(f"  {name:7s} CPU ms per tick: " + ", ".join(f"{v * 1000:.1f}" for v in values_))
+    print(
+        f"drgpu status --watch {drgpu * 1000:6.1f} ms | nvitop {nvitop_tick * 1000:6.1f} ms"
+        f" CPU per tick | ratio {drgpu / nvitop_tick:.2f}x (target <= 1x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
