@@ -850,3 +850,53 @@ def test_cuda_topology_beside_the_library(lib_dir: Path, tmp_path: Path) -> None
     shutil.copy(lib_dir / "libcuda.so.1", tmp_path)
     shutil.copy(TOPOLOGIES / "gtx1650-m40.json", tmp_path / "fake-nvml-topology.json")
     assert cuda_names(tmp_path, None) == ["NVIDIA GeForce GTX 1650", "Tesla M40 24GB"]
+
+
+def test_nvitop_runs_on_the_fake_without_errors(lib_dir: Path) -> None:
+    """nvitop (bench/bench_watch.py's baseline) finds every NVML function it calls."""
+    nvitop = Path(sys.executable).parent / "nvitop"
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(lib_dir),
+        "FAKE_NVML_TOPOLOGY": str(TOPOLOGIES / "gtx1650-m40.json"),
+    }
+    done = subprocess.run(
+        [str(nvitop), "--once"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ERROR" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "Tesla M40 24GB" in done.stdout and "GeForce GTX 1650" in done.stdout
+    assert "Driver Version: 535.183.01" in done.stdout
+
+
+def test_sensors_and_modes_follow_utilization(lib_dir: Path, tmp_path: Path) -> None:
+    topology = tmp_path / "busy.json"
+    topology.write_text(json.dumps({"gpus": [{"utilization_gpu_percent": 80}, {}]}))
+    code = """
+        import json, pynvml as n
+        n.nvmlInit()
+        out = []
+        for i in range(2):
+            h = n.nvmlDeviceGetHandleByIndex(i)
+            out.append([
+                n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+                n.nvmlDeviceGetFanSpeed(h),
+                n.nvmlDeviceGetPowerUsage(h),
+                n.nvmlDeviceGetPowerManagementLimit(h),
+                n.nvmlDeviceGetPerformanceState(h),
+                n.nvmlDeviceGetComputeMode(h),
+                n.nvmlDeviceGetDisplayMode(h),
+                n.nvmlDeviceGetEncoderUtilization(h)[0],
+            ])
+        try:
+            n.nvmlDeviceGetTotalEccErrors(h, 0, 1)
+        except n.NVMLError_NotSupported:
+            out.append("ecc not supported")
+        print(json.dumps(out))
+    """
+    done = run_snippet(lib_dir, code, topology)
+    assert done.returncode == 0, done.stderr
+    busy, idle, ecc = json.loads(done.stdout)
+    assert busy == [75, 70, 180000, 250000, 0, 0, 0, 0]
+    assert idle == [35, 30, 20000, 250000, 8, 0, 0, 0]
+    assert ecc == "ecc not supported"
