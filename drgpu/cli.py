@@ -282,9 +282,13 @@ def up(
     swarm: Swarm = False,
     evaluation: Evaluation = False,
     script_args: ScriptArgs = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress lines on stderr, only the result.")
+    ] = False,
 ) -> None:
     """Check, render, start the stack, and prove every container got exactly its GPUs.
 
+    On stderr, one line per service: its state as Compose reports it, then drgpu's check.
     In an activated DeepRacer-for-cloud shell, DRfC's own start script starts it (with
     drgpu's override added to the compose files it reads); see docs/drfc.md.
     """
@@ -295,6 +299,7 @@ def up(
         return
     from drgpu.commands import drfc_stack, up_down
     from drgpu.ui import tables
+    from drgpu.ui.progress import UpProgress
 
     if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
         target = drfc_stack.script_target(target, config)
@@ -310,7 +315,8 @@ def up(
         )
     with up_down.prepare_locked(config, target) as prepared:
         tables.warnings(prepared.plan.warnings)
-        containers = up_down.up(prepared)
+        with UpProgress(quiet=quiet) as progress:
+            containers = up_down.up(prepared, progress)
     tables.up_table(prepared.plan, containers)
 
 

@@ -21,7 +21,11 @@ from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
 from drgpu.targets.compose_override import HEADER_MARK
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts
+    from drgpu.host.process import Completed
 
 STATE_DIR = ".drgpu"
 
@@ -217,14 +221,16 @@ def _written_by_drgpu(path: Path) -> bool:
         return False
 
 
-def up(prepared: Prepared) -> list[ContainerFacts]:
+def up(
+    prepared: Prepared, progress: Callable[[ProgressEvent], None] | None = None
+) -> list[ContainerFacts]:
     """Render, start the stack, and verify it; on any failure or caught signal the run
-    goes back down (`guard.rolled_back`)."""
+    goes back down (`guard.rolled_back`). With `progress`, it hears each service's state
+    as Compose reports it, then its verification (else a spinner shows)."""
     from drgpu.commands import guard
     from drgpu.core.redaction import holds_secret
-    from drgpu.host import compose, process
+    from drgpu.host import compose
     from drgpu.targets.compose_override import render_override
-    from drgpu.ui.talk import spinner
 
     write_owned_file(
         prepared.override_path,
@@ -243,8 +249,7 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
     preload.start()
     project = prepared.plan.project
     with guard.rolled_back(project, lambda: _bring_down(binary, project, files, environment)):
-        with spinner(f"starting {project}"):
-            started = process.run(command, env=environment)
+        started = _compose_up(command, environment, project, progress)
         show_compose_warnings(started.stderr)
         if not started.ok:
             raise DockerError(
@@ -252,7 +257,7 @@ def up(prepared: Prepared) -> list[ContainerFacts]:
                 hint=_compose_hint(started.stderr),
             )
         preload.join()
-        containers = verified(prepared.plan)
+        containers = verified(prepared.plan, progress)
     return containers
 
 
@@ -260,9 +265,12 @@ LOG_TAIL_LINES = 5
 SETTLE_S = 0.25
 
 
-def verified(plan: Plan) -> list[ContainerFacts]:
+def verified(
+    plan: Plan, progress: Callable[[ProgressEvent], None] | None = None
+) -> list[ContainerFacts]:
     """The containers of the started stack, proven against the plan; a DockerError naming
     every difference (with the last log lines of each container that stopped) if not.
+    `progress` hears whether each container was verified.
 
     A container counts once it has run for SETTLE_S: one whose command fails at once
     has stopped by then."""
@@ -278,6 +286,11 @@ def verified(plan: Plan) -> list[ContainerFacts]:
         time.sleep(min(wait, SETTLE_S))
         containers = engine.project_containers(plan.project)
     problems = verify(plan, containers)
+    if progress is not None:
+        from drgpu.core.compose_progress import verification_events
+
+        for event in verification_events([(c.name, c.service) for c in containers], problems):
+            progress(event)
     if not problems:
         return containers
     logs = []
@@ -300,6 +313,38 @@ def show_compose_warnings(stderr: str) -> None:
 
     for message in compose_warnings(stderr):
         warn(f"compose: {message}")
+
+
+def _compose_up(
+    command: list[str],
+    environment: dict[str, str],
+    project: str,
+    progress: Callable[[ProgressEvent], None] | None,
+) -> Completed:
+    """Run `compose up`: behind a spinner, or with `--progress json`, each line of it an
+    event for `progress` (a Compose without that mode runs it plainly)."""
+    from drgpu.host import process
+
+    if progress is None:
+        from drgpu.ui.talk import spinner
+
+        with spinner(f"starting {project}"):
+            return process.run(command, env=environment)
+    from drgpu.core.compose_progress import compose_event
+
+    def heard(line: str) -> str | None:
+        event = compose_event(line, project)
+        if event is None:
+            return line
+        progress(event)
+        return event.state if event.failed else None
+
+    position = command.index("-p")  # the global flags go before the subcommand
+    with_json = [*command[:position], "--progress", "json", *command[position:]]
+    started = process.stream(with_json, env=environment, on_line=heard)
+    if not started.ok and "progress" in started.last_error_line():
+        return process.run(command, env=environment)
+    return started
 
 
 def _preload() -> None:

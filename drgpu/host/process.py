@@ -48,11 +48,28 @@ def run(
     drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
     it is killed when drgpu is (a kill -9 leaves no program running on its own).
     """
+    child = _started(args, env, stdin=stdin is not None)
     try:
-        child = subprocess.Popen(
+        stdout, stderr = child.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(child)
+        raise DockerError(f"{' '.join(args[:3])} did not finish in {timeout:.0f}s") from None
+    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
+        _stop(child)
+        raise
+    return Completed(tuple(args), child.returncode, stdout, stderr)
+
+
+def _started(
+    args: Sequence[str], env: Mapping[str, str] | None, *, stdin: bool
+) -> subprocess.Popen[str]:
+    """The program started in a session of its own, killed when drgpu dies; one that
+    cannot start is an error."""
+    try:
+        return subprocess.Popen(
             list(args),
             env=dict(env) if env is not None else None,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -65,15 +82,6 @@ def run(
         raise ConfigError(f"{args[0]}: not executable (permission denied)") from None
     except OSError as exc:
         raise DockerError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
-    try:
-        stdout, stderr = child.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop(child)
-        raise DockerError(f"{' '.join(args[:3])} did not finish in {timeout:.0f}s") from None
-    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
-        _stop(child)
-        raise
-    return Completed(tuple(args), child.returncode, stdout, stderr)
 
 
 def _stop(child: subprocess.Popen[str]) -> None:
@@ -113,3 +121,33 @@ def _die_with_parent() -> Callable[[], None] | None:
         prctl(set_parent_death_signal, int(signal.SIGKILL), 0, 0, 0)
 
     return hook
+
+
+def stream(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    on_line: Callable[[str], str | None],
+) -> Completed:
+    """Run a program to its end as `run` does (a session of its own, stopped on a signal),
+    handing each stderr line to `on_line` as it comes; the captured stderr holds what
+    `on_line` returns for each line (None: nothing)."""
+    import threading
+
+    child = _started(args, env, stdin=False)
+    assert child.stdout is not None and child.stderr is not None
+    stdout, kept = child.stdout, []
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+    reader.start()
+    try:
+        for line in child.stderr:
+            keep = on_line(line.rstrip("\n"))
+            if keep is not None:
+                kept.append(keep + "\n")
+        child.wait()
+    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
+        _stop(child)
+        raise
+    reader.join()
+    return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))

@@ -1,0 +1,66 @@
+"""What `drgpu up` tells about each service while the stack starts: Compose's own progress
+(`compose --progress json`: one JSON object per line on stderr), then drgpu's verification.
+
+Pure: lines in, events out; drgpu/ui shows them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+# Compose's objects that are no service of the stack: not shown, unless they fail.
+_QUIET_KINDS = ("Network", "Volume")
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A service (or an image Compose pulls) reached a state."""
+
+    subject: str
+    state: str
+    failed: bool = False
+
+
+def compose_event(line: str, project: str) -> ProgressEvent | None:
+    """The event of one line of `compose --progress json` (None for any other line, and for
+    networks and volumes that did not fail)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        return None
+    kind, _, name = data["id"].partition(" ")
+    failed = data.get("status") == "Error"
+    state = str(data.get("text") or data.get("status") or "")
+    if not name:  # while pulling, Compose names the service alone
+        return ProgressEvent(kind, state, failed)
+    if kind in _QUIET_KINDS and not failed:
+        return None
+    subject = service_of(name, project) if kind == "Container" else f"{kind.lower()} {name}"
+    return ProgressEvent(subject, state, failed)
+
+
+def service_of(container: str, project: str) -> str:
+    """`robomaker-2` of container `deepracer-0-robomaker-2-1` (Compose's `<project>-<service>-<n>`);
+    a container named otherwise (container_name:) stands for itself."""
+    rest = container.removeprefix(f"{project}-")
+    if rest == container:
+        return container
+    service, _, number = rest.rpartition("-")
+    return service if service and number.isdigit() else rest
+
+
+def verification_events(
+    containers: list[tuple[str, str]], problems: list[str]
+) -> list[ProgressEvent]:
+    """One event per (container, service): verified, or not, by the problems that name it."""
+    events = []
+    for name, service in containers:
+        own = [p.removeprefix(f"{name}: ") for p in problems if p.startswith(f"{name}: ")]
+        if own:
+            events.append(ProgressEvent(service, f"NOT verified: {own[0]}", failed=True))
+        else:
+            events.append(ProgressEvent(service, "verified"))
+    return events

@@ -1,0 +1,86 @@
+"""`drgpu up`'s progress: Compose's JSON progress lines as events, drgpu's verification as
+events, and how they are shown off a terminal."""
+
+from __future__ import annotations
+
+import pytest
+
+from drgpu.core.compose_progress import (
+    ProgressEvent,
+    compose_event,
+    service_of,
+    verification_events,
+)
+from drgpu.ui.progress import UpProgress
+
+
+@pytest.mark.parametrize(
+    ("line", "event"),
+    [
+        (
+            '{"id":"Container deepracer-0-sagemaker-1","status":"Working","text":"Creating"}',
+            ProgressEvent("sagemaker", "Creating"),
+        ),
+        (
+            '{"id":"Container deepracer-0-robomaker-2-1","status":"Done","text":"Healthy"}',
+            ProgressEvent("robomaker-2", "Healthy"),
+        ),
+        (
+            '{"id":"sagemaker","status":"Working","text":"Pulling"}',
+            ProgressEvent("sagemaker", "Pulling"),
+        ),
+        (
+            '{"id":"Image python:3","status":"Working","text":"Pulling"}',
+            ProgressEvent("image python:3", "Pulling"),
+        ),
+        ('{"id":"Network deepracer-0_default","status":"Done","text":"Created"}', None),
+        (
+            '{"id":"Container deepracer-0-sagemaker-1","status":"Error","text":"no such image"}',
+            ProgressEvent("sagemaker", "no such image", failed=True),
+        ),
+        ("Error response from daemon: boom", None),
+        ("[1, 2]", None),
+    ],
+)
+def test_compose_lines_become_events(line: str, event: ProgressEvent | None) -> None:
+    assert compose_event(line, "deepracer-0") == event
+
+
+def test_a_container_named_by_hand_stands_for_itself() -> None:
+    assert service_of("my-trainer", "deepracer-0") == "my-trainer"
+    assert service_of("deepracer-0-rl_coach-1", "deepracer-0") == "rl_coach"
+
+
+def test_verification_names_the_containers_that_differ() -> None:
+    events = verification_events(
+        [("deepracer-0-sagemaker-1", "sagemaker"), ("deepracer-0-robomaker-1", "robomaker")],
+        ["deepracer-0-robomaker-1: has 0 device requests, planned 1"],
+    )
+    assert events == [
+        ProgressEvent("sagemaker", "verified"),
+        ProgressEvent("robomaker", "NOT verified: has 0 device requests, planned 1", failed=True),
+    ]
+
+
+def test_off_a_terminal_each_change_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with UpProgress() as progress:
+        for event in (
+            ProgressEvent("sagemaker", "Created"),
+            ProgressEvent("sagemaker", "Created"),  # no change, no line
+            ProgressEvent("sagemaker", "Started"),
+            ProgressEvent("sagemaker", "boom", failed=True),
+        ):
+            progress(event)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.rsplit(" (", 1)[0] for line in lines] == [
+        "drgpu: sagemaker: Created",
+        "drgpu: sagemaker: Started",
+        "drgpu: sagemaker: error: boom",
+    ]
+    assert all(line.endswith("s)") for line in lines)
+
+
+def test_quiet_shows_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    with UpProgress(quiet=True) as progress:
+        progress(ProgressEvent("sagemaker", "Started"))
+    assert capsys.readouterr().err == ""
