@@ -96,5 +96,5 @@ def test_each_help_is_plain_and_ends_with_examples(
 
 
 def test_defaults_show_without_a_backslash(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = run_cli(capsys, "plan", "--help")
-    assert "[default: system.env]" in out
+    _, out, _ = run_cli(capsys, "status", "--help")
+    assert "[default: 1.0; x>=0.1]" in out
