@@ -276,11 +276,15 @@ def test_watch_keeps_one_nvml_session(bed: Any, stack: Stack) -> None:
     assert [(p["gpu_index"], p["verdict"]) for p in fresh["processes"]] == [(2, "wrong-gpu")]
 
 
-def test_watch_as_a_table_ends_after_count(bed: Any, stack: Stack) -> None:
+def test_watch_off_a_terminal_prints_plain_lines_and_ends_after_count(
+    bed: Any, stack: Stack
+) -> None:
     bed.set_topology(topology(processes={TRAINER: [stack.trainer_pid]}))
 
     done = drgpu(bed, "status", "--watch", "--count", "2", "--interval", "0.1")
 
     assert done.returncode == 0, done.stderr
-    assert "GPU processes" in done.stdout
-    assert f"{PROJECT}-sagemaker-1" in done.stdout
+    lines = [line.split(" ", 1)[1] for line in done.stdout.splitlines()]  # no time stamp
+    assert lines.count("0 violation(s)") == 2
+    assert f"  - run {RUN_ID} · trainer · sagemaker pid {stack.trainer_pid} 256 MiB" in lines
+    assert "\x1b" not in done.stdout  # no terminal control codes
