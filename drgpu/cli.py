@@ -94,7 +94,7 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    """Give each container of a DeepRacer-style training stack exactly its GPUs, and prove it."""
+    """The options before a command: --version, and typer's shell completion."""
 
 
 EnvFile = Annotated[
