@@ -330,12 +330,12 @@ def _compose_up(
 
         with spinner(f"starting {project}"):
             return process.run(command, env=environment)
-    from drgpu.core.compose_progress import compose_event
+    from drgpu.core.compose_progress import compose_event, log_line
 
     def heard(line: str) -> str | None:
         event = compose_event(line, project)
         if event is None:
-            return line
+            return log_line(line)
         progress(event)
         return event.state if event.failed else None
 

@@ -34,12 +34,32 @@ def compose_event(line: str, project: str) -> ProgressEvent | None:
     kind, _, name = data["id"].partition(" ")
     failed = data.get("status") == "Error"
     state = str(data.get("text") or data.get("status") or "")
+    if kind.startswith("service:"):  # `service:<name>:<n>`, when a container fails
+        return ProgressEvent(kind.split(":")[1], state, failed)
     if not name:  # while pulling, Compose names the service alone
         return ProgressEvent(kind, state, failed)
     if kind in _QUIET_KINDS and not failed:
         return None
     subject = service_of(name, project) if kind == "Container" else f"{kind.lower()} {name}"
     return ProgressEvent(subject, state, failed)
+
+
+def log_line(line: str) -> str:
+    """A line of `compose --progress json` that is no progress, as Compose writes it without
+    that mode: a warning as logrus does (`level=warning msg="..."`), an error as its message."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(data, dict):
+        return line
+    if data.get("error") and isinstance(data.get("message"), str):
+        return str(data["message"])
+    if isinstance(data.get("level"), str) and isinstance(data.get("msg"), str):
+        if data["level"] in ("warning", "warn"):
+            return f"level=warning msg={json.dumps(data['msg'])}"
+        return str(data["msg"])
+    return line
 
 
 def service_of(container: str, project: str) -> str:

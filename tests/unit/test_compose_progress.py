@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from drgpu.core.compose_output import compose_warnings
 from drgpu.core.compose_progress import (
     ProgressEvent,
     compose_event,
+    log_line,
     service_of,
     verification_events,
 )
@@ -38,12 +40,24 @@ from drgpu.ui.progress import UpProgress
             '{"id":"Container deepracer-0-sagemaker-1","status":"Error","text":"no such image"}',
             ProgressEvent("sagemaker", "no such image", failed=True),
         ),
+        (
+            '{"id":"service:sagemaker:1","status":"Error","text":"No such image: x"}',
+            ProgressEvent("sagemaker", "No such image: x", failed=True),
+        ),
         ("Error response from daemon: boom", None),
         ("[1, 2]", None),
     ],
 )
 def test_compose_lines_become_events(line: str, event: ProgressEvent | None) -> None:
     assert compose_event(line, "deepracer-0") == event
+
+
+def test_other_json_lines_read_as_compose_writes_them_without_json_progress() -> None:
+    warning = '{"level":"warning","msg":"The \\"X\\" variable is not set.","time":"t"}'
+    assert compose_warnings(log_line(warning)) == ('The "X" variable is not set.',)
+    error = '{"error":true,"message":"Error response from daemon: No such image: x"}'
+    assert log_line(error) == "Error response from daemon: No such image: x"
+    assert log_line("plain text") == "plain text"
 
 
 def test_a_container_named_by_hand_stands_for_itself() -> None:
