@@ -305,7 +305,8 @@ def up(
         target = drfc_stack.script_target(target, config)
         with up_down.prepare_locked(config, target) as prepared:
             tables.warnings(prepared.plan.warnings)
-            plan, containers = drfc_stack.up(prepared, script_args or [])
+            with UpProgress(quiet=quiet) as progress:
+                plan, containers = drfc_stack.up(prepared, script_args or [], progress)
         tables.up_table(plan, containers)
         return
     if script_args:

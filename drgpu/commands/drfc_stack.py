@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +28,7 @@ from drgpu.core.target import Target
 from drgpu.errors import DockerError
 
 if TYPE_CHECKING:
+    from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts
     from drgpu.core.model import Plan
     from drgpu.core.settings import Config
@@ -62,9 +63,15 @@ def script_target(target: Target, config: Config) -> Target:
     return replace(target, compose_files=files)
 
 
-def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[ContainerFacts]]:
+def up(
+    prepared: Prepared,
+    extra_args: Sequence[str],
+    progress: Callable[[ProgressEvent], None] | None = None,
+) -> tuple[Plan, list[ContainerFacts]]:
     """Render the override, run DRfC's start script with it, and verify every container;
-    on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again."""
+    on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again.
+    With `progress`, it hears each service's state from Compose's lines, then its
+    verification (else a spinner shows)."""
     from drgpu.commands import guard
     from drgpu.core.redaction import holds_secret
     from drgpu.host import engine, process
@@ -86,8 +93,14 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
         lambda: _take_down(checkout, environment, plan.project, files),
         keep_on=_StartFailed if was_up else None,
     ):
-        with spinner(f"starting {plan.project} with {_name(checkout.start_script, checkout)}"):
-            started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)
+        command = drfc_scripts.start_command(checkout, extra_args)
+        if progress is None:
+            with spinner(f"starting {plan.project} with {_name(checkout.start_script, checkout)}"):
+                started = process.run(command, env=environment)
+        else:
+            started = process.stream(
+                command, env=environment, on_line=_hearing(plan.project, progress)
+            )
         said = _relay(started, checkout.start_script, checkout)
         if not started.ok:
             last = said[-1] if said else f"exit status {started.returncode}"
@@ -98,10 +111,26 @@ def up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[Plan, list[Contai
                 else None,
             )
         preload.join()
-        containers = verified(plan)
+        containers = verified(plan, progress)
         _remove_placeholders(plan, containers)
     placeholders = _placeholder_services(plan)
     return plan, [c for c in containers if c.service not in placeholders]
+
+
+def _hearing(
+    project: str, progress: Callable[[ProgressEvent], None]
+) -> Callable[[str], str | None]:
+    """What hears the start script's stderr: Compose's progress lines become events (every
+    line is kept, for what the script said)."""
+    from drgpu.core.compose_progress import plain_compose_event
+
+    def heard(line: str) -> str | None:
+        event = plain_compose_event(line, project)
+        if event is not None:
+            progress(event)
+        return line
+
+    return heard
 
 
 def shell_exports(prepared: Prepared) -> str:

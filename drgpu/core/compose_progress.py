@@ -7,6 +7,7 @@ Pure: lines in, events out; drgpu/ui shows them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 # Compose's objects that are no service of the stack: not shown, unless they fail.
@@ -41,6 +42,26 @@ def compose_event(line: str, project: str) -> ProgressEvent | None:
     if kind in _QUIET_KINDS and not failed:
         return None
     subject = service_of(name, project) if kind == "Container" else f"{kind.lower()} {name}"
+    return ProgressEvent(subject, state, failed)
+
+
+# Compose's plain progress (no terminal): ` Container deepracer-0-sagemaker-1  Started`.
+_PLAIN = re.compile(
+    r"^\s*(?P<kind>Container|Image)\s+(?P<name>\S+)\s+(?P<state>Creating|Created|Starting|"
+    r"Started|Running|Waiting|Healthy|Pulling|Pulled|Recreate|Recreated|Error)\b(?P<rest>.*)$"
+)
+
+
+def plain_compose_event(line: str, project: str) -> ProgressEvent | None:
+    """The event of one line of Compose's plain progress, as DRfC's start script lets it
+    print (None for any other line)."""
+    found = _PLAIN.match(line)
+    if found is None:
+        return None
+    name = found["name"]
+    subject = service_of(name, project) if found["kind"] == "Container" else f"image {name}"
+    failed = found["state"] == "Error"
+    state = f"{found['state']}{found['rest']}".strip() if failed else found["state"]
     return ProgressEvent(subject, state, failed)
 
 

@@ -77,6 +77,10 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert "start.sh: Training of model s3://bucket/rl-deepracer-sagemaker starting." in (
         started.stderr
     )
+    progress = [line.rsplit(" (", 1)[0] for line in started.stderr.splitlines()]
+    for service in ("rl_coach", "robomaker"):  # Compose's lines through DRfC's script
+        assert f"drgpu: {service}: Started" in progress, started.stderr
+        assert f"drgpu: {service}: verified" in progress, started.stderr
     stack = services(bed, "deepracer-0")
     assert sorted(stack) == ["rl_coach", "robomaker"]
     (coach,) = stack["rl_coach"]

@@ -10,6 +10,7 @@ from drgpu.core.compose_progress import (
     ProgressEvent,
     compose_event,
     log_line,
+    plain_compose_event,
     service_of,
     verification_events,
 )
@@ -98,3 +99,20 @@ def test_quiet_shows_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     with UpProgress(quiet=True) as progress:
         progress(ProgressEvent("sagemaker", "Started"))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("line", "event"),
+    [
+        (" Container deepracer-0-rl_coach-1  Started", ProgressEvent("rl_coach", "Started")),
+        (" Container deepracer-0-robomaker-1  Creating", ProgressEvent("robomaker", "Creating")),
+        (
+            " Container deepracer-0-redis-1  Error response from daemon: boom",
+            ProgressEvent("redis", "Error response from daemon: boom", failed=True),
+        ),
+        (" Network deepracer-0_default  Created", None),
+        ("Created a new model prefix", None),
+    ],
+)
+def test_plain_compose_lines_become_events(line: str, event: ProgressEvent | None) -> None:
+    assert plain_compose_event(line, "deepracer-0") == event
