@@ -83,7 +83,10 @@ def watch(
 ) -> Status | None:
     """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` snapshots or
     Ctrl-C; the last snapshot (None when interrupted before the first)."""
+    import signal
+
     from drgpu.host.engine import engine_session
+    from drgpu.host.signals import Interrupted
 
     last = None
     shown = 0
@@ -99,4 +102,7 @@ def watch(
                 shown += 1
     except KeyboardInterrupt:
         pass
+    except Interrupted as stop:  # Ctrl-C ends a watch; SIGTERM and SIGHUP still interrupt it
+        if stop.signum != signal.SIGINT:
+            raise
     return last
