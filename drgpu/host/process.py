@@ -84,17 +84,19 @@ def _started(
         raise DockerError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
 
 
-def _stop(child: subprocess.Popen[str]) -> None:
-    """SIGTERM, a grace period, then SIGKILL; reaped either way."""
+def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
+    """SIGTERM, a grace period, then SIGKILL; reaped either way. `drain`: read what is
+    left in its pipes meanwhile (not where another thread reads them)."""
     from drgpu.host.signals import shielded
 
+    finish = child.communicate if drain else child.wait
     with shielded(lambda name: None):
         child.terminate()
         try:
-            child.communicate(timeout=STOP_GRACE_S)
+            finish(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             child.kill()
-            child.communicate()
+            finish()
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -147,7 +149,7 @@ def stream(
                 kept.append(keep + "\n")
         child.wait()
     except BaseException:  # a signal (see drgpu.host.signals): stop the program first
-        _stop(child)
+        _stop(child, drain=False)  # the reader thread still reads its stdout
         raise
     reader.join()
     return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))

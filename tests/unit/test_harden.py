@@ -151,14 +151,15 @@ def test_a_down_after_an_up_began_supersedes_it() -> None:
 
 
 def test_the_first_caught_signal_interrupts_and_the_rest_are_ignored() -> None:
-    before = signal.getsignal(signal.SIGTERM)
+    before = {signum: signal.getsignal(signum) for signum in signals.CAUGHT}
     with pytest.raises(signals.Interrupted) as caught, signals.caught():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1)
     assert caught.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     os.kill(os.getpid(), signal.SIGTERM)  # ignored: this test lives on
-    signal.signal(signal.SIGTERM, before)
+    for signum, handler in before.items():  # an ignored SIGINT would reach later subprocesses
+        signal.signal(signum, handler)
 
 
 def test_a_shielded_block_runs_to_its_end_and_tells_of_each_signal() -> None:
