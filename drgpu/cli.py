@@ -295,6 +295,9 @@ def up(
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
     if swarm or config.docker_style == "swarm":
+        from drgpu.commands.drfc_stack import warn_swarm_skips_scripts
+
+        warn_swarm_skips_scripts(target, explicit_files=bool(file))
         _swarm_up(config, target)
         return
     from drgpu.commands import drfc_stack, up_down
@@ -377,9 +380,10 @@ def drfc_env(evaluation: Evaluation = False) -> None:
     config = _settings(target)
     if config.docker_style == "swarm":
         raise ConfigError(
-            "DR_DOCKER_STYLE=swarm: DRfC's scripts deploy a Swarm stack, and drgpu's"
-            " override is for Compose",
-            hint="use `drgpu up` (it deploys drgpu's own stack file), or DR_DOCKER_STYLE=compose",
+            "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
+            " `docker stack deploy`, which cannot take drgpu's Compose override",
+            hint="set DR_DOCKER_STYLE=compose in system.env and activate again; or `drgpu up`,"
+            " which deploys drgpu's own stack file without DRfC's start script (docs/drfc.md)",
         )
     target = drfc_stack.script_target(target, config)
     prepared = up_down.prepare_with(config, target, None)

@@ -57,6 +57,20 @@ def runs_scripts(target: Target, *, explicit_files: bool) -> bool:
     return False
 
 
+def warn_swarm_skips_scripts(target: Target, *, explicit_files: bool) -> None:
+    """In a DRfC shell in swarm style, `up` deploys drgpu's own stack file: say that DRfC's
+    start script, and its setup, does not run."""
+    if target.checkout is None or explicit_files:
+        return
+    from drgpu.ui.talk import warn
+
+    warn(
+        "DR_DOCKER_STYLE=swarm: drgpu deploys its own stack file of DRfC's compose files,"
+        f" without {target.checkout.start_script.name} (no ROBOMAKER_COMMAND, no configuration"
+        " upload, no comms folder): for DRfC's own start, DR_DOCKER_STYLE=compose"
+    )
+
+
 def script_target(target: Target, config: Config) -> Target:
     """The target with the compose files DRfC's start script really hands Compose."""
     files = drfc_scripts.start_files(_checkout(target), config.values)

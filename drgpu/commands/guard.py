@@ -44,10 +44,12 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
 
 def _clean_after(holder: Holder) -> None:
     """Remove what a killed `drgpu up` or `down` left of its run: never verified."""
+    from drgpu.commands.swarm_deploy import remove_stale
     from drgpu.host import engine
     from drgpu.ui.talk import warn
 
-    removed = engine.remove_run(holder.project, holder.volumes_before)
+    removed = {"services": remove_stale(holder.project)}  # a Swarm stack: docker stack rm
+    removed.update(engine.remove_run(holder.project, holder.volumes_before))
     left = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
     warn(
         f"{holder.describe()} was killed: its lock is removed"

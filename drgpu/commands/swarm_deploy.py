@@ -26,12 +26,10 @@ POLL_S = 0.5
 def render(prepared: Prepared, engine: EngineFacts | None) -> SwarmStack:
     """The stack file of a prepared plan (reads the stack through `compose config`), laid
     out for the swarm `engine` describes (None: a one-node swarm, node unknown)."""
-    from drgpu.core.planning import refuse_service_gpus_on_swarm
     from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
     from drgpu.host.compose import resolve_stack
     from drgpu.targets.swarm_stack import render_stack, swarm_services
 
-    refuse_service_gpus_on_swarm(prepared.plan)
     layout = swarm_layout(swarm_gpu_mode(prepared.config.values), engine)
     model = resolve_stack(prepared.config, prepared.stack.files)
     services = swarm_services(prepared.plan, model["services"], prepared.config.workers, layout)
@@ -92,8 +90,10 @@ def stack_file(prepared: Prepared) -> Path:
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
-    """Render, deploy, wait for every task and verify what each really got; on failure
-    the stack is removed."""
+    """Render, deploy, wait for every task and verify what each really got; on any failure
+    or caught signal the stack is removed (`guard.rolled_back`: `docker stack rm`, waited
+    for, then the run's containers and networks)."""
+    from drgpu.commands import guard
     from drgpu.commands.up_down import write_owned_file
     from drgpu.host import compose, engine, process
     from drgpu.targets.swarm_stack import verify_tasks
@@ -107,27 +107,35 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     environment = compose.compose_environment(prepared.config.values)
     project = prepared.plan.project
     command = [docker_cli(), "stack", "deploy", "-c", str(path), "--prune"]
-    with spinner(f"deploying {project} to the swarm"):
+    with (
+        guard.rolled_back(project, lambda: _remove_after_failure(project, environment)),
+        spinner(f"deploying {project} to the swarm"),
+    ):
         deployed = process.run([*command, "--resolve-image", "never", project], env=environment)
         if not deployed.ok:
-            _remove_after_failure(project, environment)
             raise DockerError(
                 f"docker stack deploy failed: {deployed.last_error_line()}",
                 hint=_deploy_hint(deployed.stderr),
             )
-        try:
-            tasks = _wait_running(stack)
-            problems = verify_tasks(stack, tasks, engine.stack_containers(project))
-        except BaseException:  # a failure, or Ctrl-C: nothing is left half-deployed
-            _remove_after_failure(project, environment)
-            raise
-    if problems:
-        _remove_after_failure(project, environment)
-        raise DockerError(
-            f"the deployed stack does not match the plan: {'; '.join(problems)}",
-            hint="the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
-        )
+        tasks = _wait_running(stack)
+        problems = verify_tasks(stack, tasks, engine.stack_containers(project))
+        if problems:
+            raise DockerError(
+                f"the deployed stack does not match the plan: {'; '.join(problems)}",
+                hint="the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
+            )
     return stack, [task for task in tasks if task.state == "running"]
+
+
+def remove_stale(project: str) -> int:
+    """Remove the Swarm stack a killed `drgpu up` left of `project` (waited for); how many
+    services it had (0: none, or an engine that is no swarm manager)."""
+    from drgpu.host import compose, engine
+
+    services = engine.stack_service_count(project)
+    if services:
+        _remove(project, compose.compose_environment({}))
+    return services
 
 
 def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:

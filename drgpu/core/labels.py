@@ -83,5 +83,17 @@ def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tup
     return _split(labels.get(GPUS, ""))
 
 
+def engine_chosen(labels: Mapping[str, str]) -> bool:
+    """Whether the Swarm engine chose a container's GPUs (a task reserving generic
+    resources): its labels do not name them, its `DOCKER_RESOURCE_NVIDIA-GPU` does."""
+    return labels.get(SWARM_GPUS, "0") != "0" and not labels.get(GPUS)
+
+
+def with_engine_choice(labels: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
+    """The labels of a task the engine chose GPUs for, naming them as `drgpu.gpus` does:
+    what it holds, as other runs' planning reads it."""
+    return {**labels, GPUS: ",".join(given_gpus(labels, environment))}
+
+
 def _split(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())

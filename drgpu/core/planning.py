@@ -291,19 +291,6 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     return found
 
 
-def refuse_service_gpus_on_swarm(plan: Plan) -> None:
-    """Swarm pins GPUs by role (node labels); a service with GPUs of its own would take any
-    GPU the engine offers, so it is refused there (`ConfigError`)."""
-    for service in plan.services:
-        if service.role is Role.OTHER and service.has_gpu:
-            raise ConfigError(
-                f"service {service.name} has GPUs of its own"
-                f" ({service_devices_key(service.name)}), which drgpu cannot pin on Docker"
-                " Swarm: the engine would pick any GPU",
-                hint="use DR_DOCKER_STYLE=compose (or render --k8s) for this stack",
-            )
-
-
 _ROLE_NAMES = {
     Role.TRAINER: "the trainer",
     Role.TRAINER_LAUNCHER: "the trainer's launcher",

@@ -89,11 +89,26 @@ def sagemaker_candidates() -> list[ContainerFacts]:
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     """(state, labels) of every container with a `drgpu.run_id` label: what each run holds.
 
-    One API call. Over a local socket it is made without the SDK, which takes longer
-    to import than `drgpu render` may take in all.
+    One API call (and one more per live Swarm task whose GPUs the engine chose: their
+    labels do not name them, so they are read from its environment). Over a local socket
+    it is made without the SDK, which takes longer to import than `drgpu render` may take
+    in all.
     """
-    found = _quick_listing(labels.RUN_ID, drgpu_containers)
-    return [(state, container_labels) for state, container_labels in found]
+    held: list[tuple[str, Mapping[str, str]]] = []
+    for container_id, state, listed in _quick_listing(labels.RUN_ID, drgpu_containers):
+        chosen = state == "running" and labels.engine_chosen(listed)
+        held.append((state, _engine_choice(container_id, listed) if chosen else listed))
+    return held
+
+
+def _engine_choice(container_id: str, container_labels: Mapping[str, str]) -> Mapping[str, str]:
+    """A reserving Swarm task's labels, naming the GPUs the engine gave it."""
+    status, answer = _api("GET", f"/containers/{urllib.parse.quote(container_id)}/json")
+    if status == 404:  # gone meanwhile: it holds nothing
+        return container_labels
+    config = _checked(status, answer, "inspect a container", 200).get("Config") or {}
+    environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    return labels.with_engine_choice(container_labels, environment)
 
 
 def project_exists(project: str) -> bool:
@@ -104,16 +119,20 @@ def project_exists(project: str) -> bool:
 
 def _quick_listing(
     label: str, with_sdk: Callable[[], list[ContainerFacts]]
-) -> list[tuple[str, Mapping[str, str]]]:
-    """(state, labels) of the containers with `label`: over a local socket without the SDK."""
+) -> list[tuple[str, str, Mapping[str, str]]]:
+    """(id, state, labels) of the containers with `label`: over a local socket without the
+    SDK."""
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
-        return [(container.state, container.labels) for container in with_sdk()]
+        return [(c.id, c.state, c.labels) for c in with_sdk()]
     query = urllib.parse.quote(json.dumps({"label": [label]}))
     found = _local_get(host.removeprefix("unix://"), f"/containers/json?all=1&filters={query}")
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")
-    return [(str(item.get("State", "")), item.get("Labels") or {}) for item in found]
+    return [
+        (str(item.get("Id", "")), str(item.get("State", "")), item.get("Labels") or {})
+        for item in found
+    ]
 
 
 def _local_get(socket_path: str, path: str) -> Any:
@@ -597,6 +616,16 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
             _checked(status, answer, "remove a volume", 204, 404)
             removed["volumes"] += status == 204
     return removed
+
+
+def stack_service_count(namespace: str) -> int:
+    """How many Swarm services the stack `namespace` has; 0 on an engine that is no swarm
+    manager (it has no services to ask about)."""
+    query = urllib.parse.quote(json.dumps({"label": [f"{STACK_LABEL}={namespace}"]}))
+    status, answer = _api("GET", f"/services?filters={query}")
+    if status == 503:  # this node is not a swarm manager
+        return 0
+    return len(_checked(status, answer, "list services", 200))
 
 
 def _label_filter(project: str) -> str:

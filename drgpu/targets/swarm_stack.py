@@ -251,6 +251,8 @@ def _swarm_service(
             environment = gpu_environment(gpus)
     elif service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
         constraints = (TRAINER_CONSTRAINT, *here)
+    elif pinned:  # GPUs of its own (DRGPU_DEVICES_<SERVICE>): pinned as the trainer is
+        constraints = here
     if len(pinned) > 1:
         environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         for key in TEMPLATED_KEYS:

@@ -146,13 +146,18 @@ def test_bad_roles_and_keys_exit_2_with_one_line(
     assert "Traceback" not in err
 
 
-def test_swarm_refuses_a_service_with_gpus_of_its_own(cli: Run) -> None:
+def test_swarm_pins_a_service_with_gpus_of_its_own_as_the_trainer(cli: Run) -> None:
     code, out, err = cli("render", "--swarm", *EXAMPLE_ARGS)
-    assert (code, out) == (2, "")
-    assert err.splitlines()[0] == (
-        "drgpu: error: service evaluator has GPUs of its own (DRGPU_DEVICES_EVALUATOR),"
-        " which drgpu cannot pin on Docker Swarm: the engine would pick any GPU"
-    )
+    assert code == 0, err
+    evaluator = yaml.safe_load(out)["services"]["evaluator"]
+    rtx3090 = "GPU-3090c0de-5a1b-4c2d-9e3f-a4b5c6d7e8f9"
+    assert evaluator["environment"] == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": rtx3090,
+        "NVIDIA_VISIBLE_DEVICES": rtx3090,
+    }
+    assert evaluator["labels"]["drgpu.gpus"] == rtx3090
+    assert "generic_resources" not in str(evaluator)
 
 
 def test_swarm_places_declared_roles_as_deepracers(cli: Run, tmp_path: Path) -> None:

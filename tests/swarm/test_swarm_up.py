@@ -322,9 +322,48 @@ def test_generic_simulators_get_only_advertised_gpus_never_the_trainers(
         assert sorted(chosen) == sorted(BY_INDEX[:2])
         trainer = record_of(bed, seen[f"{project}_sagemaker.1"]["id"])
         assert (trainer["source"], trainer["devices"]) == ("NVIDIA_VISIBLE_DEVICES", [SPARE])
+        # The GPUs the engine chose are held: another run planning here is refused them.
+        other = tmp_path / "other"
+        other.mkdir()
+        asks = settings(
+            other, "x", 1, "compose", trainer="", simulator=str(BY_INDEX.index(chosen[0]))
+        )
+        taken = drgpu(bed, "plan", "--env-file", str(asks))
+        assert taken.returncode == 3, taken.stderr
+        assert "generic" in taken.stderr
 
         stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(path))
         assert stopped.returncode == 0, stopped.stderr
         assert leftovers(bed, project) == []
     finally:
         bed.docker("stack", "rm", project, check=False)
+
+
+def test_a_service_with_gpus_of_its_own_is_pinned_and_claims_them(
+    swarm_bed: Any, tmp_path: Path, run_id: str
+) -> None:
+    # issue 15 on Swarm: DRGPU_DEVICES_EVALUATOR pins the evaluator as the trainer is pinned.
+    path = tmp_path / "stack.yml"
+    services = {name: service(swarm_bed) for name in ("learner", "evaluator", "redis")}
+    services["learner"]["labels"] = {"drgpu.role": "trainer"}
+    path.write_text(yaml.safe_dump({"services": services}))
+    env_file = settings(tmp_path, run_id, workers=1, trainer="2", simulator="")
+    with env_file.open("a") as stream:
+        stream.write("DRGPU_DEVICES_EVALUATOR=1\n")
+    project = f"deepracer-{run_id}"
+
+    started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(path))
+
+    assert started.returncode == 0, started.stderr
+    seen = containers(swarm_bed, project)
+    evaluator = seen[f"{project}_evaluator.1"]
+    assert evaluator["env"]["NVIDIA_VISIBLE_DEVICES"] == BY_INDEX[1]
+    assert exposed(swarm_bed, evaluator["id"]) == [BY_INDEX[1]]
+    assert exposed(swarm_bed, seen[f"{project}_learner.1"]["id"]) == [BY_INDEX[2]]
+    assert exposed(swarm_bed, seen[f"{project}_redis.1"]["id"]) == []
+    # Another run planning on this host sees the evaluator's GPU as held.
+    other = tmp_path / "other"
+    other.mkdir()
+    taken = drgpu(swarm_bed, "plan", "--env-file", str(settings(other, "x", 1, "compose", "1", "")))
+    assert taken.returncode == 3, taken.stderr
+    assert run_id in taken.stderr

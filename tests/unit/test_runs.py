@@ -232,3 +232,15 @@ def test_drgpu_labels_without_an_engine_is_a_docker_error(
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     with pytest.raises(DockerError, match=r"cannot reach the Docker engine at .*absent\.sock"):
         engine.drgpu_labels()
+
+
+def test_a_swarm_task_the_engine_chose_gpus_for_claims_them() -> None:
+    from drgpu.core.labels import engine_chosen, with_engine_choice
+
+    reserving = {"drgpu.run_id": "g", "drgpu.gpus": "", "drgpu.swarm_gpus": "1"}
+    pinned = {"drgpu.run_id": "p", "drgpu.gpus": M40, "drgpu.swarm_gpus": "1"}
+    environment = {"DOCKER_RESOURCE_NVIDIA-GPU": GTX1650}
+
+    assert engine_chosen(reserving) and not engine_chosen(pinned)
+    held = claims([("running", with_engine_choice(reserving, environment)), ("running", pinned)])
+    assert [(claim.run_id, claim.uuids) for claim in held] == [("g", (GTX1650,)), ("p", (M40,))]
