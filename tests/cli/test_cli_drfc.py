@@ -274,3 +274,37 @@ def test_a_bad_value_from_the_shell_says_it_came_from_the_environment(
     result = cli("plan", "--inventory", GTX_M40)
     assert result.code == 2
     assert "drgpu: error: the environment: DR_WORKERS: 'many'" in assert_one_error_line(result)
+
+
+def swarm_style(checkout: Path) -> None:
+    """DRfC's default style: system.env no longer says compose."""
+    system = (checkout / "system.env").read_text().replace("DR_DOCKER_STYLE=compose\n", "")
+    (checkout / "system.env").write_text(system)
+
+
+def test_drfc_env_in_swarm_style_is_refused_with_what_to_do(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    swarm_style(checkout)
+    enter(monkeypatch, activated(checkout))
+    result = cli("drfc-env")
+    assert (result.code, result.out) == (2, "")
+    assert assert_one_error_line(result) == (
+        "drgpu: error: drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's"
+        " scripts run `docker stack deploy`, which cannot take drgpu's Compose override"
+    )
+    assert "DR_DOCKER_STYLE=compose in system.env" in result.err
+
+
+def test_up_in_swarm_style_says_drfcs_start_script_does_not_run(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    swarm_style(checkout)
+    enter(monkeypatch, activated(checkout))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    result = cli("up")
+    assert result.code == 5  # no engine here; the warning comes first
+    assert (
+        "drgpu: warning: DR_DOCKER_STYLE=swarm: drgpu deploys its own stack file of DRfC's"
+        " compose files, without start.sh (no ROBOMAKER_COMMAND" in result.err
+    )
