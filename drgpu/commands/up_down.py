@@ -369,20 +369,29 @@ def down(config: Config, target: Target) -> None:
         if override.is_file():
             files = (*files, override)
         with spinner(f"stopping {config.project}"):
-            stopped = _bring_down(
+            stopped = _compose_down(
                 binary, config.project, files, compose.compose_environment(config.values)
             )
-    if not stopped:
-        raise DockerError(f"compose down failed for {config.project}")
+    if not stopped.ok:
+        raise DockerError(
+            f"compose down failed for {config.project}: {stopped.last_error_line()}",
+            hint="pass the compose files (-f) and settings that `drgpu up` started it with",
+        )
 
 
 def _bring_down(
     binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
 ) -> bool:
+    return _compose_down(binary, project, files, environment).ok
+
+
+def _compose_down(
+    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
+) -> Completed:
     from drgpu.host import compose, process
 
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
-    return process.run(command, env=environment).ok
+    return process.run(command, env=environment)
 
 
 def _compose_hint(stderr: str) -> str | None:

@@ -151,3 +151,27 @@ def test_dr_workers_copies_the_declared_simulator_each_with_its_gpu(
         assert env_of(services[worker])["DOCKER_REPLICA_SLOT"] == worker[-1]
         assert services[worker]["Config"]["Labels"]["drgpu.role"] == "simulator"
     assert not services["evaluator"]["HostConfig"].get("DeviceRequests")
+
+
+def test_down_without_the_stacks_files_says_compose_s_reason(
+    bed: Any, example: tuple[Path, Path], project: str
+) -> None:
+    # `down` without -f lays the example's override on drgpu's base stack: Compose refuses,
+    # and the user must hear why, not only that it failed.
+    stack, env_file = example
+    bed.set_topology(mixed_box())
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    assert started.returncode == 0, started.stderr
+
+    refused = drgpu(bed, "down", "--env-file", str(env_file))
+
+    assert refused.returncode == 5, refused.stderr
+    first, hint = refused.stderr.splitlines()
+    assert first.startswith(f"drgpu: error: compose down failed for deepracer-{project}: ")
+    assert "has neither an image nor a build context" in first
+    assert (
+        hint == "  hint: pass the compose files (-f) and settings that `drgpu up` started it with"
+    )
+    stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(stack))
+    assert stopped.returncode == 0, stopped.stderr
+    assert containers(bed, f"deepracer-{project}") == []
