@@ -125,7 +125,14 @@ def up(
                 else None,
             )
         preload.join()
-        containers = verified(plan, progress)
+        try:
+            containers = verified(plan, progress)
+        except DockerError as failure:
+            # DRfC's start script exits 0 with -q whatever Compose said: say what it said.
+            if said and "has no container" in failure.message:
+                script = _name(checkout.start_script, checkout)
+                failure.hint = f"{script} said last: {said[-1]}\n  {failure.hint}"
+            raise
         _remove_placeholders(plan, containers)
     placeholders = _placeholder_services(plan)
     return plan, [c for c in containers if c.service not in placeholders]

@@ -201,3 +201,22 @@ def test_three_workers_on_two_gpus_survive_drfc_scale(bed: Any, checkout: Checko
     stopped_by_drfc = checkout.bash(shell, f"{exports.stdout}\ndr-stop-training")
     assert stopped_by_drfc.returncode == 0, stopped_by_drfc.stderr
     assert containers(bed, "deepracer-0") == []
+
+
+def test_a_start_script_that_started_nothing_is_quoted_in_the_error(
+    bed: Any, checkout: Checkout
+) -> None:
+    # DRfC's start script exits 0 with -q whatever Compose said; here Compose refuses (the
+    # external network activation creates is gone), and the user hears Compose's reason.
+    shell = checkout.activated()
+    bed.docker("network", "rm", "sagemaker-local", check=False)
+
+    started = checkout.drgpu(shell, "up")
+
+    assert started.returncode == 5, started.stderr
+    lines = started.stderr.splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("drgpu: error: "))
+    assert "service rl_coach has no container" in lines[error]
+    assert lines[error + 1].startswith("  hint: scripts/training/start.sh said last: ")
+    assert "sagemaker-local" in lines[error + 1]
+    assert containers(bed, "deepracer-0") == []
