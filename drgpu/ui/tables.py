@@ -347,7 +347,8 @@ def status_view(status: Status) -> RenderableType:
             )
         parts.append(runs)
     else:
-        parts.append(Text(f"drgpu status: no container of {scope}"))
+        none_of = f"run {status.run_id}" if status.run_id is not None else "any drgpu run"
+        parts.append(Text(f"drgpu status: no container of {none_of}"))
     if status.processes:
         table = _table(
             "GPU processes", "GPU", "PID", "Type", "Memory", "Container", "Run/service", "Verdict"

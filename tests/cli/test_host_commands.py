@@ -183,3 +183,11 @@ def test_doctor_warnings_pass(run: Run, monkeypatch: pytest.MonkeyPatch) -> None
     document = json.loads(out)
     assert document["ok"] is True
     assert {c["status"] for c in document["checks"]} == {"pass", "warn"}
+
+
+def test_status_with_no_drgpu_container_says_so_plainly(run: Run, snapshots: list[Any]) -> None:
+    gpu = Gpu(index=0, uuid=G0, name="Tesla T4", pci_bus_id="00000000:01:00.0", memory_total_mib=1)
+    snapshots.append(gpu_usage.build_status(Inventory(gpus=(gpu,)), [], [], {}))
+    code, out, err = run("status")
+    assert (code, err) == (0, "")
+    assert "drgpu status: no container of any drgpu run" in out
