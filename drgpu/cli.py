@@ -251,8 +251,8 @@ def render(
     With --swarm (or DR_DOCKER_STYLE=swarm) the Swarm stack file; with --k8s Kubernetes
     manifests. Secret values are masked on stdout; a file written with -o keeps them (mode 600).
     """
-    from drgpu.commands import up_down
     from drgpu.commands.rendering import rendered
+    from drgpu.commands.state_files import write_owned_file
     from drgpu.ui import tables
 
     prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
@@ -260,7 +260,7 @@ def render(
     if output is None:
         sys.stdout.write(result.shown)
     else:
-        up_down.write_owned_file(output, result.text, private=result.shown != result.text)
+        write_owned_file(output, result.text, private=result.shown != result.text)
     tables.warnings([*prepared.plan.warnings, *result.warnings])
 
 
@@ -342,8 +342,9 @@ def down(
     config = _settings(target)
     if swarm or config.docker_style == "swarm":
         from drgpu.commands import guard, swarm_deploy
+        from drgpu.commands.state_files import state_dir
 
-        up_down.state_dir(target.env_file, create=False)
+        state_dir(target.env_file, create=False)
         with guard.locked("down", config.project, config.values):
             swarm_deploy.down(config)
         return
@@ -594,9 +595,10 @@ def _swarm_up(config: Config, target: Target) -> None:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them (under the
     engine-wide lock, as every `up` and `down`)."""
     from drgpu.commands import guard, swarm_deploy, up_down
+    from drgpu.commands.state_files import state_dir
     from drgpu.ui import tables
 
-    up_down.state_dir(target.env_file)
+    state_dir(target.env_file)
     with guard.locked("up", config.project, config.values):
         prepared = up_down.prepare_with(config, target, None)
         tables.warnings(prepared.plan.warnings)

@@ -12,15 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.commands.up_down import (
     Prepared,
-    _bring_down,
-    _preload,
-    _written_by_drgpu,
-    override_path,
+    bring_down,
+    preload_libraries,
     show_compose_warnings,
     verified,
-    write_owned_file,
 )
 from drgpu.core import drfc_scripts
 from drgpu.core.drfc import DrfcCheckout
@@ -100,7 +98,7 @@ def up(
     )
     files = (*prepared.stack.files, prepared.override_path)
     was_up = engine.project_exists(plan.project)
-    preload = threading.Thread(target=_preload, daemon=True)
+    preload = threading.Thread(target=preload_libraries, daemon=True)
     preload.start()
     with guard.rolled_back(
         plan.project,
@@ -170,7 +168,7 @@ def down(config: Config, target: Target) -> None:
     left of the project goes too, and the override file drgpu wrote (under the
     engine-wide lock: see `guard`)."""
     from drgpu.commands import guard
-    from drgpu.commands.up_down import state_dir
+    from drgpu.commands.state_files import state_dir
 
     state_dir(target.env_file, create=False)
     with guard.locked("down", config.project, config.values):
@@ -182,7 +180,7 @@ def _down(config: Config, target: Target) -> None:
 
     checkout = _checkout(target)
     override = override_path(target.env_file, config.project)
-    written = override.is_file() and _written_by_drgpu(override)
+    written = override.is_file() and written_by_drgpu(override)
     environment = drfc_scripts.script_environment(
         os.environ, config.values, checkout, override if written else None
     )
@@ -214,7 +212,7 @@ def _take_down(
     if stopped.ok and not engine.project_containers(project):
         return True
     binary = compose.find_compose(environment)
-    return _bring_down(binary, project, files, environment)
+    return bring_down(binary, project, files, environment)
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:

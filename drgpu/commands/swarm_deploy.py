@@ -94,7 +94,7 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     or caught signal the stack is removed (`guard.rolled_back`: `docker stack rm`, waited
     for, then the run's containers and networks)."""
     from drgpu.commands import guard
-    from drgpu.commands.up_down import write_owned_file
+    from drgpu.commands.state_files import write_owned_file
     from drgpu.host import compose, engine, process
     from drgpu.targets.swarm_stack import verify_tasks
     from drgpu.ui.talk import spinner

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,13 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drgpu.commands.state_files import override_path, state_dir, write_owned_file
 from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.planning import make_plan, service_requests
 from drgpu.core.settings import Config, load_target_config
 from drgpu.core.target import Target
-from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
-from drgpu.targets.compose_override import HEADER_MARK
+from drgpu.errors import DockerError, NvmlUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,8 +23,6 @@ if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts
     from drgpu.host.process import Completed
-
-STATE_DIR = ".drgpu"
 
 
 @dataclass(frozen=True)
@@ -143,84 +138,6 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
     return inventory
 
 
-def override_path(env_file: Path, project: str) -> Path:
-    """drgpu's own override file, in a `.drgpu` folder beside the settings file."""
-    return env_file.resolve().parent / STATE_DIR / f"{project}.override.yml"
-
-
-def state_dir(env_file: Path, *, create: bool = True) -> Path:
-    """The `.drgpu` folder beside the settings file (created when missing and `create`);
-    never followed when it is a symbolic link, never used when it is not a folder."""
-    return _checked_state_dir(env_file.resolve().parent / STATE_DIR, create=create)
-
-
-def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
-    try:
-        found = folder.lstat()
-    except FileNotFoundError:
-        if not create:
-            return folder
-        try:
-            folder.mkdir(mode=0o755)
-        except FileExistsError:
-            return _checked_state_dir(folder)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create {folder}: {exc.strerror or exc}",
-                hint="drgpu keeps its override beside the settings file: make that folder writable",
-            ) from None
-        return folder
-    except OSError as exc:
-        raise ConfigError(f"cannot read {folder}: {exc.strerror or exc}") from None
-    if stat.S_ISLNK(found.st_mode):
-        raise ConfigError(
-            f"{folder} is a symbolic link: drgpu never writes through one",
-            hint="remove the link; drgpu creates the folder itself",
-        )
-    if not stat.S_ISDIR(found.st_mode):
-        raise ConfigError(
-            f"{folder} is not a folder: drgpu keeps its override files in it",
-            hint="move that file away; drgpu creates the folder itself",
-        )
-    return folder
-
-
-def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
-    """Write `text` atomically, refusing to replace any file drgpu did not write; readable
-    by its owner alone when `private` (the default: it may hold a secret), else by all."""
-    if path.is_symlink() or (path.exists() and not _written_by_drgpu(path)):
-        raise ConfigError(
-            f"refusing to overwrite {path}: drgpu did not write it",
-            hint="choose another --output path, or move that file away",
-        )
-    if path.parent.name == STATE_DIR:
-        _checked_state_dir(path.parent)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        os.fchmod(handle, 0o600 if private else 0o644)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _written_by_drgpu(path: Path) -> bool:
-    try:
-        with path.open(encoding="utf-8") as stream:
-            return stream.readline().startswith(HEADER_MARK)
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
 def up(
     prepared: Prepared, progress: Callable[[ProgressEvent], None] | None = None
 ) -> list[ContainerFacts]:
@@ -245,10 +162,10 @@ def up(
         binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
     )
     # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
-    preload = threading.Thread(target=_preload, daemon=True)
+    preload = threading.Thread(target=preload_libraries, daemon=True)
     preload.start()
     project = prepared.plan.project
-    with guard.rolled_back(project, lambda: _bring_down(binary, project, files, environment)):
+    with guard.rolled_back(project, lambda: bring_down(binary, project, files, environment)):
         started = _compose_up(command, environment, project, progress)
         show_compose_warnings(started.stderr)
         if not started.ok:
@@ -347,7 +264,8 @@ def _compose_up(
     return started
 
 
-def _preload() -> None:
+def preload_libraries() -> None:
+    """Import the Docker SDK and rich while Compose starts (they are needed after it)."""
     from drgpu.host import engine
     from drgpu.ui import talk
 
@@ -379,7 +297,7 @@ def down(config: Config, target: Target) -> None:
         )
 
 
-def _bring_down(
+def bring_down(
     binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
 ) -> bool:
     return _compose_down(binary, project, files, environment).ok
