@@ -14,19 +14,9 @@ It starts its own private engine with scripts/testbed (see README) and stops it 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-TESTBED = REPO / "scripts" / "testbed"
-IMAGE = "drgpu-test/python:bookworm"
+from bed import BIN, IMAGE, interleaved_medians, private_engine, run
+
 TOPOLOGY = {
     "gpus": [
         {
@@ -67,54 +57,22 @@ services:
 SETTINGS = "DR_RUN_ID=bench\nDR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=0\n"
 
 
-def run(argv: list[str], env: dict[str, str]) -> None:
-    """Run a command; a failure ends the benchmark with its output."""
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
-
-
-def timed(step: Callable[[], None]) -> float:
-    """The wall time of one call of `step`, in seconds."""
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     """Start an engine, measure both pairs alternately, print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     runs = parser.parse_args().runs
-    bed = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
-    try:
-        started = subprocess.run(
-            [str(TESTBED), "start", str(bed)], capture_output=True, text=True, check=False
-        )
-        if started.returncode != 0:
-            sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")
-        values = dict(
-            line.split("=", 1) for line in (bed / "bed.env").read_text().splitlines() if "=" in line
-        )
-        values = {key: value.strip("'") for key, value in values.items()}
-        Path(values["FAKE_NVML_TOPOLOGY"]).write_text(json.dumps(TOPOLOGY))
-        work = bed / "stack"
+    with private_engine() as bed:
+        bed.set_topology(TOPOLOGY)
+        work = bed.dir / "stack"
         work.mkdir()
         (work / "stack.yml").write_text(STACK)
         (work / "system.env").write_text(SETTINGS)
-        compose = str(Path(sys.executable).parent / "docker-compose")
-        # As installed: byte-compiled modules are cached, not compiled on every call.
-        environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env = {
-            **environ,
-            "DOCKER_HOST": values["BED_DOCKER_HOST"],
-            "FAKE_NVML_TOPOLOGY": values["FAKE_NVML_TOPOLOGY"],
-            "LD_LIBRARY_PATH": values["FAKE_NVML_LIB_DIR"],
-            "DRGPU_COMPOSE": compose,
-            "DR_SAGEMAKER_CUDA_DEVICES": "1",
-            "DR_ROBOMAKER_CUDA_DEVICES": "0",
-        }
-        drgpu = [str(Path(sys.executable).parent / "drgpu")]
+        compose = str(BIN / "docker-compose")
+        env = bed.env(
+            DRGPU_COMPOSE=compose, DR_SAGEMAKER_CUDA_DEVICES="1", DR_ROBOMAKER_CUDA_DEVICES="0"
+        )
+        drgpu = [str(BIN / "drgpu")]
         files = ["-f", str(work / "stack.yml")]
         settings = ["--env-file", str(work / "system.env")]
         override = work / ".drgpu" / "deepracer-bench.override.yml"
@@ -133,14 +91,8 @@ def main() -> None:
             "up": (lambda: run([*drgpu, "up", *settings, *files], env), down),
             "bare_up": (lambda: run([*bare, "up", "-d"], env), down),
         }
-        samples: dict[str, list[float]] = {name: [] for name in pairs}
-        for _ in range(runs):  # interleaved, so that drift hits both sides alike
-            for name, (step, after) in pairs.items():
-                samples[name].append(timed(step))
-                after()
-        render, config, up, bare_up = (statistics.median(samples[name]) for name in pairs)
-    finally:
-        subprocess.run([str(TESTBED), "stop", str(bed)], capture_output=True, check=False)
+        medians = interleaved_medians(pairs, runs)
+    render, config, up, bare_up = (medians[name] for name in pairs)
     print(f"runs per command: {runs} (medians)")
     print(
         f"drgpu render {render * 1000:7.1f} ms | compose config {config * 1000:7.1f} ms"

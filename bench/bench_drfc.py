@@ -18,45 +18,14 @@ Target (issue 10): at most 1.15x. It starts its own private engine with scripts/
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-TESTBED = REPO / "scripts" / "testbed"
+from bed import BIN, REPO, interleaved_medians, private_engine, run
+
 CHECKOUT = REPO / "tests" / "drfc" / "checkout"
 sys.path.insert(0, str(REPO))
 from tests.e2e.helpers import THREE_GPUS  # noqa: E402  (the bed's mixed box)
-
-
-def run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> str:
-    """Run a command; a failure ends the benchmark with its output."""
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
-def timed(step: Callable[[], None]) -> float:
-    """The wall time of one call of `step`, in seconds."""
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
-
-
-def activated(root: Path, env: dict[str, str]) -> dict[str, str]:
-    """The environment `source bin/activate.sh` leaves in a shell."""
-    script = "source bin/activate.sh >/dev/null || exit 1; env -0"
-    output = run(["bash", "-c", script], env, cwd=root)
-    pairs = (item.partition("=") for item in output.split("\0") if "=" in item)
-    return {key: value for key, _, value in pairs}
 
 
 def main() -> None:
@@ -65,44 +34,28 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--workers", type=int, default=1)
     arguments = parser.parse_args()
-    bed = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
-    try:
-        started = subprocess.run(
-            [str(TESTBED), "start", str(bed)], capture_output=True, text=True, check=False
-        )
-        if started.returncode != 0:
-            sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")
-        values = dict(
-            line.split("=", 1) for line in (bed / "bed.env").read_text().splitlines() if "=" in line
-        )
-        values = {key: value.strip("'") for key, value in values.items()}
-        Path(values["FAKE_NVML_TOPOLOGY"]).write_text(json.dumps(THREE_GPUS))
-        root = bed / "deepracer-for-cloud"
+    with private_engine() as bed:
+        bed.set_topology(THREE_GPUS)
+        root = bed.dir / "deepracer-for-cloud"
         shutil.copytree(CHECKOUT, root)
         system = root / "system.env"
         system.write_text(
             system.read_text().replace("DR_WORKERS=1", f"DR_WORKERS={arguments.workers}")
             + ("DR_ROBOMAKER_CUDA_DEVICES=0,1\n" if arguments.workers > 1 else "")
         )
-        compose = Path(sys.executable).parent / "docker-compose"
-        plugins = bed / "docker-config" / "cli-plugins"
+        compose = BIN / "docker-compose"
+        plugins = bed.dir / "docker-config" / "cli-plugins"
         plugins.mkdir(parents=True)
         (plugins / "docker-compose").symlink_to(compose)
-        # As installed: byte-compiled modules are cached, not compiled on every call.
-        environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        shell = activated(
-            root,
-            {
-                **environ,
-                "DOCKER_HOST": values["BED_DOCKER_HOST"],
-                "DOCKER_CONFIG": str(bed / "docker-config"),
-                "FAKE_NVML_TOPOLOGY": values["FAKE_NVML_TOPOLOGY"],
-                "LD_LIBRARY_PATH": values["FAKE_NVML_LIB_DIR"],
-                "DRGPU_COMPOSE": str(compose),
-                "DRGPU_LOCK_FILE": str(bed / "drgpu.lock"),
-            },
+        env = bed.env(
+            DOCKER_CONFIG=str(bed.dir / "docker-config"),
+            DRGPU_COMPOSE=str(compose),
+            DRGPU_LOCK_FILE=str(bed.dir / "drgpu.lock"),
         )
-        drgpu = str(Path(sys.executable).parent / "drgpu")
+        script = "source bin/activate.sh >/dev/null || exit 1; env -0"
+        exported = run(["bash", "-c", script], env, cwd=root).split("\0")
+        shell = dict(item.split("=", 1) for item in exported if "=" in item)
+        drgpu = str(BIN / "drgpu")
         scripts = root / "scripts" / "training"
 
         def trainers_gone() -> None:
@@ -128,14 +81,8 @@ def main() -> None:
         for step, after in pairs.values():  # warm caches
             step()
             after()
-        samples: dict[str, list[float]] = {name: [] for name in pairs}
-        for _ in range(arguments.runs):  # interleaved, so that drift hits both sides alike
-            for name, (step, after) in pairs.items():
-                samples[name].append(timed(step))
-                after()
-        up, start = (statistics.median(samples[name]) for name in pairs)
-    finally:
-        subprocess.run([str(TESTBED), "stop", str(bed)], capture_output=True, check=False)
+        medians = interleaved_medians(pairs, arguments.runs)
+    up, start = (medians[name] for name in pairs)
     print(f"runs per command: {arguments.runs} (medians), DR_WORKERS={arguments.workers}")
     print(
         f"drgpu up {up * 1000:7.1f} ms | DRfC start.sh {start * 1000:7.1f} ms"

@@ -25,15 +25,13 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-TESTBED = REPO / "scripts" / "testbed"
-IMAGE = "drgpu-test/python:bookworm"
+from bed import BIN, IMAGE, private_engine, run
+
 GPUS = 8
 CONTAINERS = 20
 RUN_ID = "bench"
@@ -69,13 +67,6 @@ def topology(pids: list[int]) -> dict[str, object]:
     }
 
 
-def check(argv: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
 def start_containers(docker: list[str], env: dict[str, str]) -> list[int]:
     """20 sleeping containers labelled as services of run `bench`; their host PIDs."""
     ids = []
@@ -90,12 +81,12 @@ def start_containers(docker: list[str], env: dict[str, str]) -> list[int]:
         }
         flags = [arg for key, value in labels.items() for arg in ("--label", f"{key}={value}")]
         ids.append(
-            check(
+            run(
                 [*docker, "run", "-d", "--network", "none", *flags, IMAGE, "sleep", "infinity"],
                 env,
             ).strip()
         )
-    inspected = json.loads(check([*docker, "inspect", *ids], env))
+    inspected = json.loads(run([*docker, "inspect", *ids], env))
     return [int(container["State"]["Pid"]) for container in inspected]
 
 
@@ -153,33 +144,15 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds before measuring")
     args = parser.parse_args()
-    bin_dir = Path(sys.executable).parent
-    nvitop = bin_dir / "nvitop"
+    nvitop = BIN / "nvitop"
     if not nvitop.is_file():
         sys.exit("bench: nvitop is missing (scripts/setup-test installs the test extra)")
-    bed = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
-    try:
-        started = subprocess.run(
-            [str(TESTBED), "start", str(bed)], capture_output=True, text=True, check=False
-        )
-        if started.returncode != 0:
-            sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")
-        values = dict(
-            line.split("=", 1) for line in (bed / "bed.env").read_text().splitlines() if "=" in line
-        )
-        values = {key: value.strip("'") for key, value in values.items()}
-        # As installed: byte-compiled modules are cached, not compiled on every call.
-        environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env = {
-            **environ,
-            "DOCKER_HOST": values["BED_DOCKER_HOST"],
-            "FAKE_NVML_TOPOLOGY": values["FAKE_NVML_TOPOLOGY"],
-            "LD_LIBRARY_PATH": values["FAKE_NVML_LIB_DIR"],
-        }
+    with private_engine() as bed:
+        env = bed.env()
         pids = start_containers(["docker"], env)
-        Path(values["FAKE_NVML_TOPOLOGY"]).write_text(json.dumps(topology(pids)))
-        seen = json.loads(check([str(bin_dir / "drgpu"), "status", "--json"], env))
-        once = check([str(nvitop), "--once"], env)
+        bed.set_topology(topology(pids))
+        seen = json.loads(run([str(BIN / "drgpu"), "status", "--json"], env))
+        once = run([str(nvitop), "--once"], env)
         print(
             f"box: {len(seen['gpus'])} GPUs, {len(seen['processes'])} GPU processes in"
             f" {sum(len(s) for r in seen['runs'] for s in r['services'].values())} drgpu"
@@ -187,22 +160,20 @@ def main() -> None:
         )
         every = f"{args.interval}"
         monitors = {
-            "drgpu": [str(bin_dir / "drgpu"), "status", "--watch", "--interval", every],
+            "drgpu": [str(BIN / "drgpu"), "status", "--watch", "--interval", every],
             "nvitop": [str(nvitop), "--interval", every],
         }
         samples: dict[str, list[float]] = {name: [] for name in monitors}
         for _ in range(args.rounds):  # alternated, so that drift hits both alike
             for name, argv in monitors.items():
                 samples[name].append(cpu_per_tick(argv, env, args))
-    finally:
-        subprocess.run([str(TESTBED), "stop", str(bed)], capture_output=True, check=False)
     drgpu, nvitop_tick = (statistics.median(samples[name]) for name in monitors)
     print(
         f"rounds: {args.rounds}, interval {args.interval:g} s, window {args.window:g} s"
         f" ({args.window / args.interval:g} ticks), medians"
     )
-    for name, values_ in samples.items():
-        print(f"  {name:7s} CPU ms per tick: " + ", ".join(f"{v * 1000:.1f}" for v in values_))
+    for name, ticks in samples.items():
+        print(f"  {name:7s} CPU ms per tick: " + ", ".join(f"{v * 1000:.1f}" for v in ticks))
     print(
         f"drgpu status --watch {drgpu * 1000:6.1f} ms | nvitop {nvitop_tick * 1000:6.1f} ms"
         f" CPU per tick | ratio {drgpu / nvitop_tick:.2f}x (target <= 1x)"
