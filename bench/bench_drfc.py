@@ -18,14 +18,13 @@ Target (issue 10): at most 1.15x. It starts its own private engine with scripts/
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 
 from bed import BIN, REPO, interleaved_medians, private_engine, run
 
-CHECKOUT = REPO / "tests" / "drfc" / "checkout"
 sys.path.insert(0, str(REPO))
-from tests.e2e.helpers import THREE_GPUS  # noqa: E402  (the bed's mixed box)
+from tests.drfc import activated, make_checkout
+from tests.e2e.helpers import THREE_GPUS
 
 
 def main() -> None:
@@ -36,13 +35,10 @@ def main() -> None:
     arguments = parser.parse_args()
     with private_engine() as bed:
         bed.set_topology(THREE_GPUS)
-        root = bed.dir / "deepracer-for-cloud"
-        shutil.copytree(CHECKOUT, root)
-        system = root / "system.env"
-        system.write_text(
-            system.read_text().replace("DR_WORKERS=1", f"DR_WORKERS={arguments.workers}")
-            + ("DR_ROBOMAKER_CUDA_DEVICES=0,1\n" if arguments.workers > 1 else "")
-        )
+        workers = {"DR_WORKERS": str(arguments.workers)}
+        if arguments.workers > 1:
+            workers["DR_ROBOMAKER_CUDA_DEVICES"] = "0,1"
+        root = make_checkout(bed.dir / "deepracer-for-cloud", **workers)
         compose = BIN / "docker-compose"
         plugins = bed.dir / "docker-config" / "cli-plugins"
         plugins.mkdir(parents=True)
@@ -52,9 +48,7 @@ def main() -> None:
             DRGPU_COMPOSE=str(compose),
             DRGPU_LOCK_FILE=str(bed.dir / "drgpu.lock"),
         )
-        script = "source bin/activate.sh >/dev/null || exit 1; env -0"
-        exported = run(["bash", "-c", script], env, cwd=root).split("\0")
-        shell = dict(item.split("=", 1) for item in exported if "=" in item)
+        shell = activated(root, base=env)
         drgpu = str(BIN / "drgpu")
         scripts = root / "scripts" / "training"
 

@@ -1,6 +1,7 @@
 """DRfC mode: in an activated DeepRacer-for-cloud shell every command works with no flags.
 
-The shell is a DRfC-shaped checkout (tests/drfc_shell.py) activated by bash itself.
+The shell is the DRfC-shaped checkout (tests/drfc) activated by bash itself, its system.env
+asking for the GPUs of the example box (GTX_M40).
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ from drgpu.core.target import resolve_target
 from tests.cli.test_cli import GTX_M40, M40, Cli, assert_one_error_line, cli
 
 __all__ = ["cli"]  # the fixture, shared with test_cli.py
-from tests.drfc_shell import RUN_ENV, activated, make_checkout
+from tests.drfc import RUN_ENV, activated, make_checkout
 
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    return make_checkout(tmp_path / "deepracer-for-cloud")
+    return make_checkout(
+        tmp_path / "deepracer-for-cloud",
+        DR_SAGEMAKER_CUDA_DEVICES="1",
+        DR_ROBOMAKER_CUDA_DEVICES="0",
+    )
 
 
 def enter(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> None:
@@ -113,7 +118,8 @@ def test_swarm_style_lists_with_c_are_read(
     assert target.checkout is not None and target.checkout.file_flag == "-c"
     assert target.compose_files == (
         checkout / "docker" / "docker-compose-training.yml",
-        checkout / "docker" / "docker-compose-endpoint.yml",
+        checkout / "docker" / "docker-compose-training-swarm.yml",
+        checkout / "docker" / "docker-compose-keys.yml",
     )
     config = load_target_config(target, environment)
     assert config.docker_style == "swarm"  # DRfC's default, exported by activation
@@ -137,7 +143,7 @@ def test_c_is_an_alias_of_f_so_a_drfc_list_can_be_passed_as_it_is(
         flag,
         docker / "docker-compose-training.yml",
         flag,
-        docker / "docker-compose-endpoint.yml",
+        docker / "docker-compose-keys.yml",
     )
     assert result.code == 0, result.err
     assert set(json.loads(result.out)["services"]) == {"rl_coach", "robomaker"}

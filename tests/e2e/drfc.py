@@ -1,16 +1,15 @@
-"""A DeepRacer-for-cloud-shaped checkout on the bed (tests/drfc/checkout), activated as its
-users activate it: `source bin/activate.sh [run.env]` in bash, the environment kept."""
+"""The DeepRacer-for-cloud-shaped checkout (tests/drfc) on the bed, activated as its users
+activate it: `source bin/activate.sh [run.env]` in bash, the environment kept."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CHECKOUT = Path(__file__).resolve().parent.parent / "drfc" / "checkout"
+from tests.drfc import activated, make_checkout, set_values
 
 
 @dataclass(frozen=True)
@@ -23,29 +22,14 @@ class Checkout:
 
     def set(self, file: str, **values: str) -> None:
         """Change (or add) keys of system.env or a run.env, keeping every other line."""
-        path = self.root / file
-        lines = path.read_text().splitlines() if path.exists() else []
-        for key, value in values.items():
-            lines = [line for line in lines if not line.startswith(f"{key}=")]
-            lines.append(f"{key}={value}")
-        path.write_text("\n".join(lines) + "\n")
+        set_values(self.root / file, **values)
 
     def activated(self, run_env: str | None = None) -> dict[str, str]:
         """The environment `source bin/activate.sh [run_env]` leaves in a shell."""
-        script = 'source bin/activate.sh "$@" >/dev/null || exit 1; env -0'
-        done = subprocess.run(
-            ["bash", "-c", script, "activate", *([run_env] if run_env else [])],
-            cwd=self.root,
-            env=self.bed.env(
-                DOCKER_CONFIG=self.docker_config, DRGPU_LOCK_FILE=self.bed.dir / "drgpu.lock"
-            ),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
+        environment = self.bed.env(
+            DOCKER_CONFIG=self.docker_config, DRGPU_LOCK_FILE=self.bed.dir / "drgpu.lock"
         )
-        pairs = (item.partition("=") for item in done.stdout.split("\0") if "=" in item)
-        return {key: value for key, _, value in pairs}
+        return activated(self.root, *([run_env] if run_env else []), base=environment)
 
     def drgpu(self, shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         """The real CLI, run in an activated shell (from /, so no system.env is nearby)."""
@@ -75,8 +59,7 @@ class Checkout:
 def copy_checkout(bed: Any, tmp_path: Path) -> Checkout:
     """A fresh copy of the fixture checkout, and a docker CLI config whose `docker compose`
     is the bed's Compose binary (as DRfC's scripts call it)."""
-    root = tmp_path / "deepracer-for-cloud"
-    shutil.copytree(CHECKOUT, root)
+    root = make_checkout(tmp_path / "deepracer-for-cloud")
     docker_config = tmp_path / "docker-config"
     (docker_config / "cli-plugins").mkdir(parents=True)
     (docker_config / "cli-plugins" / "docker-compose").symlink_to(bed.compose_bin)

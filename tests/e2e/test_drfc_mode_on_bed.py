@@ -1,16 +1,19 @@
 """DRfC mode end to end: in an activated DRfC-shaped shell, plain `drgpu up` and
-`drgpu up --eval` act on the checkout's own files, as separate projects."""
+`drgpu up --eval` act on the checkout's own files, as separate projects (drgpu's own
+Compose path: the checkout here has no start and stop scripts; tests/e2e/test_drfc_up.py
+runs DRfC's)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.drfc_shell import RUN_ENV, SYSTEM_ENV, activated, make_checkout
+from tests.drfc import activated, make_checkout, set_values
 from tests.e2e.helpers import (
     SIMULATOR,
     THREE_GPUS,
@@ -26,9 +29,10 @@ pytestmark = pytest.mark.docker
 
 
 def checkout_on_bed(bed: Any, root: Path, run_id: str) -> Path:
-    """A DRfC-shaped checkout whose services run the bed's image."""
-    run_env = RUN_ENV.replace("DR_RUN_ID=0", f"DR_RUN_ID={run_id}")
-    make_checkout(root, system_env=SYSTEM_ENV, run_env=run_env)
+    """The DRfC-shaped checkout without its scripts, its services running the bed's image."""
+    make_checkout(root, DR_SAGEMAKER_CUDA_DEVICES="1")
+    shutil.rmtree(root / "scripts")
+    set_values(root / "run.env", DR_RUN_ID=run_id)
     keys = {"PYTHONPATH": "/opt/pynvml", "MODEL_KEY": "${DR_LOCAL_S3_MODEL_METADATA_KEY}"}
     training = {"rl_coach": service(bed, environment=keys), "robomaker": service(bed)}
     evaluation = {"robomaker": service(bed)}
@@ -36,7 +40,7 @@ def checkout_on_bed(bed: Any, root: Path, run_id: str) -> Path:
     for name, services in (
         ("docker-compose-training.yml", training),
         ("docker-compose-eval.yml", evaluation),
-        ("docker-compose-endpoint.yml", {}),
+        ("docker-compose-keys.yml", {}),
     ):
         (docker / name).write_text(yaml.safe_dump({"services": services}))
     return root
@@ -47,7 +51,7 @@ def test_up_in_an_activated_shell_and_eval_beside_it(
 ) -> None:
     bed.set_topology(THREE_GPUS)
     root = checkout_on_bed(bed, tmp_path / "drfc", project)
-    shell = activated(root)
+    shell = activated(root, base=bed.env())
     assert shell["DR_TRAIN_COMPOSE_FILE"].startswith("-f ")
     training, evaluation = f"deepracer-{project}", f"deepracer-eval-{project}"
     try:
@@ -94,8 +98,7 @@ def test_doctor_in_an_activated_shell_checks_and_probes_the_stacks_own_image(
 ) -> None:
     bed.set_topology(THREE_GPUS)
     source, _, version = bed.image.rpartition(":")
-    system = SYSTEM_ENV.replace("awsdeepracercommunity/deepracer-simapp", source)
-    root = make_checkout(tmp_path / "drfc", system_env=system.replace("5.3.3-gpu", version))
+    root = make_checkout(tmp_path / "drfc", DR_SIMAPP_SOURCE=source, DR_SIMAPP_VERSION=version)
     stack = {
         "services": {
             "rl_coach": {"image": "${DR_SIMAPP_SOURCE}:${DR_SIMAPP_VERSION}"},
@@ -103,9 +106,9 @@ def test_doctor_in_an_activated_shell_checks_and_probes_the_stacks_own_image(
         }
     }
     (root / "docker" / "docker-compose-training.yml").write_text(yaml.safe_dump(stack))
-    (root / "docker" / "docker-compose-endpoint.yml").write_text("services: {}\n")
+    (root / "docker" / "docker-compose-keys.yml").write_text("services: {}\n")
 
-    done = drgpu(bed, "doctor", "--probe", "--json", **activated(root))
+    done = drgpu(bed, "doctor", "--probe", "--json", **activated(root, base=bed.env()))
 
     checks = json.loads(done.stdout)["checks"]
     images = [c["subject"] for c in checks if c["id"] == "image-cuda"]

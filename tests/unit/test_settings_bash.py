@@ -1,8 +1,9 @@
 """The settings reader against bash itself: DRfC's `dr-update-env` loop is the oracle.
 
-Each case writes settings files, sources them through the same loop `bin/activate.sh`
-runs (`grep -v '^#'`, `for l in $LINES`, `cut -d=`, `eval "export ..."`) in a clean
-environment and an empty directory, and compares every value drgpu reads with bash's.
+Each case writes settings files, sources them through the loop the fixture checkout's
+`bin/activate.sh` runs (tests/drfc: `grep -v '^#'`, `for l in $LINES`, `cut -d=`,
+`eval "export ..."`) in a clean environment and an empty directory, and compares every
+value drgpu reads with bash's.
 """
 
 from __future__ import annotations
@@ -17,18 +18,9 @@ from hypothesis import strategies as st
 
 from drgpu.core.envfile import read_env_texts
 from drgpu.errors import ConfigError
+from tests.drfc import LOAD_ENV_FILE
 
-DRFC_LOOP = r"""
-for f in "$@"; do
-  LINES=$(grep -v '^#' $f)
-  for l in $LINES; do
-    env_var=$(echo $l | cut -f1 -d\=)
-    env_val=$(echo $l | cut -f2 -d\=)
-    eval "export $env_var=$env_val"
-  done
-done
-env -0
-"""
+DRFC_LOOP = LOAD_ENV_FILE + 'for f in "$@"; do _dr_load_env_file "$f"; done\nenv -0\n'
 ENVIRON = {"HOME": "/home/racer", "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OUTER": "o u"}
 
 

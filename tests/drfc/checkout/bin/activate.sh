@@ -15,14 +15,14 @@
 # Fixture-only: DR_DOCKER_SOCKET, the engine socket rl_coach mounts (from DOCKER_HOST).
 
 _dr_load_env_file() {
-  local line key value
-  while IFS= read -r line || [[ -n "$line" ]]; do
-    [[ -z "${line//[[:space:]]/}" || "$line" == \#* ]] && continue
-    key="${line%%=*}"
-    value="${line#*=}"
-    value="${value%%=*}"
-    eval "export $key=$value"
-  done <"$1"
+  # DRfC's loop, word for word: lines not starting with #, split into words (and globbed)
+  # by bash, each word cut at its first and second =, then evaluated.
+  LINES=$(grep -v '^#' $1)
+  for l in $LINES; do
+    env_var=$(echo $l | cut -f1 -d\=)
+    env_val=$(echo $l | cut -f2 -d\=)
+    eval "export $env_var=$env_val"
+  done
 }
 
 function dr-update-env {
