@@ -46,7 +46,6 @@ def main() -> None:
         env = bed.env(
             DOCKER_CONFIG=str(bed.dir / "docker-config"),
             DRGPU_COMPOSE=str(compose),
-            DRGPU_LOCK_FILE=str(bed.dir / "drgpu.lock"),
         )
         shell = activated(root, base=env)
         drgpu = str(BIN / "drgpu")

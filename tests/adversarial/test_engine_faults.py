@@ -94,7 +94,6 @@ def claimed_uuids(bed: Any) -> list[str]:
 def start(bed: Any, *args: str, user: int = 0, **env: str) -> subprocess.Popen[str]:
     """`drgpu ARGS` in the background, as `user`, against the bed."""
     environment = bed.env(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(REPO), **env)
-    environment.pop("DRGPU_LOCK_FILE", None)
     extra: dict[str, Any] = {}
     if user:
         extra = {"user": user, "group": user, "extra_groups": _socket_groups(bed)}

@@ -37,7 +37,6 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DRGPU_DEBUG", raising=False)
     monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("DRGPU_LOCK_FILE", str(tmp_path / "drgpu.lock"))  # no other test's lock
 
     def run(*args: str | Path) -> tuple[int, str, str]:
         capsys.readouterr()

@@ -26,9 +26,7 @@ class Checkout:
 
     def activated(self, run_env: str | None = None) -> dict[str, str]:
         """The environment `source bin/activate.sh [run_env]` leaves in a shell."""
-        environment = self.bed.env(
-            DOCKER_CONFIG=self.docker_config, DRGPU_LOCK_FILE=self.bed.dir / "drgpu.lock"
-        )
+        environment = self.bed.env(DOCKER_CONFIG=self.docker_config)
         return activated(self.root, *([run_env] if run_env else []), base=environment)
 
     def drgpu(self, shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

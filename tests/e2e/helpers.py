@@ -83,7 +83,7 @@ def drgpu(bed: Any, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess on the bed's "host" (fake NVML, private engine)."""
     return subprocess.run(
         [sys.executable, "-m", "drgpu", *args],
-        env=bed.env(**{"DRGPU_LOCK_FILE": str(bed.dir / "drgpu.lock"), **env}),
+        env=bed.env(**env),
         capture_output=True,
         text=True,
         timeout=300,

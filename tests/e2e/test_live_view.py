@@ -119,7 +119,7 @@ def test_the_live_view_in_a_terminal(
     script = tmp_path / "watch.sh"
     exports = "".join(
         f"export {key}={shlex.quote(value)}\n"
-        for key, value in bed.env(DRGPU_LOCK_FILE=str(bed.dir / "drgpu.lock")).items()
+        for key, value in bed.env().items()
         if key.isidentifier()
     )
     script.write_text(

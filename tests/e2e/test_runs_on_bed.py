@@ -55,10 +55,10 @@ def settings(directory: Path, run_id: str, **keys: str) -> Path:
 
 
 def start(bed: Any, *args: str) -> subprocess.Popen[str]:
-    """`drgpu ARGS` in the background, with the bed's lock file, as `helpers.drgpu` runs it."""
+    """`drgpu ARGS` in the background, as `helpers.drgpu` runs it."""
     return subprocess.Popen(
         [sys.executable, "-m", "drgpu", *args],
-        env=bed.env(DRGPU_LOCK_FILE=bed.dir / "drgpu.lock"),
+        env=bed.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

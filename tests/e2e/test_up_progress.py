@@ -57,7 +57,7 @@ def test_up_in_a_terminal_redraws_one_line_per_service(
     args = " ".join(shlex.quote(a) for a in a_stack(bed, tmp_path, project))
     exports = "".join(
         f"export {key}={shlex.quote(value)}\n"
-        for key, value in bed.env(DRGPU_LOCK_FILE=str(bed.dir / "drgpu.lock")).items()
+        for key, value in bed.env().items()
         if key.isidentifier()
     )
     script = tmp_path / "up.sh"
