@@ -77,7 +77,6 @@ ENVIRONMENT_VARIABLES = (
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
 )
-FRAMEWORKS = ("torch", "tensorflow")
 _FRAMEWORK_ALIASES = {
     "torch": "torch",
     "pytorch": "torch",

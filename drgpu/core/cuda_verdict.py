@@ -16,7 +16,6 @@ from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import TrainerCheck
 from drgpu.errors import ConfigError, DockerError
 
-PROBE_EXIT_MISMATCH = 6
 EXEC_NOT_FOUND = (126, 127)
 
 

@@ -28,8 +28,6 @@ GPU_KIND = "NVIDIA-GPU"
 RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
 TRAINER_CONSTRAINT = "node.labels.Sagemaker == true"
 SIMULATOR_CONSTRAINT = "node.labels.Robomaker == true"
-DEFAULT_DAEMON_JSON = Path("/etc/docker/daemon.json")
-DEFAULT_TOOLKIT_CONFIG = Path("/etc/nvidia-container-runtime/config.toml")
 RUNTIME = "nvidia"
 RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
