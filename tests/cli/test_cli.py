@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from drgpu.cli import main
+from tests.cli.conftest import Cli, Result, Settings, assert_one_error_line
 from tests.plan_warnings import order_free, order_free_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,62 +20,6 @@ MIG_L4 = INVENTORIES / "a100-mig-plus-l4.json"
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
 NO_DRIVER = json.dumps({"init_error": "driver_not_loaded", "gpus": []})
-
-
-@dataclass(frozen=True)
-class Result:
-    """How one drgpu command ended."""
-
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
-Settings = Callable[..., Path]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
-    """`cli("plan", "--json", ...)`: drgpu's own main, run in a fresh working directory."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str | Path) -> Result:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main([str(arg) for arg in args])
-        captured = capsys.readouterr()
-        code = caught.value.code
-        return Result(code if isinstance(code, int) else 1, captured.out, captured.err)
-
-    return run
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """A system.env in tmp_path with the given keys, e.g. DR_WORKERS='2'."""
-
-    def write(**values: str) -> Path:
-        path = tmp_path / "system.env"
-        path.write_text(
-            "".join(f"{key}={value}\n" for key, value in values.items()), encoding="utf-8"
-        )
-        return path
-
-    return write
-
-
-def assert_one_error_line(result: Result) -> str:
-    """The whole of stderr is `drgpu: error: ...`, maybe with one hint line; no traceback."""
-    lines = result.err.splitlines()
-    assert 1 <= len(lines) <= 2, result.err
-    assert lines[0].startswith("drgpu: error: ")
-    if len(lines) == 2:
-        assert lines[1].startswith("  hint: ")
-    assert "Traceback" not in result.err
-    return lines[0]
 
 
 # --- help and version ------------------------------------------------------------------------

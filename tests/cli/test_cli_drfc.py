@@ -13,9 +13,8 @@ import pytest
 
 from drgpu.core.settings import load_target_config
 from drgpu.core.target import resolve_target
-from tests.cli.test_cli import GTX_M40, M40, Cli, assert_one_error_line, cli
-
-__all__ = ["cli"]  # the fixture, shared with test_cli.py
+from tests.cli.conftest import Cli, assert_one_error_line
+from tests.cli.test_cli import GTX_M40, M40
 from tests.drfc import RUN_ENV, activated, make_checkout
 
 

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import Cli, Settings, assert_one_error_line, cli, settings
-
-__all__ = ["cli", "settings"]  # the fixtures
+from tests.cli.conftest import Cli, Settings, assert_one_error_line
 
 
 def test_drfc_env_outside_an_activated_drfc_shell_is_refused(

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from drgpu.cli import main
+from tests.cli.conftest import Cli
 from tests.plan_warnings import order_free_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,28 +27,8 @@ EXAMPLE_ARGS = (
     str(MIXED_BOX),
 )
 
-Run = Callable[..., tuple[int, str, str]]
 
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
-    """`cli("plan", ...)` -> (exit code, stdout, stderr), run in a fresh directory."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-    monkeypatch.setenv("COLUMNS", "120")
-
-    def run(*args: str | Path) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main([str(arg) for arg in args])
-        out, err = capsys.readouterr()
-        code = caught.value.code
-        return (code if isinstance(code, int) else 1), out, err
-
-    return run
-
-
-def test_plan_json_of_the_example_gives_each_service_exactly_its_gpu(cli: Run) -> None:
+def test_plan_json_of_the_example_gives_each_service_exactly_its_gpu(cli: Cli) -> None:
     code, out, err = cli("plan", "--json", *EXAMPLE_ARGS)
     assert (code, order_free_text(err)) == (0, "")
     services = json.loads(out)["services"]
@@ -69,7 +48,7 @@ def test_plan_json_of_the_example_gives_each_service_exactly_its_gpu(cli: Run) -
     assert services["redis"]["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
 
 
-def test_the_readme_shows_the_examples_plan_as_it_is(cli: Run) -> None:
+def test_the_readme_shows_the_examples_plan_as_it_is(cli: Cli) -> None:
     code, out, err = cli("plan", *EXAMPLE_ARGS)
     assert (code, order_free_text(err)) == (0, "")
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -80,7 +59,7 @@ def test_the_readme_shows_the_examples_plan_as_it_is(cli: Run) -> None:
         assert line.strip() in shown, line
 
 
-def test_render_of_the_example_requests_each_gpu_by_uuid(cli: Run) -> None:
+def test_render_of_the_example_requests_each_gpu_by_uuid(cli: Cli) -> None:
     code, out, _ = cli("render", *EXAMPLE_ARGS)
     assert code == 0
     assert out.count("device_ids:") == 3
@@ -129,7 +108,7 @@ BAD = {
 @pytest.mark.parametrize("command", ["plan", "render", "up"])
 @pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
 def test_bad_roles_and_keys_exit_2_with_one_line(
-    cli: Run, tmp_path: Path, command: str, case: tuple[str, str, str]
+    cli: Cli, tmp_path: Path, command: str, case: tuple[str, str, str]
 ) -> None:
     stack, env, says = case
     (tmp_path / "stack.yml").write_text(stack)
@@ -145,7 +124,7 @@ def test_bad_roles_and_keys_exit_2_with_one_line(
     assert "Traceback" not in err
 
 
-def test_swarm_pins_a_service_with_gpus_of_its_own_as_the_trainer(cli: Run) -> None:
+def test_swarm_pins_a_service_with_gpus_of_its_own_as_the_trainer(cli: Cli) -> None:
     code, out, err = cli("render", "--swarm", *EXAMPLE_ARGS)
     assert code == 0, err
     evaluator = yaml.safe_load(out)["services"]["evaluator"]
@@ -159,7 +138,7 @@ def test_swarm_pins_a_service_with_gpus_of_its_own_as_the_trainer(cli: Run) -> N
     assert "generic_resources" not in str(evaluator)
 
 
-def test_swarm_places_declared_roles_as_deepracers(cli: Run, tmp_path: Path) -> None:
+def test_swarm_places_declared_roles_as_deepracers(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "system.env").write_text("DRGPU_TRAINER_DEVICES=2\nDRGPU_SIMULATOR_DEVICES=0\n")
     args = ("-f", EXAMPLE / "docker-compose.yml", "--inventory", MIXED_BOX)
     code, out, err = cli("render", "--swarm", *args)
@@ -173,7 +152,7 @@ def test_swarm_places_declared_roles_as_deepracers(cli: Run, tmp_path: Path) -> 
     assert constraints["carla"] == ["node.labels.Robomaker == true"]
 
 
-def test_k8s_puts_a_service_with_gpus_of_its_own_on_its_gpus_product(cli: Run) -> None:
+def test_k8s_puts_a_service_with_gpus_of_its_own_on_its_gpus_product(cli: Cli) -> None:
     code, out, err = cli("render", "--k8s", *EXAMPLE_ARGS)
     assert code == 0, err
     deployments = {

@@ -4,42 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from drgpu.cli import main
 from drgpu.commands import up_down
 from drgpu.core.settings import load_config
 from drgpu.core.target import Target
 from drgpu.core.topology import load_inventory
+from tests.cli.conftest import Cli
 from tests.plan_warnings import order_free_text
 
 REPO = Path(__file__).resolve().parents[2]
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"  # 0: Tesla M40, 1: GTX 1650
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
-
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
-    """`cli("plan", ...)` -> (exit code, stdout, stderr), run in a fresh directory."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str | Path) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main([str(arg) for arg in args])
-        out, err = capsys.readouterr()
-        code = caught.value.code
-        return (code if isinstance(code, int) else 1), out, err
-
-    return run
 
 
 def settings(tmp_path: Path, **values: str) -> Path:
@@ -48,7 +27,7 @@ def settings(tmp_path: Path, **values: str) -> Path:
     return path
 
 
-def test_plan_shows_each_worker_and_why(cli: Run, tmp_path: Path) -> None:
+def test_plan_shows_each_worker_and_why(cli: Cli, tmp_path: Path) -> None:
     env = settings(tmp_path, DR_ROBOMAKER_CUDA_DEVICES="0,1", DR_WORKERS="3")
     code, out, err = cli("plan", "--env-file", env, "--inventory", GTX_M40)
     assert (code, order_free_text(err)) == (0, "")
@@ -61,7 +40,7 @@ def test_plan_shows_each_worker_and_why(cli: Run, tmp_path: Path) -> None:
 
 
 def test_plan_json_has_the_workers_the_sharing_and_the_explanations(
-    cli: Run, tmp_path: Path
+    cli: Cli, tmp_path: Path
 ) -> None:
     env = settings(
         tmp_path,
@@ -81,7 +60,7 @@ def test_plan_json_has_the_workers_the_sharing_and_the_explanations(
     assert document["explanations"][0].startswith("trainer (auto): GPU 0 (Tesla M40 24GB)")
 
 
-def test_render_of_mps_writes_the_daemon_and_its_clients(cli: Run, tmp_path: Path) -> None:
+def test_render_of_mps_writes_the_daemon_and_its_clients(cli: Cli, tmp_path: Path) -> None:
     env = settings(
         tmp_path,
         DR_SAGEMAKER_CUDA_DEVICES="0",
@@ -114,7 +93,7 @@ def test_render_of_mps_writes_the_daemon_and_its_clients(cli: Run, tmp_path: Pat
     ],
 )
 def test_bad_sharing_input_is_one_line_with_its_exit_code(
-    cli: Run, tmp_path: Path, keys: dict[str, str], code: int, says: str
+    cli: Cli, tmp_path: Path, keys: dict[str, str], code: int, says: str
 ) -> None:
     result = cli("plan", "--env-file", settings(tmp_path, **keys), "--inventory", GTX_M40)
     assert result[0] == code, result[2]

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from drgpu.cli import main
 from drgpu.commands import doctor, status
 from drgpu.core import gpu_usage, host_checks
 from drgpu.core.facts import ContainerFacts, DaemonFacts
@@ -19,27 +18,10 @@ from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.core.target import Target
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import engine, nvml
+from tests.cli.conftest import Cli
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 TRAINER_ID = "a" * 64
-
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main(list(args))
-        out, err = capsys.readouterr()
-        code = caught.value.code
-        return (code if isinstance(code, int) else 1), out, err
-
-    return invoke
 
 
 @contextmanager
@@ -86,23 +68,23 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     return queue
 
 
-def test_help_lists_status_and_doctor(run: Run) -> None:
-    code, out, _ = run("--help")
+def test_help_lists_status_and_doctor(cli: Cli) -> None:
+    code, out, _ = cli("--help")
     assert code == 0
     assert "status" in out and "doctor" in out
 
 
-def test_status_ok_prints_the_tables_and_exits_zero(run: Run, snapshots: list[Any]) -> None:
+def test_status_ok_prints_the_tables_and_exits_zero(cli: Cli, snapshots: list[Any]) -> None:
     snapshots.append(a_status(G0))
-    code, out, err = run("status")
+    code, out, err = cli("status")
     assert (code, err) == (0, "")
     assert "deepracer-0-sagemaker-1" in out
     assert "GPU processes" in out
 
 
-def test_status_violation_exits_6_with_the_json_on_stdout(run: Run, snapshots: list[Any]) -> None:
+def test_status_violation_exits_6_with_the_json_on_stdout(cli: Cli, snapshots: list[Any]) -> None:
     snapshots.append(a_status("GPU-somewhere-else"))
-    code, out, err = run("status", "--json")
+    code, out, err = cli("status", "--json")
     assert code == 6
     document = json.loads(out)
     assert document["ok"] is False
@@ -111,29 +93,29 @@ def test_status_violation_exits_6_with_the_json_on_stdout(run: Run, snapshots: l
     assert err.count("\n") == 1
 
 
-def test_status_watch_json_prints_one_line_per_refresh(run: Run, snapshots: list[Any]) -> None:
+def test_status_watch_json_prints_one_line_per_refresh(cli: Cli, snapshots: list[Any]) -> None:
     snapshots.extend([a_status(G0), a_status(G0), a_status("GPU-elsewhere")])
-    code, out, _ = run("status", "--watch", "--json", "--count", "3", "--interval", "0.1")
+    code, out, _ = cli("status", "--watch", "--json", "--count", "3", "--interval", "0.1")
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["ok"] for line in lines] == [True, True, False]
     assert code == 6  # the last refresh decides
 
 
-def test_status_without_nvml_exits_4(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_without_nvml_exits_4(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     @contextmanager
     def no_nvml() -> Iterator[Any]:
         raise NvmlUnavailableError("the NVIDIA driver is installed but not loaded", hint="modprobe")
         yield
 
     monkeypatch.setattr(nvml, "nvml_session", no_nvml)
-    code, out, err = run("status")
+    code, out, err = cli("status")
     assert (code, out) == (4, "")
     assert err == "drgpu: error: the NVIDIA driver is installed but not loaded\n  hint: modprobe\n"
 
 
 @pytest.mark.parametrize("args", [["--interval", "0"], ["--count", "0"]])
-def test_status_rejects_bad_numbers_with_exit_2(run: Run, args: list[str]) -> None:
-    code, _, err = run("status", "--watch", *args)
+def test_status_rejects_bad_numbers_with_exit_2(cli: Cli, args: list[str]) -> None:
+    code, _, err = cli("status", "--watch", *args)
     assert code == 2
     assert err.startswith("drgpu: error: ")
 
@@ -152,7 +134,7 @@ def facts(**changes: Any) -> host_checks.HostFacts:
 
 
 def test_doctor_failure_exits_6_naming_the_failed_checks(
-    run: Run, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[tuple[Path, list[str], bool]] = []
 
@@ -161,14 +143,14 @@ def test_doctor_failure_exits_6_naming_the_failed_checks(
         return facts()
 
     monkeypatch.setattr(doctor, "gather", gather)
-    code, out, err = run("doctor", "--image", "a:1", "--image", "b:2", "--probe")
+    code, out, err = cli("doctor", "--image", "a:1", "--image", "b:2", "--probe")
     assert code == 6
     assert seen == [(Path("system.env"), ["a:1", "b:2"], True)]
     assert "FAIL" in out and "fix: is it up?" in out
     assert err == "drgpu: error: 1 check(s) failed: docker\n  hint: is it up?\n"
 
 
-def test_doctor_warnings_pass(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         doctor,
         "gather",
@@ -178,16 +160,16 @@ def test_doctor_warnings_pass(run: Run, monkeypatch: pytest.MonkeyPatch) -> None
             )
         ),
     )
-    code, out, err = run("doctor", "--json")
+    code, out, err = cli("doctor", "--json")
     assert (code, err) == (0, "")
     document = json.loads(out)
     assert document["ok"] is True
     assert {c["status"] for c in document["checks"]} == {"pass", "warn"}
 
 
-def test_status_with_no_drgpu_container_says_so_plainly(run: Run, snapshots: list[Any]) -> None:
+def test_status_with_no_drgpu_container_says_so_plainly(cli: Cli, snapshots: list[Any]) -> None:
     gpu = Gpu(index=0, uuid=G0, name="Tesla T4", pci_bus_id="00000000:01:00.0", memory_total_mib=1)
     snapshots.append(gpu_usage.build_status(Inventory(gpus=(gpu,)), [], [], {}))
-    code, out, err = run("status")
+    code, out, err = cli("status")
     assert (code, err) == (0, "")
     assert "drgpu status: no container of any drgpu run" in out
