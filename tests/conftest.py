@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -285,6 +285,24 @@ def bed() -> Generator[Bed, None, None]:
     """The Docker test bed, started on first use and stopped at the end of the session."""
     with started_bed("drgpu-bed-") as started:
         yield started
+
+
+NewRun = Callable[[str], str]
+
+
+@pytest.fixture
+def new_run(bed: Bed, request: pytest.FixtureRequest) -> Iterator[NewRun]:
+    """`new_run("a")`: a run id unique to the test; every project made is removed afterwards."""
+    base = "".join(c for c in request.node.name.lower() if c.isalnum())[-20:]
+    made: list[str] = []
+
+    def make(suffix: str) -> str:
+        made.append(f"{base}-{suffix}")
+        return made[-1]
+
+    yield make
+    for run_id in made:
+        bed.cleanup_project(f"deepracer-{run_id}")
 
 
 @pytest.hookimpl(wrapper=True)

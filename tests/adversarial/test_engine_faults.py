@@ -12,12 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import NewRun
 from tests.e2e.helpers import THREE_GPUS, container_of, containers, service, write_stack
 
 pytestmark = pytest.mark.docker
@@ -25,23 +26,6 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 DOCUMENTED = {0, 2, 3, 4, 5, 6, 129, 130, 143}
-
-NewRun = Callable[[str], str]
-
-
-@pytest.fixture
-def new_run(bed: Any, request: pytest.FixtureRequest) -> Iterator[NewRun]:
-    """`new_run("a")`: a run id unique to the test; every project made is removed afterwards."""
-    base = "".join(c for c in request.node.name.lower() if c.isalnum())[-20:]
-    made: list[str] = []
-
-    def make(suffix: str) -> str:
-        made.append(f"{base}-{suffix}")
-        return made[-1]
-
-    yield make
-    for run_id in made:
-        bed.cleanup_project(f"deepracer-{run_id}")
 
 
 @pytest.fixture

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import NewRun
 from tests.e2e.helpers import (
     SIMULATOR,
     SPARE,
@@ -26,23 +25,6 @@ from tests.e2e.helpers import (
 )
 
 pytestmark = pytest.mark.docker
-
-NewRun = Callable[[str], str]
-
-
-@pytest.fixture
-def new_run(bed: Any, request: pytest.FixtureRequest) -> Iterator[NewRun]:
-    """`new_run("a")`: a run id unique to the test; every project made is removed afterwards."""
-    base = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-20:]
-    made: list[str] = []
-
-    def make(suffix: str) -> str:
-        made.append(f"{base}-{suffix}")
-        return made[-1]
-
-    yield make
-    for run_id in made:
-        bed.cleanup_project(f"deepracer-{run_id}")
 
 
 def settings(directory: Path, run_id: str, **keys: str) -> Path:
