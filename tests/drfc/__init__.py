@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent / "checkout"
-SYSTEM_ENV = (CHECKOUT / "system.env").read_text(encoding="utf-8")
 RUN_ENV = (CHECKOUT / "run.env").read_text(encoding="utf-8")
 
 
@@ -33,7 +32,8 @@ LOAD_ENV_FILE = _bash_function(CHECKOUT / "bin" / "activate.sh", "_dr_load_env_f
 def make_checkout(root: Path, **system_values: str) -> Path:
     """A copy of the fixture checkout at `root`, these keys of its system.env changed."""
     shutil.copytree(CHECKOUT, root)
-    set_values(root / "system.env", **system_values)
+    if system_values:
+        set_values(root / "system.env", **system_values)
     return root
 
 
