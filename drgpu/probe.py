@@ -48,18 +48,17 @@ Exit codes (drgpu's global codes, as far as they apply here)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
 
 SCHEMA_VERSION = 1
@@ -1067,6 +1066,8 @@ def collect(
 
     The libraries default to NVML_LIBRARY and CUDA_LIBRARY (sonames, found by dlopen).
     """
+    import platform  # here: drgpu imports this module for its CUDA order, which needs none
+
     start = time.monotonic()
     report: Report = {
         "schema_version": SCHEMA_VERSION,
@@ -1201,6 +1202,8 @@ def _framework_text(name: str, section: Section) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse  # here: drgpu imports this module for its CUDA order, which needs none
+
     parser = argparse.ArgumentParser(
         prog="probe.py",
         description="Report which GPUs this container really sees (NVML, CUDA, frameworks).",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from drgpu.commands.state_files import override_path, write_owned_file, written_
 from drgpu.commands.up_down import (
     Prepared,
     bring_down,
-    preload_libraries,
+    meanwhile,
     show_compose_warnings,
     verified,
 )
@@ -88,7 +87,7 @@ def up(
     from drgpu.core.redaction import holds_secret
     from drgpu.host import engine, process
     from drgpu.targets.compose_override import render_override
-    from drgpu.ui.talk import spinner
+    from drgpu.ui.talk import preload_rich, spinner
 
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
@@ -98,8 +97,6 @@ def up(
     )
     files = (*prepared.stack.files, prepared.override_path)
     was_up = engine.project_exists(plan.project)
-    preload = threading.Thread(target=preload_libraries, daemon=True)
-    preload.start()
     with guard.rolled_back(
         plan.project,
         lambda: _take_down(checkout, environment, plan.project, files),
@@ -122,9 +119,9 @@ def up(
                 if "-w option" in last
                 else None,
             )
-        preload.join()
         try:
-            containers = verified(plan, progress)
+            with meanwhile(preload_rich):  # the tables' import, while verification waits
+                containers = verified(plan, progress)
         except DockerError as failure:
             # DRfC's start script exits 0 with -q whatever Compose said: say what it said.
             if said and "has no container" in failure.message:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,10 +65,14 @@ def prepare_locked(config: Config, target: Target) -> Iterator[Prepared]:
     """`prepare` for `up`, under the engine-wide lock until the block ends: no other
     `drgpu up` or `down` can read or change the runs between this plan and its proof."""
     from drgpu.commands import guard
+    from drgpu.host import nvml
 
     state_dir(target.env_file)
-    service_requests(config, load_stack(stack_files(target)))  # bad input fails before the lock
-    with guard.locked("up", config.project, config.values):
+    with ExitStack() as held:
+        # The NVML binding takes a while to import: do it while the engine creates the lock.
+        with meanwhile(nvml.preload):
+            service_requests(config, load_stack(stack_files(target)))  # bad input: no lock
+            held.enter_context(guard.locked("up", config.project, config.values))
         yield _prepare(config, target, None, strict=True)
 
 
@@ -148,6 +152,7 @@ def up(
     from drgpu.core.redaction import holds_secret
     from drgpu.host import compose
     from drgpu.targets.compose_override import render_override
+    from drgpu.ui.talk import preload_rich
 
     write_owned_file(
         prepared.override_path,
@@ -161,9 +166,6 @@ def up(
     command = compose.compose_command(
         binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
     )
-    # The Docker SDK and rich take a while to import: do it while Compose starts the stack.
-    preload = threading.Thread(target=preload_libraries, daemon=True)
-    preload.start()
     project = prepared.plan.project
     with guard.rolled_back(project, lambda: bring_down(binary, project, files, environment)):
         started = _compose_up(command, environment, project, progress)
@@ -173,9 +175,21 @@ def up(
                 f"compose up failed: {started.last_error_line()}",
                 hint=_compose_hint(started.stderr),
             )
-        preload.join()
-        containers = verified(prepared.plan, progress)
+        with meanwhile(preload_rich):  # the tables' import, while verification waits
+            containers = verified(prepared.plan, progress)
     return containers
+
+
+@contextmanager
+def meanwhile(work: Callable[[], object]) -> Iterator[None]:
+    """Run `work` in a thread while the block runs (e.g. an import while a step waits on
+    the engine); the block ends when both are done."""
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 LOG_TAIL_LINES = 5
@@ -262,15 +276,6 @@ def _compose_up(
     if not started.ok and "progress" in started.last_error_line():
         return process.run(command, env=environment)
     return started
-
-
-def preload_libraries() -> None:
-    """Import the Docker SDK and rich while Compose starts (they are needed after it)."""
-    from drgpu.host import engine
-    from drgpu.ui import talk
-
-    engine.preload_sdk()
-    talk.preload_rich()
 
 
 def down(config: Config, target: Target) -> None:

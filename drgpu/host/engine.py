@@ -30,11 +30,6 @@ SWARM_SERVICE_LABEL = "com.docker.swarm.service.name"
 TASK_ID_LABEL = "com.docker.swarm.task.id"
 
 
-def preload_sdk() -> None:
-    """Import the Docker SDK ahead of use (it takes a while), e.g. in a thread."""
-    import docker  # noqa: F401
-
-
 @contextmanager
 def _connected() -> Iterator[Any]:
     """A Docker SDK client, closed after use; an SDK failure inside becomes a DockerError."""
@@ -122,11 +117,11 @@ def _quick_listing(
 ) -> list[tuple[str, str, Mapping[str, str]]]:
     """(id, state, labels) of the containers with `label`: over a local socket without the
     SDK."""
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if not host.startswith("unix://"):
+    socket_path = _local_socket()
+    if socket_path is None:
         return [(c.id, c.state, c.labels) for c in with_sdk()]
     query = urllib.parse.quote(json.dumps({"label": [label]}))
-    found = _local_get(host.removeprefix("unix://"), f"/containers/json?all=1&filters={query}")
+    found = _local_get(socket_path, f"/containers/json?all=1&filters={query}")
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")
     return [
@@ -135,9 +130,18 @@ def _quick_listing(
     ]
 
 
-def _local_get(socket_path: str, path: str) -> Any:
-    """GET `path` from the engine's unix socket: its JSON answer (status 200 only)."""
+def _local_socket() -> str | None:
+    """The engine's unix socket, or None when DOCKER_HOST names another kind of host."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return host.removeprefix("unix://") if host.startswith("unix://") else None
+
+
+def _local_get(socket_path: str, path: str, *, gone_ok: bool = False) -> Any:
+    """GET `path` from the engine's unix socket: its JSON answer (status 200 only; with
+    `gone_ok`, None for 404: the object was removed meanwhile)."""
     status, body = _local_request(socket_path, "GET", path, b"", "application/json")
+    if status == 404 and gone_ok:
+        return None
     if status != 200:
         raise DockerError(
             f"the Docker engine answered {path.partition('?')[0]} with status {status}"
@@ -149,9 +153,25 @@ def _local_get(socket_path: str, path: str) -> Any:
 
 
 def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
-    with _connected() as client:
-        found = client.containers.list(all=True, filters=dict(filters), ignore_removed=True)
-        return sorted((_facts(container.attrs) for container in found), key=lambda c: c.name)
+    """Every container (running or not) matching `filters`, inspected; those removed
+    meanwhile are left out. Over a local socket without the SDK (one listing, then one
+    inspection per container): importing the SDK takes longer than `up`'s whole check."""
+    socket_path = _local_socket()
+    if socket_path is None:
+        with _connected() as client:
+            found = client.containers.list(all=True, filters=dict(filters), ignore_removed=True)
+            inspected = [container.attrs for container in found]
+    else:
+        query = urllib.parse.quote(json.dumps({key: [value] for key, value in filters.items()}))
+        listed = _local_get(socket_path, f"/containers/json?all=1&filters={query}")
+        if not isinstance(listed, list):
+            raise DockerError("the Docker engine answered the container listing with no list")
+        inspected = [
+            attrs
+            for item in listed
+            if (attrs := _local_get(socket_path, f"/containers/{item['Id']}/json", gone_ok=True))
+        ]
+    return sorted((_facts(attrs) for attrs in inspected), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
@@ -218,14 +238,9 @@ def container_log_tail(container_id: str, lines: int) -> list[str]:
 
 def remove_containers(container_ids: list[str]) -> None:
     """Force-remove containers and their anonymous volumes; one already gone is no error."""
-    with _connected() as client:
-        import docker.errors
-
-        for container_id in container_ids:
-            try:
-                client.api.remove_container(container_id, v=True, force=True)
-            except docker.errors.NotFound:
-                continue
+    for container_id in container_ids:
+        status, answer = _api("DELETE", f"/containers/{container_id}?force=1&v=1")
+        _checked(status, answer, "remove a container", 204, 404)
 
 
 def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]:
@@ -470,9 +485,9 @@ def _api(method: str, path: str, body: Any = None, *, tar: bytes | None = None) 
     which takes longer to import than `drgpu down` may take in all; else through it."""
     data = tar if tar is not None else b"" if body is None else json.dumps(body).encode()
     content_type = "application/x-tar" if tar is not None else "application/json"
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if host.startswith("unix://"):
-        status, raw = _local_request(host.removeprefix("unix://"), method, path, data, content_type)
+    socket_path = _local_socket()
+    if socket_path is not None:
+        status, raw = _local_request(socket_path, method, path, data, content_type)
     else:
         with _connected() as client:
             api = client.api

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
@@ -35,6 +35,13 @@ _INIT_FAILURES = {
         "reboot to load the kernel module that matches the installed driver",
     ),
 }
+
+
+def preload() -> None:
+    """Import the NVML binding ahead of use (it takes a while), e.g. in a thread; when it
+    is missing, `nvml_session` says so once used."""
+    with suppress(ImportError):
+        import pynvml  # noqa: F401
 
 
 @contextmanager

@@ -102,12 +102,9 @@ def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
 def _die_with_parent() -> Callable[[], None] | None:
     """A pre-exec hook asking Linux to SIGKILL the child when drgpu dies; None elsewhere.
 
-    With a pre-exec hook the child runs Python's after-fork handlers. `logging` registers
-    one when first imported, which the Docker SDK does in `up`'s preload thread: imported
-    here first, it never registers halfway through a fork (a child would then release a
-    lock it never took)."""
+    With a pre-exec hook the child runs Python's after-fork handlers: no thread may import
+    a module that registers one (`logging` does) while a program starts."""
     import ctypes
-    import logging  # noqa: F401 (see above)
     import signal
     import sys
 

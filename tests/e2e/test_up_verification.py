@@ -48,3 +48,27 @@ def test_a_gpu_service_that_ends_fails_up_and_compose_warnings_are_shown(
         in started.stderr
     )
     assert containers(bed, f"deepracer-{project}") == []
+
+
+def test_the_engine_reports_the_same_containers_over_its_socket_as_through_the_sdk(
+    bed: Any, tmp_path: Path, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up` verifies over the engine's unix socket (one listing, one inspection per
+    container: the SDK takes longer to import than that); the SDK, which serves other
+    kinds of DOCKER_HOST, must see exactly the same."""
+    from drgpu.host import engine
+
+    bed.set_topology(THREE_GPUS)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+    env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    assert started.returncode == 0, started.stderr
+    monkeypatch.setenv("DOCKER_HOST", bed.docker_host)
+
+    over_socket = engine.project_containers(f"deepracer-{project}")
+    monkeypatch.setattr(engine, "_local_socket", lambda: None)
+    through_sdk = engine.project_containers(f"deepracer-{project}")
+
+    assert [c.service for c in over_socket] == ["robomaker", "sagemaker"]
+    assert all(c.started_at is not None and c.device_requests for c in over_socket)
+    assert over_socket == through_sdk
