@@ -342,11 +342,14 @@ def down(
     config = _settings(target)
     if swarm or config.docker_style == "swarm":
         from drgpu.commands import guard, swarm_deploy
-        from drgpu.commands.state_files import state_dir
+        from drgpu.commands.state_files import override_path, state_dir
 
         state_dir(target.env_file, create=False)
+        stack = swarm_deploy.stack_path(
+            override_path(target.env_file, config.project), config.project
+        )
         with guard.locked("down", config.project, config.values):
-            swarm_deploy.down(config)
+            swarm_deploy.down(config, stack)
         return
     if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
         drfc_stack.down(config, drfc_stack.script_target(target, config))

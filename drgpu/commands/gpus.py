@@ -49,14 +49,14 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
 
 
 def document(inventory: Inventory, holders: dict[int, tuple[Holder, ...]] | None) -> dict[str, Any]:
-    """The `drgpu gpus --json` document: the inventory (with `cuda_order` when the CUDA
-    driver told it), each GPU with its holders and its CUDA ordinals (`cuda_indices`, guessed
-    when `cuda_order_guessed`)."""
+    """The `drgpu gpus --json` document (`schema_version` 1, as every drgpu document has):
+    the inventory (with `cuda_order` when the CUDA driver told it), each GPU with its
+    holders and its CUDA ordinals (`cuda_indices`, guessed when `cuda_order_guessed`)."""
     from drgpu.core.gpu_usage import holders_document
     from drgpu.core.index_order import cuda_order, ordinals
     from drgpu.core.topology import inventory_to_json
 
-    result = inventory_to_json(inventory)
+    result = {"schema_version": 1, **inventory_to_json(inventory)}
     order = cuda_order(inventory)
     cuda_indices = ordinals(order)
     result["cuda_order_guessed"] = not order.known

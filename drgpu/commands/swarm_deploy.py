@@ -86,7 +86,12 @@ def check_node(stack: SwarmStack, engine: EngineFacts) -> None:
 
 def stack_file(prepared: Prepared) -> Path:
     """drgpu's stack file, beside its compose override in the `.drgpu` folder."""
-    return prepared.override_path.with_name(f"{prepared.plan.project}.swarm.yml")
+    return stack_path(prepared.override_path, prepared.plan.project)
+
+
+def stack_path(override: Path, project: str) -> Path:
+    """The stack file of `project`, beside its compose override `override`."""
+    return override.with_name(f"{project}.swarm.yml")
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
@@ -149,13 +154,17 @@ def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:
         warn(f"after the failure, {exc.message}")
 
 
-def down(config: Config) -> None:
-    """Remove the stack and wait until its services, containers and networks are gone."""
+def down(config: Config, stack: Path) -> None:
+    """Remove the stack and wait until its services, containers and networks are gone;
+    then its stack file `stack` (it holds the settings' secrets) when drgpu wrote it."""
+    from drgpu.commands.state_files import written_by_drgpu
     from drgpu.host import compose
     from drgpu.ui.talk import spinner
 
     with spinner(f"removing {config.project} from the swarm"):
         _remove(config.project, compose.compose_environment(config.values))
+    if stack.is_file() and written_by_drgpu(stack):
+        stack.unlink()
 
 
 def docker_cli() -> str:

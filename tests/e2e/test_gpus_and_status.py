@@ -169,6 +169,7 @@ def test_a_lost_gpu_is_marked_and_the_others_listed(bed: Any, stack: Stack) -> N
     status = drgpu(bed, "status", "--json")
 
     assert listed.returncode == 0, listed.stderr
+    assert json_of(listed)["schema_version"] == 1
     gpus = json_of(listed)["gpus"]
     assert [(g["index"], g["uuid"], g["error"]) for g in gpus] == [
         (0, SIMULATOR, None),

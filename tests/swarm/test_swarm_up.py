@@ -127,6 +127,7 @@ def test_each_task_is_pinned_to_its_gpus_and_down_removes_the_stack(
 
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers(swarm_bed, project) == []
+    assert not stack_file.exists()  # it held the settings' secrets
 
 
 def test_four_cycles_never_expose_the_simulator_to_the_trainers_gpu(
