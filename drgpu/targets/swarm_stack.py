@@ -138,6 +138,13 @@ class SwarmService:
     pinned: tuple[tuple[str, ...], ...] = ()
 
     @property
+    def forwarded(self) -> tuple[str, ...]:
+        """The GPUs this service forwards to the trainer it starts (rl_coach), by UUID."""
+        return tuple(
+            uuid for uuid in dict(self.labels).get(labels.FORWARDED_GPUS, "").split(",") if uuid
+        )
+
+    @property
     def reserves(self) -> bool:
         """Whether the engine chooses this service's GPUs (generic resources)."""
         return self.gpus > 0 and not self.pinned
@@ -314,7 +321,7 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
     for service in services:
         uuids = {uuid for slot in service.pinned for uuid in slot}
         if service.role is Role.TRAINER_LAUNCHER:
-            uuids |= set(_label(service, labels.FORWARDED_GPUS).split(",")) - {""}
+            uuids |= set(service.forwarded)
         problems.extend(
             f"GPU {uuid}, pinned for {service.name}, is advertised to Swarm by this node"
             f" ({GPU_KIND}={uuid}): the engine may give it to a simulator"
@@ -322,10 +329,6 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
             if uuid in layout.advertised
         )
     return problems
-
-
-def _label(service: SwarmService, key: str) -> str:
-    return dict(service.labels).get(key, "")
 
 
 def render_stack(

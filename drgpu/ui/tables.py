@@ -133,13 +133,11 @@ def _swarm_gets(
             for slot, uuids in enumerate(slots, 1)
         ]
         return "\n".join(lines), f"pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on {where}{replicas}"
-    forwarded = dict(service.labels).get(labels.FORWARDED_GPUS)
-    if forwarded:
-        shown = "; ".join(
-            _devices_text([devices[u]]) if u in devices else u for u in forwarded.split(",")
-        )
+    if service.forwarded:
         return (
-            shown,
+            "; ".join(
+                _devices_text([devices[u]]) if u in devices else u for u in service.forwarded
+            ),
             f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself",
         )
     return "none (CPU only)", "NVIDIA_VISIBLE_DEVICES=void" + replicas
@@ -159,11 +157,7 @@ def swarm_plan_document(plan: Plan, view: SwarmView) -> dict[str, Any]:
                 "gpus_per_task": service.gpus,
                 "engine_chooses": service.reserves,
                 "pinned_by_slot": [list(uuids) for uuids in service.pinned],
-                "forwarded_gpus": [
-                    uuid
-                    for uuid in dict(service.labels).get(labels.FORWARDED_GPUS, "").split(",")
-                    if uuid
-                ],
+                "forwarded_gpus": list(service.forwarded),
                 "constraints": list(service.constraints),
                 "environment": dict(service.environment),
             }
