@@ -128,19 +128,21 @@ def _swarm_gets(
     if service.pinned:
         slots = service.pinned if len(service.pinned) > 1 else service.pinned[:1]
         lines = [
-            (f"slot {slot}: " if len(slots) > 1 else "")
-            + "; ".join(_devices_text([devices[u]]) if u in devices else u for u in uuids)
+            (f"slot {slot}: " if len(slots) > 1 else "") + _uuids_text(uuids, devices)
             for slot, uuids in enumerate(slots, 1)
         ]
         return "\n".join(lines), f"pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on {where}{replicas}"
     if service.forwarded:
         return (
-            "; ".join(
-                _devices_text([devices[u]]) if u in devices else u for u in service.forwarded
-            ),
+            _uuids_text(service.forwarded, devices),
             f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself",
         )
     return "none (CPU only)", "NVIDIA_VISIBLE_DEVICES=void" + replicas
+
+
+def _uuids_text(uuids: Iterable[str], devices: Mapping[str, Assignment]) -> str:
+    """Each GPU as the plan table shows it; a UUID the plan does not know, as it is."""
+    return "; ".join(_devices_text([devices[u]]) if u in devices else u for u in uuids)
 
 
 def swarm_plan_document(plan: Plan, view: SwarmView) -> dict[str, Any]:
