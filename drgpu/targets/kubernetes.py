@@ -17,7 +17,7 @@ from typing import Any
 from drgpu.core.model import Assignment, Plan, Role, ServicePlan
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.errors import ConfigError, GpuValidationError
-from drgpu.targets.swarm_stack import SwarmService, swarm_services
+from drgpu.targets.swarm_stack import SwarmService, own_gpus_environment, swarm_services
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -146,7 +146,7 @@ def _plugin_parts(
         container = pod["containers"][0]
         if shape.gpus:
             _set_resources(container, {"limits": {GPU_RESOURCE: shape.gpus}})
-            _set_env(container, _gpu_environment(shape.gpus))
+            _set_env(container, own_gpus_environment(shape.gpus))
         selector = _node_selector(shape.name, devices, shared, warnings)
         if selector:
             pod = {"nodeSelector": selector, **pod}
@@ -397,14 +397,6 @@ def _deployment(
             "selector": {"matchLabels": matching},
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
-    }
-
-
-def _gpu_environment(gpus: int) -> dict[str, str]:
-    """The pod sees only its GPUs: CUDA's indices are 0..gpus-1, in PCI bus order."""
-    return {
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
     }
 
 

@@ -303,12 +303,16 @@ def gpu_environment(gpus: int) -> dict[str, str]:
 
     NVIDIA_VISIBLE_DEVICES=void fails closed: the runtime prefers the swarm resource
     variable, and a node not set up for it gives the container no GPU, never all of them.
-    The container sees only its GPUs, so CUDA's indices are 0..gpus-1.
     """
+    return {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
+
+
+def own_gpus_environment(gpus: int) -> dict[str, str]:
+    """A container that sees only its `gpus` GPUs: CUDA's indices are 0..gpus-1, in PCI
+    bus order."""
     return {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
-        "NVIDIA_VISIBLE_DEVICES": "void",
     }
 
 
