@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role, ServicePlan
-from drgpu.core.secrets import MASK, is_secret
+from drgpu.core.secrets import masked
 from drgpu.core.swarm_node import (
     GPU_KIND,
     PINNED_VARIABLE,
@@ -390,10 +390,7 @@ def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
         return dict(body)
     return {
         **body,
-        "environment": {
-            key: MASK if value and is_secret(str(key)) else value
-            for key, value in environment.items()
-        },
+        "environment": {key: masked(str(key), value) for key, value in environment.items()},
     }
 
 
