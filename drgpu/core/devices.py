@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from drgpu.core.model import Assignment, Gpu, Inventory
+from drgpu.core.numbers import whole_number
 from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
 
 
@@ -33,6 +34,11 @@ class Selector:
     kind: SelectorKind
     text: str
     key: str
+
+    @property
+    def index(self) -> int:
+        """The number a bare index names (its key's, so leading zeros never count)."""
+        return int(self.key.removeprefix("index:"))
 
 
 @dataclass(frozen=True)
@@ -100,13 +106,13 @@ MAX_INDEX = 1023
 
 def _parse_token(token: str) -> Selector:
     if _INDEX.match(token):
-        digits = token.lstrip("0") or "0"
-        if len(digits) > len(str(MAX_INDEX)) or int(digits) > MAX_INDEX:
+        index = whole_number(token, 0, MAX_INDEX)
+        if index is None:
             shown = token if len(token) <= 12 else f"{token[:12]}... ({len(token)} digits)"
             raise DeviceSyntaxError(
                 f"{shown!r} is not a GPU index: indices go from 0 to {MAX_INDEX}"
             )
-        return Selector(SelectorKind.INDEX, token, f"index:{int(digits)}")
+        return Selector(SelectorKind.INDEX, token, f"index:{index}")
     if _NEGATIVE.match(token):
         raise DeviceSyntaxError(f"{token[:12]!r}: GPU indices start at 0 and cannot be negative")
     if token.lower() in ("all", "none", "auto"):
@@ -196,7 +202,7 @@ def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment |
 
 def _matching_gpus(selector: Selector, inventory: Inventory) -> list[Gpu]:
     if selector.kind is SelectorKind.INDEX:
-        return [gpu for gpu in inventory.gpus if gpu.index == int(selector.text)]
+        return [gpu for gpu in inventory.gpus if gpu.index == selector.index]
     if selector.kind is SelectorKind.PCI_BUS_ID:
         wanted = normalize_pci_bus_id(selector.text)
         return [gpu for gpu in inventory.gpus if gpu.pci_bus_id == wanted]

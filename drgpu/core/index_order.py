@@ -94,7 +94,7 @@ def in_cuda_order(request: DeviceRequest, order: CudaOrder) -> tuple[DeviceReque
         if selector.kind is not SelectorKind.INDEX:
             selectors.append(selector)
             continue
-        ordinal = int(selector.text)
+        ordinal = selector.index
         if ordinal >= len(order.indices):
             problems.append(
                 f"{selector.text!r}: CUDA has no device {ordinal} here (DRGPU_INDEX_ORDER=cuda;"
@@ -123,7 +123,7 @@ def index_notes(
     meanings = []
     for key, request in requests:
         for selector in bare_indices(request):
-            number = int(selector.text)
+            number = selector.index
             smi = by_index.get(number)
             cuda = by_index.get(order.indices[number]) if number < len(order.indices) else None
             if smi is not cuda:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
 from drgpu.core.envfile import ENVIRONMENT, EnvFiles, Origin, read_env_texts
 from drgpu.core.index_order import INDEX_ORDERS
+from drgpu.core.numbers import whole_number
 from drgpu.core.redaction import redact, secret_values
 from drgpu.errors import ConfigError
 
@@ -69,7 +70,6 @@ _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 MAX_RUN_ID_LENGTH = 64  # deepracer-eval-<id>.override.yml stays a short file name
 MAX_WORKERS = 64
 MAX_MPS_MEMORY_MIB = 1024 * 1024  # 1 TiB, more than any GPU has
-_WHOLE_NUMBER = re.compile(r"^[0-9]+$")
 _MEMORY = re.compile(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", re.IGNORECASE)
 
 
@@ -252,7 +252,8 @@ def config_from_values(
     if len(run_id) > MAX_RUN_ID_LENGTH:
         raise fail("DR_RUN_ID", f"is {len(run_id)} characters long, more than {MAX_RUN_ID_LENGTH}")
     workers_text = values.get("DR_WORKERS", "1").strip() or "1"
-    if not _in_range(workers_text, 1, MAX_WORKERS):
+    workers = whole_number(workers_text, 1, MAX_WORKERS)
+    if workers is None:
         raise fail(
             "DR_WORKERS", f"{_shown(workers_text)} is not a whole number from 1 to {MAX_WORKERS}"
         )
@@ -265,11 +266,12 @@ def config_from_values(
         text = values.get(key, "").strip().rstrip("%").strip()
         if not text:
             return None
-        if not _in_range(text, 1, 100):
+        number = whole_number(text, 1, 100)
+        if number is None:
             raise fail(
                 key, f"{_shown(values[key].strip())} is not a whole percentage from 1 to 100"
             )
-        return int(text)
+        return number
 
     def memory(key: str) -> int | None:
         text = values.get(key, "").strip()
@@ -277,14 +279,15 @@ def config_from_values(
             return None
         match = _MEMORY.match(text)
         unit = 1024 if match and match["unit"].upper() == "G" else 1
-        if match is None or not _in_range(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit):
+        amount = whole_number(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit) if match else None
+        if amount is None:
             raise fail(
                 key,
                 f"{_shown(text)} is not a memory size like 2G or 2048M"
                 f" (from 1M to {MAX_MPS_MEMORY_MIB // 1024}G)",
                 "MPS counts M and G",
             )
-        return int(match["amount"]) * unit
+        return amount * unit
 
     mps = MpsSettings(
         image=values.get("DRGPU_MPS_IMAGE", "").strip() or DEFAULT_MPS_IMAGE,
@@ -299,7 +302,7 @@ def config_from_values(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
         run_id=run_id,
-        workers=int(workers_text),
+        workers=workers,
         host_x=host_x in _TRUE,
         docker_style=docker_style,
         sharing=choice("DRGPU_SHARING", "exclusive", SHARING_MODES),
@@ -364,17 +367,6 @@ def role_devices_key(
                 " they name the same role's GPUs; keep one of them",
             )
     return alias
-
-
-def _in_range(text: str, low: int, high: int) -> bool:
-    """Whether `text` is a whole number from `low` to `high` (never converting a number
-    longer than `high` could be written: Python refuses ints of over 4300 digits)."""
-    digits = text.lstrip("0") or "0"
-    return (
-        bool(_WHOLE_NUMBER.match(text))
-        and len(digits) <= len(str(high))
-        and low <= int(digits) <= high
-    )
 
 
 def _shown(text: str, limit: int = 40) -> str:

@@ -167,6 +167,15 @@ def test_error_in_run_env_names_run_env_and_its_line(system_env: Path) -> None:
     assert error.message.startswith(f"{system_env.with_name('run.env')}:2: DR_WORKERS: ")
 
 
+def test_workers_may_have_more_leading_zeros_than_python_converts(tmp_path: Path) -> None:
+    env = write(
+        tmp_path / "system.env",
+        f"DR_WORKERS={'0' * 5000}2\nDRGPU_MPS_SAGEMAKER_THREADS={'0' * 5000}50\n",
+    )
+    config = load_config(env)
+    assert (config.workers, config.mps.trainer_threads) == (2, 50)
+
+
 @pytest.mark.parametrize("workers", ["0", "-1", "two", "1.5", "²", "65", "99999999999"])
 def test_workers_must_be_a_whole_number_from_one_to_the_bound(tmp_path: Path, workers: str) -> None:
     env = write(tmp_path / "system.env", f"DR_RUN_ID=0\nDR_WORKERS={workers}\n")

@@ -245,6 +245,10 @@ def test_unknown_index_lists_what_exists(gtx_m40: Inventory) -> None:
     ]
 
 
+def test_an_index_with_thousands_of_leading_zeros_resolves(gtx_m40: Inventory) -> None:
+    assert resolved_uuids("0" * 5000 + "1", gtx_m40) == resolved_uuids("1", gtx_m40)
+
+
 def test_unknown_index_on_a_machine_without_gpus_says_so() -> None:
     assert problems_of("0", Inventory(gpus=())) == ["no GPU matches '0'; this machine has no GPU"]
 
