@@ -23,16 +23,9 @@ _SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
 EXTENSION = "x-drgpu"
 EXTENSION_ROLE = f"{EXTENSION}.role"
 # What a compose file may declare: trainer, simulator or none, and the values drgpu itself
-# writes in the `drgpu.role` label of the containers it starts, which mean the same
-# (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
-DECLARED_ROLES = {
-    "trainer": Role.TRAINER,
-    "simulator": Role.SIMULATOR,
-    "none": Role.OTHER,
-    "other": Role.OTHER,
-    "trainer-launcher": Role.TRAINER_LAUNCHER,
-    "mps-daemon": Role.MPS_DAEMON,
-}
+# writes in the `drgpu.role` label of the containers it starts (each role's value), which
+# mean the same (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
+DECLARED_ROLES = {"none": Role.OTHER, **{role.value: role for role in Role}}
 ROLE_VALUES = "trainer, simulator or none"
 
 
