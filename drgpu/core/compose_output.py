@@ -20,15 +20,17 @@ _ESCAPES = re.compile(r"\\(.)")
 
 def compose_warnings(text: str) -> tuple[str, ...]:
     """Compose's warnings in `text` (its stderr), each once, in order."""
-    found: dict[str, None] = {}
-    for line in text.splitlines():
-        logrus = _LOGRUS.search(line)
-        short = None if logrus else _SHORT.match(line)
-        if logrus:
-            found[_ESCAPES.sub(r"\1", logrus["msg"]).strip()] = None
-        elif short:
-            found[short["msg"].strip()] = None
+    found = dict.fromkeys(_warning(line) for line in text.splitlines())
     return tuple(message for message in found if message)
+
+
+def _warning(line: str) -> str | None:
+    """The message of a warning line of Compose's (None for any other line)."""
+    logrus = _LOGRUS.search(line)
+    if logrus:
+        return _ESCAPES.sub(r"\1", logrus["msg"]).strip()
+    short = _SHORT.match(line)
+    return short["msg"].strip() if short else None
 
 
 def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:
@@ -36,9 +38,7 @@ def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:
     progress lines and warnings (shown on their own)."""
     kept = []
     for line in (*stdout.splitlines(), *stderr.splitlines()):
-        if not line.strip() or _PROGRESS.match(line):
-            continue
-        if _LOGRUS.search(line) or _SHORT.match(line):
+        if not line.strip() or _PROGRESS.match(line) or _warning(line) is not None:
             continue
         kept.append(line.rstrip())
     return tuple(kept)
