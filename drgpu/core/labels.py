@@ -78,7 +78,7 @@ def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tup
             if [number] == slot:
                 return _split(uuids)
         return ()
-    if labels.get(SWARM_GPUS, "0") != "0" and not labels.get(GPUS):
+    if engine_chosen(labels):
         return _split(environment.get(SWARM_RESOURCE_VARIABLE, ""))
     return _split(labels.get(GPUS, ""))
 
