@@ -29,9 +29,9 @@ from typing import Any
 from drgpu.core import labels
 from drgpu.core.cgroup_owner import owner_from_cgroup
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.model import Gpu, GpuProcess, Inventory
+from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
 
-LAUNCHER_ROLE = "trainer-launcher"
+LAUNCHER_ROLE = Role.TRAINER_LAUNCHER.value
 LIVE_STATES = ("running", "paused", "restarting")
 # SageMaker local mode names its compose services algo-<n>-<random>, and Compose its
 # containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose).
@@ -120,7 +120,7 @@ def trainer_checks(
     """Each running SageMaker local-mode trainer among `candidates`, matched to the live
     rl_coach that forwards exactly its CUDA_VISIBLE_DEVICES, else to the only live
     rl_coach there is; with no rl_coach of drgpu's at all, none is drgpu's to judge."""
-    live = [c for c in _live(launchers) if c.labels.get(labels.ROLE) == LAUNCHER_ROLE]
+    live = _live_launchers(launchers)
     if not live:
         return ()
     checks = []
@@ -206,6 +206,10 @@ def _live(containers: Iterable[ContainerFacts]) -> list[ContainerFacts]:
     return [c for c in containers if c.state in LIVE_STATES and labels.RUN_ID in c.labels]
 
 
+def _live_launchers(containers: Iterable[ContainerFacts]) -> list[ContainerFacts]:
+    return [c for c in _live(containers) if c.labels.get(labels.ROLE) == LAUNCHER_ROLE]
+
+
 def build_status(
     inventory: Inventory,
     drgpu_containers: Iterable[ContainerFacts],
@@ -224,7 +228,7 @@ def build_status(
     by_id = {c.id: c for c in ours}
     others = {c.id: c for c in other_containers if c.id not in by_id}
     holders = holders_by_gpu(inventory, ours)
-    launchers = tuple(c for c in _live(ours) if c.labels.get(labels.ROLE) == LAUNCHER_ROLE)
+    launchers = tuple(_live_launchers(ours))
     judge = _Judge(inventory, by_id, others, launchers)
     processes = [
         judge(gpu, proc, cgroups.get(proc.pid))
