@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from drgpu.core import labels
 from drgpu.core.gpu_usage import Holder, ProcessStatus, Status
-from drgpu.core.model import Gpu
+from drgpu.core.model import Gpu, Role
 
 FLAGGED_VERDICTS = ("wrong-gpu", "stray")
 
@@ -120,7 +120,7 @@ def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
         problem = ""
     if process.service is not None:
         name = process.service
-        role = roles.get(process.container or "", "") or ("trainer" if "/" in name else "")
+        role = roles.get(process.container or "", "") or (Role.TRAINER.value if "/" in name else "")
     elif process.verdict == "display":
         name, role = "host (display)", ""
     elif process.verdict == "unknown":
