@@ -57,7 +57,7 @@ def load_settings(target: Target) -> Config:
 
 def prepare_with(config: Config, target: Target, inventory_file: Path | None) -> Prepared:
     """`prepare` for settings already read from `target`."""
-    return _prepare(config, target, inventory_file, strict=False)
+    return _prepare(config, target, _checked_stack(config, target), inventory_file, strict=False)
 
 
 @contextmanager
@@ -71,16 +71,22 @@ def prepare_locked(config: Config, target: Target) -> Iterator[Prepared]:
     with ExitStack() as held:
         # The NVML binding takes a while to import: do it while the engine creates the lock.
         with meanwhile(nvml.preload):
-            service_requests(config, load_stack(stack_files(target)))  # bad input: no lock
+            stack = _checked_stack(config, target)  # bad input: no lock
             held.enter_context(guard.locked("up", config.project, config.values))
-        yield _prepare(config, target, None, strict=True)
+        yield _prepare(config, target, stack, None, strict=True)
+
+
+def _checked_stack(config: Config, target: Target) -> Stack:
+    """The target's stack, its DRGPU_DEVICES_<SERVICE> checked (a bad one fails before
+    NVML is read)."""
+    stack = load_stack(stack_files(target))
+    service_requests(config, stack)
+    return stack
 
 
 def _prepare(
-    config: Config, target: Target, inventory_file: Path | None, *, strict: bool
+    config: Config, target: Target, stack: Stack, inventory_file: Path | None, *, strict: bool
 ) -> Prepared:
-    stack = load_stack(stack_files(target))
-    service_requests(config, stack)  # a bad DRGPU_DEVICES_<SERVICE> fails before NVML is read
     inventory = _inventory(config, inventory_file)
     claims: tuple[Claim, ...] = ()
     blind: str | None = None
