@@ -167,13 +167,12 @@ def _target(
 
 
 def _settings(target: Target) -> Config:
-    """The target's settings; what reading them noticed goes to stderr at once."""
-    from drgpu.core.redaction import secret_values
-    from drgpu.core.settings import load_target_config
-    from drgpu.ui.talk import hide, warn
+    """The target's settings (secret values hidden); what reading them noticed goes to
+    stderr at once."""
+    from drgpu.commands.up_down import load_settings
+    from drgpu.ui.talk import warn
 
-    config = load_target_config(target)
-    hide(secret_values(config.values))  # no output shows them from now on
+    config = load_settings(target)
     for message in config.warnings:
         warn(message)
     return config
