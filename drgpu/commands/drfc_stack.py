@@ -18,6 +18,7 @@ from drgpu.commands.up_down import (
     meanwhile,
     show_compose_warnings,
     verified,
+    write_override,
 )
 from drgpu.core import drfc_scripts
 from drgpu.core.drfc import DrfcCheckout
@@ -84,14 +85,12 @@ def up(
     With `progress`, it hears each service's state from Compose's lines, then its
     verification (else a spinner shows)."""
     from drgpu.commands import guard
-    from drgpu.core.redaction import holds_secret
     from drgpu.host import engine, process
-    from drgpu.targets.compose_override import render_override
     from drgpu.ui.talk import preload_rich, spinner
 
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
-    write_owned_file(prepared.override_path, render_override(plan), private=holds_secret(plan))
+    write_override(prepared.override_path, plan)
     environment = drfc_scripts.script_environment(
         os.environ, prepared.config.values, checkout, prepared.override_path
     )

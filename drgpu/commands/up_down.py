@@ -155,16 +155,10 @@ def up(
     goes back down (`guard.rolled_back`). With `progress`, it hears each service's state
     as Compose reports it, then its verification (else a spinner shows)."""
     from drgpu.commands import guard
-    from drgpu.core.redaction import holds_secret
     from drgpu.host import compose
-    from drgpu.targets.compose_override import render_override
     from drgpu.ui.talk import preload_rich
 
-    write_owned_file(
-        prepared.override_path,
-        render_override(prepared.plan),
-        private=holds_secret(prepared.plan),
-    )
+    write_override(prepared.override_path, prepared.plan)
     files = (*prepared.stack.files, prepared.override_path)
     binary = compose.find_compose(prepared.config.values)
     environment = compose.compose_environment(prepared.config.values)
@@ -184,6 +178,15 @@ def up(
         with meanwhile(preload_rich):  # the tables' import, while verification waits
             containers = verified(prepared.plan, progress)
     return containers
+
+
+def write_override(path: Path, plan: Plan) -> None:
+    """Write the plan's compose override to `path`, readable by its owner alone when it
+    holds a secret value."""
+    from drgpu.core.redaction import holds_secret
+    from drgpu.targets.compose_override import render_override
+
+    write_owned_file(path, render_override(plan), private=holds_secret(plan))
 
 
 @contextmanager
