@@ -340,14 +340,13 @@ def down(
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
     if swarm or config.docker_style == "swarm":
-        from drgpu.commands import guard, swarm_deploy
-        from drgpu.commands.state_files import override_path, state_dir
+        from drgpu.commands import swarm_deploy
+        from drgpu.commands.state_files import override_path
 
-        state_dir(target.env_file, create=False)
         stack = swarm_deploy.stack_path(
             override_path(target.env_file, config.project), config.project
         )
-        with guard.locked("down", config.project, config.values):
+        with up_down.down_locked(config, target):
             swarm_deploy.down(config, stack)
         return
     if drfc_stack.runs_scripts(target, explicit_files=bool(file)):

@@ -15,6 +15,7 @@ from drgpu.commands.state_files import override_path, write_owned_file, written_
 from drgpu.commands.up_down import (
     Prepared,
     bring_down,
+    down_locked,
     meanwhile,
     show_compose_warnings,
     verified,
@@ -163,11 +164,7 @@ def down(config: Config, target: Target) -> None:
     """DRfC's stop script with drgpu's override (and orphans) included; then whatever is
     left of the project goes too, and the override file drgpu wrote (under the
     engine-wide lock: see `guard`)."""
-    from drgpu.commands import guard
-    from drgpu.commands.state_files import state_dir
-
-    state_dir(target.env_file, create=False)
-    with guard.locked("down", config.project, config.values):
+    with down_locked(config, target):
         _down(config, target)
 
 

@@ -289,15 +289,13 @@ def _compose_up(
 
 def down(config: Config, target: Target) -> None:
     """Stop and remove the stack's containers (under the engine-wide lock: see `guard`)."""
-    from drgpu.commands import guard
     from drgpu.host import compose
     from drgpu.ui.talk import spinner
 
     files: tuple[Path, ...] = tuple(stack_files(target))
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
-    state_dir(target.env_file, create=False)
-    with guard.locked("down", config.project, config.values):
+    with down_locked(config, target):
         if override.is_file():
             files = (*files, override)
         with spinner(f"stopping {config.project}"):
@@ -309,6 +307,17 @@ def down(config: Config, target: Target) -> None:
             f"compose down failed for {config.project}: {stopped.last_error_line()}",
             hint="pass the compose files (-f) and settings that `drgpu up` started it with",
         )
+
+
+@contextmanager
+def down_locked(config: Config, target: Target) -> Iterator[None]:
+    """Hold the engine-wide lock for a `down` of the target's run (see `guard`), its
+    `.drgpu` folder checked first (not created)."""
+    from drgpu.commands import guard
+
+    state_dir(target.env_file, create=False)
+    with guard.locked("down", config.project, config.values):
+        yield
 
 
 def bring_down(
