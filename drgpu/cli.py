@@ -303,15 +303,10 @@ def up(
     from drgpu.ui import tables
     from drgpu.ui.progress import UpProgress
 
-    if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
+    scripts = drfc_stack.runs_scripts(target, explicit_files=bool(file))
+    if scripts:
         target = drfc_stack.script_target(target, config)
-        with up_down.prepare_locked(config, target) as prepared:
-            tables.warnings(prepared.plan.warnings)
-            with UpProgress(quiet=quiet) as progress:
-                plan, containers = drfc_stack.up(prepared, script_args or [], progress)
-        tables.up_table(plan, containers)
-        return
-    if script_args:
+    elif script_args:
         raise ConfigError(
             f"unexpected argument {script_args[0]!r}",
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
@@ -319,8 +314,11 @@ def up(
     with up_down.prepare_locked(config, target) as prepared:
         tables.warnings(prepared.plan.warnings)
         with UpProgress(quiet=quiet) as progress:
-            containers = up_down.up(prepared, progress)
-    tables.up_table(prepared.plan, containers)
+            if scripts:
+                plan, containers = drfc_stack.up(prepared, script_args or [], progress)
+            else:
+                plan, containers = prepared.plan, up_down.up(prepared, progress)
+    tables.up_table(plan, containers)
 
 
 @_command(examples=("drgpu down", "drgpu down -f docker/docker-compose-training.yml"))
