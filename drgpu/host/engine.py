@@ -7,7 +7,7 @@ import os
 import re
 import socket
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -90,9 +90,11 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     in all.
     """
     held: list[tuple[str, Mapping[str, str]]] = []
-    for container_id, state, listed in _quick_listing(labels.RUN_ID, drgpu_containers):
-        chosen = state == "running" and labels.engine_chosen(listed)
-        held.append((state, _engine_choice(container_id, listed) if chosen else listed))
+    for listed in _listing({"label": labels.RUN_ID}):
+        chosen = listed.state == "running" and labels.engine_chosen(listed.labels)
+        held.append(
+            (listed.state, _engine_choice(listed.id, listed.labels) if chosen else listed.labels)
+        )
     return held
 
 
@@ -102,32 +104,21 @@ def _engine_choice(container_id: str, container_labels: Mapping[str, str]) -> Ma
     if status == 404:  # gone meanwhile: it holds nothing
         return container_labels
     config = _checked(status, answer, "inspect a container", 200).get("Config") or {}
-    environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    return labels.with_engine_choice(container_labels, environment)
+    return labels.with_engine_choice(container_labels, _environment(config.get("Env")))
 
 
 def project_exists(project: str) -> bool:
     """Whether a compose project has any container (running or not): one quick call."""
-    label = f"{PROJECT_LABEL}={project}"
-    return bool(_quick_listing(label, lambda: _containers({"label": label})))
+    return bool(_listing({"label": f"{PROJECT_LABEL}={project}"}))
 
 
-def _quick_listing(
-    label: str, with_sdk: Callable[[], list[ContainerFacts]]
-) -> list[tuple[str, str, Mapping[str, str]]]:
-    """(id, state, labels) of the containers with `label`: over a local socket without the
-    SDK."""
-    socket_path = _local_socket()
-    if socket_path is None:
-        return [(c.id, c.state, c.labels) for c in with_sdk()]
-    query = urllib.parse.quote(json.dumps({"label": [label]}))
-    found = _local_get(socket_path, f"/containers/json?all=1&filters={query}")
+def _listing(filters: Mapping[str, str]) -> list[ContainerFacts]:
+    """Every container (running or not) matching `filters`, from one listing call: ids,
+    names, states and labels only."""
+    found = _get(f"/containers/json?all=1&filters={_filters(filters)}")
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")
-    return [
-        (str(item.get("Id", "")), str(item.get("State", "")), item.get("Labels") or {})
-        for item in found
-    ]
+    return [_brief_facts(item) for item in found]
 
 
 def _local_socket() -> str | None:
@@ -136,10 +127,10 @@ def _local_socket() -> str | None:
     return host.removeprefix("unix://") if host.startswith("unix://") else None
 
 
-def _local_get(socket_path: str, path: str, *, gone_ok: bool = False) -> Any:
-    """GET `path` from the engine's unix socket: its JSON answer (status 200 only; with
-    `gone_ok`, None for 404: the object was removed meanwhile)."""
-    status, body = _local_request(socket_path, "GET", path, b"", "application/json")
+def _get(path: str, *, gone_ok: bool = False) -> Any:
+    """GET `path` from the engine: its JSON answer (status 200 only; with `gone_ok`, None
+    for 404: the object was removed meanwhile)."""
+    status, body = _request("GET", path, b"", "application/json")
     if status == 404 and gone_ok:
         return None
     if status != 200:
@@ -154,30 +145,18 @@ def _local_get(socket_path: str, path: str, *, gone_ok: bool = False) -> Any:
 
 def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
     """Every container (running or not) matching `filters`, inspected; those removed
-    meanwhile are left out. Over a local socket without the SDK (one listing, then one
-    inspection per container): importing the SDK takes longer than `up`'s whole check."""
-    socket_path = _local_socket()
-    if socket_path is None:
-        with _connected() as client:
-            found = client.containers.list(all=True, filters=dict(filters), ignore_removed=True)
-            inspected = [container.attrs for container in found]
-    else:
-        query = urllib.parse.quote(json.dumps({key: [value] for key, value in filters.items()}))
-        listed = _local_get(socket_path, f"/containers/json?all=1&filters={query}")
-        if not isinstance(listed, list):
-            raise DockerError("the Docker engine answered the container listing with no list")
-        inspected = [
-            attrs
-            for item in listed
-            if (attrs := _local_get(socket_path, f"/containers/{item['Id']}/json", gone_ok=True))
-        ]
+    meanwhile are left out (one listing, then one inspection per container)."""
+    inspected = [
+        attrs
+        for listed in _listing(filters)
+        if (attrs := _get(f"/containers/{listed.id}/json", gone_ok=True))
+    ]
     return sorted((_facts(attrs) for attrs in inspected), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     config = attrs.get("Config") or {}
     container_labels = config.get("Labels") or {}
-    environment = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     host_config = attrs.get("HostConfig") or {}
     requests = host_config.get("DeviceRequests") or []
     project, service = _project_and_service(container_labels)
@@ -188,7 +167,7 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
         project=project,
         state=(attrs.get("State") or {}).get("Status", "unknown"),
         labels=container_labels,
-        environment=environment,
+        environment=_environment(config.get("Env")),
         device_requests=tuple(
             DeviceRequestFacts(
                 driver=request.get("Driver") or "",
@@ -216,6 +195,11 @@ def _timestamp(text: str) -> float | None:
     fraction = (match[2] or "0")[:6].ljust(6, "0")
     zone = "+00:00" if match[3] == "Z" else match[3]
     return datetime.fromisoformat(f"{match[1]}.{fraction}{zone}").timestamp()
+
+
+def _environment(variables: list[str] | None) -> dict[str, str]:
+    """`NAME=value` lines (a container's or image's `Env`) as a mapping."""
+    return dict(item.split("=", 1) for item in variables or [] if "=" in item)
 
 
 def _exit_code(state: Mapping[str, Any]) -> int | None:
@@ -333,7 +317,7 @@ def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     names = attrs.get("Names") or [""]
     project, service = _project_and_service(container_labels)
     return ContainerFacts(
-        id=attrs["Id"],
+        id=str(attrs.get("Id", "")),
         name=str(names[0]).lstrip("/"),
         service=service,
         project=project,
@@ -373,11 +357,10 @@ def local_image(name: str) -> ImageFacts | None:
             if exc.status_code in (400, 404):  # an invalid or unknown reference
                 return None
             raise
-    env = (attrs.get("Config") or {}).get("Env") or []
     return ImageFacts(
         name=name,
         id=str(attrs.get("Id", "")),
-        environment=dict(item.split("=", 1) for item in env if "=" in item),
+        environment=_environment((attrs.get("Config") or {}).get("Env")),
     )
 
 
@@ -428,7 +411,7 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         state=status.get("State") or "unknown",
         desired_state=task.get("DesiredState") or "",
         error=status.get("Err") or "",
-        environment=dict(item.split("=", 1) for item in spec.get("Env") or [] if "=" in item),
+        environment=_environment(spec.get("Env")),
         generic_resources=_named_resources(task.get("GenericResources") or []),
     )
 
@@ -485,20 +468,25 @@ def _api(method: str, path: str, body: Any = None, *, tar: bytes | None = None) 
     which takes longer to import than `drgpu down` may take in all; else through it."""
     data = tar if tar is not None else b"" if body is None else json.dumps(body).encode()
     content_type = "application/x-tar" if tar is not None else "application/json"
-    socket_path = _local_socket()
-    if socket_path is not None:
-        status, raw = _local_request(socket_path, method, path, data, content_type)
-    else:
-        with _connected() as client:
-            api = client.api
-            answer = api.request(
-                method, f"{api.base_url}{path}", data=data, headers={"Content-Type": content_type}
-            )
-            status, raw = answer.status_code, answer.content
+    status, raw = _request(method, path, data, content_type)
     try:
         return status, json.loads(raw) if raw.strip() else None
     except ValueError:
         return status, None
+
+
+def _request(method: str, path: str, data: bytes, content_type: str) -> tuple[int, bytes]:
+    """(status, body) of one Docker API call: over a local socket without the SDK, else
+    through it."""
+    socket_path = _local_socket()
+    if socket_path is not None:
+        return _local_request(socket_path, method, path, data, content_type)
+    with _connected() as client:
+        api = client.api
+        answer = api.request(
+            method, f"{api.base_url}{path}", data=data, headers={"Content-Type": content_type}
+        )
+        return answer.status_code, answer.content
 
 
 def _local_request(
@@ -636,7 +624,7 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
 def stack_service_count(namespace: str) -> int:
     """How many Swarm services the stack `namespace` has; 0 on an engine that is no swarm
     manager (it has no services to ask about)."""
-    query = urllib.parse.quote(json.dumps({"label": [f"{STACK_LABEL}={namespace}"]}))
+    query = _filters({"label": f"{STACK_LABEL}={namespace}"})
     status, answer = _api("GET", f"/services?filters={query}")
     if status == 503:  # this node is not a swarm manager
         return 0
@@ -644,4 +632,9 @@ def stack_service_count(namespace: str) -> int:
 
 
 def _label_filter(project: str) -> str:
-    return urllib.parse.quote(json.dumps({"label": [f"{PROJECT_LABEL}={project}"]}))
+    return _filters({"label": f"{PROJECT_LABEL}={project}"})
+
+
+def _filters(filters: Mapping[str, str]) -> str:
+    """The engine's `filters` query value: each filter with its one value."""
+    return urllib.parse.quote(json.dumps({key: [value] for key, value in filters.items()}))
