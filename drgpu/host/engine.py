@@ -220,11 +220,15 @@ def container_log_tail(container_id: str, lines: int) -> list[str]:
     return text.splitlines()[-lines:]
 
 
-def remove_containers(container_ids: list[str]) -> None:
-    """Force-remove containers and their anonymous volumes; one already gone is no error."""
+def remove_containers(container_ids: list[str]) -> int:
+    """Force-remove containers and their anonymous volumes; one already gone is no error.
+    How many were removed."""
+    removed = 0
     for container_id in container_ids:
         status, answer = _api("DELETE", f"/containers/{container_id}?force=1&v=1")
         _checked(status, answer, "remove a container", 204, 404)
+        removed += status == 204
+    return removed
 
 
 def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]:
@@ -604,10 +608,8 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     query = _label_filter(project)
     removed = {"containers": 0, "networks": 0, "volumes": 0}
     status, found = _api("GET", f"/containers/json?all=1&filters={query}")
-    for container in _checked(status, found, "list containers", 200):
-        status, answer = _api("DELETE", f"/containers/{container['Id']}?force=1&v=1")
-        _checked(status, answer, "remove a container", 204, 404)
-        removed["containers"] += status == 204
+    listed = _checked(status, found, "list containers", 200)
+    removed["containers"] = remove_containers([container["Id"] for container in listed])
     status, found = _api("GET", f"/networks?filters={query}")
     for network in _checked(status, found, "list networks", 200):
         status, answer = _api("DELETE", f"/networks/{network['Id']}")
