@@ -95,13 +95,16 @@ def stack_path(override: Path, project: str) -> Path:
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
-    """Render, deploy, wait for every task and verify what each really got; on any failure
+    """Render, deploy, wait for every task, let each run as long as a Compose stack's
+    containers must (`up_down.settle`) and verify what each really got; on any failure
     or caught signal the stack is removed (`guard.rolled_back`: `docker stack rm`, waited
     for, then the run's containers and networks)."""
     from drgpu.commands import guard
     from drgpu.commands.state_files import write_owned_file
+    from drgpu.commands.up_down import settle, stopped_logs
+    from drgpu.core.verification import state_problems
     from drgpu.host import compose, engine, process
-    from drgpu.targets.swarm_stack import verify_tasks
+    from drgpu.targets.swarm_stack import verify_tasks, waiting_on
     from drgpu.ui.talk import spinner
 
     facts = engine.engine_facts()
@@ -123,11 +126,24 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
                 hint=_deploy_hint(deployed.stderr),
             )
         tasks = _wait_running(stack)
-        problems = verify_tasks(stack, tasks, engine.stack_containers(project))
+        containers = engine.stack_containers(project)
+        if settle(containers.values()):  # a task whose command fails at once has ended
+            tasks = engine.stack_tasks(project)
+            containers = engine.stack_containers(project)
+        problems = [
+            *waiting_on(stack, tasks)[0],
+            *state_problems(prepared.plan, containers.values()),
+            *verify_tasks(stack, tasks, containers),
+        ]
         if problems:
             raise DockerError(
                 f"the deployed stack does not match the plan: {'; '.join(problems)}",
-                hint="the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
+                hint="\n  ".join(
+                    [
+                        *stopped_logs(prepared.plan, containers.values()),
+                        "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
+                    ]
+                ),
             )
     return stack, [task for task in tasks if task.state == "running"]
 

@@ -18,7 +18,7 @@ from drgpu.core.target import Target
 from drgpu.errors import DockerError, NvmlUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts
@@ -214,16 +214,11 @@ def verified(
 
     A container counts once it has run for SETTLE_S: one whose command fails at once
     has stopped by then."""
-    import time
-
-    from drgpu.core.verification import stopped_badly, verify
+    from drgpu.core.verification import verify
     from drgpu.host import engine
 
     containers = engine.project_containers(plan.project)
-    starts = [c.started_at for c in containers if c.started_at is not None and not c.stopped]
-    wait = SETTLE_S - (time.time() - max(starts)) if starts else 0.0
-    if wait > 0:
-        time.sleep(min(wait, SETTLE_S))
+    if settle(containers):
         containers = engine.project_containers(plan.project)
     problems = verify(plan, containers)
     if progress is not None:
@@ -233,17 +228,41 @@ def verified(
             progress(event)
     if not problems:
         return containers
-    logs = []
-    for container in stopped_badly(plan, containers):
-        tail = engine.container_log_tail(container.id, LOG_TAIL_LINES)
-        shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
-        logs.append(f"last lines of {container.name}:{shown}")
     raise DockerError(
         f"the started stack does not match the plan: {'; '.join(problems)}",
         hint="\n  ".join(
-            [*logs, "the stack was brought back down; `drgpu doctor` checks the host"]
+            [
+                *stopped_logs(plan, containers),
+                "the stack was brought back down; `drgpu doctor` checks the host",
+            ]
         ),
     )
+
+
+def settle(containers: Iterable[ContainerFacts]) -> bool:
+    """Wait until the last container to start has run for SETTLE_S (one whose command
+    fails at once has stopped by then); whether it waited, so the facts are stale."""
+    import time
+
+    starts = [c.started_at for c in containers if c.started_at is not None and not c.stopped]
+    wait = SETTLE_S - (time.time() - max(starts)) if starts else 0.0
+    if wait <= 0:
+        return False
+    time.sleep(min(wait, SETTLE_S))
+    return True
+
+
+def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
+    """The last log lines of each container whose state fails verification."""
+    from drgpu.core.verification import stopped_badly
+    from drgpu.host import engine
+
+    logs = []
+    for container in stopped_badly(plan, list(containers)):
+        tail = engine.container_log_tail(container.id, LOG_TAIL_LINES)
+        shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
+        logs.append(f"last lines of {container.name}:{shown}")
+    return logs
 
 
 def show_compose_warnings(stderr: str) -> None:

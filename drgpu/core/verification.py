@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Plan, ServicePlan
 
@@ -42,6 +44,17 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
                 f"{container.name}: {p}" for p in _ipc_problems(service, container, containers)
             )
     return problems
+
+
+def state_problems(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
+    """Why each container whose state fails verification fails it (as `verify` words it),
+    for containers whose other facts are proven elsewhere (a Swarm task's)."""
+    return [
+        f"{container.name}: {state_problem(service, container)}"
+        for container in stopped_badly(plan, list(containers))
+        for service in plan.services
+        if service.name == container.service
+    ]
 
 
 def stopped_badly(plan: Plan, containers: list[ContainerFacts]) -> list[ContainerFacts]:

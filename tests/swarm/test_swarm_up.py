@@ -73,7 +73,7 @@ def containers(bed: Any, project: str) -> dict[str, dict[str, Any]]:
     found = {}
     for item in json.loads(bed.docker("inspect", *ids).stdout) if ids else []:
         name = item["Config"]["Labels"]["com.docker.swarm.task.name"].rsplit(".", 1)[0]
-        env = dict(entry.split("=", 1) for entry in item["Config"]["Env"])
+        env = dict(entry.split("=", 1) for entry in item["Config"]["Env"] if "=" in entry)
         found[name] = {"id": item["Id"], "env": env}
     return found
 

@@ -74,9 +74,15 @@ else
 fi
 
 if ! docker network inspect sagemaker-local >/dev/null 2>&1; then
-  docker network create --internal \
-    --label com.docker.compose.network=sagemaker-local \
-    --label com.docker.compose.project=sagemaker-local sagemaker-local >/dev/null 2>&1
+  if [[ "${DR_DOCKER_STYLE,,}" == "swarm" ]]; then
+    # DRfC: a swarm-scoped overlay, so that stack services can join it.
+    docker network create --driver overlay --attachable --scope swarm --internal \
+      sagemaker-local >/dev/null 2>&1
+  else
+    docker network create --internal \
+      --label com.docker.compose.network=sagemaker-local \
+      --label com.docker.compose.project=sagemaker-local sagemaker-local >/dev/null 2>&1
+  fi
 fi
 
 case "${DOCKER_HOST:-}" in
