@@ -11,7 +11,7 @@ without drgpu, as a ratio measured in one run.
 Each is followed by an untimed stop (`drgpu down`, or the checkout's stop.sh) and the
 removal of the SageMaker trainers rl_coach started. Interleaved, medians.
 
-Target (issue 10): at most 1.15x. It starts its own private engine with scripts/testbed
+Inputs (issue 10): at most 1.15x. It starts its own private engine with scripts/testbed
 (see README) and stops it after.
 """
 

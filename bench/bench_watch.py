@@ -10,7 +10,7 @@ at the same refresh interval; after a warm-up, the CPU time its process spends i
 window (utime + stime, every thread) is divided by the ticks in that window
 (window / interval). Rounds alternate the two; the medians are compared.
 
-Target (issue 13): drgpu's CPU time per tick no more than nvitop's (ratio <= 1).
+Inputs (issue 13): drgpu's CPU time per tick no more than nvitop's (ratio <= 1).
 """
 
 from __future__ import annotations

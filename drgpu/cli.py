@@ -19,9 +19,9 @@ from drgpu.errors import ConfigError, DrgpuError, ExitCode
 if TYPE_CHECKING:
     import click
 
-    from drgpu.commands.up_down import Prepared
+    from drgpu.commands.preparation import Prepared
+    from drgpu.core.inputs import Inputs
     from drgpu.core.settings import Config
-    from drgpu.core.target import Target
 
 
 class _PlainHelpCommand(typer.core.TyperCommand):
@@ -152,11 +152,11 @@ def _target(
     evaluation: bool,
     *,
     needs_files: bool = True,
-) -> Target:
+) -> Inputs:
     """What the command acts on: flags first, then an activated DRfC shell, then defaults."""
-    from drgpu.core.target import resolve_target
+    from drgpu.core.inputs import resolve_inputs
 
-    return resolve_target(
+    return resolve_inputs(
         env_file=env_file,
         run_env=run_env,
         compose_files=files,
@@ -166,10 +166,10 @@ def _target(
     )
 
 
-def _settings(target: Target) -> Config:
+def _settings(target: Inputs) -> Config:
     """The target's settings (secret values hidden); what reading them noticed goes to
     stderr at once."""
-    from drgpu.commands.up_down import load_settings
+    from drgpu.commands.preparation import load_settings
     from drgpu.ui.talk import warn
 
     config = load_settings(target)
@@ -178,10 +178,10 @@ def _settings(target: Target) -> Config:
     return config
 
 
-def _prepared(target: Target, inventory: Path | None) -> Prepared:
-    from drgpu.commands import up_down
+def _prepared(target: Inputs, inventory: Path | None) -> Prepared:
+    from drgpu.commands import preparation
 
-    return up_down.prepare_with(_settings(target), target, inventory)
+    return preparation.prepare_with(_settings(target), target, inventory)
 
 
 @_command(
@@ -299,7 +299,7 @@ def up(
         warn_swarm_skips_scripts(target, explicit_files=bool(file))
         _swarm_up(config, target)
         return
-    from drgpu.commands import drfc_stack, up_down
+    from drgpu.commands import compose_run, drfc_stack, preparation
     from drgpu.ui import tables
     from drgpu.ui.progress import UpProgress
 
@@ -311,13 +311,13 @@ def up(
             f"unexpected argument {script_args[0]!r}",
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
-    with up_down.prepare_locked(config, target) as prepared:
+    with preparation.prepare_locked(config, target) as prepared:
         tables.warnings(prepared.plan.warnings)
         with UpProgress(quiet=quiet) as progress:
             if scripts:
                 plan, containers = drfc_stack.up(prepared, script_args or [], progress)
             else:
-                plan, containers = prepared.plan, up_down.up(prepared, progress)
+                plan, containers = prepared.plan, compose_run.up(prepared, progress)
     tables.up_table(plan, containers)
 
 
@@ -333,7 +333,7 @@ def down(
 
     In an activated DeepRacer-for-cloud shell, DRfC's own stop script stops it.
     """
-    from drgpu.commands import drfc_stack, up_down
+    from drgpu.commands import compose_run, drfc_stack, run_lock
 
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
@@ -344,13 +344,13 @@ def down(
         stack = swarm_deploy.stack_path(
             override_path(target.env_file, config.project), config.project
         )
-        with up_down.down_locked(config, target):
+        with run_lock.down_locked(config, target):
             swarm_deploy.down(config, stack)
         return
     if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
         drfc_stack.down(config, drfc_stack.script_target(target, config))
         return
-    up_down.down(config, target)
+    compose_run.down(config, target)
 
 
 @_command(
@@ -368,7 +368,7 @@ def drfc_env(evaluation: Evaluation = False) -> None:
     prints `export DR_TRAIN_COMPOSE_FILE='... -f <override>'` and COMPOSE_REMOVE_ORPHANS=1.
     Run it again after changing system.env or run.env; `drgpu up` also proves the result.
     """
-    from drgpu.commands import drfc_stack, up_down
+    from drgpu.commands import drfc_stack, preparation
     from drgpu.ui import tables
 
     target = _target(None, None, None, evaluation)
@@ -386,7 +386,7 @@ def drfc_env(evaluation: Evaluation = False) -> None:
             " which deploys drgpu's own stack file without DRfC's start script (docs/drfc.md)",
         )
     target = drfc_stack.script_target(target, config)
-    prepared = up_down.prepare_with(config, target, None)
+    prepared = preparation.prepare_with(config, target, None)
     tables.warnings(prepared.plan.warnings)
     sys.stdout.write(drfc_stack.shell_exports(prepared))
 
@@ -583,23 +583,23 @@ def cuda_check(
         raise CheckFailedError("a container does not see what it was given (see above)")
 
 
-def _run_id_of(target: Target) -> str:
+def _run_id_of(target: Inputs) -> str:
     """DR_RUN_ID of the target's settings, when there are any; else 0."""
     if not target.env_file.is_file():
         return "0"
     return _settings(target).run_id
 
 
-def _swarm_up(config: Config, target: Target) -> None:
+def _swarm_up(config: Config, target: Inputs) -> None:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them (under the
     engine-wide lock, as every `up` and `down`)."""
-    from drgpu.commands import guard, swarm_deploy, up_down
+    from drgpu.commands import preparation, run_lock, swarm_deploy
     from drgpu.commands.state_files import state_dir
     from drgpu.ui import tables
 
     state_dir(target.env_file)
-    with guard.locked("up", config.project, config.values):
-        prepared = up_down.prepare_with(config, target, None)
+    with run_lock.locked("up", config.project, config.values):
+        prepared = preparation.prepare_with(config, target, None)
         tables.warnings(prepared.plan.warnings)
         stack, tasks = swarm_deploy.up(prepared)
     tables.warnings(stack.warnings)
@@ -682,7 +682,7 @@ def main(argv: list[str] | None = None) -> None:
     ExitCode), where the signals drgpu catches start unwinding, and where output is
     kept free of secrets."""
     from drgpu.host import signals
-    from drgpu.ui.talk import redacting_output
+    from drgpu.ui.redacting import redacting_output
 
     with redacting_output(), signals.caught():
         _main(argv)

@@ -18,11 +18,11 @@ from drgpu.core.host_checks import (
     resolved_images,
     stack_images,
 )
+from drgpu.core.inputs import Inputs
 from drgpu.core.settings import Config
-from drgpu.core.target import Target
 
 
-def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
+def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
     from drgpu.errors import DrgpuError
 
@@ -50,8 +50,8 @@ def gather(target: Target, images: list[str], probe: bool) -> HostFacts:
     return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
 
 
-def _gather_settings(target: Target) -> tuple[SettingsFacts, Config | None]:
-    from drgpu.commands.up_down import load_settings
+def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
+    from drgpu.commands.preparation import load_settings
     from drgpu.errors import ConfigError
 
     try:
@@ -61,11 +61,11 @@ def _gather_settings(target: Target) -> tuple[SettingsFacts, Config | None]:
     return SettingsFacts(target.env_file, run_id=config.run_id), config
 
 
-def _stack_images(config: Config | None, target: Target) -> tuple[tuple[str, ...], str | None]:
+def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...], str | None]:
     """The images the target's stack uses, as Compose resolves its files with these settings,
     and the simulator's (the one `--probe` starts). Without Compose, drgpu's base stack's
     images as its compose file names them; another stack's are then unknown."""
-    from drgpu.commands.up_down import stack_files
+    from drgpu.commands.preparation import stack_files
     from drgpu.errors import DrgpuError
     from drgpu.host.compose import resolve_stack
 

@@ -11,19 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drgpu.commands.compose_run import bring_down, show_compose_warnings, write_override
+from drgpu.commands.preparation import Prepared, meanwhile
+from drgpu.commands.proving import verified
+from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
-from drgpu.commands.up_down import (
-    Prepared,
-    bring_down,
-    down_locked,
-    meanwhile,
-    show_compose_warnings,
-    verified,
-    write_override,
-)
 from drgpu.core import drfc_scripts
 from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.target import Target
+from drgpu.core.inputs import Inputs
 from drgpu.errors import DockerError
 
 if TYPE_CHECKING:
@@ -38,7 +33,7 @@ class _StartFailed(DockerError):
     """DRfC's start script failed (exit 5), e.g. it refused to train over a model."""
 
 
-def runs_scripts(target: Target, *, explicit_files: bool) -> bool:
+def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
     """Whether `up` and `down` go through the activated checkout's own scripts: in a DRfC
     shell, on its own compose files, with its scripts there (else drgpu starts the
     files itself, and says so)."""
@@ -56,7 +51,7 @@ def runs_scripts(target: Target, *, explicit_files: bool) -> bool:
     return False
 
 
-def warn_swarm_skips_scripts(target: Target, *, explicit_files: bool) -> None:
+def warn_swarm_skips_scripts(target: Inputs, *, explicit_files: bool) -> None:
     """In a DRfC shell in swarm style, `up` deploys drgpu's own stack file: say that DRfC's
     start script, and its setup, does not run."""
     if target.checkout is None or explicit_files:
@@ -70,7 +65,7 @@ def warn_swarm_skips_scripts(target: Target, *, explicit_files: bool) -> None:
     )
 
 
-def script_target(target: Target, config: Config) -> Target:
+def script_target(target: Inputs, config: Config) -> Inputs:
     """The target with the compose files DRfC's start script really hands Compose."""
     files = drfc_scripts.start_files(_checkout(target), config.values)
     return replace(target, compose_files=files)
@@ -85,7 +80,7 @@ def up(
     on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again.
     With `progress`, it hears each service's state from Compose's lines, then its
     verification (else a spinner shows)."""
-    from drgpu.commands import guard
+    from drgpu.commands.rollback import rolled_back
     from drgpu.host import engine, process
     from drgpu.ui.talk import preload_rich, spinner
 
@@ -97,7 +92,7 @@ def up(
     )
     files = (*prepared.stack.files, prepared.override_path)
     was_up = engine.project_exists(plan.project)
-    with guard.rolled_back(
+    with rolled_back(
         plan.project,
         lambda: _take_down(checkout, environment, plan.project, files),
         keep_on=_StartFailed if was_up else None,
@@ -160,15 +155,15 @@ def shell_exports(prepared: Prepared) -> str:
     return drfc_scripts.shell_exports(checkout, prepared.override_path)
 
 
-def down(config: Config, target: Target) -> None:
+def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override (and orphans) included; then whatever is
     left of the project goes too, and the override file drgpu wrote (under the
-    engine-wide lock: see `guard`)."""
+    engine-wide lock: see `run_lock`)."""
     with down_locked(config, target):
         _down(config, target)
 
 
-def _down(config: Config, target: Target) -> None:
+def _down(config: Config, target: Inputs) -> None:
     from drgpu.ui.talk import spinner
 
     checkout = _checkout(target)
@@ -187,7 +182,7 @@ def _down(config: Config, target: Target) -> None:
         _remove_if_empty(override.parent)
 
 
-def _checkout(target: Target) -> DrfcCheckout:
+def _checkout(target: Inputs) -> DrfcCheckout:
     if target.checkout is None:
         raise DockerError("not an activated DeepRacer-for-cloud shell")  # runs_scripts said so
     return target.checkout

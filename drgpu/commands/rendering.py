@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
-    from drgpu.commands.up_down import Prepared
+    from drgpu.commands.preparation import Prepared
 
 
 @dataclass(frozen=True)

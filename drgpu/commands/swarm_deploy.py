@@ -3,7 +3,6 @@ wait, verify, `stack rm`."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,15 +10,15 @@ from typing import TYPE_CHECKING
 
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
+from drgpu.host import swarm
 from drgpu.targets.swarm_stack import SwarmStack, SwarmView
 
 if TYPE_CHECKING:
-    from drgpu.commands.up_down import Prepared
+    from drgpu.commands.preparation import Prepared
     from drgpu.core.facts import EngineFacts, TaskFacts
 
 START_TIMEOUT_S = 180.0
 STUCK_GRACE_S = 5.0
-REMOVE_TIMEOUT_S = 90.0
 POLL_S = 0.5
 
 
@@ -96,14 +95,14 @@ def stack_path(override: Path, project: str) -> Path:
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     """Render, deploy, wait for every task, let each run as long as a Compose stack's
-    containers must (`up_down.settle`) and verify what each really got; on any failure
-    or caught signal the stack is removed (`guard.rolled_back`: `docker stack rm`, waited
+    containers must (`proving.settle`) and verify what each really got; on any failure
+    or caught signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited
     for, then the run's containers and networks)."""
-    from drgpu.commands import guard
+    from drgpu.commands.proving import settle, stopped_logs
+    from drgpu.commands.rollback import rolled_back
     from drgpu.commands.state_files import write_owned_file
-    from drgpu.commands.up_down import settle, stopped_logs
     from drgpu.core.verification import state_problems
-    from drgpu.host import compose, engine, process
+    from drgpu.host import compose, engine
     from drgpu.targets.swarm_stack import verify_tasks, waiting_on
     from drgpu.ui.talk import spinner
 
@@ -114,17 +113,11 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     write_owned_file(path, stack.text)  # mode 600: secrets stay
     environment = compose.compose_environment(prepared.config.values)
     project = prepared.plan.project
-    command = [docker_cli(), "stack", "deploy", "-c", str(path), "--prune"]
     with (
-        guard.rolled_back(project, lambda: _remove_after_failure(project, environment)),
+        rolled_back(project, lambda: _remove_after_failure(project, environment)),
         spinner(f"deploying {project} to the swarm"),
     ):
-        deployed = process.run([*command, "--resolve-image", "never", project], env=environment)
-        if not deployed.ok:
-            raise DockerError(
-                f"docker stack deploy failed: {deployed.last_error_line()}",
-                hint=_deploy_hint(deployed.stderr),
-            )
+        swarm.deploy(project, path, environment)
         tasks = _wait_running(stack)
         containers = engine.stack_containers(project)
         if settle(containers.values()):  # a task whose command fails at once has ended
@@ -148,24 +141,13 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     return stack, [task for task in tasks if task.state == "running"]
 
 
-def remove_stale(project: str) -> int:
-    """Remove the Swarm stack a killed `drgpu up` left of `project` (waited for); how many
-    services it had (0: none, or an engine that is no swarm manager)."""
-    from drgpu.host import compose, engine
-
-    services = engine.stack_service_count(project)
-    if services:
-        _remove(project, compose.compose_environment({}))
-    return services
-
-
 def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:
     """Remove what a failed deploy left; the failure itself is the error to report (a
     node that is no manager cannot deploy, nor remove)."""
     from drgpu.ui.talk import warn
 
     try:
-        _remove(project, environment)
+        swarm.remove_stack(project, environment)
     except DockerError as exc:
         warn(f"after the failure, {exc.message}")
 
@@ -178,17 +160,9 @@ def down(config: Config, stack: Path) -> None:
     from drgpu.ui.talk import spinner
 
     with spinner(f"removing {config.project} from the swarm"):
-        _remove(config.project, compose.compose_environment(config.values))
+        swarm.remove_stack(config.project, compose.compose_environment(config.values))
     if stack.is_file() and written_by_drgpu(stack):
         stack.unlink()
-
-
-def docker_cli() -> str:
-    """The docker command line client (it speaks Compose files to Swarm)."""
-    found = shutil.which("docker")
-    if found is None:
-        raise DockerError("docker: command not found", hint="install the docker CLI (>= 23)")
-    return found
 
 
 def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
@@ -213,35 +187,3 @@ def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
         if now >= deadline:
             raise DockerError(f"the stack did not start in {START_TIMEOUT_S:.0f}s: {waiting[0]}")
         time.sleep(POLL_S)
-
-
-def _remove(project: str, environment: Mapping[str, str]) -> None:
-    """`docker stack rm`, repeated until nothing of the stack is left (networks go last)."""
-    from drgpu.host import process
-    from drgpu.host.engine import stack_leftovers
-
-    deadline = time.monotonic() + REMOVE_TIMEOUT_S
-    command = [docker_cli(), "stack", "rm", project]
-    removed = process.run(command, env=environment)
-    error = removed.stderr.lower()
-    # A network still used by a stopping task goes on a later try (below).
-    if not removed.ok and "nothing found" not in error and "in use by task" not in error:
-        raise DockerError(f"docker stack rm failed: {removed.last_error_line()}")
-    while True:
-        left = stack_leftovers(project)
-        if not any(left.values()):
-            return
-        if time.monotonic() >= deadline:
-            what = ", ".join(f"{count} {kind}" for kind, count in left.items() if count)
-            raise DockerError(f"{project} is not gone after {REMOVE_TIMEOUT_S:.0f}s: {what} left")
-        if not left["services"] and not left["containers"]:
-            process.run(command, env=environment)  # networks still in use a moment ago
-        time.sleep(POLL_S)
-
-
-def _deploy_hint(stderr: str) -> str | None:
-    if "not a swarm manager" in stderr or "docker swarm init" in stderr:
-        return "run it on a swarm manager (`docker swarm init`, or join this node to the swarm)"
-    if "Additional property" in stderr:
-        return "the docker CLI is too old for this stack file: drgpu needs docker CLI >= 23"
-    return None

@@ -23,7 +23,7 @@ from drgpu.core.redaction import redact, secret_values
 from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
-    from drgpu.core.target import Target
+    from drgpu.core.inputs import Inputs
 
 __all__ = [
     "Config",
@@ -188,8 +188,8 @@ def load_config(
     return replace(config, warnings=(*warnings, *read.warnings))
 
 
-def load_target_config(target: Target, environ: Mapping[str, str] | None = None) -> Config:
-    """The settings of a resolved target (`drgpu.core.target`)."""
+def load_target_config(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
+    """The settings of a resolved target (`drgpu.core.inputs`)."""
     return load_config(
         target.env_file,
         target.run_env,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
 
 
 @contextmanager
@@ -35,58 +33,3 @@ def warn(message: str) -> None:
 def note(message: str) -> None:
     """One line of talk on stderr."""
     sys.stderr.write(f"drgpu: {message}\n")
-
-
-# --- no secret in any output ------------------------------------------------------------
-
-_hidden: list[str] = []
-
-
-def hide(secrets: Iterable[str]) -> None:
-    """Never print these values again (the values of secret settings, once read)."""
-    _hidden.extend(secret for secret in secrets if secret not in _hidden)
-    _hidden.sort(key=len, reverse=True)
-
-
-def redacted(text: str) -> str:
-    """`text` with every hidden value masked."""
-    from drgpu.core.redaction import redact
-
-    return redact(text, _hidden) if _hidden else text
-
-
-class _Redacting(io.TextIOBase):
-    """A text stream that masks every hidden value on its way to `stream`."""
-
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__()
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        self._stream.write(redacted(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self._stream.encoding
-
-
-@contextmanager
-def redacting_output() -> Iterator[None]:
-    """Within the block, stdout and stderr mask every value passed to `hide`."""
-    stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Redacting(stdout), _Redacting(stderr)
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = stdout, stderr
-        _hidden.clear()

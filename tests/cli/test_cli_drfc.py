@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from drgpu.core.inputs import resolve_inputs
 from drgpu.core.settings import load_target_config
-from drgpu.core.target import resolve_target
 from tests.cli.conftest import Cli, assert_one_error_line
 from tests.cli.test_cli import GTX_M40, M40
 from tests.drfc import RUN_ENV, activated, make_checkout
@@ -53,7 +53,7 @@ def test_render_hands_compose_the_values_activation_exported(
     environment = activated(checkout)
     assert environment["DR_LOCAL_S3_MODEL_METADATA_KEY"] == "custom_files/model_metadata.json"
     enter(monkeypatch, environment)
-    target = resolve_target(
+    target = resolve_inputs(
         env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
     )
     config = load_target_config(target, environment)
@@ -68,7 +68,7 @@ def test_an_edited_file_is_read_again_as_dr_start_training_does(
 ) -> None:
     environment = activated(checkout)
     (checkout / "run.env").write_text(RUN_ENV.replace("FastCar", "SlowCar"), encoding="utf-8")
-    target = resolve_target(
+    target = resolve_inputs(
         env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
     )
     config = load_target_config(target, environment)
@@ -111,7 +111,7 @@ def test_swarm_style_lists_with_c_are_read(
     environment = activated(checkout)
     assert environment["DR_DOCKER_FILE_SEP"] == "-c"
     assert environment["DR_TRAIN_COMPOSE_FILE"].startswith("-c ")
-    target = resolve_target(
+    target = resolve_inputs(
         env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
     )
     assert target.checkout is not None and target.checkout.file_flag == "-c"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.commands import up_down
+from drgpu.commands import preparation
+from drgpu.core.inputs import Inputs
 from drgpu.core.settings import load_config
-from drgpu.core.target import Target
 from drgpu.core.topology import load_inventory
 from tests.cli.conftest import Cli
 from tests.plan_warnings import order_free_text
@@ -109,7 +109,7 @@ def test_planning_against_this_host_says_when_other_runs_cannot_be_seen(
     monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="0")
-    prepared = up_down.prepare(Target(env, None, None), None)
+    prepared = preparation.prepare(Inputs(env, None, None), None)
     assert prepared.plan.warnings[-1].startswith("cannot see what other runs hold (cannot reach")
     assert prepared.plan.warnings[-1].endswith("planned as if none ran")
 
@@ -120,9 +120,9 @@ def test_planning_against_this_host_respects_other_runs(
     held = [("running", {"drgpu.run_id": "other", "drgpu.gpus": M40})]
     monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setattr("drgpu.host.engine.drgpu_labels", lambda: held)
-    monkeypatch.setattr("drgpu.commands.guard.locked", lambda *a, **k: contextlib.nullcontext())
+    monkeypatch.setattr("drgpu.commands.run_lock.locked", lambda *a, **k: contextlib.nullcontext())
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
-    prepared = up_down.prepare(Target(env, None, None), None)
+    prepared = preparation.prepare(Inputs(env, None, None), None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]
-    with up_down.prepare_locked(load_config(env), Target(env, None, None)) as locked:
+    with preparation.prepare_locked(load_config(env), Inputs(env, None, None)) as locked:
         assert locked.plan == prepared.plan

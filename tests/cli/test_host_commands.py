@@ -14,8 +14,8 @@ import pytest
 from drgpu.commands import doctor, status
 from drgpu.core import gpu_usage, host_checks
 from drgpu.core.facts import ContainerFacts, DaemonFacts
+from drgpu.core.inputs import Inputs
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.core.target import Target
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import engine, nvml
 from tests.cli.conftest import Cli
@@ -138,7 +138,7 @@ def test_doctor_failure_exits_6_naming_the_failed_checks(
 ) -> None:
     seen: list[tuple[Path, list[str], bool]] = []
 
-    def gather(target: Target, images: list[str], probe: bool) -> host_checks.HostFacts:
+    def gather(target: Inputs, images: list[str], probe: bool) -> host_checks.HostFacts:
         seen.append((target.env_file, images, probe))
         return facts()
 

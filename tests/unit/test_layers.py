@@ -47,7 +47,7 @@ def test_the_repository_passes_ruff() -> None:
     [
         ("drgpu/core/bad.py", "from drgpu.host.nvml import read_inventory\n", "drgpu.host"),
         ("drgpu/core/bad.py", "from drgpu.targets import swarm_stack\n", "drgpu.targets"),
-        ("drgpu/core/bad.py", "from drgpu.commands import up_down\n", "drgpu.commands"),
+        ("drgpu/core/bad.py", "from drgpu.commands import compose_run\n", "drgpu.commands"),
         ("drgpu/core/bad.py", "from drgpu.ui.talk import warn\n", "drgpu.ui"),
         ("drgpu/core/bad.py", "from drgpu import cli\n", "drgpu.cli"),
         ("drgpu/core/bad.py", "import rich.table\n", "rich"),
@@ -63,7 +63,7 @@ def test_the_repository_passes_ruff() -> None:
         ("drgpu/host/bad.py", "import pynvml\n", "pynvml"),
         ("drgpu/host/bad.py", "import docker\n", "docker"),
         ("drgpu/targets/bad.py", "from drgpu.host import engine\n", "drgpu.host"),
-        ("drgpu/targets/bad.py", "from drgpu.commands import up_down\n", "drgpu.commands"),
+        ("drgpu/targets/bad.py", "from drgpu.commands import compose_run\n", "drgpu.commands"),
         ("drgpu/targets/bad.py", "from drgpu.ui import tables\n", "drgpu.ui"),
         ("drgpu/commands/bad.py", "import subprocess\n", "subprocess"),
         ("drgpu/ui/bad.py", "import docker\n", "docker"),

@@ -18,7 +18,7 @@ DEFAULT_ENV_FILE = Path("system.env")
 
 
 @dataclass(frozen=True)
-class Target:
+class Inputs:
     """The files one command reads, and where they came from."""
 
     env_file: Path
@@ -34,7 +34,7 @@ class Target:
         return self.checkout is not None
 
 
-def resolve_target(
+def resolve_inputs(
     *,
     env_file: Path | None,
     run_env: Path | None,
@@ -42,7 +42,7 @@ def resolve_target(
     evaluation: bool,
     environ: Mapping[str, str],
     needs_files: bool = True,
-) -> Target:
+) -> Inputs:
     """The target of a command from its flags and the environment.
 
     In an activated DRfC shell (`DR_DIR` set) the settings are `$DR_DIR/system.env` and
@@ -62,7 +62,7 @@ def resolve_target(
         files = checkout.compose_files or None
     drfc_settings = checkout is not None and env_file is None
     if drfc_settings and checkout is not None:
-        return Target(
+        return Inputs(
             env_file=checkout.system_env,
             run_env=run_env if run_env is not None else checkout.run_env,
             compose_files=files,
@@ -70,7 +70,7 @@ def resolve_target(
             checkout=checkout,
             drfc_settings=run_env is None,
         )
-    return Target(
+    return Inputs(
         env_file=env_file or DEFAULT_ENV_FILE,
         run_env=run_env,
         compose_files=files,

@@ -1,14 +1,16 @@
-"""What keeps `up` and `down` safe against each other and against signals: the engine-wide
-lock (with the cleanup of what a killed holder left), the rule that a later `down` wins
-over an earlier `up` still waiting, and the one rollback of a failed or interrupted `up`."""
+"""The engine-wide lock of a run's `up` and `down`: the cleanup of what a killed holder left,
+and the rule that a later `down` wins over an earlier `up` still waiting."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from drgpu.commands.state_files import state_dir
+from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
+from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError
 
 
@@ -44,11 +46,11 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
 
 def _clean_after(holder: Holder) -> None:
     """Remove what a killed `drgpu up` or `down` left of its run: never verified."""
-    from drgpu.commands.swarm_deploy import remove_stale
-    from drgpu.host import engine
+    from drgpu.host import compose, engine, swarm
     from drgpu.ui.talk import warn
 
-    removed = {"services": remove_stale(holder.project)}  # a Swarm stack: docker stack rm
+    environment = compose.compose_environment({})
+    removed = {"services": swarm.remove_stale_stack(holder.project, environment)}
     removed.update(engine.remove_run(holder.project, holder.volumes_before))
     left = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
     warn(
@@ -72,39 +74,9 @@ MAX_LOCK_TIMEOUT_S = 86400
 
 
 @contextmanager
-def rolled_back(
-    project: str,
-    bring_down: Callable[[], object],
-    *,
-    keep_on: type[BaseException] | None = None,
-) -> Iterator[None]:
-    """On any failure or caught signal inside the block, the run goes back down: first
-    `bring_down` (Compose's own down, or DRfC's stop script), then every container and
-    network of `project` and each volume it did not have when the block began (what the
-    user made stays). Signals during the rollback do not cut it short. A failure of type
-    `keep_on` leaves the run as it is (a stack that ran before, which a refusing start
-    script did not touch)."""
-    from drgpu.host import engine, signals
-    from drgpu.ui.talk import note
-
-    kept = engine.project_volumes(project)
-    try:
+def down_locked(config: Config, target: Inputs) -> Iterator[None]:
+    """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its
+    `.drgpu` folder checked first (not created)."""
+    state_dir(target.env_file, create=False)
+    with locked("down", config.project, config.values):
         yield
-    except BaseException as failure:
-        if keep_on is not None and isinstance(failure, keep_on):
-            raise
-        told: list[str] = []
-
-        def postpone(name: str) -> None:
-            if not told:
-                note(f"{name}: still bringing {project} back down, one moment")
-            told.append(name)
-
-        with signals.shielded(postpone):
-            if isinstance(failure, (KeyboardInterrupt, signals.Interrupted)):
-                note(f"interrupted: bringing {project} back down")
-            try:
-                bring_down()
-            finally:
-                engine.remove_run(project, kept)
-        raise

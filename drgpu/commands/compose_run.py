@@ -1,0 +1,151 @@
+"""`drgpu up` and `down` through Compose: write the override, start, prove, stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from drgpu.commands.preparation import Prepared, meanwhile, stack_files
+from drgpu.commands.proving import verified
+from drgpu.commands.run_lock import down_locked
+from drgpu.commands.state_files import override_path, write_owned_file
+from drgpu.core.inputs import Inputs
+from drgpu.core.model import Plan
+from drgpu.core.settings import Config
+from drgpu.errors import DockerError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from drgpu.core.compose_progress import ProgressEvent
+    from drgpu.core.facts import ContainerFacts
+    from drgpu.host.process import Completed
+
+
+def up(
+    prepared: Prepared, progress: Callable[[ProgressEvent], None] | None = None
+) -> list[ContainerFacts]:
+    """Render, start the stack, and verify it; on any failure or caught signal the run
+    goes back down (`rollback.rolled_back`). With `progress`, it hears each service's state
+    as Compose reports it, then its verification (else a spinner shows)."""
+    from drgpu.commands.rollback import rolled_back
+    from drgpu.host import compose
+    from drgpu.ui.talk import preload_rich
+
+    write_override(prepared.override_path, prepared.plan)
+    files = (*prepared.stack.files, prepared.override_path)
+    binary = compose.find_compose(prepared.config.values)
+    environment = compose.compose_environment(prepared.config.values)
+    # --remove-orphans: workers of an earlier DR_WORKERS must not keep their GPUs.
+    command = compose.compose_command(
+        binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
+    )
+    project = prepared.plan.project
+    with rolled_back(project, lambda: bring_down(binary, project, files, environment)):
+        started = _compose_up(command, environment, project, progress)
+        show_compose_warnings(started.stderr)
+        if not started.ok:
+            raise DockerError(
+                f"compose up failed: {started.last_error_line()}",
+                hint=_compose_hint(started.stderr),
+            )
+        with meanwhile(preload_rich):  # the tables' import, while verification waits
+            containers = verified(prepared.plan, progress)
+    return containers
+
+
+def write_override(path: Path, plan: Plan) -> None:
+    """Write the plan's compose override to `path`, readable by its owner alone when it
+    holds a secret value."""
+    from drgpu.core.redaction import holds_secret
+    from drgpu.targets.compose_override import render_override
+
+    write_owned_file(path, render_override(plan), private=holds_secret(plan))
+
+
+def show_compose_warnings(stderr: str) -> None:
+    """Compose's own warnings (unset variables, obsolete keys ...) as drgpu warnings."""
+    from drgpu.core.compose_output import compose_warnings
+    from drgpu.ui.talk import warn
+
+    for message in compose_warnings(stderr):
+        warn(f"compose: {message}")
+
+
+def _compose_up(
+    command: list[str],
+    environment: dict[str, str],
+    project: str,
+    progress: Callable[[ProgressEvent], None] | None,
+) -> Completed:
+    """Run `compose up`: behind a spinner, or with `--progress json`, each line of it an
+    event for `progress` (a Compose without that mode runs it plainly)."""
+    from drgpu.host import process
+
+    if progress is None:
+        from drgpu.ui.talk import spinner
+
+        with spinner(f"starting {project}"):
+            return process.run(command, env=environment)
+    from drgpu.core.compose_progress import compose_event, log_line
+
+    def heard(line: str) -> str | None:
+        event = compose_event(line, project)
+        if event is None:
+            return log_line(line)
+        progress(event)
+        return event.state if event.failed else None
+
+    position = command.index("-p")  # the global flags go before the subcommand
+    with_json = [*command[:position], "--progress", "json", *command[position:]]
+    started = process.stream(with_json, env=environment, on_line=heard)
+    if not started.ok and "progress" in started.last_error_line():
+        return process.run(command, env=environment)
+    return started
+
+
+def down(config: Config, target: Inputs) -> None:
+    """Stop and remove the stack's containers (under the engine-wide lock: see `run_lock`)."""
+    from drgpu.host import compose
+    from drgpu.ui.talk import spinner
+
+    files: tuple[Path, ...] = tuple(stack_files(target))
+    override = override_path(target.env_file, config.project)
+    binary = compose.find_compose(config.values)
+    with down_locked(config, target):
+        if override.is_file():
+            files = (*files, override)
+        with spinner(f"stopping {config.project}"):
+            stopped = _compose_down(
+                binary, config.project, files, compose.compose_environment(config.values)
+            )
+    if not stopped.ok:
+        raise DockerError(
+            f"compose down failed for {config.project}: {stopped.last_error_line()}",
+            hint="pass the compose files (-f) and settings that `drgpu up` started it with",
+        )
+
+
+def bring_down(
+    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
+) -> bool:
+    return _compose_down(binary, project, files, environment).ok
+
+
+def _compose_down(
+    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
+) -> Completed:
+    from drgpu.host import compose, process
+
+    command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
+    return process.run(command, env=environment)
+
+
+def _compose_hint(stderr: str) -> str | None:
+    if "could not select device driver" in stderr:
+        return "the NVIDIA container toolkit is missing, or dockerd was not restarted after it"
+    if "unknown device" in stderr:
+        return "a planned GPU is unknown to the NVIDIA container toolkit: run `drgpu gpus`"
+    if "!override" in stderr or "!reset" in stderr:
+        return "drgpu needs Docker Compose >= 2.24.4 (for !override and !reset)"
+    return None

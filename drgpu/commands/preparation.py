@@ -1,0 +1,157 @@
+"""What every `plan`, `render` and `up` acts on: settings, stack, inventory and the GPUs other
+runs hold, read and planned (`Prepared`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from drgpu.commands.state_files import override_path, state_dir
+from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.inputs import Inputs
+from drgpu.core.model import Claim, Inventory, Plan
+from drgpu.core.planning import make_plan, service_requests
+from drgpu.core.settings import Config, load_target_config
+from drgpu.errors import DockerError, NvmlUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything `up`, `plan` and `render` act on."""
+
+    config: Config
+    stack: Stack
+    plan: Plan
+    override_path: Path
+    target: Inputs
+
+
+def prepare(target: Inputs, inventory_file: Path | None) -> Prepared:
+    """Read settings, stack and inventory, and plan; any problem raises its DrgpuError.
+
+    Planned against this host (no inventory file), the plan also respects what other
+    runs hold; when the Docker engine cannot be asked, a warning says so.
+    """
+    return prepare_with(load_settings(target), target, inventory_file)
+
+
+def load_settings(target: Inputs) -> Config:
+    """The target's settings; from now on no output shows the value of a secret one."""
+    from drgpu.core.redaction import secret_values
+    from drgpu.ui.redacting import hide
+
+    config = load_target_config(target)
+    hide(secret_values(config.values))
+    return config
+
+
+def prepare_with(config: Config, target: Inputs, inventory_file: Path | None) -> Prepared:
+    """`prepare` for settings already read from `target`."""
+    return _prepare(config, target, _checked_stack(config, target), inventory_file, strict=False)
+
+
+@contextmanager
+def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
+    """`prepare` for `up`, under the engine-wide lock until the block ends: no other
+    `drgpu up` or `down` can read or change the runs between this plan and its proof."""
+    from drgpu.commands import run_lock
+    from drgpu.host import nvml
+
+    state_dir(target.env_file)
+    with ExitStack() as held:
+        # The NVML binding takes a while to import: do it while the engine creates the lock.
+        with meanwhile(nvml.preload):
+            stack = _checked_stack(config, target)  # bad input: no lock
+            held.enter_context(run_lock.locked("up", config.project, config.values))
+        yield _prepare(config, target, stack, None, strict=True)
+
+
+def _checked_stack(config: Config, target: Inputs) -> Stack:
+    """The target's stack, its DRGPU_DEVICES_<SERVICE> checked (a bad one fails before
+    NVML is read)."""
+    stack = load_stack(stack_files(target))
+    service_requests(config, stack)
+    return stack
+
+
+def _prepare(
+    config: Config, target: Inputs, stack: Stack, inventory_file: Path | None, *, strict: bool
+) -> Prepared:
+    inventory = _inventory(config, inventory_file)
+    claims: tuple[Claim, ...] = ()
+    blind: str | None = None
+    if inventory_file is None and config.wants_gpu:
+        claims, blind = _claims(strict)
+    plan = make_plan(config, stack, inventory, claims)
+    if blind is not None:
+        plan = replace(plan, warnings=(*plan.warnings, blind))
+    return Prepared(
+        config=config,
+        stack=stack,
+        plan=plan,
+        override_path=override_path(target.env_file, config.project),
+        target=target,
+    )
+
+
+def stack_files(target: Inputs) -> list[Path]:
+    """The compose files of the target's stack: its own, or drgpu's base stack."""
+    return list(target.compose_files or [base_stack_file()])
+
+
+def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
+    """What other runs hold, from the labels of their containers; when the engine cannot
+    be asked, nothing and (unless `strict`: then the error) why."""
+    from drgpu.core.labels import claims
+    from drgpu.host.engine import drgpu_labels
+
+    try:
+        return claims(drgpu_labels()), None
+    except DockerError as exc:
+        if strict:
+            raise
+        return (), f"cannot see what other runs hold ({exc.message}): planned as if none ran"
+
+
+def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
+    """The GPUs to plan against: a file, or NVML; none needed for a CPU-only stack."""
+    if inventory_file is not None:
+        from drgpu.core.topology import load_inventory
+
+        inventory = load_inventory(inventory_file)
+        if inventory.init_error and config.wants_gpu:
+            raise NvmlUnavailableError(
+                f"{inventory_file}: NVML failed on that machine ({inventory.init_error})"
+            )
+        return inventory
+    if not config.wants_gpu:
+        return Inventory(gpus=())
+    from drgpu.core.index_order import bare_indices
+    from drgpu.host.nvml import read_inventory
+
+    inventory = read_inventory()
+    asks_index = any(bare_indices(r) for r in (config.trainer_devices, config.simulator_devices))
+    if asks_index and len(inventory.gpus) > 1:
+        from drgpu.host.cuda import default_order
+
+        inventory = replace(inventory, cuda_order=default_order(inventory))
+    return inventory
+
+
+@contextmanager
+def meanwhile(work: Callable[[], object]) -> Iterator[None]:
+    """Run `work` in a thread while the block runs (e.g. an import while a step waits on
+    the engine); the block ends when both are done."""
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
