@@ -632,7 +632,7 @@ def swarm_setup(
     from drgpu.ui import tables
 
     if inventory is not None:
-        from drgpu.core.topology import load_inventory
+        from drgpu.host.files import load_inventory
 
         gpus = load_inventory(inventory)
     else:

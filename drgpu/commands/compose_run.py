@@ -13,6 +13,7 @@ from drgpu.core.inputs import Inputs
 from drgpu.core.model import Plan
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
+from drgpu.host.files import override_header_template
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,7 +61,8 @@ def write_override(path: Path, plan: Plan) -> None:
     from drgpu.core.redaction import holds_secret
     from drgpu.targets.compose_override import render_override
 
-    write_owned_file(path, render_override(plan), private=holds_secret(plan))
+    override = render_override(plan, override_header_template())
+    write_owned_file(path, override, private=holds_secret(plan))
 
 
 def show_compose_warnings(stderr: str) -> None:

@@ -20,6 +20,7 @@ from drgpu.core import drfc_scripts
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
 from drgpu.errors import DockerError
+from drgpu.host.files import override_header_template
 
 if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
@@ -151,7 +152,7 @@ def shell_exports(prepared: Prepared) -> str:
 
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
-    write_owned_file(prepared.override_path, render_override(plan))
+    write_owned_file(prepared.override_path, render_override(plan, override_header_template()))
     return drfc_scripts.shell_exports(checkout, prepared.override_path)
 
 

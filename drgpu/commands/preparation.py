@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.state_files import override_path, state_dir
-from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.planning import make_plan, service_requests
-from drgpu.core.settings import Config, load_target_config
+from drgpu.core.settings import Config
 from drgpu.errors import DockerError, NvmlUnavailableError
+from drgpu.host.files import base_stack_file, load_inventory, load_stack, load_target_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -123,8 +124,6 @@ def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
 def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
     """The GPUs to plan against: a file, or NVML; none needed for a CPU-only stack."""
     if inventory_file is not None:
-        from drgpu.core.topology import load_inventory
-
         inventory = load_inventory(inventory_file)
         if inventory.init_error and config.wants_gpu:
             raise NvmlUnavailableError(

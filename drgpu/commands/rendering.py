@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.errors import ConfigError
+from drgpu.host.files import override_header_template
 
 if TYPE_CHECKING:
     from drgpu.commands.preparation import Prepared
@@ -51,5 +52,6 @@ def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host
     from drgpu.core.redaction import masked_plan
     from drgpu.targets.compose_override import render_override
 
-    shown = render_override(masked_plan(prepared.plan))
-    return Rendered(shown, render_override(prepared.plan), ())
+    header = override_header_template()
+    shown = render_override(masked_plan(prepared.plan), header)
+    return Rendered(shown, render_override(prepared.plan, header), ())

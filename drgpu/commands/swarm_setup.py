@@ -18,8 +18,8 @@ def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]
     plan` would; none without settings (a simulator-only node)."""
     if config is None:
         return ()
-    from drgpu.core.compose_stack import base_stack_file, load_stack
     from drgpu.core.planning import make_plan
+    from drgpu.host.files import base_stack_file, load_stack
 
     plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(

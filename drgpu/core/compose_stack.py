@@ -8,6 +8,7 @@ A service's role comes from DeepRacer-for-cloud's service names (`sagemaker`,
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from drgpu.core.labels import ROLE as ROLE_LABEL
 from drgpu.core.model import Role
 from drgpu.errors import ConfigError
 
-BASE_STACK_NAME = "docker-compose.yml"
 SIMULATOR_SERVICE = "robomaker"
 MPS_DAEMON_SERVICE = "drgpu-mps"
 _SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
@@ -95,22 +95,26 @@ def role_of(name: str) -> Role:
     return Role.OTHER
 
 
-def base_stack_file() -> Path:
-    """drgpu's own base stack: `compose/docker-compose.yml` (installed or in the source tree)."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_data" / "compose", package.parent / "compose"):
-        if (candidate / BASE_STACK_NAME).is_file():
-            return candidate / BASE_STACK_NAME
-    raise ConfigError("drgpu's base stack is missing from this installation", hint="reinstall")
+@dataclass(frozen=True)
+class ComposeText:
+    """One compose file as read: its path as named (for messages), the same path resolved
+    (what an `extends` of it names), and its text."""
+
+    path: Path
+    resolved: Path
+    text: str
 
 
-def load_stack(files: list[Path]) -> Stack:
-    """Read the services of compose files, merged by name as compose merges them."""
+def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
+    """The services of compose files, in order, merged by name as compose merges them."""
+    paths: list[Path] = []
     services: dict[str, StackService] = {}
     labelled: dict[str, Declared] = {}
     extended: dict[str, Declared] = {}
-    for path in files:
-        for name, body in _services_of(path).items():
+    for file in files:
+        path = file.path
+        paths.append(path)
+        for name, body in _services_of(path, file.text).items():
             previous = services.get(name, StackService(name=name, role=role_of(name)))
             deploy = body.get("deploy") if isinstance(body, dict) else None
             resources = deploy.get("resources") if isinstance(deploy, dict) else None
@@ -126,11 +130,11 @@ def load_stack(files: list[Path]) -> Stack:
                 role=previous.role,
                 has_device_requests=previous.has_device_requests or has_devices,
                 has_gpus_key=previous.has_gpus_key or has_gpus,
-                files=(*previous.files, path.resolve()),
+                files=(*previous.files, file.resolved),
                 keys=previous.keys | (frozenset(body) if isinstance(body, dict) else frozenset()),
             )
     return Stack(
-        files=tuple(files),
+        files=tuple(paths),
         services=tuple(
             _with_declared(service, labelled.get(name), extended.get(name))
             for name, service in services.items()
@@ -205,8 +209,9 @@ def _with_declared(
     return replace(service, role=declared.role, declared=declared)
 
 
-def _services_of(path: Path) -> dict[str, Any]:
-    import yaml
+def _services_of(path: Path, text: str) -> dict[str, Any]:
+    """The `services` of one compose file's text (compose's merge tags read as plain)."""
+    import yaml  # PyYAML takes a while to import: only when a compose file is read
 
     class _Loader(yaml.SafeLoader):
         """A safe loader that reads compose's merge tags as plain values."""
@@ -221,11 +226,7 @@ def _services_of(path: Path) -> dict[str, Any]:
     _Loader.add_constructor("!reset", _untagged)
     _Loader.add_constructor("!override", _untagged)
     try:
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except OSError as exc:
-        raise ConfigError(f"cannot read compose file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+        document = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -1,5 +1,6 @@
-"""system.env (and run.env on top of it), read as DeepRacer-for-cloud's activation reads
-them (`drgpu.core.envfile`), without changing `os.environ`.
+"""system.env (and run.env on top of it), evaluated as DeepRacer-for-cloud's activation
+evaluates them (`drgpu.core.envfile`), from texts and an environment mapping that
+`drgpu.host.files` reads.
 
 DeepRacer-for-cloud's `DR_*` keys work unchanged; drgpu's own keys start with
 `DRGPU_` and are documented in `system.env.example`.
@@ -9,29 +10,28 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
-from drgpu.core.envfile import ENVIRONMENT, EnvFiles, Origin, read_env_texts
+from drgpu.core.drfc import activation_exports
+from drgpu.core.envfile import ENVIRONMENT, Origin, read_env_texts
 from drgpu.core.index_order import INDEX_ORDERS
 from drgpu.core.numbers import whole_number
 from drgpu.core.redaction import redact, secret_values
 from drgpu.errors import ConfigError
 
-if TYPE_CHECKING:
-    from drgpu.core.inputs import Inputs
-
 __all__ = [
     "Config",
     "MpsSettings",
     "Origin",
+    "SettingsFiles",
+    "config_from_texts",
     "config_from_values",
-    "load_config",
-    "load_target_config",
+    "run_env_beside",
+    "settings_files",
 ]
 
 TRAINER_DEVICES_KEY = "DR_SAGEMAKER_CUDA_DEVICES"
@@ -133,51 +133,71 @@ class Config:
         )
 
 
-def load_config(
-    env_file: Path,
-    run_env: Path | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    evaluation: bool = False,
-    drfc: bool = False,
-) -> Config:
-    """Read `env_file`, then `run_env` (default: a `run.env` beside it, when present), as
-    DeepRacer-for-cloud's activation does: `$VAR` references see earlier keys, then
-    `environ` (default: `os.environ`, never changed).
+def run_env_beside(env_file: Path) -> Path:
+    """The `run.env` DeepRacer-for-cloud reads beside system.env when DR_CONFIG names none."""
+    return env_file.with_name("run.env")
 
-    `drfc`: an activated DeepRacer-for-cloud shell (`drgpu.core.drfc`). Then its
-    exported `DR_*` keys count where the files do not set them (as for DRfC's own
-    scripts), a missing run.env is a warning, and what activation derives from the
-    files (`DR_RUN_ID`'s default, the ports, `AWS_DEFAULT_REGION`) is derived again.
+
+@dataclass(frozen=True)
+class SettingsFiles:
+    """The settings files to read, in order, and what choosing them warns of."""
+
+    paths: tuple[Path, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def settings_files(
+    env_file: Path, run_env: Path | None, existing: Collection[Path], *, drfc: bool = False
+) -> SettingsFiles:
+    """`env_file`, then `run_env` (default: the run.env beside it, when present), as
+    DeepRacer-for-cloud's activation reads them; `existing`: which of `env_file`, `run_env`
+    and the run.env beside are files. A missing one is a `ConfigError`, or with `drfc` (an
+    activated shell, whose scripts read system.env alone then) a warning.
     """
-    import os
-
-    environ = os.environ if environ is None else environ
-    if not env_file.is_file():
+    if env_file not in existing:
         raise ConfigError(
             f"no settings file at {env_file}",
             hint="copy system.env.example to system.env, or pass --env-file",
         )
-    warnings: list[str] = []
-    if run_env is not None and not run_env.is_file():
+    if run_env is not None:
+        if run_env in existing:
+            return SettingsFiles((env_file, run_env))
         if not drfc:
             raise ConfigError(f"no run settings file at {run_env}")
-        warnings.append(f"no run settings file at {run_env} (DR_CONFIG): read {env_file} alone")
-    files = [env_file]
-    beside = env_file.with_name("run.env")
-    if run_env is not None and run_env.is_file():
-        files.append(run_env)
-    elif run_env is None and beside.is_file():
-        files.append(beside)
-    elif run_env is None and drfc:
-        warnings.append(f"no run.env at {beside} (DR_CONFIG is not set): read {env_file} alone")
-    read = read_env_files(files, environ)
+        warning = f"no run settings file at {run_env} (DR_CONFIG): read {env_file} alone"
+        return SettingsFiles((env_file,), (warning,))
+    beside = run_env_beside(env_file)
+    if beside in existing:
+        return SettingsFiles((env_file, beside))
+    if drfc:
+        warning = f"no run.env at {beside} (DR_CONFIG is not set): read {env_file} alone"
+        return SettingsFiles((env_file,), (warning,))
+    return SettingsFiles((env_file,))
+
+
+def config_from_texts(
+    texts: Sequence[tuple[Path, str]],
+    environ: Mapping[str, str],
+    *,
+    evaluation: bool = False,
+    drfc: bool = False,
+    warnings: Sequence[str] = (),
+) -> Config:
+    """The settings of files' `texts` (path and text, in `settings_files`'s order),
+    evaluated as DeepRacer-for-cloud's activation does: `$VAR` references see earlier
+    keys, then `environ` (the shell's environment, never changed). `warnings`: what
+    choosing the files warned of, shown first.
+
+    `drfc`: an activated DeepRacer-for-cloud shell (`drgpu.core.drfc`). Then its
+    exported `DR_*` keys count where the files do not set them (as for DRfC's own
+    scripts), and what activation derives from the files (`DR_RUN_ID`'s default, the
+    ports, `AWS_DEFAULT_REGION`) is derived again.
+    """
+    read = read_env_texts(list(texts), environ)
     values = dict(read.values)
     if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
         values["DRGPU_INDEX_ORDER"] = environ["DRGPU_INDEX_ORDER"]  # may be set in the shell
     if drfc:
-        from drgpu.core.drfc import activation_exports
-
         inherited = {k: v for k, v in environ.items() if k.startswith("DR_") and k not in values}
         values = {**inherited, **values}
         values.update(activation_exports(values))
@@ -186,29 +206,6 @@ def load_config(
         origins = dict(read.origins)
     config = config_from_values(values, origins, evaluation=evaluation)
     return replace(config, warnings=(*warnings, *read.warnings))
-
-
-def load_target_config(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
-    """The settings of a resolved target (`drgpu.core.inputs`)."""
-    return load_config(
-        target.env_file,
-        target.run_env,
-        environ=environ,
-        evaluation=target.evaluation,
-        drfc=target.drfc_settings,
-    )
-
-
-def read_env_files(paths: list[Path], environ: Mapping[str, str]) -> EnvFiles:
-    """The values of settings files read in order, later files on top, as DRfC's
-    `dr-update-env` evaluates them; every line is read or refused (`ConfigError`)."""
-    texts = []
-    for path in paths:
-        try:
-            texts.append((path, path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from None
-    return read_env_texts(texts, environ)
 
 
 def config_from_values(

@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
@@ -146,23 +145,17 @@ def inventory_to_json(inventory: Inventory) -> dict[str, Any]:
     }
 
 
-def load_inventory(path: Path) -> Inventory:
-    """Read an inventory file (a topology JSON document)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read inventory {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+def inventory_from_text(text: str, source: str) -> Inventory:
+    """An inventory file's text (a topology JSON document); `source` names it in messages."""
     try:
         data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        raise ConfigError(f"{source}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except ValueError as exc:  # Infinity, NaN, or a number of over 4300 digits
-        raise ConfigError(f"{path}: not valid JSON ({_short(str(exc))})") from None
+        raise ConfigError(f"{source}: not valid JSON ({_short(str(exc))})") from None
     except RecursionError:
-        raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
-    return inventory_from_json(data, source=str(path))
+        raise ConfigError(f"{source}: not valid JSON (nested too deeply)") from None
+    return inventory_from_json(data, source=source)
 
 
 def _no_constant(name: str) -> Any:

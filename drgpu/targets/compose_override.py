@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from drgpu.core.model import Plan, ServicePlan
@@ -20,9 +19,11 @@ class _Tagged:
         self.value = value
 
 
-def render_override(plan: Plan) -> str:
-    """The override YAML that gives each service of the plan exactly its devices."""
-    import yaml
+def render_override(plan: Plan, header_template: str | None) -> str:
+    """The override YAML that gives each service of the plan exactly its devices, under the
+    header `header_template` gives (`{project}`: the plan's project; None: a one-line
+    header, where drgpu's installation lacks its template)."""
+    import yaml  # PyYAML takes a while to import: only when an override is rendered
 
     class _Dumper(yaml.SafeDumper):
         """Dumps compose's merge tags and never aliases repeated values."""
@@ -43,7 +44,7 @@ def render_override(plan: Plan) -> str:
         yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
         for document in documents
     ]
-    return _header(plan) + "---\n".join(bodies)
+    return _header(plan, header_template) + "---\n".join(bodies)
 
 
 def _document(plan: Plan) -> dict[str, Any]:
@@ -72,12 +73,9 @@ def _base_documents(plan: Plan) -> list[dict[str, Any]]:
     return documents
 
 
-def _header(plan: Plan) -> str:
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_data" / "templates", package.parent / "templates"):
-        template = candidate / "override-header.txt"
-        if template.is_file():
-            return template.read_text(encoding="utf-8").format(project=plan.project)
+def _header(plan: Plan, template: str | None) -> str:
+    if template is not None:
+        return template.format(project=plan.project)
     return f"{HEADER_MARK} for compose project {plan.project}.\n"
 
 

@@ -10,8 +10,7 @@ import pytest
 
 from drgpu.commands import preparation
 from drgpu.core.inputs import Inputs
-from drgpu.core.settings import load_config
-from drgpu.core.topology import load_inventory
+from drgpu.host.files import load_config, load_inventory
 from tests.cli.conftest import Cli
 from tests.plan_warnings import order_free_text
 

@@ -10,10 +10,10 @@ from types import ModuleType
 
 import pytest
 
-from drgpu.core.compose_stack import Stack, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.model import Inventory
 from drgpu.core.settings import Config, config_from_values
-from drgpu.core.topology import load_inventory
+from drgpu.host.files import load_inventory, load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, SelectorKind
-from drgpu.core.settings import DEFAULT_MPS_IMAGE, DRGPU_KEYS, Config, MpsSettings, load_config
+from drgpu.core.settings import DEFAULT_MPS_IMAGE, DRGPU_KEYS, Config, MpsSettings
 from drgpu.errors import ConfigError, ExitCode
+from drgpu.host.files import load_config
 
 
 def write(path: Path, text: str) -> Path:

@@ -10,11 +10,12 @@ import pytest
 import yaml
 
 from drgpu.core import drfc_scripts
-from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, config_from_values
+from drgpu.host.files import base_stack_file, load_stack, override_header_template
 from drgpu.targets.compose_override import render_override
 
 ROOT = Path("/home/me/deepracer-for-cloud")
@@ -89,7 +90,7 @@ def test_with_workers_robomaker_becomes_a_placeholder_drfcs_scale_may_multiply(
         "robomaker-1",
         "robomaker-2",
     ]
-    rendered = render_override(plan)
+    rendered = render_override(plan, override_header_template())
     assert (
         "    entrypoint: !override\n    - 'true'\n    command: !reset []\n    ports: !reset []\n"
         in (rendered)

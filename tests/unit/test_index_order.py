@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.compose_stack import base_stack_file, load_stack
 from drgpu.core.devices import parse_devices
 from drgpu.core.index_order import (
     CudaOrder,
@@ -23,8 +22,9 @@ from drgpu.core.index_order import (
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import config_from_values
-from drgpu.core.topology import inventory_from_json, inventory_to_json, load_inventory
+from drgpu.core.topology import inventory_from_json, inventory_to_json
 from drgpu.errors import ConfigError, GpuValidationError
+from drgpu.host.files import base_stack_file, load_inventory, load_stack
 
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # index 0 (bus 03), compute 5.2
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # index 1 (bus 81), compute 7.5

@@ -11,12 +11,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from drgpu.core.compose_stack import base_stack_file, load_stack
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import load_config
-from drgpu.core.topology import load_inventory
 from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
+from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
 from drgpu.targets.kubernetes import (
     GPU_RESOURCE,
     PRODUCT_LABEL,

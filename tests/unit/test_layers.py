@@ -1,11 +1,15 @@
 """The package layers, enforced by ruff: the whole repository passes `ruff check`, and an
 import that runs back up a layer (or reaches an outside world outside its adapter) fails.
+The pure layers (drgpu/core, drgpu/targets) read no environment, file or clock either:
+ruff bans what it can name, and a walk of their syntax trees finds what it cannot (a
+method of a Path, the builtin `open`, `__file__`).
 
 Each bad import is checked through stdin under a file name in the layer's folder, so the
 folder's ruff.toml applies and nothing is written to the tree."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -97,3 +101,106 @@ def test_an_import_against_the_layers_fails(path: str, source: str, banned: str)
 def test_an_import_along_the_layers_passes(path: str, source: str) -> None:
     done = check_source(path, f"{source}\nprint(dir())\n")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("layer", ["core", "targets"])
+@pytest.mark.parametrize(
+    ("source", "banned"),
+    [
+        ("import os\nprint(os.environ['HOME'])\n", "os.environ"),
+        ("from os import environ\nprint(environ)\n", "os.environ"),
+        ("import os\nprint(os.getenv('HOME'))\n", "os.getenv"),
+        ("import builtins\nprint(builtins.open('x'))\n", "builtins.open"),
+        ("import io\nprint(io.open('x'))\n", "io.open"),
+        ("from pathlib import Path\nprint(Path.read_text(Path('x')))\n", "pathlib.Path.read_text"),
+        ("from pathlib import Path\nprint(Path.cwd())\n", "pathlib.Path.cwd"),
+        ("import time\nprint(time.time())\n", "time.time"),
+        ("from time import monotonic\nprint(monotonic())\n", "time.monotonic"),
+        ("from datetime import datetime\nprint(datetime.now())\n", "datetime.datetime.now"),
+        ("import datetime\nprint(datetime.date.today())\n", "datetime.date.today"),
+    ],
+)
+def test_the_environment_files_and_clock_are_banned_in_the_pure_layers(
+    layer: str, source: str, banned: str
+) -> None:
+    done = check_source(f"drgpu/{layer}/bad.py", source)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"`{banned}` is banned" in done.stdout
+
+
+# What ruff's banned-api cannot name: it does not know that `path` is a Path, and the
+# builtin `open` and `__file__` are no imports. Found by name in the syntax tree.
+WORLD_METHODS = frozenset(
+    {
+        "read_text",
+        "read_bytes",
+        "open",
+        "is_file",
+        "is_dir",
+        "exists",
+        "stat",
+        "lstat",
+        "iterdir",
+        "glob",
+        "rglob",
+        "resolve",
+        "absolute",
+        "expanduser",
+        "readlink",
+        "samefile",
+        "write_text",
+        "write_bytes",
+        "touch",
+        "mkdir",
+        "unlink",
+    }
+)
+PURE_LAYERS = ("drgpu/core", "drgpu/targets")
+
+
+def world_reads(source: str) -> list[str]:
+    """Where `source` asks the outside world in a way ruff cannot see: `line: what`."""
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        what = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            what = f".{node.func.attr}()" if node.func.attr in WORLD_METHODS else None
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            what = "open()" if node.func.id == "open" else None
+        elif isinstance(node, ast.Name) and node.id == "__file__":
+            what = "__file__"
+        if what is not None:
+            found.append((node.lineno, node.col_offset, what))
+    return [f"{line}: {what}" for line, _, what in sorted(found)]
+
+
+def test_the_pure_layers_read_no_file_and_ask_no_disk() -> None:
+    found = [
+        f"{path.relative_to(REPO)}:{where}"
+        for layer in PURE_LAYERS
+        for path in sorted((REPO / layer).rglob("*.py"))
+        for where in world_reads(path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], "take texts and facts as arguments (drgpu/host/files reads them)"
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        *[(f"path.{method}()\n", [f"1: .{method}()"]) for method in sorted(WORLD_METHODS)],
+        ("Path(name).read_text(encoding='utf-8')\n", ["1: .read_text()"]),
+        ("with open('system.env') as stream:\n    pass\n", ["1: open()"]),
+        ("here = Path(__file__).parent\n", ["1: __file__"]),
+    ],
+)
+def test_a_read_of_the_world_is_found(source: str, found: list[str]) -> None:
+    assert world_reads(source) == found
+
+
+def test_pure_path_work_is_no_read_of_the_world() -> None:
+    source = (
+        "beside = env_file.with_name('run.env')\n"
+        "shown = str(path.parent / path.name).replace('a', 'b').format(x=1)\n"
+        "config = dataclasses.replace(config, warnings=())\n"
+    )
+    assert world_reads(source) == []

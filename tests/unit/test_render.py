@@ -13,11 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
-from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.model import Inventory, Plan
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import load_config
-from drgpu.core.topology import load_inventory
+from drgpu.host.files import (
+    base_stack_file,
+    load_config,
+    load_inventory,
+    load_stack,
+    override_header_template,
+)
 from drgpu.targets.compose_override import HEADER_MARK, render_override
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +82,11 @@ def _tagged(loader: yaml.SafeLoader, node: yaml.Node) -> Tagged:
 
 OverrideLoader.add_constructor("!override", _tagged)
 OverrideLoader.add_constructor("!reset", _tagged)
+
+
+def override(plan: Plan) -> str:
+    """The plan's compose override, under drgpu's header."""
+    return render_override(plan, override_header_template())
 
 
 def read_back(text: str) -> dict[str, Any]:
@@ -190,14 +200,14 @@ def portable(text: str, tmp_path: Path) -> str:
 def test_rendering_matches_the_golden_file(
     scenario: str, tmp_path: Path, golden: ModuleType
 ) -> None:
-    text = render_override(plan_for(scenario, tmp_path))
+    text = override(plan_for(scenario, tmp_path))
     golden.assert_matches_golden(f"{scenario}.yml", portable(text, tmp_path))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendering_twice_is_byte_identical(scenario: str, tmp_path: Path) -> None:
-    first = render_override(plan_for(scenario, tmp_path / "first"))
-    second = render_override(plan_for(scenario, tmp_path / "second"))
+    first = override(plan_for(scenario, tmp_path / "first"))
+    second = override(plan_for(scenario, tmp_path / "second"))
     assert (
         portable(first, tmp_path / "first").encode()
         == portable(second, tmp_path / "second").encode()
@@ -207,13 +217,22 @@ def test_rendering_twice_is_byte_identical(scenario: str, tmp_path: Path) -> Non
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rendering_starts_with_drgpus_header(scenario: str, tmp_path: Path) -> None:
     plan = plan_for(scenario, tmp_path)
-    text = render_override(plan)
+    text = override(plan)
     assert text.startswith(HEADER_MARK)
     assert plan.project in text.splitlines()[0]
 
 
+def test_an_installation_without_the_header_template_renders_a_one_line_header(
+    tmp_path: Path,
+) -> None:
+    plan = plan_for("gtx1650-m40", tmp_path)
+    header, body = render_override(plan, None).split("\n", 1)
+    assert header == f"{HEADER_MARK} for compose project {plan.project}."
+    assert body == override(plan).split("\n", 3)[3]  # the template's three lines
+
+
 def services_of(scenario: str, tmp_path: Path) -> dict[str, Any]:
-    services = read_back(render_override(plan_for(scenario, tmp_path)))["services"]
+    services = read_back(override(plan_for(scenario, tmp_path)))["services"]
     assert isinstance(services, dict)
     return services
 
@@ -318,7 +337,7 @@ def test_replaced_robomaker_gets_zero_replicas_and_workers_one(tmp_path: Path) -
 def test_a_service_in_two_files_is_extended_from_each_in_its_own_document(
     tmp_path: Path,
 ) -> None:
-    text = render_override(plan_for("workers-files", tmp_path))
+    text = override(plan_for("workers-files", tmp_path))
     first, last = yaml.load_all(text, Loader=OverrideLoader)
     assert first == {
         "services": {
@@ -333,7 +352,7 @@ def test_a_service_in_two_files_is_extended_from_each_in_its_own_document(
 
 
 def test_mps_renders_the_daemon_its_clients_and_tmpfs_volumes(tmp_path: Path) -> None:
-    document = read_back(render_override(plan_for("mps", tmp_path)))
+    document = read_back(override(plan_for("mps", tmp_path)))
     daemon = document["services"]["drgpu-mps"]
     assert daemon["ipc"] == "shareable"
     assert daemon["command"][:2] == ["sh", "-c"]

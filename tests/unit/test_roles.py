@@ -9,12 +9,12 @@ from types import ModuleType
 
 import pytest
 
-from drgpu.core.compose_stack import Stack, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.model import Claim, Inventory, Role, ServicePlan
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, config_from_values, service_devices_key
-from drgpu.core.topology import load_inventory
 from drgpu.errors import ConfigError, ExitCode, GpuValidationError
+from drgpu.host.files import load_inventory, load_stack, override_header_template
 from drgpu.targets.compose_override import render_override
 from tests.plan_warnings import order_free
 
@@ -263,11 +263,13 @@ def test_done_when_each_service_gets_exactly_its_gpu(
 
 
 def test_the_example_renders_as_its_golden_file(mixed_box: Inventory, golden: ModuleType) -> None:
-    from drgpu.core.settings import load_config
+    from drgpu.host.files import load_config
 
     settings = load_config(EXAMPLE / "system.env")
     plan = make_plan(settings, load_stack([EXAMPLE / "docker-compose.yml"]), mixed_box)
-    golden.assert_matches_golden("learner-carla.yml", render_override(plan))
+    golden.assert_matches_golden(
+        "learner-carla.yml", render_override(plan, override_header_template())
+    )
 
 
 def test_a_key_naming_no_service_is_a_config_error(
@@ -466,7 +468,7 @@ def test_the_rendered_override_read_as_a_compose_file_declares_the_planned_roles
     )
     plan = make_plan(settings, stack, mixed_box)
     override = tmp_path / "override.yml"
-    override.write_text(render_override(plan).split("---\n")[-1])
+    override.write_text(render_override(plan, override_header_template()).split("---\n")[-1])
     read_back = {service.name: service.role for service in load_stack([override]).services}
     assert read_back == {service.name: service.role for service in plan.services}
     assert Role.MPS_DAEMON in read_back.values()

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.labels import claims, run_labels
 from drgpu.core.model import Claim, Inventory, Role
 from drgpu.core.planning import RUNS_HINT, make_plan
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError, ExitCode, GpuValidationError
 from drgpu.host import engine
+from drgpu.host.files import base_stack_file, load_stack
 from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.compose_stack import StackService, base_stack_file, load_stack, role_of
+from drgpu.core.compose_stack import StackService, role_of
 from drgpu.core.model import Role
 from drgpu.errors import ConfigError
+from drgpu.host.files import base_stack_file, load_stack
 
 
 def compose(tmp_path: Path, name: str, text: str) -> Path:

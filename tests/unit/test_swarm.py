@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from drgpu.core.compose_stack import base_stack_file, load_stack
 from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import load_config
 from drgpu.core.swarm_node import (
     GPU_KIND,
     RESOURCE_VARIABLE,
@@ -25,8 +23,8 @@ from drgpu.core.swarm_node import (
     SwarmLayout,
     swarm_layout,
 )
-from drgpu.core.topology import load_inventory
 from drgpu.host.compose import resolve_stack
+from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
 from drgpu.targets.swarm_stack import (
     ONE_NODE,
     SwarmStack,

@@ -20,7 +20,7 @@ from drgpu.core.swarm_node import (
     report,
     wanted_resources,
 )
-from drgpu.core.topology import load_inventory
+from drgpu.host.files import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"

@@ -9,13 +9,9 @@ from typing import Any
 import pytest
 
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
-from drgpu.core.topology import (
-    inventory_from_json,
-    inventory_to_json,
-    load_inventory,
-    normalize_pci_bus_id,
-)
+from drgpu.core.topology import inventory_from_json, inventory_to_json, normalize_pci_bus_id
 from drgpu.errors import ConfigError
+from drgpu.host.files import load_inventory
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "inventories"
 

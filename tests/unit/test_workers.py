@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.compose_stack import Stack, base_stack_file, load_stack
+from drgpu.core.compose_stack import Stack
 from drgpu.core.model import Extends, Inventory, Plan, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.core.topology import inventory_from_json
 from drgpu.errors import GpuValidationError
+from drgpu.host.files import base_stack_file, load_stack
 from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]
