@@ -41,8 +41,8 @@ def load_config(
     """Read `env_file`, then `run_env` (default: a `run.env` beside it, when present), and
     evaluate them against `environ` (default: this process's environment, never changed)
     as `drgpu.core.settings.config_from_texts` says."""
-    beside_or_named = run_env_beside(env_file) if run_env is None else run_env
-    existing = {path for path in (env_file, beside_or_named) if path.is_file()}
+    run_settings = run_env_beside(env_file) if run_env is None else run_env
+    existing = {path for path in (env_file, run_settings) if path.is_file()}
     chosen = settings_files(env_file, run_env, existing, drfc=drfc)
     return config_from_texts(
         [(path, _settings_text(path)) for path in chosen.paths],
