@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
+from drgpu.core.host_checks import Check, CheckStatus
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
 from drgpu.ui.talk import note, warn
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder, Status, Violation
-    from drgpu.core.host_checks import Check
     from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
 
 PLAN_SCHEMA_VERSION = 1
@@ -386,7 +386,7 @@ def doctor_table(checks: list[Check]) -> None:
     """The doctor's checklist: one line per check, its fix under a failure or warning."""
     table = _table("drgpu doctor", "Result", "Check", "Finding")
     for check in checks:
-        fix = f"\nfix: {check.fix}" if check.fix and check.status != "pass" else ""
+        fix = f"\nfix: {check.fix}" if check.fix and check.status != CheckStatus.PASS else ""
         table.add_row(check.status.upper(), check.id, check.summary + fix)
     _print(table)
 
