@@ -301,7 +301,7 @@ def status_view(status: Status) -> RenderableType:
     from rich.console import Group
     from rich.text import Text
 
-    from drgpu.core.gpu_usage import forwarded_uuids, given_uuids, gpu_of
+    from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
 
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     parts: list[RenderableType] = []
@@ -318,7 +318,7 @@ def status_view(status: Status) -> RenderableType:
                 )
             gpus += [f"forwards {uuid[:12]}" for uuid in forwarded_uuids(container)]
             procs = [
-                f"{'! ' if p.verdict != 'ok' else ''}{p.pid} on GPU {p.gpu.index}"
+                f"{'! ' if p.verdict != Verdict.OK else ''}{p.pid} on GPU {p.gpu.index}"
                 f" ({p.used_memory_mib} MiB)"
                 for p in status.processes
                 if p.container_id == container.id
@@ -351,10 +351,10 @@ def status_view(status: Status) -> RenderableType:
         )
         for p in status.processes:
             owner = f"run {p.run_id}: {p.service}" if p.run_id is not None else "-"
-            verdict = "ok" if p.verdict == "ok" else f"{p.verdict.upper()}: {p.reason}"
+            verdict = "ok" if p.verdict == Verdict.OK else f"{p.verdict.upper()}: {p.reason}"
             where = p.container or (p.container_id or "")[:12]
             if not where:
-                where = "?" if p.verdict == "unknown" else "host"
+                where = "?" if p.verdict == Verdict.UNKNOWN else "host"
             table.add_row(
                 str(p.gpu.index),
                 str(p.pid),
