@@ -206,7 +206,7 @@ def plan(
     from drgpu.ui import tables
 
     prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
-    if swarm or prepared.config.docker_style == "swarm":
+    if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy
 
         view = swarm_deploy.plan_view(prepared, this_host=inventory is None)
@@ -293,7 +293,7 @@ def up(
     """
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
-    if swarm or config.docker_style == "swarm":
+    if config.deploys_to_swarm(swarm):
         from drgpu.commands.drfc_stack import warn_swarm_skips_scripts
 
         warn_swarm_skips_scripts(target, explicit_files=bool(file))
@@ -337,7 +337,7 @@ def down(
 
     target = _target(env_file, run_env, file, evaluation)
     config = _settings(target)
-    if swarm or config.docker_style == "swarm":
+    if config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy
         from drgpu.commands.state_files import override_path
 
@@ -378,7 +378,7 @@ def drfc_env(evaluation: Evaluation = False) -> None:
             hint="source bin/activate.sh in your DRfC checkout first",
         )
     config = _settings(target)
-    if config.docker_style == "swarm":
+    if config.deploys_to_swarm():
         raise ConfigError(
             "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
             " `docker stack deploy`, which cannot take drgpu's Compose override",

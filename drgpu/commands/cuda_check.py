@@ -13,7 +13,7 @@ from drgpu.core.cuda_verdict import (
     probe_arguments,
 )
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import TrainerCheck, trainer_checks
+from drgpu.core.gpu_usage import LAUNCHER_ROLE, TrainerCheck, trainer_checks
 from drgpu.errors import DockerError
 
 
@@ -42,7 +42,7 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
     from drgpu.core import labels
     from drgpu.host.engine import drgpu_containers, sagemaker_candidates
 
-    mine = {c.id for c in project_containers if c.labels.get(labels.ROLE) == "trainer-launcher"}
+    mine = {c.id for c in project_containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
     if not mine:
         return []
     checks = trainer_checks(sagemaker_candidates(), drgpu_containers())

@@ -42,7 +42,7 @@ def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host
             dra=dra,
         )
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
-    if swarm or prepared.config.docker_style == "swarm":
+    if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy
 
         engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)

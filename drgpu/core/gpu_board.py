@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import Holder, ProcessStatus, Status
+from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict, ViolationKind
 from drgpu.core.model import Gpu, Role
 
-FLAGGED_VERDICTS = ("wrong-gpu", "stray")
+FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
-    if any(v.kind == "shared-gpu" and v.gpu_index == index for v in status.violations):
+    if any(v.kind == ViolationKind.SHARED_GPU and v.gpu_index == index for v in status.violations):
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(
@@ -121,9 +121,9 @@ def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
     if process.service is not None:
         name = process.service
         role = roles.get(process.container or "", "") or (Role.TRAINER.value if "/" in name else "")
-    elif process.verdict == "display":
+    elif process.verdict == Verdict.DISPLAY:
         name, role = "host (display)", ""
-    elif process.verdict == "unknown":
+    elif process.verdict == Verdict.UNKNOWN:
         name, role = "? (not visible here)", ""
     else:
         name, role = process.container or "host", ""

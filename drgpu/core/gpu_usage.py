@@ -30,6 +30,7 @@ from drgpu.core import labels
 from drgpu.core.cgroup_owner import owner_from_cgroup
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
+from drgpu.core.modes import Sharing, StrEnum
 
 LAUNCHER_ROLE = Role.TRAINER_LAUNCHER.value
 LIVE_STATES = ("running", "paused", "restarting")
@@ -38,6 +39,26 @@ LIVE_STATES = ("running", "paused", "restarting")
 _SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
 _SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
 SCHEMA_VERSION = 1
+
+
+class Verdict(StrEnum):
+    """What a GPU process is to drgpu."""
+
+    OK = "ok"
+    UNKNOWN = "unknown"  # not visible from here
+    DISPLAY = "display"  # graphics, on the host
+    STRAY = "stray"
+    WRONG_GPU = "wrong-gpu"
+
+
+class ViolationKind(StrEnum):
+    """The violations `drgpu status` reports (the module's docstring tells each)."""
+
+    WRONG_GPU = "wrong-gpu"
+    STRAY = "stray"
+    MISSING_GPU = "missing-gpu"
+    TRAINER_GPU = "trainer-gpu"
+    SHARED_GPU = "shared-gpu"
 
 
 @dataclass(frozen=True)
@@ -59,7 +80,7 @@ class ProcessStatus:
     gpu: Gpu
     used_memory_mib: int
     kind: str
-    verdict: str
+    verdict: Verdict
     container: str | None = None
     container_id: str | None = None
     run_id: str | None = None
@@ -72,7 +93,7 @@ class ProcessStatus:
 class Violation:
     """Something that is not as drgpu set it up."""
 
-    kind: str
+    kind: ViolationKind
     message: str
     pid: int | None = None
     run_id: str | None = None
@@ -236,11 +257,13 @@ def build_status(
         if not gpu.lost
         for proc in gpu.processes
     ]
-    violations = [_violation(p) for p in processes if p.verdict in ("wrong-gpu", "stray")]
+    violations = [
+        _violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
+    ]
     violations += _missing_gpus(inventory, ours)
     trainers = trainer_checks(sagemaker, ours)
     violations += [
-        Violation("trainer-gpu", check.message, run_id=check.run_id)
+        Violation(ViolationKind.TRAINER_GPU, check.message, run_id=check.run_id)
         for check in trainers
         if not check.ok
     ]
@@ -250,7 +273,7 @@ def build_status(
         for gpu in inventory.gpus
         if gpu.lost
     ]
-    if any(p.verdict == "unknown" for p in processes):
+    if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
             "some GPU processes are not visible here (they ended, or drgpu runs in another"
             " PID namespace: run it on the host, or in a container with --pid host)"
@@ -288,13 +311,13 @@ class _Judge:
     launchers: tuple[ContainerFacts, ...]
 
     def __call__(self, gpu: Gpu, proc: GpuProcess, cgroup: str | None) -> ProcessStatus:
-        base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict="ok")
+        base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict=Verdict.OK)
         if cgroup is None:
-            return _with(base, verdict="unknown", reason="not visible from here")
+            return _with(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
         owner = owner_from_cgroup(cgroup)
         if owner is None:
             if "C" not in proc.kind:
-                return _with(base, verdict="display", reason="graphics, on the host")
+                return _with(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
             return self._stray(base, None, "on the host")
         mine = self.ours.get(owner.container_id)
         if mine is not None:
@@ -315,7 +338,7 @@ class _Judge:
         gpu = base.gpu
         return _with(
             base,
-            verdict="stray",
+            verdict=Verdict.STRAY,
             container=container.name or None if container else None,
             container_id=container.id if container else None,
             reason=reason,
@@ -365,7 +388,7 @@ class _Judge:
         gpu, given = placed.gpu, self._describe(uuids)
         return _with(
             placed,
-            verdict="wrong-gpu",
+            verdict=Verdict.WRONG_GPU,
             reason=f"{how} {given}",
             message=f"PID {placed.pid} of {who} ({placed.container}) runs on GPU {gpu.index}"
             f" ({gpu.name}), but was {how} {given}",
@@ -399,13 +422,15 @@ def _with(process: ProcessStatus, **changes: Any) -> ProcessStatus:
 
 
 def _violation(process: ProcessStatus) -> Violation:
-    return Violation(process.verdict, process.message, process.pid, process.run_id)
+    return Violation(
+        ViolationKind(process.verdict.value), process.message, process.pid, process.run_id
+    )
 
 
 def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Violation]:
     return [
         Violation(
-            kind="missing-gpu",
+            kind=ViolationKind.MISSING_GPU,
             message=f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name})"
             f" was given {uuid},"
             " which NVML does not list (a lost GPU?)",
@@ -424,15 +449,15 @@ def _shared_gpus(
 ) -> list[Violation]:
     """A GPU held by live containers of several runs, unless all of them time-slice."""
     sharing = {
-        c.labels[labels.RUN_ID]: c.labels.get(labels.SHARING, "exclusive") for c in containers
+        c.labels[labels.RUN_ID]: c.labels.get(labels.SHARING, Sharing.EXCLUSIVE) for c in containers
     }
     found = []
     for gpu in inventory.gpus:
         runs = sorted({h.run_id for h in holders.get(gpu.index, ())})
-        if len(runs) > 1 and any(sharing.get(run) != "timeslice" for run in runs):
+        if len(runs) > 1 and any(sharing.get(run) != Sharing.TIMESLICE for run in runs):
             found.append(
                 Violation(
-                    kind="shared-gpu",
+                    kind=ViolationKind.SHARED_GPU,
                     message=f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
                     " at once, and not every one of them shares by time-slicing",
                     gpu_index=gpu.index,

@@ -17,8 +17,18 @@ from typing import Any
 from drgpu.core.compose_stack import role_of
 from drgpu.core.facts import DaemonFacts, ImageFacts
 from drgpu.core.model import Inventory, Role
+from drgpu.core.modes import StrEnum
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
+
+class CheckStatus(StrEnum):
+    """The verdict of one check."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
 SCHEMA_VERSION = 1
 COMPOSE_MIN = (2, 24, 4)  # !override and !reset in override files
 COMPOSE_GPUS_KEY = (2, 30, 0)  # the service-level `gpus:` key and CDI device names
@@ -130,7 +140,7 @@ class Check:
     """One line of the checklist."""
 
     id: str
-    status: str
+    status: CheckStatus
     summary: str
     fix: str | None = None
     subject: str | None = None
@@ -381,7 +391,7 @@ def check_image_cuda(
 
 
 def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Check:
-    def line(status: str, summary: str, fix: str | None = None) -> Check:
+    def line(status: CheckStatus, summary: str, fix: str | None = None) -> Check:
         return Check("image-cuda", status, summary, fix, subject=image.name)
 
     if image.facts is None:

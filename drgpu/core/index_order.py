@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
+from drgpu.core.modes import IndexOrder
 from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
-
-INDEX_ORDERS = ("pci", "cuda")
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def index_notes(
     requests: Sequence[tuple[str, DeviceRequest]],
     inventory: Inventory,
     order: CudaOrder,
-    index_order: str,
+    index_order: IndexOrder,
 ) -> tuple[str | None, str | None]:
     """(a warning, an explanation) when device values (key, request) use bare indices whose
     meaning differs between nvidia-smi's and CUDA's order here, naming both GPUs per index.
@@ -134,9 +133,9 @@ def index_notes(
         return None, None
     guessed = "" if order.known else " (guessed: the CUDA driver's own is not known)"
     differs = f"CUDA's order{guessed} differs from nvidia-smi's here: {'; '.join(meanings)}"
-    if index_order == "cuda" and order.known:
+    if index_order == IndexOrder.CUDA and order.known:
         return None, f"bare indices read in CUDA's order (DRGPU_INDEX_ORDER=cuda): {differs}"
-    if index_order == "cuda":
+    if index_order == IndexOrder.CUDA:
         return f"{differs}; read in that guessed order (DRGPU_INDEX_ORDER=cuda)", None
     return (
         f"{differs}; drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from drgpu.core.model import Claim, Role
+from drgpu.core.modes import Sharing
 
 GPUS = "drgpu.gpus"
 FORWARDED_GPUS = "drgpu.forwarded_gpus"
@@ -27,15 +28,15 @@ _GONE = ("exited", "dead", "removing")
 
 
 def run_labels(
-    run_id: str, sharing: str, role: Role, gpus: str, *, forwarded: str = ""
+    run_id: str, sharing: Sharing, role: Role, gpus: str, *, forwarded: str = ""
 ) -> tuple[tuple[str, str], ...]:
     """The labels of one service: its GPUs (and, for rl_coach, the trainer's), role, run
     and, when not exclusive, how it shares them."""
     labels = [(GPUS, gpus), (ROLE, role.value), (RUN_ID, run_id)]
     if forwarded:
         labels.insert(0, (FORWARDED_GPUS, forwarded))
-    if sharing != "exclusive":
-        labels.append((SHARING, sharing))
+    if sharing != Sharing.EXCLUSIVE:
+        labels.append((SHARING, str(sharing)))
     return tuple(labels)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from drgpu.core.modes import Sharing
+
 
 @dataclass(frozen=True)
 class MigDevice:
@@ -146,7 +148,7 @@ class Plan:
     services: tuple[ServicePlan, ...]
     warnings: tuple[str, ...] = field(default=())
     explanations: tuple[str, ...] = ()
-    sharing: str = "exclusive"
+    sharing: Sharing = Sharing.EXCLUSIVE
     tmpfs_volumes: tuple[str, ...] = ()
     index_note: str = ""  # what a bare GPU index means in this plan
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from drgpu.core.model import Assignment, Claim, Gpu, Inventory
+from drgpu.core.modes import WorkerPlacement
 
 WORKER_MEMORY_MIB = 1024
 
@@ -127,14 +128,17 @@ def choose_simulators(
 
 
 def place_workers(
-    devices: Sequence[Assignment], workers: int, mode: str, reserved_mib: Mapping[str, int]
+    devices: Sequence[Assignment],
+    workers: int,
+    mode: WorkerPlacement,
+    reserved_mib: Mapping[str, int],
 ) -> list[tuple[Assignment, str]]:
     """Each worker's device (worker 1 first) and why. `spread` deals them round-robin;
     `pack` fills the devices with the most free memory first, about 1 GiB per worker
     (`reserved_mib`: memory other services of the stack are expected to take, per UUID)."""
     if not devices:
         return []
-    if mode == "spread":
+    if mode == WorkerPlacement.SPREAD:
         indices = ", ".join(str(device.gpu.index) for device in devices)
         return [
             (

@@ -11,6 +11,7 @@ from drgpu.core.devices import DeviceRequest, describe_gpu, resolve
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
 from drgpu.core.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
+from drgpu.core.modes import IndexOrder, Sharing
 from drgpu.core.placement import (
     WORKER_MEMORY_MIB,
     Choice,
@@ -148,7 +149,7 @@ def _auto(
     simulators take the rest. `roles` and the result: the trainer's and the simulators'."""
     trainer, simulator = roles
     busy = busy_gpus(inventory, claims, config.run_key)
-    may_share = config.sharing != "exclusive"
+    may_share = config.sharing != Sharing.EXCLUSIVE
 
     def uuids(*groups: tuple[Assignment, ...]) -> set[str]:
         return {device.gpu.uuid for devices in groups for device in devices}
@@ -180,7 +181,7 @@ def _auto(
 
 
 def _order_note(config: Config) -> str:
-    return CUDA_ORDER_NOTE if config.index_order == "cuda" else ORDER_NOTE
+    return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
 
 
 def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:
@@ -200,7 +201,7 @@ def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:
 def _resolve(
     config: Config, key: str, request: DeviceRequest, inventory: Inventory, notes: _Notes
 ) -> tuple[Assignment, ...]:
-    if config.index_order == "cuda" and bare_indices(request):
+    if config.index_order == IndexOrder.CUDA and bare_indices(request):
         request, unread = in_cuda_order(request, cuda_order(inventory))
         notes.problems.extend(f"{config.where(key)}: {problem}" for problem in unread)
     assignments, found = resolve(request, inventory)
@@ -240,9 +241,9 @@ def _overlap(
         f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
         f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
     )
-    if config.sharing == "exclusive":
+    if config.sharing == Sharing.EXCLUSIVE:
         notes.problems.append(f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them")
-    elif config.sharing == "timeslice":
+    elif config.sharing == Sharing.TIMESLICE:
         notes.warnings.append(
             f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
             " frameworks are told to grow their memory instead of taking it all"
@@ -542,9 +543,9 @@ def _other_runs(
             f"{describe_gpu(device.gpu)}, planned for {names}, is held by run {run!r}"
             f" ({', '.join(their_services)})"
         )
-        if config.sharing == "timeslice" and claim.sharing == "timeslice":
+        if config.sharing == Sharing.TIMESLICE and claim.sharing == Sharing.TIMESLICE:
             notes.warnings.append(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
-        elif config.sharing == "timeslice":
+        elif config.sharing == Sharing.TIMESLICE:
             conflict = True
             notes.problems.append(
                 f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)"

@@ -18,7 +18,15 @@ from types import MappingProxyType
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
 from drgpu.core.drfc import activation_exports
 from drgpu.core.envfile import ENVIRONMENT, Origin, read_env_texts
-from drgpu.core.index_order import INDEX_ORDERS
+from drgpu.core.modes import (
+    DockerStyle,
+    IndexOrder,
+    Mode,
+    Sharing,
+    WorkerPlacement,
+    choices,
+    member,
+)
 from drgpu.core.numbers import whole_number
 from drgpu.core.redaction import redact, secret_values
 from drgpu.errors import ConfigError
@@ -58,11 +66,8 @@ DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
         " or cuda (CUDA's default fastest-first order, DRfC's 'CUDA number')",
     }
 )
-SHARING_MODES = ("exclusive", "timeslice", "mps")
-WORKER_PLACEMENTS = ("spread", "pack")
 DEFAULT_MPS_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
-DOCKER_STYLES = ("compose", "swarm")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -93,13 +98,13 @@ class Config:
     run_id: str
     workers: int
     host_x: bool
-    docker_style: str
-    sharing: str
+    docker_style: DockerStyle
+    sharing: Sharing
     trainer_devices: DeviceRequest
     simulator_devices: DeviceRequest
-    worker_placement: str = "spread"
+    worker_placement: WorkerPlacement = WorkerPlacement.SPREAD
     mps: MpsSettings = MpsSettings()
-    index_order: str = "pci"
+    index_order: IndexOrder = IndexOrder.PCI
     evaluation: bool = False
     warnings: tuple[str, ...] = ()
     trainer_key: str = TRAINER_DEVICES_KEY
@@ -122,6 +127,10 @@ class Config:
         """`KEY (file:line)` for messages, or just `KEY` when it was not written."""
         origin = self.origins.get(key)
         return f"{key} ({origin})" if origin else key
+
+    def deploys_to_swarm(self, swarm_flag: bool = False) -> bool:
+        """Whether the stack goes to Docker Swarm: DR_DOCKER_STYLE=swarm, or `--swarm`."""
+        return swarm_flag or self.docker_style == DockerStyle.SWARM
 
     @property
     def wants_gpu(self) -> bool:
@@ -237,11 +246,11 @@ def config_from_values(
         except DeviceSyntaxError as exc:
             raise fail(key, str(exc)) from None
 
-    def choice(key: str, default: str, allowed: tuple[str, ...]) -> str:
-        value = values.get(key, default).strip().lower() or default
-        if value not in allowed:
-            raise fail(key, f"{value!r} is not one of {', '.join(allowed)}")
-        return value
+    def choice(key: str, default: Mode) -> Mode:
+        value = values.get(key, default.value).strip().lower() or default.value
+        if (mode := member(type(default), value)) is None:
+            raise fail(key, f"{value!r} is not one of {choices(type(default))}")
+        return mode
 
     run_id = values.get("DR_RUN_ID", "0").strip() or "0"
     if not _RUN_ID.match(run_id):
@@ -257,7 +266,7 @@ def config_from_values(
     host_x = values.get("DR_HOST_X", "false").strip().lower()
     if host_x not in _TRUE + _FALSE:
         raise fail("DR_HOST_X", f"{host_x!r} is not true or false")
-    docker_style = choice("DR_DOCKER_STYLE", "compose", DOCKER_STYLES)
+    docker_style = choice("DR_DOCKER_STYLE", DockerStyle.COMPOSE)
 
     def percentage(key: str) -> int | None:
         text = values.get(key, "").strip().rstrip("%").strip()
@@ -302,12 +311,12 @@ def config_from_values(
         workers=workers,
         host_x=host_x in _TRUE,
         docker_style=docker_style,
-        sharing=choice("DRGPU_SHARING", "exclusive", SHARING_MODES),
+        sharing=choice("DRGPU_SHARING", Sharing.EXCLUSIVE),
         trainer_devices=devices(trainer_key),
         simulator_devices=devices(simulator_key),
-        worker_placement=choice("DRGPU_WORKER_PLACEMENT", "spread", WORKER_PLACEMENTS),
+        worker_placement=choice("DRGPU_WORKER_PLACEMENT", WorkerPlacement.SPREAD),
         mps=mps,
-        index_order=choice("DRGPU_INDEX_ORDER", "pci", INDEX_ORDERS),
+        index_order=choice("DRGPU_INDEX_ORDER", IndexOrder.PCI),
         evaluation=evaluation,
         trainer_key=trainer_key,
         simulator_key=simulator_key,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
 from drgpu.core.labels import run_labels
 from drgpu.core.model import Assignment, Role, ServicePlan
+from drgpu.core.modes import Sharing
 from drgpu.core.placement import short
 from drgpu.core.settings import MPS_KEYS, Config
 
@@ -53,15 +54,15 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
     warnings = [
         f"{config.where(key)} is set, but DRGPU_SHARING={config.sharing}: it applies to mps only"
         for key in MPS_KEYS
-        if config.values.get(key) and config.sharing != "mps"
+        if config.values.get(key) and config.sharing != Sharing.MPS
     ]
     own_daemon = stack.service(MPS_DAEMON_SERVICE)
-    if config.sharing == "mps":
+    if config.sharing == Sharing.MPS:
         shared = _mps(config, own_daemon.keys if own_daemon else None, tuple(services))
         if shared is not None:
             return shared
         warnings.append("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started")
-    if config.sharing == "timeslice":
+    if config.sharing == Sharing.TIMESLICE:
         services = tuple(
             replace(s, environment=s.environment + TIMESLICE_ENVIRONMENT) if s.has_gpu else s
             for s in services

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core.model import Inventory
+from drgpu.core.modes import StrEnum, SwarmGpus, choices, member
 from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -35,9 +36,19 @@ NODE_LABELS = tuple(
     c.split(" ==")[0].removeprefix("node.labels.")
     for c in (TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT)
 )
-OK, DIFFERS, NOTE = "ok", "differs", "note"
 _SWARM_RESOURCE = re.compile(r"""^\s*swarm-resource\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
 _GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
+
+
+class FindingStatus(StrEnum):
+    """What a finding says of the node."""
+
+    OK = "ok"
+    DIFFERS = "differs"  # must change
+    NOTE = "note"
+
+
+OK, DIFFERS, NOTE = FindingStatus.OK, FindingStatus.DIFFERS, FindingStatus.NOTE
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,7 @@ class Finding:
     """One thing checked: ok, differs (must change), or a note."""
 
     subject: str
-    status: str
+    status: FindingStatus
     detail: str
 
 
@@ -322,7 +333,6 @@ def text(setup: SetupReport) -> str:
 
 
 SWARM_GPUS_KEY = "DRGPU_SWARM_GPUS"
-SWARM_GPU_MODES = ("auto", "pin", "generic")
 PINNED_VARIABLE = "NVIDIA_VISIBLE_DEVICES"
 
 
@@ -341,7 +351,7 @@ class SwarmLayout:
     advertised: tuple[str, ...] = ()
 
 
-def swarm_layout(setting: str, engine: EngineFacts | None) -> SwarmLayout:
+def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     """The layout `DRGPU_SWARM_GPUS` asks for on this swarm (`engine`: None when unknown).
 
     `auto` pins the simulators when no node but this one carries the simulator label
@@ -349,7 +359,7 @@ def swarm_layout(setting: str, engine: EngineFacts | None) -> SwarmLayout:
     them to the engine's generic resources.
     """
     if engine is None:
-        return SwarmLayout(pin_simulators=setting != "generic")
+        return SwarmLayout(pin_simulators=setting != SwarmGpus.GENERIC)
     advertised = tuple(
         entry.partition("=")[2]
         for entry in engine.generic_resources
@@ -361,15 +371,15 @@ def swarm_layout(setting: str, engine: EngineFacts | None) -> SwarmLayout:
         for node, node_labels in engine.swarm_nodes.items()
         if node != engine.node_id and node_labels.get(label) == value
     ]
-    pin = setting == "pin" or (setting == "auto" and not others)
+    pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)
 
 
-def swarm_gpu_mode(values: Mapping[str, str]) -> str:
-    """`DRGPU_SWARM_GPUS` of the settings: auto (default), pin or generic."""
+def swarm_gpu_mode(values: Mapping[str, str]) -> SwarmGpus:
+    """`DRGPU_SWARM_GPUS` of the settings: auto (default), pin or generic. Read when a
+    stack goes to Swarm only: a Compose stack ignores the key."""
     mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
-    if mode not in SWARM_GPU_MODES:
-        raise ConfigError(
-            f"{SWARM_GPUS_KEY}={mode!r}: expected one of {', '.join(SWARM_GPU_MODES)}"
-        )
-    return mode
+    chosen = member(SwarmGpus, mode)
+    if chosen is None:
+        raise ConfigError(f"{SWARM_GPUS_KEY}={mode!r}: expected one of {choices(SwarmGpus)}")
+    return chosen

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from drgpu.core.model import Assignment, Plan, Role, ServicePlan
+from drgpu.core.modes import Sharing
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.errors import ConfigError, GpuValidationError
-from drgpu.targets.swarm_stack import SwarmService, own_gpus_environment, swarm_services
+from drgpu.targets.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -25,7 +26,7 @@ SHARED_SUFFIX = "-SHARED"
 SHARING_CONFIG_MAP = "drgpu-gpu-sharing"
 SHARING_CONFIG_KEY = "drgpu"
 # DRGPU_SHARING modes the device plugin can do itself, and their names in its config.
-PLUGIN_SHARING = {"timeslice": "timeSlicing", "mps": "mps"}
+PLUGIN_SHARING = {Sharing.TIMESLICE: "timeSlicing", Sharing.MPS: "mps"}
 HEADER = """\
 # Written by drgpu for {project}: Kubernetes manifests, one Deployment per service.
 # GPUs come from the NVIDIA device plugin ({resource}); each GPU service goes to a node
@@ -72,7 +73,7 @@ class Manifests:
 
 
 def render_manifests(
-    plan: Plan, model: Mapping[str, Any], *, workers: int, sharing: str, dra: bool = False
+    plan: Plan, model: Mapping[str, Any], *, workers: int, sharing: Sharing, dra: bool = False
 ) -> Manifests:
     """The manifests of a plan; `model` is the stack as Compose resolves it.
 
@@ -80,7 +81,7 @@ def render_manifests(
     NVIDIA device plugin, which picks among the node's GPUs.
     """
     bodies: Mapping[str, Any] = model.get("services") or {}
-    shapes = swarm_services(plan, bodies, workers)
+    shapes = service_gpus(plan, bodies, workers)
     warnings: list[str] = []
     if dra:
         parts = _dra_parts(plan, shapes, bodies, warnings)
@@ -113,9 +114,9 @@ class _Part:
 
 def _plugin_parts(
     plan: Plan,
-    shapes: tuple[SwarmService, ...],
+    shapes: tuple[ServiceGpus, ...],
     bodies: Mapping[str, Any],
-    sharing: str,
+    sharing: Sharing,
     warnings: list[str],
 ) -> list[_Part]:
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
@@ -155,7 +156,7 @@ def _plugin_parts(
     return parts
 
 
-def _check_counts(shape: SwarmService, devices: tuple[Assignment, ...]) -> None:
+def _check_counts(shape: ServiceGpus, devices: tuple[Assignment, ...]) -> None:
     """The device plugin gives each pod GPUs of its own: the replicas must fit the plan."""
     wanted = (shape.replicas or 1) * shape.gpus
     if wanted <= len(devices):
@@ -173,7 +174,7 @@ def _check_counts(shape: SwarmService, devices: tuple[Assignment, ...]) -> None:
 
 
 def _dra_parts(
-    plan: Plan, shapes: tuple[SwarmService, ...], bodies: Mapping[str, Any], warnings: list[str]
+    plan: Plan, shapes: tuple[ServiceGpus, ...], bodies: Mapping[str, Any], warnings: list[str]
 ) -> list[_Part]:
     """ResourceClaims naming each GPU by UUID, and Deployments whose pods use them: one
     per service, and one per simulator worker (each worker its own GPUs)."""
@@ -265,7 +266,7 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
-def _devices(plan: Plan, service: ServicePlan, shape: SwarmService) -> tuple[Assignment, ...]:
+def _devices(plan: Plan, service: ServicePlan, shape: ServiceGpus) -> tuple[Assignment, ...]:
     """The planned GPUs a service's pods are modelled on (all workers' for the simulator)."""
     if not shape.gpus:
         return ()
@@ -275,7 +276,7 @@ def _devices(plan: Plan, service: ServicePlan, shape: SwarmService) -> tuple[Ass
     return service.devices
 
 
-def _users_per_gpu(plan: Plan, shapes: tuple[SwarmService, ...]) -> dict[str, int]:
+def _users_per_gpu(plan: Plan, shapes: tuple[ServiceGpus, ...]) -> dict[str, int]:
     """How many pods the plan puts on each GPU."""
     users: dict[str, int] = {}
     for shape in shapes:
@@ -300,7 +301,7 @@ def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
 
 
 def _pod(
-    plan: Plan, shape: SwarmService, body: Mapping[str, Any], warnings: list[str]
+    plan: Plan, shape: ServiceGpus, body: Mapping[str, Any], warnings: list[str]
 ) -> dict[str, Any]:
     """The pod of a service: its image, command and environment, ready for Kubernetes."""
     image = body.get("image")
@@ -382,7 +383,7 @@ def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Par
 
 
 def _deployment(
-    plan: Plan, shape: SwarmService, name: str, replicas: int, pod: dict[str, Any]
+    plan: Plan, shape: ServiceGpus, name: str, replicas: int, pod: dict[str, Any]
 ) -> dict[str, Any]:
     labels = _labels(plan, shape, name)
     matching = {
@@ -430,7 +431,7 @@ def gpu_product(name: str) -> str:
     return name.strip().replace(" ", "-")
 
 
-def _labels(plan: Plan, shape: SwarmService | None, name: str | None = None) -> dict[str, str]:
+def _labels(plan: Plan, shape: ServiceGpus | None, name: str | None = None) -> dict[str, str]:
     labels = {"app.kubernetes.io/instance": plan.project, "app.kubernetes.io/managed-by": "drgpu"}
     if shape is not None:
         labels = {

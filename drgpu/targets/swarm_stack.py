@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
-from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.model import Plan, Role
+from drgpu.core.modes import Sharing
 from drgpu.core.secrets import masked
 from drgpu.core.swarm_node import (
     GPU_KIND,
@@ -29,6 +30,7 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
+from drgpu.targets.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 
 if TYPE_CHECKING:
     from drgpu.core.facts import ContainerFacts, TaskFacts
@@ -120,22 +122,14 @@ _PORT_KEYS = ("mode", "target", "published", "protocol")
 _TOP_LEVEL_KEYS = ("networks", "volumes", "secrets", "configs")
 
 
-@dataclass(frozen=True)
-class SwarmService:
-    """What drgpu sets on one service of the stack.
+@dataclass(frozen=True, kw_only=True)
+class SwarmService(ServiceGpus):
+    """What drgpu sets on one service of the stack: its GPUs per task (`pinned` is empty
+    when it reserves `gpus` generic resources), environment, labels and constraints."""
 
-    `pinned[i]` are the GPUs of the task in slot i+1 (one entry for a service without
-    replicas); empty when the service has no GPU or reserves `gpus` generic resources.
-    """
-
-    name: str
-    role: Role
-    gpus: int
-    replicas: int | None
     environment: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
     constraints: tuple[str, ...]
-    pinned: tuple[tuple[str, ...], ...] = ()
 
     @property
     def forwarded(self) -> tuple[str, ...]:
@@ -148,14 +142,6 @@ class SwarmService:
     def reserves(self) -> bool:
         """Whether the engine chooses this service's GPUs (generic resources)."""
         return self.gpus > 0 and not self.pinned
-
-    def pinned_for(self, slot: int) -> tuple[str, ...] | None:
-        """The GPUs pinned for the task in `slot`; None when none are pinned for it."""
-        if not self.pinned:
-            return None
-        if len(self.pinned) == 1:
-            return self.pinned[0]
-        return self.pinned[slot - 1] if 0 < slot <= len(self.pinned) else None
 
     def environment_for(self, slot: int) -> dict[str, str]:
         """The environment a task in `slot` gets, its templates expanded as Swarm does."""
@@ -176,7 +162,7 @@ class SwarmStack:
     services: tuple[SwarmService, ...]
     warnings: tuple[str, ...]
     layout: SwarmLayout = ONE_NODE
-    sharing: str = "exclusive"
+    sharing: Sharing = Sharing.EXCLUSIVE
     secret_text: str | None = None
 
     @property
@@ -197,60 +183,24 @@ class SwarmView:
 def swarm_services(
     plan: Plan, names: Collection[str], workers: int, layout: SwarmLayout = ONE_NODE
 ) -> tuple[SwarmService, ...]:
-    """Each planned service of the stack as Swarm gets it.
+    """Each planned service of the stack as Swarm gets it (`drgpu.targets.service_gpus`).
 
-    The simulator workers are replicas of the stack's one simulator service: pinned, each
-    replica gets its worker's GPUs (by slot); reserving, each reserves one worker's number.
-    The trainer, and the trainer rl_coach starts, are always pinned on this node.
+    Pinned, each simulator replica gets its worker's GPUs (by slot); reserving, each
+    reserves one worker's number. The trainer, and the trainer rl_coach starts, are
+    always pinned on this node.
     """
-    simulators = [s for s in plan.services if s.role is Role.SIMULATOR and s.name in names]
-    workers_gpus = [
-        s.devices
-        for s in plan.services
-        if s.role is Role.SIMULATOR and s.has_gpu and s.name not in names
-    ]
-    per_worker = max(
-        (len(s.devices) for s in plan.services if s.role is Role.SIMULATOR and s.has_gpu),
-        default=0,
-    )
-    single_simulator = len(simulators) == 1
-    by_slot = tuple(tuple(device.uuid for device in devices) for devices in workers_gpus)
     return tuple(
-        _swarm_service(
-            plan,
-            service,
-            layout,
-            workers=workers if single_simulator else None,
-            per_worker=per_worker,
-            by_slot=by_slot if single_simulator and service.role is Role.SIMULATOR else (),
-        )
-        for service in plan.services
-        if service.name in names
+        _swarm_service(plan, shape, layout) for shape in service_gpus(plan, names, workers)
     )
 
 
-def _swarm_service(
-    plan: Plan,
-    service: ServicePlan,
-    layout: SwarmLayout,
-    *,
-    workers: int | None,
-    per_worker: int,
-    by_slot: tuple[tuple[str, ...], ...],
-) -> SwarmService:
+def _swarm_service(plan: Plan, shape: ServiceGpus, layout: SwarmLayout) -> SwarmService:
+    service = plan.service(shape.name)
     here = (NODE_CONSTRAINT.format(node=layout.node_id),) if layout.node_id else ()
-    uuids = tuple(device.uuid for device in service.devices) if service.has_gpu else ()
-    replicas = None
     environment = dict(service.environment)
-    pinned: tuple[tuple[str, ...], ...] = (uuids,) if uuids else ()
-    gpus = len(uuids)
+    pinned, gpus = shape.pinned, shape.gpus
     constraints: tuple[str, ...] = ()
     if service.role is Role.SIMULATOR:
-        if workers is not None:
-            replicas, gpus = workers, per_worker
-            pinned = by_slot or pinned
-        if not gpus:
-            pinned = ()
         if layout.pin_simulators or not gpus:
             constraints = (SIMULATOR_CONSTRAINT, *(here if gpus else ()))
         else:
@@ -278,10 +228,10 @@ def _swarm_service(
         slots = ";".join(f"{slot}={','.join(ids)}" for slot, ids in enumerate(pinned, 1))
         extra.append((labels.GPUS_BY_SLOT, slots))
     return SwarmService(
-        name=service.name,
-        role=service.role,
+        name=shape.name,
+        role=shape.role,
         gpus=gpus,
-        replicas=replicas,
+        replicas=shape.replicas,
         environment=tuple(environment.items()),
         labels=(*service_labels, *extra),
         constraints=constraints,
@@ -305,15 +255,6 @@ def gpu_environment(gpus: int) -> dict[str, str]:
     variable, and a node not set up for it gives the container no GPU, never all of them.
     """
     return {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
-
-
-def own_gpus_environment(gpus: int) -> dict[str, str]:
-    """A container that sees only its `gpus` GPUs: CUDA's indices are 0..gpus-1, in PCI
-    bus order."""
-    return {
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
-    }
 
 
 def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
@@ -527,7 +468,7 @@ def verify_tasks(
         workers_only = all(service.role is Role.SIMULATOR for service, _label in names)
         if (
             len(names) > 1
-            and stack.sharing == "exclusive"
+            and stack.sharing == Sharing.EXCLUSIVE
             and (len(services) > 1 or not workers_only)
         ):
             tasks_text = " and ".join(label for _service, label in names)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
+from drgpu.core.host_checks import Check, CheckStatus
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
 from drgpu.ui.talk import note, warn
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder, Status, Violation
-    from drgpu.core.host_checks import Check
     from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
 
 PLAN_SCHEMA_VERSION = 1
@@ -301,7 +301,7 @@ def status_view(status: Status) -> RenderableType:
     from rich.console import Group
     from rich.text import Text
 
-    from drgpu.core.gpu_usage import forwarded_uuids, given_uuids, gpu_of
+    from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
 
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     parts: list[RenderableType] = []
@@ -318,7 +318,7 @@ def status_view(status: Status) -> RenderableType:
                 )
             gpus += [f"forwards {uuid[:12]}" for uuid in forwarded_uuids(container)]
             procs = [
-                f"{'! ' if p.verdict != 'ok' else ''}{p.pid} on GPU {p.gpu.index}"
+                f"{'! ' if p.verdict != Verdict.OK else ''}{p.pid} on GPU {p.gpu.index}"
                 f" ({p.used_memory_mib} MiB)"
                 for p in status.processes
                 if p.container_id == container.id
@@ -351,10 +351,10 @@ def status_view(status: Status) -> RenderableType:
         )
         for p in status.processes:
             owner = f"run {p.run_id}: {p.service}" if p.run_id is not None else "-"
-            verdict = "ok" if p.verdict == "ok" else f"{p.verdict.upper()}: {p.reason}"
+            verdict = "ok" if p.verdict == Verdict.OK else f"{p.verdict.upper()}: {p.reason}"
             where = p.container or (p.container_id or "")[:12]
             if not where:
-                where = "?" if p.verdict == "unknown" else "host"
+                where = "?" if p.verdict == Verdict.UNKNOWN else "host"
             table.add_row(
                 str(p.gpu.index),
                 str(p.pid),
@@ -386,7 +386,7 @@ def doctor_table(checks: list[Check]) -> None:
     """The doctor's checklist: one line per check, its fix under a failure or warning."""
     table = _table("drgpu doctor", "Result", "Check", "Finding")
     for check in checks:
-        fix = f"\nfix: {check.fix}" if check.fix and check.status != "pass" else ""
+        fix = f"\nfix: {check.fix}" if check.fix and check.status != CheckStatus.PASS else ""
         table.add_row(check.status.upper(), check.id, check.summary + fix)
     _print(table)
 

@@ -1,0 +1,68 @@
+"""The modes a setting chooses among, as enums: mypy refuses a misspelt member.
+
+Each member is its setting's text (`str(Sharing.MPS) == "mps"`, and `json.dumps` writes
+the text), so messages and `--json` documents read as they did when modes were strings.
+YAML's safe dumper does not know enums: a mode goes into a document as `.value`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TypeVar
+
+
+class StrEnum(str, Enum):
+    """An enum whose members are their own text (`enum.StrEnum` is Python 3.11+)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+Mode = TypeVar("Mode", bound=StrEnum)
+
+
+class DockerStyle(StrEnum):
+    """DR_DOCKER_STYLE: where DeepRacer-for-cloud runs the stack."""
+
+    COMPOSE = "compose"
+    SWARM = "swarm"
+
+
+class Sharing(StrEnum):
+    """DRGPU_SHARING: how services may share a GPU (`drgpu.core.sharing`)."""
+
+    EXCLUSIVE = "exclusive"
+    TIMESLICE = "timeslice"
+    MPS = "mps"
+
+
+class WorkerPlacement(StrEnum):
+    """DRGPU_WORKER_PLACEMENT: how simulator workers get GPUs (`drgpu.core.placement`)."""
+
+    SPREAD = "spread"
+    PACK = "pack"
+
+
+class IndexOrder(StrEnum):
+    """DRGPU_INDEX_ORDER: what a bare GPU index means (`drgpu.core.index_order`)."""
+
+    PCI = "pci"
+    CUDA = "cuda"
+
+
+class SwarmGpus(StrEnum):
+    """DRGPU_SWARM_GPUS: how Swarm tasks get their GPUs (`drgpu.core.swarm_node`)."""
+
+    AUTO = "auto"
+    PIN = "pin"
+    GENERIC = "generic"
+
+
+def member(mode: type[Mode], text: str) -> Mode | None:
+    """The member of `mode` whose text is `text`; None when none is."""
+    return next((each for each in mode if each.value == text), None)
+
+
+def choices(mode: type[StrEnum]) -> str:
+    """The texts of a mode's members, for messages: `pci, cuda`."""
+    return ", ".join(each.value for each in mode)

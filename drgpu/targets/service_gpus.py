@@ -1,0 +1,98 @@
+"""A plan's services as an orchestrator (Swarm, Kubernetes) deploys them: the simulator
+workers as replicas of the stack's one simulator service, each replica slot with its
+worker's GPUs, and the CUDA environment of a container that sees only its own GPUs.
+Everything here is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from drgpu.core.model import Plan, Role, ServicePlan
+
+
+@dataclass(frozen=True)
+class ServiceGpus:
+    """One service of the stack and its GPUs per task.
+
+    `gpus` is how many GPUs each task gets; `replicas` is the simulator workers' number
+    (None for a service without replicas). `pinned[i]` are the GPUs of the task in slot
+    i+1 (one entry for a service without replicas); empty when it has no GPU.
+    """
+
+    name: str
+    role: Role
+    gpus: int
+    replicas: int | None
+    pinned: tuple[tuple[str, ...], ...] = ()
+
+    def pinned_for(self, slot: int) -> tuple[str, ...] | None:
+        """The GPUs pinned for the task in `slot`; None when none are pinned for it."""
+        if not self.pinned:
+            return None
+        if len(self.pinned) == 1:
+            return self.pinned[0]
+        return self.pinned[slot - 1] if 0 < slot <= len(self.pinned) else None
+
+
+def service_gpus(plan: Plan, names: Collection[str], workers: int) -> tuple[ServiceGpus, ...]:
+    """Each planned service of the stack (`names`: the services of its file).
+
+    The simulator workers become replicas of the stack's one simulator service, each slot
+    with its worker's GPUs; with more simulator services than one, each keeps its own.
+    """
+    simulators = [s for s in plan.services if s.role is Role.SIMULATOR and s.name in names]
+    workers_gpus = [
+        s.devices
+        for s in plan.services
+        if s.role is Role.SIMULATOR and s.has_gpu and s.name not in names
+    ]
+    per_worker = max(
+        (len(s.devices) for s in plan.services if s.role is Role.SIMULATOR and s.has_gpu),
+        default=0,
+    )
+    single_simulator = len(simulators) == 1
+    by_slot = tuple(tuple(device.uuid for device in devices) for devices in workers_gpus)
+    return tuple(
+        _service_gpus(
+            service,
+            workers=workers if single_simulator else None,
+            per_worker=per_worker,
+            by_slot=by_slot if single_simulator and service.role is Role.SIMULATOR else (),
+        )
+        for service in plan.services
+        if service.name in names
+    )
+
+
+def _service_gpus(
+    service: ServicePlan,
+    *,
+    workers: int | None,
+    per_worker: int,
+    by_slot: tuple[tuple[str, ...], ...],
+) -> ServiceGpus:
+    uuids = tuple(device.uuid for device in service.devices) if service.has_gpu else ()
+    replicas = None
+    pinned: tuple[tuple[str, ...], ...] = (uuids,) if uuids else ()
+    gpus = len(uuids)
+    if service.role is Role.SIMULATOR and workers is not None:
+        replicas, gpus = workers, per_worker
+        pinned = by_slot or pinned
+    return ServiceGpus(
+        name=service.name,
+        role=service.role,
+        gpus=gpus,
+        replicas=replicas,
+        pinned=pinned if gpus else (),
+    )
+
+
+def own_gpus_environment(gpus: int) -> dict[str, str]:
+    """A container that sees only its `gpus` GPUs: CUDA's indices are 0..gpus-1, in PCI
+    bus order."""
+    return {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
+    }
