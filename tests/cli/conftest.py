@@ -1,45 +1,16 @@
-"""What the CLI tests share: drgpu's own `main`, run in-process in a fresh directory (no
-Docker, no NVML), and a system.env written for a test."""
+"""What the CLI tests share besides the `cli` fixture (tests/conftest.py): a system.env
+written for a test, and the shape of an error's stderr."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
-from drgpu.cli import main
+from tests.support.runners import Result
 
-
-class Result(NamedTuple):
-    """How one drgpu command ended (`code, out, err = cli(...)` unpacks it)."""
-
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
 Settings = Callable[..., Path]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
-    """`cli("plan", "--json", ...)`: drgpu's own main, run in a fresh working directory."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str | Path) -> Result:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main([str(arg) for arg in args])
-        captured = capsys.readouterr()
-        code = caught.value.code
-        return Result(code if isinstance(code, int) else 1, captured.out, captured.err)
-
-    return run
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli, Result, Settings, assert_one_error_line
+from tests.cli.conftest import Settings, assert_one_error_line
 from tests.plan_warnings import order_free, order_free_text
+from tests.support.runners import Cli, Result, run_drgpu
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"
@@ -331,13 +332,7 @@ def test_gpu_validation_error_hints_at_index_order(cli: Cli, settings: Settings)
 
 
 def test_python_dash_m_drgpu_help_works() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "drgpu", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = run_drgpu("--help", timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert "Usage:" in completed.stdout
     assert completed.stderr == ""

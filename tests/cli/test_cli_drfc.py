@@ -13,9 +13,10 @@ import pytest
 
 from drgpu.core.inputs import resolve_inputs
 from drgpu.core.settings import load_target_config
-from tests.cli.conftest import Cli, assert_one_error_line
+from tests.cli.conftest import assert_one_error_line
 from tests.cli.test_cli import GTX_M40, M40
 from tests.drfc import RUN_ENV, activated, make_checkout
+from tests.support.runners import Cli
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from drgpu.core.inputs import Inputs
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import engine, nvml
-from tests.cli.conftest import Cli
+from tests.support.runners import Cli
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 TRAINER_ID = "a" * 64

@@ -36,6 +36,7 @@ from drgpu.targets.swarm_stack import (
     verify_tasks,
     waiting_on,
 )
+from tests.support.runners import run_main
 
 REPO = Path(__file__).resolve().parents[2]
 # gtx1650-m40.json in NVML (PCI) order: index 0 is the M40 (03:00.0), 1 the GTX (81:00.0).
@@ -336,8 +337,6 @@ def test_a_pending_task_without_a_node_is_stuck(generic: SwarmStack) -> None:
 
 
 def test_the_docker_style_setting_picks_the_swarm_rendering(tmp_path: Path) -> None:
-    from drgpu.cli import main
-
     env_file = tmp_path / "system.env"
     env_file.write_text(
         textwrap.dedent(
@@ -349,29 +348,23 @@ def test_the_docker_style_setting_picks_the_swarm_rendering(tmp_path: Path) -> N
         )
     )
     output = tmp_path / "stack.yml"
-    with pytest.raises(SystemExit) as done:
-        main(
-            ["render", "--env-file", str(env_file), "--inventory", str(GTX_M40), "-o", str(output)]
-        )
-    assert done.value.code == 0
+    done = run_main("render", "--env-file", env_file, "--inventory", GTX_M40, "-o", output)
+    assert done.code == 0
     assert output.read_text().startswith("# Written by drgpu for swarm stack deepracer-0")
 
 
 def test_plan_in_swarm_mode_says_what_is_pinned_and_what_the_engine_chooses(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
 ) -> None:
-    from drgpu.cli import main
-
     env_file = tmp_path / "system.env"
     env_file.write_text(
         "DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\nDR_SAGEMAKER_CUDA_DEVICES=0\n"
         "DR_ROBOMAKER_CUDA_DEVICES=1\n"
     )
     args = ["plan", "--env-file", str(env_file), "--inventory", str(GTX_M40)]
-    with pytest.raises(SystemExit) as done:
-        main([*args, "--json"])
-    assert done.value.code == 0
-    document = json.loads(capsys.readouterr().out)
+    done = run_main(*args, "--json")
+    assert done.code == 0
+    document = json.loads(done.out)
     swarm = document["swarm"]["services"]
     assert swarm["sagemaker"]["pinned_by_slot"] == [[M40]]
     assert swarm["robomaker"]["pinned_by_slot"] == [[GTX], [GTX]]
@@ -379,9 +372,7 @@ def test_plan_in_swarm_mode_says_what_is_pinned_and_what_the_engine_chooses(
     assert not any(service["device_request"] for service in document["services"].values())
 
     (tmp_path / "run.env").write_text("DRGPU_SWARM_GPUS=generic\n")
-    with pytest.raises(SystemExit):
-        main(args)
-    table = capsys.readouterr().out
+    table = run_main(*args).out
     assert "the engine's choice: 1 NVIDIA-GPU generic resource(s) per task x 2 replicas" in table
     assert "pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on this node" in table
     assert "device request" not in table

@@ -21,6 +21,7 @@ from drgpu.core.swarm_node import (
     wanted_resources,
 )
 from drgpu.core.topology import load_inventory
+from tests.support.runners import run_main
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"
@@ -150,20 +151,16 @@ def test_missing_and_broken_files_are_differences(
 
 
 def test_the_cli_prints_json_and_exits_6_when_the_node_differs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from drgpu.cli import main
-
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
     daemon_json = tmp_path / "daemon.json"
     daemon_json.write_text(json.dumps(GOOD.daemon_json))
     toolkit = tmp_path / "config.toml"
     toolkit.write_text(TOOLKIT_LINE + "\n")
     args = ["swarm-setup", "--json", "--inventory", str(INVENTORIES / "gtx1650-m40.json")]
-    with pytest.raises(SystemExit) as done:
-        main([*args, "--daemon-json", str(daemon_json), "--toolkit-config", str(toolkit)])
-    captured = capsys.readouterr()
-    assert done.value.code == 6
+    captured = run_main(*args, "--daemon-json", daemon_json, "--toolkit-config", toolkit)
+    assert captured.code == 6
     document = json.loads(captured.out)
     assert document["node_generic_resources"] == list(RESOURCES)
     assert [f["subject"] for f in document["findings"] if f["status"] == DIFFERS] == ["engine"]
