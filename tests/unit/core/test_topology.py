@@ -17,7 +17,7 @@ from drgpu.core.topology import (
 )
 from drgpu.errors import ConfigError
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "inventories"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "inventories"
 
 
 def gpu_entry(uuid: str, pci_bus_id: str, **fields: Any) -> dict[str, Any]:

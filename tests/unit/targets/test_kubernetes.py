@@ -27,7 +27,7 @@ from drgpu.targets.kubernetes import (
 )
 from tests.support.runners import run_main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 INVENTORIES = REPO / "examples" / "inventories"
 DRFC_TRAINING = REPO / "tests" / "golden" / "stacks" / "drfc-training.yml"
 A100_MIG_1 = "MIG-a1000000-0000-4000-8000-0000000000a1"

@@ -1,0 +1,22 @@
+"""drgpu/host/cgroups.py: a process's cgroup lines, read from /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from drgpu.host.cgroups import read_cgroup
+
+ID = "a832038fb4e0f6d5f76661f8837e9f04f93655f6b7d1e82265b1c99d0c55feba"
+
+
+# Ubuntu 22.04 / Debian 12 (cgroup v2 only), dockerd with the systemd driver.
+DOCKER_V2_SYSTEMD = f"0::/system.slice/docker-{ID}.scope\n"
+
+
+def test_read_cgroup_of_this_process_and_of_a_missing_one(tmp_path: Path) -> None:
+    assert read_cgroup(os.getpid()) is not None
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "cgroup").write_text(DOCKER_V2_SYSTEMD)
+    assert read_cgroup(42, proc=tmp_path) == DOCKER_V2_SYSTEMD
+    assert read_cgroup(43, proc=tmp_path) is None
