@@ -1,5 +1,5 @@
-"""What the CLI tests share besides the `cli` fixture (tests/conftest.py): a system.env
-written for a test, and the shape of an error's stderr."""
+"""What the CLI tests share besides the `cli` fixture (tests/conftest.py): the example
+inventories, a system.env written for a test, and the shape of an error's stderr."""
 
 from __future__ import annotations
 
@@ -9,6 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.runners import Result
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORIES = REPO / "examples" / "inventories"
+GTX_M40 = INVENTORIES / "gtx1650-m40.json"  # 0: Tesla M40 (bus 03), 1: GTX 1650 (bus 81)
+MIG_L4 = INVENTORIES / "a100-mig-plus-l4.json"
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
 
 Settings = Callable[..., Path]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.swarm_node import DIFFERS, TOOLKIT_LINE
-from tests.cli.test_cli import GTX1650, GTX_M40, M40
+from tests.cli.conftest import GTX1650, GTX_M40, M40
 from tests.support.runners import run_main
 from tests.unit.core.test_swarm_node import GOOD, RESOURCES
 
