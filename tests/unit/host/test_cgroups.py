@@ -6,12 +6,7 @@ import os
 from pathlib import Path
 
 from drgpu.host.cgroups import read_cgroup
-
-ID = "a832038fb4e0f6d5f76661f8837e9f04f93655f6b7d1e82265b1c99d0c55feba"
-
-
-# Ubuntu 22.04 / Debian 12 (cgroup v2 only), dockerd with the systemd driver.
-DOCKER_V2_SYSTEMD = f"0::/system.slice/docker-{ID}.scope\n"
+from tests.unit.core.test_cgroup_owner import DOCKER_V2_SYSTEMD
 
 
 def test_read_cgroup_of_this_process_and_of_a_missing_one(tmp_path: Path) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drgpu.core.compose_progress import (
-    ProgressEvent,
-)
+from drgpu.core.compose_progress import ProgressEvent
 from drgpu.ui.progress import UpProgress
 
 
