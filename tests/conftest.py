@@ -1,4 +1,5 @@
-"""Shared pytest plumbing: the Docker test bed behind tests marked `docker`.
+"""Shared pytest plumbing: the Docker test bed behind tests marked `docker`, and the
+fixtures every kind of test uses: `cli` (drgpu run in-process) and `new_run` (run ids).
 
 The `bed` fixture starts (once per session, only when a docker-marked test runs)
 a private dockerd through `scripts/testbed`: the real engine, the real Compose v2
@@ -30,6 +31,8 @@ from types import FrameType
 from typing import Any
 
 import pytest
+
+from tests.support.runners import Cli, run_main
 
 REPO = Path(__file__).resolve().parent.parent
 TESTBED = REPO / "scripts" / "testbed"
@@ -93,6 +96,7 @@ class Bed:
     topology_path: Path
     records_dir: Path
     pynvml_py: Path
+    swarm: bool = False  # a swarm manager: its runs are stacks, not Compose projects
 
     def set_topology(self, data: dict[str, Any]) -> None:
         """Replace the host's fake GPUs (read by the hook at each container start)."""
@@ -145,6 +149,14 @@ class Bed:
             *(os.fspath(a) for a in args),
         ]
         return _run(argv, env=self.env(), check=check, cwd=project_dir, timeout=timeout)
+
+    def remove_run(self, run_id: str) -> None:
+        """Remove what a run left on this engine: its stack on a swarm manager, else its
+        Compose project."""
+        if self.swarm:
+            self.docker("stack", "rm", f"deepracer-{run_id}", check=False)
+        else:
+            self.cleanup_project(f"deepracer-{run_id}")
 
     def cleanup_project(self, name: str) -> None:
         """Remove every container, network and volume of a Compose project."""
@@ -287,22 +299,43 @@ def bed() -> Generator[Bed, None, None]:
         yield started
 
 
-NewRun = Callable[[str], str]
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
+    """`cli("plan", "--json", ...)`: tests.support.runners.run_main in a fresh working
+    directory (tmp_path), DRGPU_DEBUG unset and a 200-column terminal."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    return run_main
+
+
+NewRun = Callable[..., str]
+# The fixtures of the engines a run may be made on (tests/swarm/conftest.py has the swarms).
+ENGINE_FIXTURES = ("bed", "swarm_bed", "simulator_swarm_bed")
+RUN_ID_LENGTH = 20  # of the test's name; DR_RUN_ID's suffix (`-a`) comes after it
 
 
 @pytest.fixture
-def new_run(bed: Bed, request: pytest.FixtureRequest) -> Iterator[NewRun]:
-    """`new_run("a")`: a run id unique to the test; every project made is removed afterwards."""
-    base = "".join(c for c in request.node.name.lower() if c.isalnum())[-20:]
+def new_run(request: pytest.FixtureRequest) -> Iterator[NewRun]:
+    """The one source of run ids (DR_RUN_ID) on an engine: `new_run()` is an id unique to
+    the test (made of its name), `new_run("a")` that id with `-a` after it. Afterwards
+    every run made is removed (`Bed.remove_run`) from each engine the test uses."""
+    engines: list[Bed] = [
+        request.getfixturevalue(name) for name in ENGINE_FIXTURES if name in request.fixturenames
+    ]
+    base = "".join(c for c in request.node.name.lower() if c.isalnum())[-RUN_ID_LENGTH:]
     made: list[str] = []
 
-    def make(suffix: str) -> str:
-        made.append(f"{base}-{suffix}")
-        return made[-1]
+    def make(suffix: str = "") -> str:
+        run_id = f"{base}-{suffix}" if suffix else base
+        if run_id not in made:
+            made.append(run_id)
+        return run_id
 
     yield make
-    for run_id in made:
-        bed.cleanup_project(f"deepracer-{run_id}")
+    for engine in engines:
+        for run_id in made:
+            engine.remove_run(run_id)
 
 
 @pytest.hookimpl(wrapper=True)

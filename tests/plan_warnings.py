@@ -2,7 +2,7 @@
 
 The example boxes of the tests mix GPU kinds, so CUDA's order differs from nvidia-smi's
 there and every plan with bare indices warns about it (drgpu.core.index_order). Tests
-about other warnings compare the rest; tests/unit/test_index_order.py tests that one.
+about other warnings compare the rest; tests/unit/core/test_index_order.py tests that one.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
-"""The adversarial suite's tools: drgpu's own main run in-process, and what every run must
-satisfy (documented exit code, one clear error line, no traceback, no secret)."""
+"""The adversarial suite's tools: what every run of drgpu's own main (run in-process by
+tests.support.runners.run_main) must satisfy: a documented exit code, one clear error
+line, no traceback, no secret."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-from drgpu.cli import main
+from tests.support.runners import Result
 
 REPO = Path(__file__).resolve().parents[2]
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"
@@ -45,34 +43,14 @@ PROFILE = (
 PROPERTY = settings(settings.get_profile(PROFILE))
 
 
-@dataclass(frozen=True)
-class Ran:
-    """How one in-process drgpu command ended."""
-
-    code: int
-    out: str
-    err: str
-
-    def assert_sound(self, *allowed: int) -> None:
-        """A documented exit code among `allowed`; on failure exactly one error line (and
-        at most one hint); never a traceback, never exit 1, never the secret."""
-        assert self.code in allowed, (self.code, self.err)
-        assert self.code in documented_exit_codes()
-        assert "Traceback" not in self.err
-        errors = [line for line in self.err.splitlines() if line.startswith("drgpu: error: ")]
-        hints = [line for line in self.err.splitlines() if line.startswith("  hint: ")]
-        assert len(errors) == (0 if self.code == 0 else 1), self.err
-        assert len(hints) <= len(errors), self.err
-        assert SECRET not in self.out + self.err
-
-
-def run(*args: str | Path) -> Ran:
-    """`drgpu ARGS` through drgpu's own main, its output captured."""
-    out, err = io.StringIO(), io.StringIO()
-    code: int | str | None = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(arg) for arg in args])
-        except SystemExit as exc:
-            code = exc.code
-    return Ran(code if isinstance(code, int) else 1, out.getvalue(), err.getvalue())
+def assert_sound(ran: Result, *allowed: int) -> None:
+    """A documented exit code among `allowed`; on failure exactly one error line (and at
+    most one hint); never a traceback, never exit 1, never the secret."""
+    assert ran.code in allowed, (ran.code, ran.err)
+    assert ran.code in documented_exit_codes()
+    assert "Traceback" not in ran.err
+    errors = [line for line in ran.err.splitlines() if line.startswith("drgpu: error: ")]
+    hints = [line for line in ran.err.splitlines() if line.startswith("  hint: ")]
+    assert len(errors) == (0 if ran.code == 0 else 1), ran.err
+    assert len(hints) <= len(errors), ran.err
+    assert SECRET not in ran.out + ran.err

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import NewRun
 from tests.e2e.helpers import THREE_GPUS, container_of, containers, service, write_stack
+from tests.support.runners import start_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -83,15 +84,7 @@ def start(bed: Any, *args: str, user: int = 0, **env: str) -> subprocess.Popen[s
         extra = {"user": user, "group": user, "extra_groups": _socket_groups(bed)}
         environment["HOME"] = tempfile.mkdtemp(prefix="drgpu-home-")
         os.chown(environment["HOME"], user, user)
-    return subprocess.Popen(
-        [sys.executable, "-m", "drgpu", *args],
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd="/",
-        **extra,
-    )
+    return start_drgpu(*args, env=environment, cwd="/", **extra)
 
 
 def _socket_groups(bed: Any) -> list[int]:

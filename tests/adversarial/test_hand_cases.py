@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from drgpu.errors import ExitCode
-from tests.adversarial.helpers import GTX_M40, SECRET, documented_exit_codes, run
+from tests.adversarial.helpers import GTX_M40, SECRET, assert_sound, documented_exit_codes
+from tests.support.runners import run_main
 
 Write = Callable[..., Path]
 
@@ -48,7 +49,7 @@ def inventory(tmp_path: Path, text: str) -> Path:
 
 def plan(env: Path, inventory_file: Path = GTX_M40) -> Any:
     before = env.read_bytes()
-    ran = run("plan", "--env-file", env, "--inventory", inventory_file)
+    ran = run_main("plan", "--env-file", env, "--inventory", inventory_file)
     assert env.read_bytes() == before
     return ran
 
@@ -74,22 +75,22 @@ def test_numbers_past_their_bound_are_config_errors_naming_it(
     write: Write, key: str, value: str, says: str
 ) -> None:
     env = write(**{"DR_SAGEMAKER_CUDA_DEVICES": "0", "DRGPU_SHARING": "mps", key: value})
-    ran = plan(env) if key != "DRGPU_LOCK_TIMEOUT" else run("down", "--env-file", env)
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = plan(env) if key != "DRGPU_LOCK_TIMEOUT" else run_main("down", "--env-file", env)
+    assert_sound(ran, ExitCode.CONFIG)
     assert says in ran.err
     assert len(ran.err) < 400  # the value is cut short, not echoed whole
 
 
 def test_a_thousand_workers_are_refused_at_once(write: Write) -> None:
     ran = plan(write(DR_ROBOMAKER_CUDA_DEVICES="0", DR_WORKERS="100000"))
-    ran.assert_sound(ExitCode.CONFIG)
+    assert_sound(ran, ExitCode.CONFIG)
 
 
 @pytest.mark.parametrize("command", ["plan", "up", "down"])
 def test_a_nul_byte_in_a_value_is_a_config_error(write: Write, command: str) -> None:
     env = write(DR_SAGEMAKER_CUDA_DEVICES="0", DR_SIMAPP_NAME="a\x00b")
     args = ["--inventory", str(GTX_M40)] if command == "plan" else []
-    run(command, "--env-file", env, *args).assert_sound(ExitCode.CONFIG)
+    assert_sound(run_main(command, "--env-file", env, *args), ExitCode.CONFIG)
 
 
 # --- inventories ----------------------------------------------------------------------------
@@ -131,14 +132,14 @@ def test_bad_inventories_are_config_errors(
     write: Write, tmp_path: Path, text: str, says: str
 ) -> None:
     ran = plan(write(DR_SAGEMAKER_CUDA_DEVICES="0"), inventory(tmp_path, text))
-    ran.assert_sound(ExitCode.CONFIG)
+    assert_sound(ran, ExitCode.CONFIG)
     assert says in ran.err
 
 
 def test_a_lost_gpu_without_a_bus_id_reads_well(write: Write, tmp_path: Path) -> None:
     lost = {"gpus": [_gpu(), {"index": 1, "uuid": "", "error": "gpu_is_lost"}]}
     ran = plan(write(DR_SAGEMAKER_CUDA_DEVICES="1"), inventory(tmp_path, json.dumps(lost)))
-    ran.assert_sound(ExitCode.GPU_VALIDATION)
+    assert_sound(ran, ExitCode.GPU_VALIDATION)
     assert "GPU 1 (bus id unknown) is lost" in ran.err
     assert "()" not in ran.err
 
@@ -151,8 +152,8 @@ def test_a_drgpu_symlink_is_never_followed(write: Write, tmp_path: Path, command
     elsewhere = tmp_path / "someone-else"
     elsewhere.mkdir()
     (tmp_path / ".drgpu").symlink_to(elsewhere)
-    ran = run(command, "--env-file", write(DR_SAGEMAKER_CUDA_DEVICES="none"))
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = run_main(command, "--env-file", write(DR_SAGEMAKER_CUDA_DEVICES="none"))
+    assert_sound(ran, ExitCode.CONFIG)
     assert "is a symbolic link" in ran.err
     assert list(elsewhere.iterdir()) == []
 
@@ -160,8 +161,8 @@ def test_a_drgpu_symlink_is_never_followed(write: Write, tmp_path: Path, command
 @pytest.mark.parametrize("command", ["up", "down"])
 def test_a_drgpu_regular_file_is_a_config_error(write: Write, tmp_path: Path, command: str) -> None:
     (tmp_path / ".drgpu").write_text("mine\n")
-    ran = run(command, "--env-file", write(DR_SAGEMAKER_CUDA_DEVICES="none"))
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = run_main(command, "--env-file", write(DR_SAGEMAKER_CUDA_DEVICES="none"))
+    assert_sound(ran, ExitCode.CONFIG)
     assert "is not a folder" in ran.err
     assert (tmp_path / ".drgpu").read_text() == "mine\n"
 
@@ -174,8 +175,8 @@ def test_a_read_only_settings_folder_is_a_config_error(
 
     env = write(DR_SAGEMAKER_CUDA_DEVICES="none")
     monkeypatch.setattr(Path, "mkdir", read_only)
-    ran = run("up", "--env-file", env)
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = run_main("up", "--env-file", env)
+    assert_sound(ran, ExitCode.CONFIG)
     assert "Read-only file system" in ran.err
 
 
@@ -187,8 +188,8 @@ def test_a_blank_or_broken_compose_command_is_a_config_error(
     write: Write, compose: str, says: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DRGPU_COMPOSE", compose)
-    ran = run("down", "--env-file", write())
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = run_main("down", "--env-file", write())
+    assert_sound(ran, ExitCode.CONFIG)
     assert says in ran.err
 
 
@@ -199,8 +200,8 @@ def test_a_compose_that_is_not_executable_is_a_config_error(
     compose.write_text("#!/bin/sh\n")
     compose.chmod(0o644)
     monkeypatch.setenv("DRGPU_COMPOSE", str(compose))
-    ran = run("down", "--env-file", write())
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = run_main("down", "--env-file", write())
+    assert_sound(ran, ExitCode.CONFIG)
     assert "is not executable" in ran.err
 
 
@@ -220,7 +221,7 @@ def test_a_compose_that_is_not_executable_is_a_config_error(
 )
 def test_no_output_shows_a_secret(write: Write, args: tuple[str, ...]) -> None:
     env = write(DR_SAGEMAKER_CUDA_DEVICES="0", MY_API_TOKEN=SECRET + "-token")
-    ran = run(args[0], "--env-file", env, *args[1:])
+    ran = run_main(args[0], "--env-file", env, *args[1:])
     assert SECRET not in ran.out + ran.err
     assert "Traceback" not in ran.err
 
@@ -235,7 +236,7 @@ def test_no_output_shows_a_secret(write: Write, args: tuple[str, ...]) -> None:
 )
 def test_an_error_about_a_secret_value_masks_it(write: Write, values: dict[str, str]) -> None:
     ran = plan(write(**values))
-    ran.assert_sound(ExitCode.CONFIG)
+    assert_sound(ran, ExitCode.CONFIG)
     assert "****" in ran.err
 
 
@@ -243,8 +244,8 @@ def test_a_compose_command_named_by_a_secret_is_masked_in_the_error(
     write: Write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("DRGPU_COMPOSE")
-    ran = run("down", "--env-file", write(DRGPU_COMPOSE=f"/nowhere/{SECRET}"))
-    ran.assert_sound(ExitCode.CONFIG)
+    ran = run_main("down", "--env-file", write(DRGPU_COMPOSE=f"/nowhere/{SECRET}"))
+    assert_sound(ran, ExitCode.CONFIG)
     assert "****" in ran.err
 
 

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.adversarial.helpers import GTX_M40, PROPERTY, SECRET, run
+from tests.adversarial.helpers import GTX_M40, PROPERTY, SECRET, assert_sound
+from tests.support.runners import run_main
 
 PLAN_CODES = (0, 2, 3, 4)
 
@@ -46,8 +47,8 @@ def plan_with(folder: Path, settings: bytes, inventory: bytes | None = None) -> 
         inventory_file.write_bytes(inventory)
     before = inventory_file.read_bytes()
     for args in ((), ("--json",)):
-        ran = run("plan", "--env-file", env, "--inventory", inventory_file, *args)
-        ran.assert_sound(*PLAN_CODES)
+        ran = run_main("plan", "--env-file", env, "--inventory", inventory_file, *args)
+        assert_sound(ran, *PLAN_CODES)
         assert env.read_bytes() == settings
         assert inventory_file.read_bytes() == before
 

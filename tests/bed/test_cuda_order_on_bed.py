@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.bed.test_fake_nvml import TOPOLOGIES, run_build
+from tests.support.runners import run_drgpu
 
 THREE_UNORDERED = TOPOLOGIES / "three-gpus-unordered.json"  # T4 3b, A100 81, RTX 3090 c1
 # Same compute capability: only the CUDA driver knows the second is faster (more SMs).
@@ -54,14 +54,7 @@ def drgpu(
         DOCKER_HOST=f"unix://{topology.parent}/absent.sock",
         **env,
     )
-    return subprocess.run(
-        [sys.executable, "-m", "drgpu", *args],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_drgpu(*args, env=environment, timeout=120)
 
 
 def write_env(tmp_path: Path, trainer: str, simulator: str) -> Path:

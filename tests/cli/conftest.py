@@ -1,45 +1,23 @@
-"""What the CLI tests share: drgpu's own `main`, run in-process in a fresh directory (no
-Docker, no NVML), and a system.env written for a test."""
+"""What the CLI tests share besides the `cli` fixture (tests/conftest.py): the example
+inventories, a system.env written for a test, and the shape of an error's stderr."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
-from drgpu.cli import main
+from tests.support.runners import Result
 
+REPO = Path(__file__).resolve().parents[2]
+INVENTORIES = REPO / "examples" / "inventories"
+GTX_M40 = INVENTORIES / "gtx1650-m40.json"  # 0: Tesla M40 (bus 03), 1: GTX 1650 (bus 81)
+MIG_L4 = INVENTORIES / "a100-mig-plus-l4.json"
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
 
-class Result(NamedTuple):
-    """How one drgpu command ended (`code, out, err = cli(...)` unpacks it)."""
-
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Result]
 Settings = Callable[..., Path]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
-    """`cli("plan", "--json", ...)`: drgpu's own main, run in a fresh working directory."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str | Path) -> Result:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main([str(arg) for arg in args])
-        captured = capsys.readouterr()
-        code = caught.value.code
-        return Result(code if isinstance(code, int) else 1, captured.out, captured.err)
-
-    return run
 
 
 @pytest.fixture

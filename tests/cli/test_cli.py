@@ -1,4 +1,5 @@
-"""The drgpu command line, run in-process through `drgpu.cli.main` (no Docker, no NVML)."""
+"""The drgpu command line as a whole, run in-process (no Docker, no NVML): help and
+version, NVML unavailable, every bad input's exit code and error line, the entry points."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli, Result, Settings, assert_one_error_line
-from tests.plan_warnings import order_free, order_free_text
+from tests.cli.conftest import (
+    GTX_M40,
+    M40,
+    MIG_L4,
+    Settings,
+    assert_one_error_line,
+)
+from tests.support.runners import Cli, Result, run_drgpu
 
-REPO = Path(__file__).resolve().parents[2]
-INVENTORIES = REPO / "examples" / "inventories"
-GTX_M40 = INVENTORIES / "gtx1650-m40.json"  # 0: Tesla M40 (bus 03), 1: GTX 1650 (bus 81)
-MIG_L4 = INVENTORIES / "a100-mig-plus-l4.json"
-M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
-GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
 NO_DRIVER = json.dumps({"init_error": "driver_not_loaded", "gpus": []})
 
 
@@ -50,138 +51,10 @@ def test_version_prints_the_package_version(cli: Cli) -> None:
     assert cli("version") == Result(0, f"{__version__}\n", "")
 
 
-# --- plan ------------------------------------------------------------------------------------
-
-
-def test_plan_prints_a_table_of_services_and_gpus(cli: Cli, settings: Settings) -> None:
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1")
-    result = cli("plan", "--env-file", env, "--inventory", GTX_M40)
-    assert (result.code, order_free_text(result.err)) == (0, "")
-    for text in ("deepracer-0", "sagemaker", "Tesla M40 24GB", "robomaker", "GTX 1650"):
-        assert text in result.out
-    assert "PCI bus order" in result.out
-
-
-def test_plan_json_describes_every_service(cli: Cli, settings: Settings) -> None:
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1")
-    result = cli("plan", "--env-file", env, "--inventory", GTX_M40, "--json")
-    assert (result.code, order_free_text(result.err)) == (0, "")
-    document = json.loads(result.out)
-    assert document["schema_version"] == 1
-    assert document["project"] == "deepracer-0"
-    assert order_free(document["warnings"]) == ()
-    assert list(document["services"]) == ["sagemaker", "robomaker"]
-    trainer = document["services"]["sagemaker"]
-    assert trainer["role"] == "trainer"
-    assert trainer["device_request"] is True
-    assert [
-        {key: gpu[key] for key in ("index", "uuid", "name", "pci_bus_id")}
-        for gpu in trainer["gpus"]
-    ] == [{"index": 0, "uuid": M40, "name": "Tesla M40 24GB", "pci_bus_id": "00000000:03:00.0"}]
-    assert document["services"]["robomaker"]["gpus"][0]["uuid"] == GTX1650
-
-
-def test_plan_warnings_go_to_stderr_and_into_the_json(cli: Cli, settings: Settings) -> None:
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="1", DR_ROBOMAKER_CUDA_DEVICES="0")
-    result = cli("plan", "--env-file", env, "--inventory", GTX_M40, "--json")
-    assert result.code == 0
-    document = json.loads(result.out)
-    assert len(document["warnings"]) == 2  # CUDA's order differs on this box, and memory
-    assert result.err == "".join(f"drgpu: warning: {w}\n" for w in document["warnings"])
-    assert "under 8 GiB" in result.err
-
-
-def test_plan_table_warnings_go_to_stderr_only(cli: Cli, settings: Settings) -> None:
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
-    result = cli("plan", "--env-file", env, "--inventory", GTX_M40)
-    assert result.code == 0
-    assert "drgpu: warning:" in result.err
-    assert "warning" not in result.out
-
-
-def test_plan_reads_a_users_compose_file(cli: Cli, settings: Settings, tmp_path: Path) -> None:
-    compose = tmp_path / "training.yml"
-    compose.write_text("services:\n  rl_coach: {image: coach}\n  robomaker: {image: sim}\n")
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1")
-    result = cli("plan", "--env-file", env, "--inventory", GTX_M40, "-f", compose, "--json")
-    assert result.code == 0
-    rl_coach = json.loads(result.out)["services"]["rl_coach"]
-    assert rl_coach["environment"]["CUDA_VISIBLE_DEVICES"] == M40
-    assert rl_coach["device_request"] is False
-
-
-def test_plan_of_the_example_settings(cli: Cli) -> None:
-    result = cli("plan", "--env-file", REPO / "system.env.example", "--inventory", GTX_M40)
-    assert result.code == 0
-
-
-# --- render ----------------------------------------------------------------------------------
-
-
-def test_render_prints_the_override(cli: Cli, tmp_path: Path) -> None:
-    env = tmp_path / "system.env"
-    env.write_text((REPO / "system.env.example").read_text())
-    result = cli("render", "--env-file", env, "--inventory", GTX_M40)
-    assert (result.code, order_free_text(result.err)) == (0, "")
-    assert result.out == (REPO / "tests" / "golden" / "gtx1650-m40.yml").read_text()
-
-
-def test_render_output_writes_the_file_and_nothing_on_stdout(
-    cli: Cli, settings: Settings, tmp_path: Path
-) -> None:
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
-    output = tmp_path / "out" / "override.yml"
-    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
-    assert (result.code, result.out, order_free_text(result.err)) == (0, "", "")
-    assert output.read_text().startswith("# Written by drgpu")
-    assert M40 in output.read_text()
-
-
-def test_render_output_replaces_its_own_file_and_leaves_no_temporary(
-    cli: Cli, settings: Settings, tmp_path: Path
-) -> None:
-    output = tmp_path / "override.yml"
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
-    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
-    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
-    assert GTX1650 in output.read_text()
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["override.yml", "system.env"]
-
-
-def test_render_refuses_to_overwrite_a_file_drgpu_did_not_write(
-    cli: Cli, settings: Settings, tmp_path: Path
-) -> None:
-    output = tmp_path / "docker-compose.override.yml"
-    output.write_text("services: {mine: {}}\n")
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
-    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
-    assert result.code == 2
-    assert assert_one_error_line(result) == (
-        f"drgpu: error: refusing to overwrite {output}: drgpu did not write it"
-    )
-    assert output.read_text() == "services: {mine: {}}\n"
-
-
-def test_render_failing_midway_keeps_the_old_file(
-    cli: Cli, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    output = tmp_path / "override.yml"
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
-    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
-    before = output.read_text()
-
-    def broken_replace(source: object, target: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr("drgpu.commands.state_files.os.replace", broken_replace)
-    env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
-    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
-    assert result.code == 2
-    assert "No space left on device" in result.err
-    assert_one_error_line(result)
-    assert output.read_text() == before
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["override.yml", "system.env"]
+def test_help_lists_status_and_doctor(cli: Cli) -> None:
+    code, out, _ = cli("--help")
+    assert code == 0
+    assert "status" in out and "doctor" in out
 
 
 # --- NVML unavailable ------------------------------------------------------------------------
@@ -331,13 +204,7 @@ def test_gpu_validation_error_hints_at_index_order(cli: Cli, settings: Settings)
 
 
 def test_python_dash_m_drgpu_help_works() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "drgpu", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = run_drgpu("--help", timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert "Usage:" in completed.stdout
     assert completed.stderr == ""

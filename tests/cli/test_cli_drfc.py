@@ -13,9 +13,9 @@ import pytest
 
 from drgpu.core.inputs import resolve_inputs
 from drgpu.host.files import load_target_config
-from tests.cli.conftest import Cli, assert_one_error_line
-from tests.cli.test_cli import GTX_M40, M40
+from tests.cli.conftest import GTX_M40, M40, assert_one_error_line
 from tests.drfc import RUN_ENV, activated, make_checkout
+from tests.support.runners import Cli
 
 
 @pytest.fixture

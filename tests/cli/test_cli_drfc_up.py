@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli, Settings, assert_one_error_line
+from tests.cli.conftest import Settings, assert_one_error_line
+from tests.support.runners import Cli
 
 
 def test_drfc_env_outside_an_activated_drfc_shell_is_refused(

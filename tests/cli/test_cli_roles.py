@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.conftest import Cli
 from tests.plan_warnings import order_free_text
+from tests.support.runners import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "learner-carla"

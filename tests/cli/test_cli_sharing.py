@@ -11,8 +11,8 @@ import pytest
 from drgpu.commands import preparation
 from drgpu.core.inputs import Inputs
 from drgpu.host.files import load_config, load_inventory
-from tests.cli.conftest import Cli
 from tests.plan_warnings import order_free_text
+from tests.support.runners import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"  # 0: Tesla M40, 1: GTX 1650

@@ -13,7 +13,8 @@ import pytest
 import typer
 
 from drgpu import __version__
-from drgpu.cli import app, main
+from drgpu.cli import app
+from tests.support.runners import run_main
 
 DRGPU = Path(sys.executable).parent / "drgpu"
 COMPLETE = """
@@ -24,14 +25,6 @@ echo "subcommand: ${COMPREPLY[*]}"
 COMP_WORDS=(drgpu status --wa); COMP_CWORD=2; _drgpu_completion drgpu
 echo "option: ${COMPREPLY[*]}"
 """
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as caught:
-        main(list(args))
-    out, err = capsys.readouterr()
-    code = caught.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def test_bash_completes_a_subcommand_and_an_option() -> None:
@@ -69,12 +62,10 @@ def test_show_completion_prints_a_script_for_each_shell(shell: str, mark: str) -
     assert mark in done.stdout and "_DRGPU_COMPLETE" in done.stdout
 
 
-def test_version_flag_and_command_print_the_package_version(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_version_flag_and_command_print_the_package_version() -> None:
     assert __version__ == installed_version("drgpu")
-    assert run_cli(capsys, "--version") == (0, f"{__version__}\n", "")
-    assert run_cli(capsys, "version") == (0, f"{__version__}\n", "")
+    assert run_main("--version") == (0, f"{__version__}\n", "")
+    assert run_main("version") == (0, f"{__version__}\n", "")
 
 
 def command_names() -> list[str]:
@@ -84,10 +75,8 @@ def command_names() -> list[str]:
 
 
 @pytest.mark.parametrize("name", command_names())
-def test_each_help_is_plain_and_ends_with_examples(
-    capsys: pytest.CaptureFixture[str], name: str
-) -> None:
-    code, out, _ = run_cli(capsys, name, "--help")
+def test_each_help_is_plain_and_ends_with_examples(name: str) -> None:
+    code, out, _ = run_main(name, "--help")
     assert code == 0
     assert "\\[" not in out
     paragraphs = out.rstrip().split("\n\n")
@@ -95,6 +84,6 @@ def test_each_help_is_plain_and_ends_with_examples(
     assert all("drgpu " in line for line in paragraphs[-1].splitlines())
 
 
-def test_defaults_show_without_a_backslash(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = run_cli(capsys, "status", "--help")
+def test_defaults_show_without_a_backslash() -> None:
+    _, out, _ = run_main("status", "--help")
     assert "[default: 1.0; x>=0.1]" in out

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.drfc import activated, make_checkout, set_values
+from tests.support.runners import run_drgpu
 
 
 @dataclass(frozen=True)
@@ -31,15 +32,7 @@ class Checkout:
 
     def drgpu(self, shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         """The real CLI, run in an activated shell (from /, so no system.env is nearby)."""
-        return subprocess.run(
-            [sys.executable, "-m", "drgpu", *args],
-            cwd="/",
-            env=shell,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return run_drgpu(*args, env=shell, cwd="/")
 
     def bash(self, shell: dict[str, str], script: str) -> subprocess.CompletedProcess[str]:
         """A bash command in the activated shell, with DRfC's dr-* functions defined."""

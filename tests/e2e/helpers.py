@@ -1,10 +1,9 @@
-"""Shared pieces of the end-to-end tests: a three-GPU topology, stacks, settings, the CLI."""
+"""Shared pieces of the end-to-end tests: a three-GPU topology, stacks, settings, and what
+the containers of a run see."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,18 +76,6 @@ def write_env(tmp_path: Path, run_id: str, trainer: str, simulator: str) -> Path
         f"DR_ROBOMAKER_CUDA_DEVICES={simulator}\nDR_WORKERS=1\n"
     )
     return path
-
-
-def drgpu(bed: Any, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a subprocess on the bed's "host" (fake NVML, private engine)."""
-    return subprocess.run(
-        [sys.executable, "-m", "drgpu", *args],
-        env=bed.env(**env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def containers(bed: Any, project: str) -> list[dict[str, Any]]:

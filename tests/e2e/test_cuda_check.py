@@ -8,27 +8,22 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import (
-    SIMULATOR,
-    THREE_GPUS,
-    TRAINER,
-    drgpu,
-    service,
-    write_env,
-    write_stack,
-)
+from tests.conftest import NewRun
+from tests.e2e.helpers import SIMULATOR, THREE_GPUS, TRAINER, service, write_env, write_stack
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
 
 def _check(bed: Any, env_file: Path, *args: str) -> tuple[int, dict[str, Any], str]:
-    done = drgpu(bed, "cuda-check", "--env-file", str(env_file), "--json", *args)
+    done = run_drgpu("cuda-check", "--env-file", str(env_file), "--json", *args, env=bed.env())
     document = json.loads(done.stdout) if done.stdout.strip() else {}
     return done.returncode, document, done.stderr
 
 
 @pytest.fixture
-def started(bed: Any, tmp_path: Path, project: str) -> Path:
+def started(bed: Any, tmp_path: Path, new_run: NewRun) -> Path:
+    project = new_run()
     """A stack up through drgpu: trainer on NVML index 1, simulator on 0, redis without GPU."""
     bed.set_topology(THREE_GPUS)
     stack = write_stack(
@@ -40,7 +35,7 @@ def started(bed: Any, tmp_path: Path, project: str) -> Path:
         },
     )
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
-    up = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    up = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
     assert up.returncode == 0, up.stderr
     return env_file
 
@@ -73,8 +68,9 @@ def test_unknown_service_is_a_clear_error(bed: Any, started: Path) -> None:
 
 
 def test_a_container_given_another_gpu_is_a_mismatch(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     # Started by hand: the label says TRAINER, the device request gives SIMULATOR.
     bed.set_topology(THREE_GPUS)
     wrong = service(

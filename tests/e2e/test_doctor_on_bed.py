@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import started_bed
-from tests.e2e.helpers import THREE_GPUS, drgpu
+from tests.e2e.helpers import THREE_GPUS
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -74,7 +75,7 @@ def test_a_host_whose_engine_serves_device_requests_passes(
     )
 
     # --probe starts the simulator's image, as Compose resolves the stack.
-    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--probe", "--json")
+    done = run_drgpu("doctor", "--env-file", str(env_file), "--probe", "--json", env=bed.env())
 
     assert done.returncode == 0, done.stderr
     checks = checks_of(done)
@@ -95,7 +96,7 @@ def test_a_host_whose_engine_serves_device_requests_passes(
     assert "off on GPU 2" in by_id["persistence"]["summary"]
     assert bed.image in by_id["device-requests"]["summary"]
 
-    table = drgpu(bed, "doctor", "--env-file", str(env_file))
+    table = run_drgpu("doctor", "--env-file", str(env_file), env=bed.env())
     assert table.returncode == 0, table.stderr
     assert "fix: sudo nvidia-smi -pm 1" in table.stdout
 
@@ -108,7 +109,9 @@ def test_an_image_that_needs_a_newer_driver_fails(
         tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image, DRGPU_ROBOMAKER_IMAGE=OLD_CUDA_IMAGE
     )
 
-    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--image", NEW_CUDA_IMAGE, "--json")
+    done = run_drgpu(
+        "doctor", "--env-file", str(env_file), "--image", NEW_CUDA_IMAGE, "--json", env=bed.env()
+    )
 
     assert done.returncode == 6
     checks = checks_of(done)
@@ -127,8 +130,13 @@ def test_an_engine_without_the_toolkit_hook_fails_the_probe(
     bed.set_topology(THREE_GPUS)
     env_file = settings(tmp_path, DRGPU_ROBOMAKER_IMAGE=bed.image)
 
-    done = drgpu(
-        bed, "doctor", "--env-file", str(env_file), "--probe", "--json", DOCKER_HOST=bare_engine
+    done = run_drgpu(
+        "doctor",
+        "--env-file",
+        str(env_file),
+        "--probe",
+        "--json",
+        env=bed.env(DOCKER_HOST=bare_engine),
     )
 
     assert done.returncode == 6
@@ -158,7 +166,9 @@ def test_nvml_that_fails_to_start_fails_with_its_fix(
     broken.write_text(json.dumps({"init_error": init_error, "gpus": THREE_GPUS["gpus"]}))
     env_file = settings(tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image)
 
-    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--json", FAKE_NVML_TOPOLOGY=broken)
+    done = run_drgpu(
+        "doctor", "--env-file", str(env_file), "--json", env=bed.env(FAKE_NVML_TOPOLOGY=broken)
+    )
 
     assert done.returncode == 6
     checks = checks_of(done)
@@ -169,7 +179,7 @@ def test_nvml_that_fails_to_start_fails_with_its_fix(
     assert "gpus" not in statuses(checks) and "persistence" not in statuses(checks)
     assert statuses(checks)["docker"] == "pass"
 
-    status = drgpu(bed, "status", FAKE_NVML_TOPOLOGY=broken)
+    status = run_drgpu("status", env=bed.env(FAKE_NVML_TOPOLOGY=broken))
     assert status.returncode == 4
     assert status.stderr.startswith("drgpu: error: ")
     assert fix in status.stderr
@@ -179,7 +189,7 @@ def test_a_bad_settings_file_is_a_failed_check_not_a_usage_error(bed: Any, tmp_p
     bed.set_topology(THREE_GPUS)
     env_file = settings(tmp_path, DR_WORKERS="zero", DRGPU_SAGEMAKER_IMAGE=bed.image)
 
-    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--json")
+    done = run_drgpu("doctor", "--env-file", str(env_file), "--json", env=bed.env())
 
     assert done.returncode == 6
     (failed,) = [c for c in checks_of(done) if c["status"] == "fail"]
@@ -191,14 +201,13 @@ def test_an_unreachable_engine_fails_and_skips_what_needs_it(bed: Any, tmp_path:
     bed.set_topology(THREE_GPUS)
     env_file = settings(tmp_path)
 
-    done = drgpu(
-        bed,
+    done = run_drgpu(
         "doctor",
         "--env-file",
         str(env_file),
         "--probe",
         "--json",
-        DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock",
+        env=bed.env(DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock"),
     )
 
     assert done.returncode == 6

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import NewRun
 from tests.drfc import activated, make_checkout, set_values
 from tests.e2e.helpers import (
     SIMULATOR,
@@ -20,10 +21,10 @@ from tests.e2e.helpers import (
     TRAINER,
     container_of,
     containers,
-    drgpu,
     env_of,
     service,
 )
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -47,15 +48,16 @@ def checkout_on_bed(bed: Any, root: Path, run_id: str) -> Path:
 
 
 def test_up_in_an_activated_shell_and_eval_beside_it(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     root = checkout_on_bed(bed, tmp_path / "drfc", project)
     shell = activated(root, base=bed.env())
     assert shell["DR_TRAIN_COMPOSE_FILE"].startswith("-f ")
     training, evaluation = f"deepracer-{project}", f"deepracer-eval-{project}"
     try:
-        started = drgpu(bed, "up", **shell)
+        started = run_drgpu("up", env=bed.env(**shell))
         assert started.returncode == 0, started.stderr
         # The bed's CUDA driver enumerates fastest first (L4, GTX 1650, M40): DRfC's
         # "CUDA number" 1 would be the GTX 1650, nvidia-smi's 1 is the M40.
@@ -70,7 +72,7 @@ def test_up_in_an_activated_shell_and_eval_beside_it(
         assert env_of(robomaker)["CUDA_VISIBLE_DEVICES"] == SIMULATOR
 
         # Evaluation of the same run wants the simulator GPU the training holds.
-        refused = drgpu(bed, "up", "--eval", **shell)
+        refused = run_drgpu("up", "--eval", env=bed.env(**shell))
         assert refused.returncode == 3, refused.stderr
         assert f"held by run {project!r}" in refused.stderr
         assert containers(bed, evaluation) == []
@@ -79,22 +81,22 @@ def test_up_in_an_activated_shell_and_eval_beside_it(
         # On another GPU it runs beside the training, which it never touches.
         system = root / "system.env"
         system.write_text(system.read_text().replace("DEVICES=0\n", "DEVICES=2\n"))
-        beside = drgpu(bed, "up", "--eval", **shell)
+        beside = run_drgpu("up", "--eval", env=bed.env(**shell))
         assert beside.returncode == 0, beside.stderr
         assert len(containers(bed, evaluation)) == 1
         assert len(containers(bed, training)) == 2
-        stopped = drgpu(bed, "down", "--eval", **shell)
+        stopped = run_drgpu("down", "--eval", env=bed.env(**shell))
         assert stopped.returncode == 0, stopped.stderr
         assert containers(bed, evaluation) == []
         assert len(containers(bed, training)) == 2
-        assert drgpu(bed, "down", **shell).returncode == 0
+        assert run_drgpu("down", env=bed.env(**shell)).returncode == 0
         assert containers(bed, training) == []
     finally:
         bed.cleanup_project(evaluation)
 
 
 def test_doctor_in_an_activated_shell_checks_and_probes_the_stacks_own_image(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path
 ) -> None:
     bed.set_topology(THREE_GPUS)
     source, _, version = bed.image.rpartition(":")
@@ -108,7 +110,7 @@ def test_doctor_in_an_activated_shell_checks_and_probes_the_stacks_own_image(
     (root / "docker" / "docker-compose-training.yml").write_text(yaml.safe_dump(stack))
     (root / "docker" / "docker-compose-keys.yml").write_text("services: {}\n")
 
-    done = drgpu(bed, "doctor", "--probe", "--json", **activated(root, base=bed.env()))
+    done = run_drgpu("doctor", "--probe", "--json", env=bed.env(**activated(root, base=bed.env())))
 
     checks = json.loads(done.stdout)["checks"]
     images = [c["subject"] for c in checks if c["id"] == "image-cuda"]

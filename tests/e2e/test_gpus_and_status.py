@@ -7,7 +7,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +20,11 @@ from tests.e2e.helpers import (
     THREE_GPUS,
     TRAINER,
     container_of,
-    drgpu,
     service,
     write_env,
     write_stack,
 )
+from tests.support.runners import run_drgpu, start_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -53,7 +52,7 @@ def stack(bed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]
     compose = write_stack(tmp, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp, RUN_ID, trainer="1", simulator="0")
     try:
-        started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(compose))
+        started = run_drgpu("up", "--env-file", str(env_file), "-f", str(compose), env=bed.env())
         assert started.returncode == 0, started.stderr
         yield Stack(
             env_file=env_file,
@@ -101,7 +100,7 @@ def test_status_maps_gpu_processes_to_services_and_flags_violations(bed: Any, st
         )
     )
 
-    done = drgpu(bed, "status", "--json")
+    done = run_drgpu("status", "--json", env=bed.env())
 
     assert done.returncode == 6, done.stderr
     document = json_of(done)
@@ -137,7 +136,7 @@ def test_status_maps_gpu_processes_to_services_and_flags_violations(bed: Any, st
     assert len(lines) == 1 and lines[0].startswith("drgpu: error: ")
     assert "(and 1 more)" in lines[0]
 
-    table = drgpu(bed, "status")
+    table = run_drgpu("status", env=bed.env())
 
     assert table.returncode == 6
     for text in (f"{PROJECT}-robomaker-1", "WRONG-GPU: given GPU 0", "STRAY: on the host"):
@@ -149,7 +148,7 @@ def test_status_of_a_stack_on_its_own_gpus_exits_zero(bed: Any, stack: Stack) ->
         topology(processes={TRAINER: [stack.trainer_pid], SIMULATOR: [stack.simulator_pid]})
     )
 
-    done = drgpu(bed, "status", "--run-id", RUN_ID, "--json")
+    done = run_drgpu("status", "--run-id", RUN_ID, "--json", env=bed.env())
 
     assert done.returncode == 0, done.stderr
     document = json_of(done)
@@ -157,16 +156,16 @@ def test_status_of_a_stack_on_its_own_gpus_exits_zero(bed: Any, stack: Stack) ->
     assert {p["verdict"] for p in document["processes"]} == {"ok"}
     assert {p["service"] for p in document["processes"]} == {"sagemaker", "robomaker"}
 
-    other = json_of(drgpu(bed, "status", "--run-id", "nothere", "--json"))
+    other = json_of(run_drgpu("status", "--run-id", "nothere", "--json", env=bed.env()))
     assert (other["runs"], other["processes"]) == ([], [])
 
 
 def test_a_lost_gpu_is_marked_and_the_others_listed(bed: Any, stack: Stack) -> None:
     bed.set_topology(topology(processes={TRAINER: [stack.trainer_pid]}, lost=(SPARE,)))
 
-    listed = drgpu(bed, "gpus", "--json")
-    table = drgpu(bed, "gpus")
-    status = drgpu(bed, "status", "--json")
+    listed = run_drgpu("gpus", "--json", env=bed.env())
+    table = run_drgpu("gpus", env=bed.env())
+    status = run_drgpu("status", "--json", env=bed.env())
 
     assert listed.returncode == 0, listed.stderr
     assert json_of(listed)["schema_version"] == 1
@@ -186,7 +185,7 @@ def test_a_lost_gpu_is_marked_and_the_others_listed(bed: Any, stack: Stack) -> N
 
     # The trainer's own GPU lost: its service holds a GPU NVML no longer lists.
     bed.set_topology(topology(lost=(TRAINER,)))
-    status = drgpu(bed, "status", "--json")
+    status = run_drgpu("status", "--json", env=bed.env())
     assert status.returncode == 6
     (violation,) = json_of(status)["violations"]
     assert violation["kind"] == "missing-gpu"
@@ -196,8 +195,8 @@ def test_a_lost_gpu_is_marked_and_the_others_listed(bed: Any, stack: Stack) -> N
 def test_gpus_shows_which_run_and_service_holds_each_gpu(bed: Any, stack: Stack) -> None:
     bed.set_topology(topology())
 
-    listed = drgpu(bed, "gpus", "--json")
-    table = drgpu(bed, "gpus")
+    listed = run_drgpu("gpus", "--json", env=bed.env())
+    table = run_drgpu("gpus", env=bed.env())
 
     assert listed.returncode == 0, listed.stderr
     held = {g["uuid"]: g["held_by"] for g in json_of(listed)["gpus"]}
@@ -211,8 +210,8 @@ def test_gpus_without_the_engine_says_so_once_and_shows_the_table(bed: Any, tmp_
     bed.set_topology(topology())
     nowhere = f"unix://{tmp_path}/no-docker.sock"
 
-    table = drgpu(bed, "gpus", DOCKER_HOST=nowhere)
-    listed = drgpu(bed, "gpus", "--json", DOCKER_HOST=nowhere)
+    table = run_drgpu("gpus", env=bed.env(DOCKER_HOST=nowhere))
+    listed = run_drgpu("gpus", "--json", env=bed.env(DOCKER_HOST=nowhere))
 
     assert (table.returncode, listed.returncode) == (0, 0)
     assert "Tesla M40 24GB" in table.stdout
@@ -228,16 +227,16 @@ def test_gpus_json_plans_the_same_as_nvml(bed: Any, tmp_path: Path) -> None:
     # GPUs no running stack holds (the module's stack holds 0 and 1).
     env_file = write_env(tmp_path, "roundtrip", trainer="2", simulator="none")
 
-    listed = drgpu(bed, "gpus", "--json")
-    direct = drgpu(bed, "plan", "--env-file", str(env_file), "--json")
-    piped = subprocess.run(
-        [sys.executable, "-m", "drgpu", "plan", "--env-file", str(env_file), *FROM_STDIN],
+    listed = run_drgpu("gpus", "--json", env=bed.env())
+    direct = run_drgpu("plan", "--env-file", str(env_file), "--json", env=bed.env())
+    piped = run_drgpu(
+        "plan",
+        "--env-file",
+        str(env_file),
+        *FROM_STDIN,
         input=listed.stdout,
         env=bed.env(LD_LIBRARY_PATH=str(tmp_path)),  # no NVML at all on this side
-        capture_output=True,
-        text=True,
         timeout=120,
-        check=False,
     )
 
     assert listed.returncode == 0, listed.stderr
@@ -253,13 +252,7 @@ def test_watch_keeps_one_nvml_session(bed: Any, stack: Stack) -> None:
     # The fake reads its topology when NVML is initialised: a watch that initialised
     # NVML again on every refresh would see the change made after its first line.
     bed.set_topology(topology(processes={TRAINER: [stack.trainer_pid]}))
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "drgpu", "status", "--watch", "--json", *THREE_QUICK_REFRESHES],
-        env=bed.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    watch = start_drgpu("status", "--watch", "--json", *THREE_QUICK_REFRESHES, env=bed.env())
     try:
         assert watch.stdout is not None
         first = json.loads(watch.stdout.readline())
@@ -273,7 +266,7 @@ def test_watch_keeps_one_nvml_session(bed: Any, stack: Stack) -> None:
     assert len(later) == 2
     assert [d["processes"] for d in later] == [first["processes"]] * 2
     assert [p["gpu_index"] for p in first["processes"]] == [1]
-    fresh = json_of(drgpu(bed, "status", "--json"))
+    fresh = json_of(run_drgpu("status", "--json", env=bed.env()))
     assert [(p["gpu_index"], p["verdict"]) for p in fresh["processes"]] == [(2, "wrong-gpu")]
 
 
@@ -282,7 +275,7 @@ def test_watch_off_a_terminal_prints_plain_lines_and_ends_after_count(
 ) -> None:
     bed.set_topology(topology(processes={TRAINER: [stack.trainer_pid]}))
 
-    done = drgpu(bed, "status", "--watch", "--count", "2", "--interval", "0.1")
+    done = run_drgpu("status", "--watch", "--count", "2", "--interval", "0.1", env=bed.env())
 
     assert done.returncode == 0, done.stderr
     lines = [line.split(" ", 1)[1] for line in done.stdout.splitlines()]  # no time stamp

@@ -11,7 +11,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,11 +24,11 @@ from tests.e2e.helpers import (
     THREE_GPUS,
     TRAINER,
     container_of,
-    drgpu,
     service,
     write_env,
     write_stack,
 )
+from tests.support.runners import DRGPU_COMMAND, run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -93,7 +92,7 @@ def stack(bed: Any, tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
     compose = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp_path, RUN_ID, trainer="1", simulator="0")
     try:
-        started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(compose))
+        started = run_drgpu("up", "--env-file", str(env_file), "-f", str(compose), env=bed.env())
         assert started.returncode == 0, started.stderr
         yield (
             env_file,
@@ -124,7 +123,7 @@ def test_the_live_view_in_a_terminal(
     )
     script.write_text(
         f"{exports}export TERM=xterm-256color\nclear\necho before-the-view\n"
-        f"{shlex.quote(sys.executable)} -m drgpu status --watch --interval 0.5\n"
+        f"{DRGPU_COMMAND} status --watch --interval 0.5\n"
         'echo "exit=$?"\nsleep 600\n'
     )
     terminal.start(script)

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.helpers import container_of, containers, drgpu, env_of, nvml_inside, service
+from tests.conftest import NewRun
+from tests.e2e.helpers import container_of, containers, env_of, nvml_inside, service
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -47,7 +49,8 @@ def mixed_box(processes: dict[str, list[int]] | None = None) -> dict[str, Any]:
 
 
 @pytest.fixture
-def example(bed: Any, tmp_path: Path, project: str) -> tuple[Path, Path]:
+def example(bed: Any, tmp_path: Path, new_run: NewRun) -> tuple[Path, Path]:
+    project = new_run()
     """The example's compose file and system.env, every service on the bed's image."""
     document = yaml.safe_load((EXAMPLE / "docker-compose.yml").read_text())
     services = {
@@ -65,15 +68,16 @@ def example(bed: Any, tmp_path: Path, project: str) -> tuple[Path, Path]:
 
 
 def test_learner_carla_evaluator_redis_get_exactly_their_gpus_and_are_verified(
-    bed: Any, example: tuple[Path, Path], project: str
+    bed: Any, example: tuple[Path, Path], new_run: NewRun
 ) -> None:
+    project = new_run()
     stack, env_file = example
     bed.set_topology(mixed_box())
     bed.clear_records()
     name = f"deepracer-{project}"
     args = ("--env-file", str(env_file), "-f", str(stack))
 
-    planned = drgpu(bed, "plan", "--json", *args)
+    planned = run_drgpu("plan", "--json", *args, env=bed.env())
     assert planned.returncode == 0, planned.stderr
     services = json.loads(planned.stdout)["services"]
     assert {s: [gpu["uuid"] for gpu in body["gpus"]] for s, body in services.items()} == {
@@ -83,7 +87,7 @@ def test_learner_carla_evaluator_redis_get_exactly_their_gpus_and_are_verified(
         "redis": [],
     }
 
-    started = drgpu(bed, "up", *args)
+    started = run_drgpu("up", *args, env=bed.env())
 
     assert started.returncode == 0, started.stderr
     started_containers = {s: container_of(bed, name, s) for s in (*PLANNED, "redis")}
@@ -103,7 +107,7 @@ def test_learner_carla_evaluator_redis_get_exactly_their_gpus_and_are_verified(
     records = {r["container_id"]: r["devices"] for r in bed.records() if r["devices"]}
     assert records == {started_containers[s]["Id"]: [uuid] for s, uuid in PLANNED.items()}
 
-    checked = drgpu(bed, "cuda-check", "--all", "--json", "--env-file", str(env_file))
+    checked = run_drgpu("cuda-check", "--all", "--json", "--env-file", str(env_file), env=bed.env())
     assert checked.returncode == 0, checked.stderr
     results = {r["service"]: r for r in json.loads(checked.stdout)["results"]}
     assert {s: r["seen_nvml"] for s, r in results.items()} == {
@@ -112,25 +116,26 @@ def test_learner_carla_evaluator_redis_get_exactly_their_gpus_and_are_verified(
 
     evaluator_pid = started_containers["evaluator"]["State"]["Pid"]
     bed.set_topology(mixed_box({RTX3090: [evaluator_pid]}))
-    status = drgpu(bed, "status", "--run-id", project, "--json")
+    status = run_drgpu("status", "--run-id", project, "--json", env=bed.env())
     assert status.returncode == 0, status.stderr
     (process,) = json.loads(status.stdout)["processes"]
     assert (process["service"], process["verdict"]) == ("evaluator", "ok")
     bed.set_topology(mixed_box({M40: [evaluator_pid]}))
-    status = drgpu(bed, "status", "--run-id", project, "--json")
+    status = run_drgpu("status", "--run-id", project, "--json", env=bed.env())
     assert status.returncode == 6, status.stderr
     (violation,) = json.loads(status.stdout)["violations"]
     assert violation["kind"] == "wrong-gpu"
     assert "evaluator" in violation["message"]
 
-    stopped = drgpu(bed, "down", *args)
+    stopped = run_drgpu("down", *args, env=bed.env())
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, name) == []
 
 
 def test_dr_workers_copies_the_declared_simulator_each_with_its_gpu(
-    bed: Any, example: tuple[Path, Path], project: str
+    bed: Any, example: tuple[Path, Path], new_run: NewRun
 ) -> None:
+    project = new_run()
     stack, env_file = example
     env_file.write_text(
         f"DR_RUN_ID={project}\nDR_WORKERS=2\nDRGPU_TRAINER_DEVICES=2\nDRGPU_SIMULATOR_DEVICES=0,1\n"
@@ -139,7 +144,7 @@ def test_dr_workers_copies_the_declared_simulator_each_with_its_gpu(
     name = f"deepracer-{project}"
     args = ("--env-file", str(env_file), "-f", str(stack))
 
-    started = drgpu(bed, "up", *args)
+    started = run_drgpu("up", *args, env=bed.env())
 
     assert started.returncode == 0, started.stderr
     services = {
@@ -154,16 +159,17 @@ def test_dr_workers_copies_the_declared_simulator_each_with_its_gpu(
 
 
 def test_down_without_the_stacks_files_says_compose_s_reason(
-    bed: Any, example: tuple[Path, Path], project: str
+    bed: Any, example: tuple[Path, Path], new_run: NewRun
 ) -> None:
+    project = new_run()
     # `down` without -f lays the example's override on drgpu's base stack: Compose refuses,
     # and the user must hear why, not only that it failed.
     stack, env_file = example
     bed.set_topology(mixed_box())
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
     assert started.returncode == 0, started.stderr
 
-    refused = drgpu(bed, "down", "--env-file", str(env_file))
+    refused = run_drgpu("down", "--env-file", str(env_file), env=bed.env())
 
     assert refused.returncode == 5, refused.stderr
     first, hint = refused.stderr.splitlines()
@@ -172,6 +178,6 @@ def test_down_without_the_stacks_files_says_compose_s_reason(
     assert (
         hint == "  hint: pass the compose files (-f) and settings that `drgpu up` started it with"
     )
-    stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(stack))
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, f"deepracer-{project}") == []

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +16,11 @@ from tests.e2e.helpers import (
     TRAINER,
     container_of,
     containers,
-    drgpu,
     nvml_inside,
     service,
     write_stack,
 )
+from tests.support.runners import run_drgpu, start_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -34,17 +32,6 @@ def settings(directory: Path, run_id: str, **keys: str) -> Path:
         f"DR_RUN_ID={run_id}\n" + "".join(f"{key}={value}\n" for key, value in keys.items())
     )
     return path
-
-
-def start(bed: Any, *args: str) -> subprocess.Popen[str]:
-    """`drgpu ARGS` in the background, as `helpers.drgpu` runs it."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "drgpu", *args],
-        env=bed.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def trainer_gpu(bed: Any, run_id: str) -> str:
@@ -64,7 +51,10 @@ def test_concurrent_auto_runs_never_share_a_gpu_and_down_leaves_the_others(
         settings(tmp_path / run_id, run_id, DR_SAGEMAKER_CUDA_DEVICES="auto") for run_id in runs
     ]
 
-    processes = [start(bed, "up", "--env-file", str(env), "-f", str(stack)) for env in env_files]
+    processes = [
+        start_drgpu("up", "--env-file", str(env), "-f", str(stack), env=bed.env())
+        for env in env_files
+    ]
     results = [process.communicate(timeout=300) for process in processes]
 
     assert [p.returncode for p in processes] == [0, 0, 0], [err for _, err in results]
@@ -72,19 +62,19 @@ def test_concurrent_auto_runs_never_share_a_gpu_and_down_leaves_the_others(
     assert sorted(held.values()) == sorted([TRAINER, SIMULATOR, SPARE])
 
     late = new_run("d")
-    refused = drgpu(
-        bed,
+    refused = run_drgpu(
         "up",
         "--env-file",
         str(settings(tmp_path / late, late, DR_SAGEMAKER_CUDA_DEVICES="auto")),
         "-f",
         str(stack),
+        env=bed.env(),
     )
     assert refused.returncode == 3
     assert "auto found no free GPU for the trainer" in refused.stderr
     assert containers(bed, f"deepracer-{late}") == []
 
-    stopped = drgpu(bed, "down", "--env-file", str(env_files[0]), "-f", str(stack))
+    stopped = run_drgpu("down", "--env-file", str(env_files[0]), "-f", str(stack), env=bed.env())
 
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, f"deepracer-{runs[0]}") == []
@@ -92,7 +82,9 @@ def test_concurrent_auto_runs_never_share_a_gpu_and_down_leaves_the_others(
         [container] = containers(bed, f"deepracer-{run_id}")
         assert container["State"]["Running"]
         assert trainer_gpu(bed, run_id) == held[run_id]
-    retried = drgpu(bed, "up", "--env-file", str(tmp_path / late / "system.env"), "-f", str(stack))
+    retried = run_drgpu(
+        "up", "--env-file", str(tmp_path / late / "system.env"), "-f", str(stack), env=bed.env()
+    )
     assert retried.returncode == 0, retried.stderr
     assert trainer_gpu(bed, late) == held[runs[0]]
 
@@ -104,13 +96,13 @@ def test_two_runs_asking_for_one_gpu_at_once_get_it_once(
     stack = write_stack(tmp_path, {"sagemaker": service(bed)})
     runs = [new_run("a"), new_run("b")]
     processes = [
-        start(
-            bed,
+        start_drgpu(
             "up",
             "--env-file",
             str(settings(tmp_path / run_id, run_id, DR_SAGEMAKER_CUDA_DEVICES="1")),
             "-f",
             str(stack),
+            env=bed.env(),
         )
         for run_id in runs
     ]
@@ -128,8 +120,9 @@ def test_two_runs_asking_for_one_gpu_at_once_get_it_once(
 
 
 def test_auto_on_a_mixed_box_avoids_busy_gpus_and_explains_why(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     # The biggest GPU runs a foreign process: the trainer gets the next biggest,
     # the simulator the rest.
     topology = {
@@ -144,8 +137,8 @@ def test_auto_on_a_mixed_box_avoids_busy_gpus_and_explains_why(
         tmp_path, project, DR_SAGEMAKER_CUDA_DEVICES="auto", DR_ROBOMAKER_CUDA_DEVICES="auto"
     )
 
-    planned = drgpu(bed, "plan", "--env-file", str(env_file), "-f", str(stack))
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    planned = run_drgpu("plan", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 0, started.stderr
     assert trainer_gpu(bed, project) == TRAINER  # Tesla M40, 22912 MiB (the L4 is busy)
@@ -197,7 +190,7 @@ MIXED = {
 
 
 def planned_gpus(bed: Any, env_file: Path, stack: Path) -> dict[str, list[str]]:
-    done = drgpu(bed, "plan", "--env-file", str(env_file), "-f", str(stack), "--json")
+    done = run_drgpu("plan", "--env-file", str(env_file), "-f", str(stack), "--json", env=bed.env())
     assert done.returncode == 0, done.stderr
     services = json.loads(done.stdout)["services"]
     return {name: [gpu["name"] for gpu in body["gpus"]] for name, body in services.items()}
@@ -219,13 +212,18 @@ def test_auto_on_a_mixed_box_breaks_ties_by_compute_and_skips_mig_and_held_gpus(
         "robomaker-1": ["T4"],
         "robomaker-2": ["P4"],
     }
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
     assert started.returncode == 0, started.stderr
 
     # A second run plans around what the first one holds: nothing is left for it.
     second = new_run("b")
-    refused = drgpu(
-        bed, "up", "--env-file", str(settings(tmp_path / second, second, **auto)), "-f", str(stack)
+    refused = run_drgpu(
+        "up",
+        "--env-file",
+        str(settings(tmp_path / second, second, **auto)),
+        "-f",
+        str(stack),
+        env=bed.env(),
     )
     assert refused.returncode == 3
     assert "GPU 1 (held by run" in refused.stderr and "GPU 2 (in MIG mode" in refused.stderr

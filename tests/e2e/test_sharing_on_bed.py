@@ -8,17 +8,18 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import NewRun
 from tests.e2e.helpers import (
     SIMULATOR,
     THREE_GPUS,
     TRAINER,
     container_of,
-    drgpu,
     env_of,
     nvml_inside,
     service,
     write_stack,
 )
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -52,8 +53,9 @@ def pipe_of(bed: Any, container: dict[str, Any]) -> str:
 
 
 def test_timeslice_shares_a_gpu_within_and_between_runs(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     first = settings(
@@ -71,10 +73,10 @@ def test_timeslice_shares_a_gpu_within_and_between_runs(
         DRGPU_SHARING="timeslice",
     )
     try:
-        started = drgpu(bed, "up", "--env-file", str(first), "-f", str(stack))
+        started = run_drgpu("up", "--env-file", str(first), "-f", str(stack), env=bed.env())
         assert started.returncode == 0, started.stderr
         assert "DRGPU_SHARING=timeslice: they take turns on it" in started.stderr
-        joined = drgpu(bed, "up", "--env-file", str(second), "-f", str(stack))
+        joined = run_drgpu("up", "--env-file", str(second), "-f", str(stack), env=bed.env())
         assert joined.returncode == 0, joined.stderr
         assert f"is held by run '{project}'" in joined.stderr
 
@@ -94,17 +96,20 @@ def test_timeslice_shares_a_gpu_within_and_between_runs(
 
 
 def test_an_exclusive_run_refuses_a_gpu_a_timeslice_run_holds(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"sagemaker": service(bed)})
     sharing = settings(
         tmp_path / "a", project, DR_SAGEMAKER_CUDA_DEVICES="0", DRGPU_SHARING="timeslice"
     )
-    assert drgpu(bed, "up", "--env-file", str(sharing), "-f", str(stack)).returncode == 0
+    assert (
+        run_drgpu("up", "--env-file", str(sharing), "-f", str(stack), env=bed.env()).returncode == 0
+    )
     exclusive = settings(tmp_path / "b", f"{project}-2", DR_SAGEMAKER_CUDA_DEVICES="0")
 
-    refused = drgpu(bed, "up", "--env-file", str(exclusive), "-f", str(stack))
+    refused = run_drgpu("up", "--env-file", str(exclusive), "-f", str(stack), env=bed.env())
 
     assert refused.returncode == 3
     assert f"is held by run '{project}' (sagemaker)" in refused.stderr
@@ -112,8 +117,9 @@ def test_an_exclusive_run_refuses_a_gpu_a_timeslice_run_holds(
 
 
 def test_mps_clients_start_after_the_daemon_and_share_its_ipc_and_pipes(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     fake = tmp_path / "nvidia-cuda-mps-control"
     fake.write_text(FAKE_MPS_CONTROL)
@@ -138,7 +144,7 @@ def test_mps_clients_start_after_the_daemon_and_share_its_ipc_and_pipes(
     )
     name = f"deepracer-{project}"
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 0, started.stderr
     daemon = container_of(bed, name, "drgpu-mps")

@@ -4,34 +4,34 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import NewRun
 from tests.e2e.helpers import (
     SIMULATOR,
     THREE_GPUS,
     TRAINER,
     container_of,
     containers,
-    drgpu,
     env_of,
     nvml_inside,
     service,
     write_env,
     write_stack,
 )
+from tests.support.runners import run_drgpu, start_drgpu
 
 pytestmark = pytest.mark.docker
 
 
 def test_up_gives_each_container_exactly_its_gpu_and_down_removes_all(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     bed.clear_records()
     stack = write_stack(
@@ -48,7 +48,7 @@ def test_up_gives_each_container_exactly_its_gpu_and_down_removes_all(
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
     name = f"deepracer-{project}"
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 0, started.stderr
     trainer = container_of(bed, name, "sagemaker")
@@ -64,13 +64,16 @@ def test_up_gives_each_container_exactly_its_gpu_and_down_removes_all(
     assert records == {trainer["Id"]: [TRAINER], simulator["Id"]: [SIMULATOR]}
     assert (env_file.parent / ".drgpu" / f"{name}.override.yml").is_file()
 
-    stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(stack))
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, name) == []
 
 
-def test_a_start_that_fails_leaves_nothing_running(bed: Any, tmp_path: Path, project: str) -> None:
+def test_a_start_that_fails_leaves_nothing_running(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    project = new_run()
     # drgpu's NVML sees a GPU the container toolkit (the stub) does not know:
     # validation passes, the engine refuses the start, and drgpu must clean up.
     bed.set_topology({"gpus": THREE_GPUS["gpus"][1:]})
@@ -79,8 +82,13 @@ def test_a_start_that_fails_leaves_nothing_running(bed: Any, tmp_path: Path, pro
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp_path, project, trainer="2", simulator="0")
 
-    started = drgpu(
-        bed, "up", "--env-file", str(env_file), "-f", str(stack), FAKE_NVML_TOPOLOGY=str(host_view)
+    started = run_drgpu(
+        "up",
+        "--env-file",
+        str(env_file),
+        "-f",
+        str(stack),
+        env=bed.env(FAKE_NVML_TOPOLOGY=str(host_view)),
     )
 
     assert started.returncode == 5
@@ -89,12 +97,13 @@ def test_a_start_that_fails_leaves_nothing_running(bed: Any, tmp_path: Path, pro
     assert containers(bed, f"deepracer-{project}") == []
 
 
-def test_invalid_request_starts_nothing(bed: Any, tmp_path: Path, project: str) -> None:
+def test_invalid_request_starts_nothing(bed: Any, tmp_path: Path, new_run: NewRun) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp_path, project, trainer="7", simulator="0")
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 3
     assert "no GPU matches '7'" in started.stderr
@@ -103,8 +112,9 @@ def test_invalid_request_starts_nothing(bed: Any, tmp_path: Path, project: str) 
 
 
 def test_rl_coach_forwards_the_trainer_uuid_and_gets_no_gpu(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     bed.clear_records()
     stack = write_stack(
@@ -116,7 +126,7 @@ def test_rl_coach_forwards_the_trainer_uuid_and_gets_no_gpu(
     )
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 0, started.stderr
     coach = container_of(bed, f"deepracer-{project}", "rl_coach")
@@ -126,12 +136,18 @@ def test_rl_coach_forwards_the_trainer_uuid_and_gets_no_gpu(
     assert coach["Id"] not in {r["container_id"] for r in bed.records() if r["devices"]}
 
 
-def test_cpu_only_stack_needs_no_nvml(bed: Any, tmp_path: Path, project: str) -> None:
+def test_cpu_only_stack_needs_no_nvml(bed: Any, tmp_path: Path, new_run: NewRun) -> None:
+    project = new_run()
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp_path, project, trainer="none", simulator="")
 
-    started = drgpu(
-        bed, "up", "--env-file", str(env_file), "-f", str(stack), LD_LIBRARY_PATH=str(tmp_path)
+    started = run_drgpu(
+        "up",
+        "--env-file",
+        str(env_file),
+        "-f",
+        str(stack),
+        env=bed.env(LD_LIBRARY_PATH=str(tmp_path)),
     )
 
     assert started.returncode == 0, started.stderr
@@ -140,7 +156,8 @@ def test_cpu_only_stack_needs_no_nvml(bed: Any, tmp_path: Path, project: str) ->
     assert not trainer["HostConfig"].get("DeviceRequests")
 
 
-def test_ctrl_c_during_up_leaves_nothing_running(bed: Any, tmp_path: Path, project: str) -> None:
+def test_ctrl_c_during_up_leaves_nothing_running(bed: Any, tmp_path: Path, new_run: NewRun) -> None:
+    project = new_run()
     # The simulator waits for the trainer to turn healthy, so `compose up` is still busy
     # with a running trainer when drgpu is interrupted.
     bed.set_topology(THREE_GPUS)
@@ -158,13 +175,7 @@ def test_ctrl_c_during_up_leaves_nothing_running(bed: Any, tmp_path: Path, proje
     )
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
     name = f"deepracer-{project}"
-    running = subprocess.Popen(
-        [sys.executable, "-m", "drgpu", "up", "--env-file", str(env_file), "-f", str(stack)],
-        env=bed.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    running = start_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
     deadline = time.monotonic() + 30
     while not any(c["State"]["Running"] for c in containers(bed, name)):
         assert time.monotonic() < deadline, "the trainer never started"
@@ -178,13 +189,14 @@ def test_ctrl_c_during_up_leaves_nothing_running(bed: Any, tmp_path: Path, proje
     assert containers(bed, name) == []
 
 
-def test_up_again_keeps_the_run_on_its_own_gpus(bed: Any, tmp_path: Path, project: str) -> None:
+def test_up_again_keeps_the_run_on_its_own_gpus(bed: Any, tmp_path: Path, new_run: NewRun) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
 
-    first = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
-    again = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    first = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+    again = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert first.returncode == 0, first.stderr
     assert again.returncode == 0, again.stderr

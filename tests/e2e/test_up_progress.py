@@ -5,14 +5,15 @@ in a real terminal (tmux), nothing with --quiet."""
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import THREE_GPUS, drgpu, service, write_env, write_stack
+from tests.conftest import NewRun
+from tests.e2e.helpers import THREE_GPUS, service, write_env, write_stack
 from tests.e2e.test_live_view import Terminal, terminal  # noqa: F401  (a fixture)
+from tests.support.runners import DRGPU_COMMAND, run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -25,9 +26,10 @@ def a_stack(bed: Any, tmp_path: Path, project: str) -> list[str]:
 
 
 def test_up_reports_each_service_then_its_verification(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
-    done = drgpu(bed, "up", *a_stack(bed, tmp_path, project))
+    project = new_run()
+    done = run_drgpu("up", *a_stack(bed, tmp_path, project), env=bed.env())
 
     assert done.returncode == 0, done.stderr
     lines = [line.rsplit(" (", 1)[0] for line in done.stderr.splitlines()]
@@ -40,8 +42,9 @@ def test_up_reports_each_service_then_its_verification(
     assert f"deepracer-{project}-sagemaker-1" in done.stdout  # the table, on stdout
 
 
-def test_quiet_up_prints_no_progress(bed: Any, tmp_path: Path, project: str) -> None:
-    done = drgpu(bed, "up", "--quiet", *a_stack(bed, tmp_path, project))
+def test_quiet_up_prints_no_progress(bed: Any, tmp_path: Path, new_run: NewRun) -> None:
+    project = new_run()
+    done = run_drgpu("up", "--quiet", *a_stack(bed, tmp_path, project), env=bed.env())
 
     assert done.returncode == 0, done.stderr
     assert not [line for line in done.stderr.splitlines() if line.startswith("drgpu: sagemaker")]
@@ -51,9 +54,10 @@ def test_quiet_up_prints_no_progress(bed: Any, tmp_path: Path, project: str) -> 
 def test_up_in_a_terminal_redraws_one_line_per_service(
     bed: Any,
     tmp_path: Path,
-    project: str,
+    new_run: NewRun,
     terminal: Terminal,  # noqa: F811
 ) -> None:
+    project = new_run()
     args = " ".join(shlex.quote(a) for a in a_stack(bed, tmp_path, project))
     exports = "".join(
         f"export {key}={shlex.quote(value)}\n"
@@ -63,7 +67,7 @@ def test_up_in_a_terminal_redraws_one_line_per_service(
     script = tmp_path / "up.sh"
     script.write_text(
         f"{exports}export TERM=xterm-256color\n"
-        f'{shlex.quote(sys.executable)} -m drgpu up {args}\necho "exit=$?"\nsleep 600\n'
+        f'{DRGPU_COMMAND} up {args}\necho "exit=$?"\nsleep 600\n'
     )
     terminal.start(script)
 

@@ -9,20 +9,23 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import THREE_GPUS, containers, drgpu, service, write_env, write_stack
+from tests.conftest import NewRun
+from tests.e2e.helpers import THREE_GPUS, containers, service, write_env, write_stack
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
 
 def test_a_service_that_exits_non_zero_fails_up_with_its_log(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     failing = service(bed, command=["sh", "-c", "echo no world to load >&2; exit 3"])
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "redis": failing})
     env_file = write_env(tmp_path, project, trainer="1", simulator="")
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 5, started.stderr
     assert f"deepracer-{project}-redis-1: exited with status 3" in started.stderr
@@ -32,14 +35,15 @@ def test_a_service_that_exits_non_zero_fails_up_with_its_log(
 
 
 def test_a_gpu_service_that_ends_fails_up_and_compose_warnings_are_shown(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     done_at_once = service(bed, command=["echo", "${DRGPU_TEST_UNSET_VARIABLE}"])
     stack = write_stack(tmp_path, {"sagemaker": done_at_once, "robomaker": service(bed)})
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 5, started.stderr
     assert "sagemaker-1: exited (status 0), but it was given a GPU" in started.stderr
@@ -51,8 +55,9 @@ def test_a_gpu_service_that_ends_fails_up_and_compose_warnings_are_shown(
 
 
 def test_the_engine_reports_the_same_containers_over_its_socket_as_through_the_sdk(
-    bed: Any, tmp_path: Path, project: str, monkeypatch: pytest.MonkeyPatch
+    bed: Any, tmp_path: Path, new_run: NewRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    project = new_run()
     """`up` verifies over the engine's unix socket (one listing, one inspection per
     container: the SDK takes longer to import than that); the SDK, which serves other
     kinds of DOCKER_HOST, must see exactly the same."""
@@ -61,7 +66,7 @@ def test_the_engine_reports_the_same_containers_over_its_socket_as_through_the_s
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
     env_file = write_env(tmp_path, project, trainer="1", simulator="0")
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
     assert started.returncode == 0, started.stderr
     monkeypatch.setenv("DOCKER_HOST", bed.docker_host)
 

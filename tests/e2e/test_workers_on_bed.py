@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import NewRun
 from tests.e2e.helpers import (
     SIMULATOR,
     SPARE,
@@ -15,12 +16,12 @@ from tests.e2e.helpers import (
     TRAINER,
     container_of,
     containers,
-    drgpu,
     env_of,
     nvml_inside,
     service,
     write_stack,
 )
+from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -40,8 +41,9 @@ def services_of(bed: Any, project: str) -> list[str]:
 
 
 def test_three_workers_on_two_gpus_each_see_exactly_their_gpu(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     bed.clear_records()
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
@@ -54,7 +56,7 @@ def test_three_workers_on_two_gpus_each_see_exactly_their_gpu(
     )
     name = f"deepracer-{project}"
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 0, started.stderr
     assert services_of(bed, name) == ["robomaker-1", "robomaker-2", "robomaker-3", "sagemaker"]
@@ -72,23 +74,26 @@ def test_three_workers_on_two_gpus_each_see_exactly_their_gpu(
     seen[trainer["Id"]] = [TRAINER]
     assert {r["container_id"]: r["devices"] for r in bed.records() if r["devices"]} == seen
 
-    stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(stack))
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, name) == []
 
 
 def test_fewer_workers_on_the_next_up_leave_no_stale_worker(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"robomaker": service(bed)})
     name = f"deepracer-{project}"
     three = settings(tmp_path, project, DR_ROBOMAKER_CUDA_DEVICES="0,2", DR_WORKERS="3")
-    assert drgpu(bed, "up", "--env-file", str(three), "-f", str(stack)).returncode == 0
+    assert (
+        run_drgpu("up", "--env-file", str(three), "-f", str(stack), env=bed.env()).returncode == 0
+    )
 
     one = settings(tmp_path, project, DR_ROBOMAKER_CUDA_DEVICES="2", DR_WORKERS="1")
-    again = drgpu(bed, "up", "--env-file", str(one), "-f", str(stack))
+    again = run_drgpu("up", "--env-file", str(one), "-f", str(stack), env=bed.env())
 
     assert again.returncode == 0, again.stderr
     assert services_of(bed, name) == ["robomaker"]
@@ -96,8 +101,9 @@ def test_fewer_workers_on_the_next_up_leave_no_stale_worker(
 
 
 def test_workers_copy_robomaker_from_every_compose_file_that_defines_it(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     # A fixed container_name cannot be copied to two workers: drgpu drops it from them.
     robomaker = service(bed, container_name=f"{project}-robomaker")
@@ -109,7 +115,9 @@ def test_workers_copy_robomaker_from_every_compose_file_that_defines_it(
     env_file = settings(tmp_path, project, DR_ROBOMAKER_CUDA_DEVICES="0", DR_WORKERS="2")
     name = f"deepracer-{project}"
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(base), "-f", str(keys))
+    started = run_drgpu(
+        "up", "--env-file", str(env_file), "-f", str(base), "-f", str(keys), env=bed.env()
+    )
 
     assert started.returncode == 0, started.stderr
     for worker in ("robomaker-1", "robomaker-2"):
@@ -120,14 +128,15 @@ def test_workers_copy_robomaker_from_every_compose_file_that_defines_it(
 
 
 def test_a_stacks_own_numbered_workers_get_their_gpus(
-    bed: Any, tmp_path: Path, project: str
+    bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    project = new_run()
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"robomaker-1": service(bed), "robomaker-2": service(bed)})
     env_file = settings(tmp_path, project, DR_ROBOMAKER_CUDA_DEVICES="2,0", DR_WORKERS="2")
     name = f"deepracer-{project}"
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
 
     assert started.returncode == 0, started.stderr
     assert nvml_inside(bed, container_of(bed, name, "robomaker-1")) == [[0, SPARE]]

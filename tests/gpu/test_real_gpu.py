@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.runners import run_drgpu
+
 pytestmark = pytest.mark.gpu
 
 PROBE = Path(__file__).resolve().parents[2] / "drgpu" / "probe.py"
@@ -44,7 +46,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_gpus_json_lists_every_gpu_in_pci_order() -> None:
-    listed = _run(sys.executable, "-m", "drgpu", "gpus", "--json")
+    listed = run_drgpu("gpus", "--json")
     assert listed.returncode == 0, listed.stderr
     gpus = json.loads(listed.stdout)["gpus"]
     assert gpus, "the driver shows no GPU"
@@ -53,7 +55,7 @@ def test_gpus_json_lists_every_gpu_in_pci_order() -> None:
 
 
 def test_probe_sees_what_nvml_sees() -> None:
-    listed = json.loads(_run(sys.executable, "-m", "drgpu", "gpus", "--json").stdout)["gpus"]
+    listed = json.loads(run_drgpu("gpus", "--json").stdout)["gpus"]
     uuids = [gpu["uuid"] for gpu in listed if not gpu["mig_mode"]]
     probed = _run(
         sys.executable,

@@ -12,6 +12,7 @@ Robomaker=true. The main `bed` never becomes a swarm manager.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 from collections.abc import Generator, Iterator
 
@@ -71,4 +72,4 @@ def _swarm(uuids: tuple[str, ...]) -> Iterator[Bed]:
         labels = ("--label-add", "Sagemaker=true", "--label-add", "Robomaker=true")
         bed.docker("node", "update", *labels, node)
         bed.set_topology(THREE_GPUS)
-        yield bed
+        yield dataclasses.replace(bed, swarm=True)

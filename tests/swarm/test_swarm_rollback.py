@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.swarm.test_swarm_up import leftovers, run_id, service, settings  # noqa: F401
+from tests.conftest import NewRun
+from tests.support.runners import start_drgpu
+from tests.swarm.test_swarm_up import leftovers, service, settings
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
@@ -32,13 +33,8 @@ def slow_stack(bed: Any, directory: Path) -> Path:
 
 def start(bed: Any, *args: str) -> subprocess.Popen[str]:
     """`drgpu ARGS` in the background against the swarm bed."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "drgpu", *args],
-        env=bed.env(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(REPO)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd="/",
+    return start_drgpu(
+        *args, env=bed.env(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(REPO)), cwd="/"
     )
 
 
@@ -54,9 +50,10 @@ def wait_until_a_task_runs(bed: Any, project: str) -> None:
 def test_a_signal_during_swarm_up_removes_the_stack(
     swarm_bed: Any,
     tmp_path: Path,
-    run_id: str,  # noqa: F811
+    new_run: NewRun,
     signum: signal.Signals,
 ) -> None:
+    run_id = new_run()
     project = f"deepracer-{run_id}"
     env_file = settings(tmp_path, run_id, workers=1, trainer="2", simulator="")
     running = start(
@@ -78,8 +75,9 @@ def test_a_signal_during_swarm_up_removes_the_stack(
 def test_a_killed_swarm_up_is_removed_by_the_next_command(
     swarm_bed: Any,
     tmp_path: Path,
-    run_id: str,  # noqa: F811
+    new_run: NewRun,
 ) -> None:
+    run_id = new_run()
     project = f"deepracer-{run_id}"
     env_file = settings(tmp_path, run_id, workers=1, trainer="2", simulator="")
     stack = slow_stack(swarm_bed, tmp_path)

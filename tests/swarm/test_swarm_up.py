@@ -4,15 +4,15 @@ and the stub NVIDIA runtime's hook recording what each task's container was give
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.helpers import SIMULATOR, SPARE, THREE_GPUS, TRAINER, drgpu
+from tests.conftest import NewRun
+from tests.e2e.helpers import SIMULATOR, SPARE, THREE_GPUS, TRAINER
+from tests.support.runners import run_drgpu
 from tests.swarm.conftest import GPU_UUIDS
 
 pytestmark = pytest.mark.docker
@@ -39,14 +39,6 @@ def stack(swarm_bed: Any, tmp_path: Path) -> Path:
     services["sagemaker"]["environment"] = {"CUDA_VISIBLE_DEVICES": "1"}
     path.write_text(yaml.safe_dump({"services": services}))
     return path
-
-
-@pytest.fixture
-def run_id(swarm_bed: Any, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A run id unique to the test; its stack is removed afterwards."""
-    run_id = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-20:]
-    yield run_id
-    swarm_bed.docker("stack", "rm", f"deepracer-{run_id}", check=False)
 
 
 def settings(
@@ -95,14 +87,15 @@ def leftovers(bed: Any, project: str) -> list[str]:
 
 
 def test_each_task_is_pinned_to_its_gpus_and_down_removes_the_stack(
-    swarm_bed: Any, tmp_path: Path, stack: Path, run_id: str
+    swarm_bed: Any, tmp_path: Path, stack: Path, new_run: NewRun
 ) -> None:
+    run_id = new_run()
     # Two workers on 0,1: one each, by replica slot; the trainer on 2. The node
     # advertises all three GPUs, which no task reserves.
     env_file = settings(tmp_path, run_id, workers=2, simulator="0,1")
     project = f"deepracer-{run_id}"
 
-    started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env())
 
     assert started.returncode == 0, started.stderr
     seen = containers(swarm_bed, project)
@@ -123,7 +116,7 @@ def test_each_task_is_pinned_to_its_gpus_and_down_removes_the_stack(
     assert stack_file.stat().st_mode & 0o077 == 0
     assert "exactly its planned GPUs" in started.stderr
 
-    stopped = drgpu(swarm_bed, "down", "--env-file", str(env_file), "-f", str(stack))
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env())
 
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers(swarm_bed, project) == []
@@ -131,13 +124,16 @@ def test_each_task_is_pinned_to_its_gpus_and_down_removes_the_stack(
 
 
 def test_four_cycles_never_expose_the_simulator_to_the_trainers_gpu(
-    swarm_bed: Any, tmp_path: Path, stack: Path, run_id: str
+    swarm_bed: Any, tmp_path: Path, stack: Path, new_run: NewRun
 ) -> None:
+    run_id = new_run()
     # The issue's bed: the node advertises all three GPUs; trainer index 2, simulator 0.
     env_file = settings(tmp_path, run_id, workers=1)
     project = f"deepracer-{run_id}"
     for cycle in range(4):
-        started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(stack))
+        started = run_drgpu(
+            "up", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env()
+        )
         assert started.returncode == 0, f"cycle {cycle}: {started.stderr}"
         seen = containers(swarm_bed, project)
         simulator = exposed(swarm_bed, seen[f"{project}_robomaker.1"]["id"])
@@ -146,27 +142,29 @@ def test_four_cycles_never_expose_the_simulator_to_the_trainers_gpu(
         assert trainer == [BY_INDEX[2]], f"cycle {cycle}"
         if cycle == 0:
             check_observed(swarm_bed, run_id, project)
-        stopped = drgpu(swarm_bed, "down", "--env-file", str(env_file), "-f", str(stack))
+        stopped = run_drgpu(
+            "down", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env()
+        )
         assert stopped.returncode == 0, stopped.stderr
         assert leftovers(swarm_bed, project) == []
 
 
 def check_observed(bed: Any, run_id: str, project: str) -> None:
     """`status --json`, `gpus --json` and `cuda-check --all` see the swarm stack's tasks."""
-    status = drgpu(bed, "status", "--json", "--run-id", run_id)
+    status = run_drgpu("status", "--json", "--run-id", run_id, env=bed.env())
     assert status.returncode == 0, status.stderr
     (run,) = json.loads(status.stdout)["runs"]
     assert run["project"] == project
     services = {name: [c["gpus"] for c in found] for name, found in run["services"].items()}
     assert services == {"redis": [[]], "robomaker": [[BY_INDEX[0]]], "sagemaker": [[BY_INDEX[2]]]}
-    gpus = drgpu(bed, "gpus", "--json")
+    gpus = run_drgpu("gpus", "--json", env=bed.env())
     holders = {
         gpu["uuid"]: [(h["run_id"], h["service"]) for h in gpu["held_by"]]
         for gpu in json.loads(gpus.stdout)["gpus"]
     }
     assert holders[BY_INDEX[0]] == [(run_id, "robomaker")]
     assert holders[BY_INDEX[2]] == [(run_id, "sagemaker")]
-    checked = drgpu(bed, "cuda-check", "--all", "--json", "--run-id", run_id)
+    checked = run_drgpu("cuda-check", "--all", "--json", "--run-id", run_id, env=bed.env())
     assert checked.returncode == 0, checked.stderr + checked.stdout
     document = json.loads(checked.stdout)
     seen = {result["service"]: result["seen_nvml"] for result in document["results"]}
@@ -174,12 +172,13 @@ def check_observed(bed: Any, run_id: str, project: str) -> None:
 
 
 def test_generic_resources_are_refused_while_the_node_advertises_the_trainers_gpu(
-    swarm_bed: Any, tmp_path: Path, stack: Path, run_id: str
+    swarm_bed: Any, tmp_path: Path, stack: Path, new_run: NewRun
 ) -> None:
+    run_id = new_run()
     env_file = settings(tmp_path, run_id, workers=1, extra="DRGPU_SWARM_GPUS=generic\n")
     project = f"deepracer-{run_id}"
 
-    started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(stack))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env())
 
     assert started.returncode == 3, started.stderr
     assert f"GPU {SPARE}, pinned for sagemaker, is advertised to Swarm" in started.stderr
@@ -196,7 +195,7 @@ def test_a_deploy_on_an_engine_in_no_swarm_reports_the_deploy_error(
     path.write_text(yaml.safe_dump({"services": {"sagemaker": service(bed)}}))
     env_file = settings(tmp_path, "noswarm", workers=1)
 
-    started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(path))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(path), env=bed.env())
 
     assert started.returncode == 5, started.stderr
     assert "docker stack deploy failed" in started.stderr
@@ -208,8 +207,7 @@ def test_the_rendered_stack_file_is_valid_for_the_docker_cli(
     swarm_bed: Any, tmp_path: Path, stack: Path
 ) -> None:
     env_file = settings(tmp_path, "render", workers=2, simulator="0,1")
-    rendered = drgpu(
-        swarm_bed,
+    rendered = run_drgpu(
         "render",
         "--env-file",
         str(env_file),
@@ -217,6 +215,7 @@ def test_the_rendered_stack_file_is_valid_for_the_docker_cli(
         str(stack),
         "-o",
         str(tmp_path / "s.yml"),
+        env=swarm_bed.env(),
     )
     assert rendered.returncode == 0, rendered.stderr
 
@@ -234,8 +233,7 @@ def test_the_rendered_stack_file_is_valid_for_the_docker_cli(
 def test_swarm_setup_sees_the_engines_gpu_resources(swarm_bed: Any, tmp_path: Path) -> None:
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps(THREE_GPUS))
-    done = drgpu(
-        swarm_bed,
+    done = run_drgpu(
         "swarm-setup",
         "--json",
         "--inventory",
@@ -244,6 +242,7 @@ def test_swarm_setup_sees_the_engines_gpu_resources(swarm_bed: Any, tmp_path: Pa
         str(tmp_path / "absent.json"),
         "--toolkit-config",
         str(tmp_path / "absent.toml"),
+        env=swarm_bed.env(),
     )
 
     assert done.returncode == 6, done.stderr
@@ -260,8 +259,7 @@ def test_swarm_setup_keeps_the_trainers_gpu_off_the_advertised_list(
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps(THREE_GPUS))
     env_file = settings(tmp_path, "setup", workers=1)  # trainer 2 (the L4), simulator 0
-    done = drgpu(
-        swarm_bed,
+    done = run_drgpu(
         "swarm-setup",
         "--json",
         "--env-file",
@@ -272,6 +270,7 @@ def test_swarm_setup_keeps_the_trainers_gpu_off_the_advertised_list(
         str(tmp_path / "absent.json"),
         "--toolkit-config",
         str(tmp_path / "absent.toml"),
+        env=swarm_bed.env(),
     )
 
     assert done.returncode == 6, done.stderr
@@ -307,7 +306,7 @@ def test_generic_simulators_get_only_advertised_gpus_never_the_trainers(
     )
     project = "deepracer-generic"
     try:
-        started = drgpu(bed, "up", "--env-file", str(env_file), "-f", str(path))
+        started = run_drgpu("up", "--env-file", str(env_file), "-f", str(path), env=bed.env())
 
         assert started.returncode == 0, started.stderr
         assert "engine's choice" in started.stdout
@@ -329,11 +328,11 @@ def test_generic_simulators_get_only_advertised_gpus_never_the_trainers(
         asks = settings(
             other, "x", 1, "compose", trainer="", simulator=str(BY_INDEX.index(chosen[0]))
         )
-        taken = drgpu(bed, "plan", "--env-file", str(asks))
+        taken = run_drgpu("plan", "--env-file", str(asks), env=bed.env())
         assert taken.returncode == 3, taken.stderr
         assert "generic" in taken.stderr
 
-        stopped = drgpu(bed, "down", "--env-file", str(env_file), "-f", str(path))
+        stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(path), env=bed.env())
         assert stopped.returncode == 0, stopped.stderr
         assert leftovers(bed, project) == []
     finally:
@@ -341,8 +340,9 @@ def test_generic_simulators_get_only_advertised_gpus_never_the_trainers(
 
 
 def test_a_service_with_gpus_of_its_own_is_pinned_and_claims_them(
-    swarm_bed: Any, tmp_path: Path, run_id: str
+    swarm_bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:
+    run_id = new_run()
     # issue 15 on Swarm: DRGPU_DEVICES_EVALUATOR pins the evaluator as the trainer is pinned.
     path = tmp_path / "stack.yml"
     services = {name: service(swarm_bed) for name in ("learner", "evaluator", "redis")}
@@ -353,7 +353,7 @@ def test_a_service_with_gpus_of_its_own_is_pinned_and_claims_them(
         stream.write("DRGPU_DEVICES_EVALUATOR=1\n")
     project = f"deepracer-{run_id}"
 
-    started = drgpu(swarm_bed, "up", "--env-file", str(env_file), "-f", str(path))
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(path), env=swarm_bed.env())
 
     assert started.returncode == 0, started.stderr
     seen = containers(swarm_bed, project)
@@ -365,6 +365,8 @@ def test_a_service_with_gpus_of_its_own_is_pinned_and_claims_them(
     # Another run planning on this host sees the evaluator's GPU as held.
     other = tmp_path / "other"
     other.mkdir()
-    taken = drgpu(swarm_bed, "plan", "--env-file", str(settings(other, "x", 1, "compose", "1", "")))
+    taken = run_drgpu(
+        "plan", "--env-file", str(settings(other, "x", 1, "compose", "1", "")), env=swarm_bed.env()
+    )
     assert taken.returncode == 3, taken.stderr
     assert run_id in taken.stderr

@@ -25,7 +25,7 @@ from drgpu.host.files import (
 )
 from drgpu.targets.compose_override import HEADER_MARK, render_override
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_ENV = REPO / "system.env.example"
 GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"
 MIG_L4 = REPO / "examples" / "inventories" / "a100-mig-plus-l4.json"

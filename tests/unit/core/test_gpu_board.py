@@ -1,17 +1,15 @@
-"""The live view of `drgpu status --watch`, from facts: the board (core), its plain lines and
-its terminal drawing (ui), and the shared-GPU violation behind it."""
+"""drgpu/core/gpu_board.py: the board of `drgpu status --watch`, from facts, its plain lines,
+and the shared-GPU violation behind it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_board import build_board
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.ui.live import bar, board_lines, board_view
+from drgpu.ui.live import board_lines
 
 G0, G1, G2 = (f"GPU-{n}0000000-0000-4000-8000-00000000000{n}" for n in range(3))
 TRAINER, SIMULATOR, INTRUDER = ("a" * 64, "b" * 64, "c" * 64)
@@ -135,21 +133,3 @@ def test_the_run_filter_keeps_only_that_runs_containers() -> None:
     board = build_board(build_status(inventory, [*STACK, other], [], {}, run_id="7"))
     assert board.scope == "run 7"
     assert [len(row.occupants) for row in board.gpus] == [0, 0, 1]
-
-
-def test_bars_fill_in_eighths() -> None:
-    assert bar(0, 4) == "····"
-    assert bar(1, 4) == "████"
-    assert bar(0.5, 4) == "██··"
-    assert bar(1 / 32, 4) == "▏···"
-
-
-def test_the_terminal_view_draws_every_gpu_and_the_violation() -> None:
-    inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(100, 512)), gpu(1, G1)))
-    board = build_board(build_status(inventory, STACK, [], {100: cgroup(TRAINER)}))
-    console = Console(width=160, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(board_view(board, stamp="12:00:00", interval_s=1.0))
-    text = console.export_text()
-    assert "GPU model 0" in text and "GPU model 1" in text
-    assert "run 0 · trainer · sagemaker" in text
-    assert "WRONG-GPU" in text and "1 violation(s)" in text

@@ -1,24 +1,22 @@
-"""`drgpu status` and `drgpu doctor` through `drgpu.cli.main`, with the gathering replaced
-(no NVML, no engine): what reaches stdout and stderr, and the exit codes."""
+"""`drgpu status` through drgpu's own main, with the gathering replaced (no NVML, no
+engine): what reaches stdout and stderr, and the exit codes."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from drgpu.commands import doctor, status
-from drgpu.core import gpu_usage, host_checks
-from drgpu.core.facts import ContainerFacts, DaemonFacts
-from drgpu.core.inputs import Inputs
+from drgpu.commands import status
+from drgpu.core import gpu_usage
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import engine, nvml
-from tests.cli.conftest import Cli
+from tests.support.runners import Cli
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 TRAINER_ID = "a" * 64
@@ -68,12 +66,6 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     return queue
 
 
-def test_help_lists_status_and_doctor(cli: Cli) -> None:
-    code, out, _ = cli("--help")
-    assert code == 0
-    assert "status" in out and "doctor" in out
-
-
 def test_status_ok_prints_the_tables_and_exits_zero(cli: Cli, snapshots: list[Any]) -> None:
     snapshots.append(a_status(G0))
     code, out, err = cli("status")
@@ -118,53 +110,6 @@ def test_status_rejects_bad_numbers_with_exit_2(cli: Cli, args: list[str]) -> No
     code, _, err = cli("status", "--watch", *args)
     assert code == 2
     assert err.startswith("drgpu: error: ")
-
-
-def facts(**changes: Any) -> host_checks.HostFacts:
-    fields: dict[str, Any] = {
-        "settings": host_checks.SettingsFacts(Path("system.env"), run_id="0"),
-        "nvml": host_checks.NvmlFacts(
-            inventory=Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040)
-        ),
-        "docker": host_checks.DockerFacts(error="cannot reach the Docker engine", hint="is it up?"),
-        "compose": host_checks.ComposeFacts(("docker", "compose"), "2.32.1\n"),
-    }
-    fields.update(changes)
-    return host_checks.HostFacts(**fields)
-
-
-def test_doctor_failure_exits_6_naming_the_failed_checks(
-    cli: Cli, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: list[tuple[Path, list[str], bool]] = []
-
-    def gather(target: Inputs, images: list[str], probe: bool) -> host_checks.HostFacts:
-        seen.append((target.env_file, images, probe))
-        return facts()
-
-    monkeypatch.setattr(doctor, "gather", gather)
-    code, out, err = cli("doctor", "--image", "a:1", "--image", "b:2", "--probe")
-    assert code == 6
-    assert seen == [(Path("system.env"), ["a:1", "b:2"], True)]
-    assert "FAIL" in out and "fix: is it up?" in out
-    assert err == "drgpu: error: 1 check(s) failed: docker\n  hint: is it up?\n"
-
-
-def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        doctor,
-        "gather",
-        lambda target, images, probe: facts(
-            docker=host_checks.DockerFacts(
-                daemon=DaemonFacts("27.3.1", "1.47", ("runc",), "runc", (), ())
-            )
-        ),
-    )
-    code, out, err = cli("doctor", "--json")
-    assert (code, err) == (0, "")
-    document = json.loads(out)
-    assert document["ok"] is True
-    assert {c["status"] for c in document["checks"]} == {"pass", "warn"}
 
 
 def test_status_with_no_drgpu_container_says_so_plainly(cli: Cli, snapshots: list[Any]) -> None:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from drgpu.core.cgroup_owner import CgroupOwner, owner_from_cgroup, owner_from_path
-from drgpu.host.cgroups import read_cgroup
 
 ID = "a832038fb4e0f6d5f76661f8837e9f04f93655f6b7d1e82265b1c99d0c55feba"
 OUTER = "0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d"
@@ -139,11 +135,3 @@ def test_an_upper_case_or_63_character_id_is_not_a_container_id() -> None:
 def test_the_v2_line_is_read_before_the_v1_lines() -> None:
     text = f"1:name=systemd:/docker/{OUTER}\n0::/system.slice/docker-{ID}.scope\n"
     assert owner_from_cgroup(text) == CgroupOwner("docker", ID)
-
-
-def test_read_cgroup_of_this_process_and_of_a_missing_one(tmp_path: Path) -> None:
-    assert read_cgroup(os.getpid()) is not None
-    (tmp_path / "42").mkdir()
-    (tmp_path / "42" / "cgroup").write_text(DOCKER_V2_SYSTEMD)
-    assert read_cgroup(42, proc=tmp_path) == DOCKER_V2_SYSTEMD
-    assert read_cgroup(43, proc=tmp_path) is None

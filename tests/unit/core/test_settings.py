@@ -234,7 +234,7 @@ def test_export_prefix_and_quotes_are_understood(tmp_path: Path) -> None:
 
 
 def test_example_settings_file_loads(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[2] / "system.env.example"
+    example = Path(__file__).resolve().parents[3] / "system.env.example"
     config = load_config(example)
     assert config.project == "deepracer-0"
     assert config.values["DR_SIMAPP_VERSION"] == "5.3.3-gpu"
@@ -311,6 +311,6 @@ def test_misspelt_new_key_suggests_the_right_one(tmp_path: Path) -> None:
 
 
 def test_every_drgpu_key_is_documented_in_the_example_settings() -> None:
-    example = (Path(__file__).resolve().parents[2] / "system.env.example").read_text()
+    example = (Path(__file__).resolve().parents[3] / "system.env.example").read_text()
     for key in DRGPU_KEYS:
         assert f"{key}=" in example, key

@@ -1,5 +1,5 @@
-"""`drgpu up`'s progress: Compose's JSON progress lines as events, drgpu's verification as
-events, and how they are shown off a terminal."""
+"""drgpu/core/compose_progress.py: Compose's progress lines, and drgpu's verification, as
+the events `drgpu up` shows."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from drgpu.core.compose_progress import (
     service_of,
     verification_events,
 )
-from drgpu.ui.progress import UpProgress
 
 
 @pytest.mark.parametrize(
@@ -75,30 +74,6 @@ def test_verification_names_the_containers_that_differ() -> None:
         ProgressEvent("sagemaker", "verified"),
         ProgressEvent("robomaker", "NOT verified: has 0 device requests, planned 1", failed=True),
     ]
-
-
-def test_off_a_terminal_each_change_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    with UpProgress() as progress:
-        for event in (
-            ProgressEvent("sagemaker", "Created"),
-            ProgressEvent("sagemaker", "Created"),  # no change, no line
-            ProgressEvent("sagemaker", "Started"),
-            ProgressEvent("sagemaker", "boom", failed=True),
-        ):
-            progress(event)
-    lines = capsys.readouterr().err.splitlines()
-    assert [line.rsplit(" (", 1)[0] for line in lines] == [
-        "drgpu: sagemaker: Created",
-        "drgpu: sagemaker: Started",
-        "drgpu: sagemaker: error: boom",
-    ]
-    assert all(line.endswith("s)") for line in lines)
-
-
-def test_quiet_shows_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    with UpProgress(quiet=True) as progress:
-        progress(ProgressEvent("sagemaker", "Started"))
-    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ WriteStack = Callable[[str], Stack]
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # gtx_m40 index 0, 22912 MiB
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # gtx_m40 index 1, 4096 MiB
 A100_MIG_2 = "MIG-a1000000-0000-4000-8000-0000000000a2"  # 9856 MiB
-DRFC_TRAINING = Path(__file__).resolve().parents[1] / "golden" / "stacks" / "drfc-training.yml"
+DRFC_TRAINING = Path(__file__).resolve().parents[2] / "golden" / "stacks" / "drfc-training.yml"
 
 
 @pytest.fixture

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-import textwrap
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.planning import make_plan
 from drgpu.core.swarm_node import (
     GPU_KIND,
@@ -21,7 +19,6 @@ from drgpu.core.swarm_node import (
     SIMULATOR_CONSTRAINT,
     TRAINER_CONSTRAINT,
     SwarmLayout,
-    swarm_layout,
 )
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
@@ -35,7 +32,7 @@ from drgpu.targets.swarm_stack import (
     waiting_on,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # gtx1650-m40.json in NVML (PCI) order: index 0 is the M40 (03:00.0), 1 the GTX (81:00.0).
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
@@ -206,26 +203,6 @@ def test_the_node_advertising_a_pinned_gpu_is_refused_for_generic_simulators(
     assert exposed_gpus(stack.services, replace(layout, advertised=(GTX,))) == []
 
 
-def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
-    def engine(nodes: dict[str, dict[str, str]]) -> EngineFacts:
-        return EngineFacts(
-            version="20.10",
-            default_runtime="nvidia",
-            runtimes=("nvidia", "runc"),
-            generic_resources=(f"{GPU_KIND}={GTX}",),
-            swarm_state="active",
-            node_id="me",
-            swarm_nodes=nodes,
-        )
-
-    alone = swarm_layout("auto", engine({"me": {"Robomaker": "true"}}))
-    assert alone == SwarmLayout(pin_simulators=True, node_id="me", advertised=(GTX,))
-    many = swarm_layout("auto", engine({"me": {}, "other": {"Robomaker": "true"}}))
-    assert not many.pin_simulators
-    assert swarm_layout("pin", engine({"other": {"Robomaker": "true"}})).pin_simulators
-    assert swarm_layout("generic", None) == SwarmLayout(pin_simulators=False)
-
-
 def task(service: str, slot: int, gpus: tuple[str, ...] = (), **extra: Any) -> TaskFacts:
     values: dict[str, Any] = {
         "id": f"{service}{slot}",
@@ -331,55 +308,3 @@ def test_a_pending_task_without_a_node_is_stuck(generic: SwarmStack) -> None:
     waiting, stuck = waiting_on(generic, tasks)
     assert waiting == ["robomaker: 1/3 running"]
     assert stuck == [f"robomaker: {error}"]
-
-
-def test_the_docker_style_setting_picks_the_swarm_rendering(tmp_path: Path) -> None:
-    from drgpu.cli import main
-
-    env_file = tmp_path / "system.env"
-    env_file.write_text(
-        textwrap.dedent(
-            """\
-            DR_DOCKER_STYLE=swarm
-            DR_SAGEMAKER_CUDA_DEVICES=0
-            DR_ROBOMAKER_CUDA_DEVICES=1
-            """
-        )
-    )
-    output = tmp_path / "stack.yml"
-    with pytest.raises(SystemExit) as done:
-        main(
-            ["render", "--env-file", str(env_file), "--inventory", str(GTX_M40), "-o", str(output)]
-        )
-    assert done.value.code == 0
-    assert output.read_text().startswith("# Written by drgpu for swarm stack deepracer-0")
-
-
-def test_plan_in_swarm_mode_says_what_is_pinned_and_what_the_engine_chooses(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from drgpu.cli import main
-
-    env_file = tmp_path / "system.env"
-    env_file.write_text(
-        "DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\nDR_SAGEMAKER_CUDA_DEVICES=0\n"
-        "DR_ROBOMAKER_CUDA_DEVICES=1\n"
-    )
-    args = ["plan", "--env-file", str(env_file), "--inventory", str(GTX_M40)]
-    with pytest.raises(SystemExit) as done:
-        main([*args, "--json"])
-    assert done.value.code == 0
-    document = json.loads(capsys.readouterr().out)
-    swarm = document["swarm"]["services"]
-    assert swarm["sagemaker"]["pinned_by_slot"] == [[M40]]
-    assert swarm["robomaker"]["pinned_by_slot"] == [[GTX], [GTX]]
-    assert swarm["robomaker"]["engine_chooses"] is False
-    assert not any(service["device_request"] for service in document["services"].values())
-
-    (tmp_path / "run.env").write_text("DRGPU_SWARM_GPUS=generic\n")
-    with pytest.raises(SystemExit):
-        main(args)
-    table = capsys.readouterr().out
-    assert "the engine's choice: 1 NVIDIA-GPU generic resource(s) per task x 2 replicas" in table
-    assert "pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on this node" in table
-    assert "device request" not in table

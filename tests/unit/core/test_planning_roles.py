@@ -18,7 +18,7 @@ from drgpu.host.files import load_inventory, load_stack, override_header_templat
 from drgpu.targets.compose_override import render_override
 from tests.plan_warnings import order_free
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "learner-carla"
 GTX1650 = "GPU-1650beef-2c3d-4e5f-8a9b-0c1d2e3f4a5b"
 RTX3090 = "GPU-3090c0de-5a1b-4c2d-9e3f-a4b5c6d7e8f9"

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from drgpu.commands.swarm_setup import read_node
 from drgpu.core.facts import EngineFacts
 from drgpu.core.swarm_node import (
     DIFFERS,
+    GPU_KIND,
     OK,
     TOOLKIT_LINE,
     NodeState,
     SetupReport,
+    SwarmLayout,
     read_swarm_resource,
     report,
+    swarm_layout,
     wanted_resources,
 )
 from drgpu.host.files import load_inventory
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 INVENTORIES = REPO / "examples" / "inventories"
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
@@ -134,37 +135,21 @@ def test_swarm_resource_is_read_from_the_top_level_only(text: str, value: str | 
     assert read_swarm_resource(text) == value
 
 
-def test_missing_and_broken_files_are_differences(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
-    broken = tmp_path / "daemon.json"
-    broken.write_text("{not json")
-    state = read_node(broken, tmp_path / "config.toml")
-    assert (
-        state.daemon_json_problem is not None and "not JSON (line 1)" in state.daemon_json_problem
-    )
-    assert state.toolkit_problem is not None and state.toolkit_problem.startswith("absent")
-    assert state.engine is None
-    assert len(differences(state)) == 3
+def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
+    def engine(nodes: dict[str, dict[str, str]]) -> EngineFacts:
+        return EngineFacts(
+            version="20.10",
+            default_runtime="nvidia",
+            runtimes=("nvidia", "runc"),
+            generic_resources=(f"{GPU_KIND}={GTX1650}",),
+            swarm_state="active",
+            node_id="me",
+            swarm_nodes=nodes,
+        )
 
-
-def test_the_cli_prints_json_and_exits_6_when_the_node_differs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from drgpu.cli import main
-
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
-    daemon_json = tmp_path / "daemon.json"
-    daemon_json.write_text(json.dumps(GOOD.daemon_json))
-    toolkit = tmp_path / "config.toml"
-    toolkit.write_text(TOOLKIT_LINE + "\n")
-    args = ["swarm-setup", "--json", "--inventory", str(INVENTORIES / "gtx1650-m40.json")]
-    with pytest.raises(SystemExit) as done:
-        main([*args, "--daemon-json", str(daemon_json), "--toolkit-config", str(toolkit)])
-    captured = capsys.readouterr()
-    assert done.value.code == 6
-    document = json.loads(captured.out)
-    assert document["node_generic_resources"] == list(RESOURCES)
-    assert [f["subject"] for f in document["findings"] if f["status"] == DIFFERS] == ["engine"]
-    assert "not set up for Swarm GPUs" in captured.err
+    alone = swarm_layout("auto", engine({"me": {"Robomaker": "true"}}))
+    assert alone == SwarmLayout(pin_simulators=True, node_id="me", advertised=(GTX1650,))
+    many = swarm_layout("auto", engine({"me": {}, "other": {"Robomaker": "true"}}))
+    assert not many.pin_simulators
+    assert swarm_layout("pin", engine({"other": {"Robomaker": "true"}})).pin_simulators
+    assert swarm_layout("generic", None) == SwarmLayout(pin_simulators=False)

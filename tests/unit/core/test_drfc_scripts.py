@@ -112,7 +112,7 @@ def test_evaluation_and_single_workers_are_left_as_planned(
 
 
 def test_the_fixture_checkout_defines_what_drfcs_start_script_needs() -> None:
-    fixture = Path(__file__).resolve().parents[1] / "drfc" / "checkout" / "docker"
+    fixture = Path(__file__).resolve().parents[2] / "drfc" / "checkout" / "docker"
     stack = load_stack([fixture / "docker-compose-training.yml"])
     assert [s.name for s in stack.services] == ["rl_coach", "robomaker"]
 

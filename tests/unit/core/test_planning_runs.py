@@ -1,22 +1,17 @@
-"""Several runs on one host: labels, claims read back from them, conflicts, the host lock."""
+"""Several runs on one host (drgpu/core/planning.py): what other runs hold is refused,
+shared or planned around."""
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from drgpu.core.compose_stack import Stack
-from drgpu.core.labels import claims, run_labels
-from drgpu.core.model import Claim, Inventory, Role
+from drgpu.core.model import Claim, Inventory
 from drgpu.core.planning import RUNS_HINT, make_plan
 from drgpu.core.settings import Config
-from drgpu.errors import DockerError, ExitCode, GpuValidationError
-from drgpu.host import engine
+from drgpu.errors import ExitCode, GpuValidationError
 from drgpu.host.files import base_stack_file, load_stack
 from tests.plan_warnings import order_free
 
@@ -31,46 +26,6 @@ A100_MIG_2 = "MIG-a1000000-0000-4000-8000-0000000000a2"
 @pytest.fixture
 def base_stack() -> Stack:
     return load_stack([base_stack_file()])
-
-
-# --- labels and claims -----------------------------------------------------------------------
-
-
-def test_labels_say_gpus_role_run_and_non_exclusive_sharing() -> None:
-    assert run_labels("a", "exclusive", Role.TRAINER, M40) == (
-        ("drgpu.gpus", M40),
-        ("drgpu.role", "trainer"),
-        ("drgpu.run_id", "a"),
-    )
-    assert run_labels("a", "timeslice", Role.TRAINER_LAUNCHER, "", forwarded=M40) == (
-        ("drgpu.forwarded_gpus", M40),
-        ("drgpu.gpus", ""),
-        ("drgpu.role", "trainer-launcher"),
-        ("drgpu.run_id", "a"),
-        ("drgpu.sharing", "timeslice"),
-    )
-
-
-def test_claims_come_from_live_containers_labels() -> None:
-    service = "com.docker.compose.service"
-    found = claims(
-        [
-            ("running", {"drgpu.run_id": "a", "drgpu.gpus": f"{M40},{GTX1650}", service: "x"}),
-            ("running", {"drgpu.run_id": "b", "drgpu.gpus": "", "drgpu.forwarded_gpus": M40}),
-            ("created", {"drgpu.run_id": "c", "drgpu.gpus": M40, "drgpu.sharing": "timeslice"}),
-            ("exited", {"drgpu.run_id": "d", "drgpu.gpus": M40}),
-            ("running", {"drgpu.run_id": "e", "drgpu.gpus": ""}),
-            ("running", {"drgpu.gpus": M40}),
-        ]
-    )
-    assert found == (
-        Claim("a", "x", (M40, GTX1650)),
-        Claim("b", "?", (M40,)),
-        Claim("c", "?", (M40,), sharing="timeslice"),
-    )
-
-
-# --- conflicts with other runs ---------------------------------------------------------------
 
 
 def test_exclusive_refuses_a_gpu_another_run_holds_and_names_it(
@@ -174,74 +129,3 @@ def test_auto_picks_around_what_other_runs_hold(
     plan = make_plan(config, base_stack, gtx_m40, [Claim("a", "sagemaker", (M40,))])
     assert [d.uuid for d in plan.service("sagemaker").devices] == [GTX1650]
     assert plan.explanations[0].endswith("passed over GPU 0 (held by run 'a')")
-
-
-# --- the engine's listing over its socket ----------------------------------------------------
-
-
-def answer(status: str, body: object) -> bytes:
-    data = json.dumps(body).encode()
-    return f"HTTP/1.0 {status}\r\nContent-Type: application/json\r\n\r\n".encode() + data
-
-
-def serve_once(path: Path, reply: bytes) -> tuple[threading.Thread, list[bytes]]:
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen()
-    seen: list[bytes] = []
-
-    def run() -> None:
-        connection, _ = server.accept()
-        with connection:
-            seen.append(connection.recv(65536))
-            connection.sendall(reply)
-        server.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, seen
-
-
-def test_drgpu_labels_asks_the_local_socket_without_the_sdk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "d.sock"
-    listing = [{"State": "running", "Labels": {"drgpu.run_id": "a", "drgpu.gpus": M40}}]
-    thread, seen = serve_once(path, answer("200 OK", listing))
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
-    assert engine.drgpu_labels() == [("running", {"drgpu.run_id": "a", "drgpu.gpus": M40})]
-    thread.join(5)
-    request = seen[0].decode()
-    assert request.startswith("GET /containers/json?all=1&filters=")
-    assert "drgpu.run_id" in request.replace("%22", '"').replace("%2E", ".")
-
-
-def test_drgpu_labels_turns_an_engine_error_into_a_docker_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "d.sock"
-    thread, _ = serve_once(path, answer("500 Internal Server Error", {"message": "boom"}))
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
-    with pytest.raises(DockerError, match=r"answered /containers/json with status 500"):
-        engine.drgpu_labels()
-    thread.join(5)
-
-
-def test_drgpu_labels_without_an_engine_is_a_docker_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
-    with pytest.raises(DockerError, match=r"cannot reach the Docker engine at .*absent\.sock"):
-        engine.drgpu_labels()
-
-
-def test_a_swarm_task_the_engine_chose_gpus_for_claims_them() -> None:
-    from drgpu.core.labels import engine_chosen, with_engine_choice
-
-    reserving = {"drgpu.run_id": "g", "drgpu.gpus": "", "drgpu.swarm_gpus": "1"}
-    pinned = {"drgpu.run_id": "p", "drgpu.gpus": M40, "drgpu.swarm_gpus": "1"}
-    environment = {"DOCKER_RESOURCE_NVIDIA-GPU": GTX1650}
-
-    assert engine_chosen(reserving) and not engine_chosen(pinned)
-    held = claims([("running", with_engine_choice(reserving, environment)), ("running", pinned)])
-    assert [(claim.run_id, claim.uuids) for claim in held] == [("g", (GTX1650,)), ("p", (M40,))]

@@ -13,7 +13,7 @@ from drgpu.core.topology import inventory_from_json, inventory_to_json, normaliz
 from drgpu.errors import ConfigError
 from drgpu.host.files import load_inventory
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "inventories"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "inventories"
 
 
 def gpu_entry(uuid: str, pci_bus_id: str, **fields: Any) -> dict[str, Any]:

@@ -1,0 +1,110 @@
+"""`drgpu render` from the command line: the override (or stack, or manifests) printed or
+written, and a file it will not overwrite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import (
+    GTX1650,
+    GTX_M40,
+    M40,
+    REPO,
+    Settings,
+    assert_one_error_line,
+)
+from tests.plan_warnings import order_free_text
+from tests.support.runners import Cli, run_main
+
+
+def test_render_prints_the_override(cli: Cli, tmp_path: Path) -> None:
+    env = tmp_path / "system.env"
+    env.write_text((REPO / "system.env.example").read_text())
+    result = cli("render", "--env-file", env, "--inventory", GTX_M40)
+    assert (result.code, order_free_text(result.err)) == (0, "")
+    assert result.out == (REPO / "tests" / "golden" / "gtx1650-m40.yml").read_text()
+
+
+def test_render_output_writes_the_file_and_nothing_on_stdout(
+    cli: Cli, settings: Settings, tmp_path: Path
+) -> None:
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
+    output = tmp_path / "out" / "override.yml"
+    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
+    assert (result.code, result.out, order_free_text(result.err)) == (0, "", "")
+    assert output.read_text().startswith("# Written by drgpu")
+    assert M40 in output.read_text()
+
+
+def test_render_output_replaces_its_own_file_and_leaves_no_temporary(
+    cli: Cli, settings: Settings, tmp_path: Path
+) -> None:
+    output = tmp_path / "override.yml"
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
+    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
+    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
+    assert GTX1650 in output.read_text()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["override.yml", "system.env"]
+
+
+def test_render_refuses_to_overwrite_a_file_drgpu_did_not_write(
+    cli: Cli, settings: Settings, tmp_path: Path
+) -> None:
+    output = tmp_path / "docker-compose.override.yml"
+    output.write_text("services: {mine: {}}\n")
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
+    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
+    assert result.code == 2
+    assert assert_one_error_line(result) == (
+        f"drgpu: error: refusing to overwrite {output}: drgpu did not write it"
+    )
+    assert output.read_text() == "services: {mine: {}}\n"
+
+
+def test_render_failing_midway_keeps_the_old_file(
+    cli: Cli, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = tmp_path / "override.yml"
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
+    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
+    before = output.read_text()
+
+    def broken_replace(source: object, target: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("drgpu.commands.state_files.os.replace", broken_replace)
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
+    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
+    assert result.code == 2
+    assert "No space left on device" in result.err
+    assert_one_error_line(result)
+    assert output.read_text() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["override.yml", "system.env"]
+
+
+@pytest.mark.parametrize("target", ["--k8s", "--swarm"])
+def test_render_prints_no_secret_and_writes_them_to_a_private_file(
+    target: str, tmp_path: Path
+) -> None:
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(
+        "services:\n  sagemaker:\n    image: t:1\n    environment:\n"
+        "      DR_LOCAL_S3_PASSWORD: hunter2\n"
+    )
+    env_file = tmp_path / "system.env"
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
+    inventory = GTX_M40
+    args = ["render", target, "--env-file", str(env_file), "--inventory", str(inventory)]
+    printed = run_main(*args, "-f", compose)
+    assert printed.code == 0, printed.err
+    assert "hunter2" not in printed.out + printed.err
+    assert "****" in printed.out
+
+    written = tmp_path / "out.yml"
+    done = run_main(*args, "-f", compose, "-o", written)
+    assert done.code == 0
+    assert "hunter2" in written.read_text()
+    assert written.stat().st_mode & 0o077 == 0

@@ -1,0 +1,50 @@
+"""drgpu/core/secrets.py and drgpu/core/redaction.py: which settings are secrets, and how
+they are masked."""
+
+from __future__ import annotations
+
+import pytest
+
+from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.redaction import holds_secret, masked_plan, redact, secret_values
+from drgpu.core.secrets import MASK, is_secret, masked
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("DR_LOCAL_S3_MODEL_METADATA_KEY", True),
+        ("github_token", True),
+        ("DB_PASSWORD", True),
+        ("DR_RUN_ID", False),
+    ],
+)
+def test_secret_names(name: str, secret: bool) -> None:
+    assert is_secret(name) is secret
+    assert masked(name, "value") == (MASK if secret else "value")
+    assert masked(name, "") == ""
+
+
+def test_redaction_masks_long_secret_values_only() -> None:
+    values = {"A_KEY": "abc", "B_TOKEN": "tok-123456", "C_SECRET": "tok-123456789", "X": "tok-1"}
+    secrets = secret_values(values)
+    assert secrets == ("tok-123456789", "tok-123456")
+    assert redact("a tok-123456789 b tok-123456 c abc", secrets) == "a **** b **** c abc"
+
+
+def test_a_plan_shown_masks_secret_environment_values() -> None:
+    service = ServicePlan(
+        name="sagemaker",
+        role=Role.TRAINER,
+        devices=(),
+        capabilities=(),
+        environment=(("API_TOKEN", "t0ken-value"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")),
+        labels=(),
+    )
+    plan = Plan(project="deepracer-0", run_id="0", services=(service,))
+    assert holds_secret(plan)
+    assert masked_plan(plan).services[0].environment == (
+        ("API_TOKEN", MASK),
+        ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+    )

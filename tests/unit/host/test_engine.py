@@ -1,0 +1,71 @@
+"""drgpu/host/engine.py: the engine's listing of drgpu's containers, asked over its socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from drgpu.errors import DockerError
+from drgpu.host import engine
+
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # gtx_m40 index 0
+
+
+def answer(status: str, body: object) -> bytes:
+    data = json.dumps(body).encode()
+    return f"HTTP/1.0 {status}\r\nContent-Type: application/json\r\n\r\n".encode() + data
+
+
+def serve_once(path: Path, reply: bytes) -> tuple[threading.Thread, list[bytes]]:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    seen: list[bytes] = []
+
+    def run() -> None:
+        connection, _ = server.accept()
+        with connection:
+            seen.append(connection.recv(65536))
+            connection.sendall(reply)
+        server.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, seen
+
+
+def test_drgpu_labels_asks_the_local_socket_without_the_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "d.sock"
+    listing = [{"State": "running", "Labels": {"drgpu.run_id": "a", "drgpu.gpus": M40}}]
+    thread, seen = serve_once(path, answer("200 OK", listing))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    assert engine.drgpu_labels() == [("running", {"drgpu.run_id": "a", "drgpu.gpus": M40})]
+    thread.join(5)
+    request = seen[0].decode()
+    assert request.startswith("GET /containers/json?all=1&filters=")
+    assert "drgpu.run_id" in request.replace("%22", '"').replace("%2E", ".")
+
+
+def test_drgpu_labels_turns_an_engine_error_into_a_docker_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "d.sock"
+    thread, _ = serve_once(path, answer("500 Internal Server Error", {"message": "boom"}))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    with pytest.raises(DockerError, match=r"answered /containers/json with status 500"):
+        engine.drgpu_labels()
+    thread.join(5)
+
+
+def test_drgpu_labels_without_an_engine_is_a_docker_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    with pytest.raises(DockerError, match=r"cannot reach the Docker engine at .*absent\.sock"):
+        engine.drgpu_labels()
