@@ -4,10 +4,14 @@ core.host_checks judges them."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+from drgpu.commands.options import InputOptions, resolved
 from drgpu.core.host_checks import (
+    FAIL,
     HOOK,
+    Check,
     ComposeFacts,
     DockerFacts,
     HostFacts,
@@ -16,10 +20,48 @@ from drgpu.core.host_checks import (
     ProbeFacts,
     SettingsFacts,
     resolved_images,
+    run_checks,
     stack_images,
 )
 from drgpu.core.inputs import Inputs
 from drgpu.core.settings import Config
+from drgpu.errors import CheckFailedError
+from drgpu.ui.talk import spinner
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """`drgpu doctor`'s options: `images` to check too (the first is the one `probe`
+    starts in a short container with a GPU device request)."""
+
+    inputs: InputOptions
+    images: tuple[str, ...] = ()
+    probe: bool = False
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """Every check of the host, in the order a person would fix things."""
+
+    checks: list[Check]
+
+    @property
+    def failure(self) -> CheckFailedError | None:
+        """The failed checks (exit 6; warnings pass), with the first one's fix."""
+        failed = [check for check in self.checks if check.status == FAIL]
+        if not failed:
+            return None
+        return CheckFailedError(
+            f"{len(failed)} check(s) failed: {', '.join(check.id for check in failed)}",
+            hint=failed[0].fix,
+        )
+
+
+def doctor(options: DoctorOptions) -> DoctorResult:
+    """Gather the host's facts (behind a spinner) and judge them."""
+    with spinner("checking the host"):
+        facts = gather(resolved(options.inputs), list(options.images), options.probe)
+    return DoctorResult(run_checks(facts))
 
 
 def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:

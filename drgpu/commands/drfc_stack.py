@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.compose_run import bring_down, show_compose_warnings, write_override
-from drgpu.commands.preparation import Prepared, meanwhile
+from drgpu.commands.options import InputOptions, on_swarm, resolved, settings
+from drgpu.commands.preparation import Prepared, meanwhile, prepare_with
 from drgpu.commands.proving import verified
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.core import drfc_scripts
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
-from drgpu.errors import DockerError
+from drgpu.errors import ConfigError, DockerError
+from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
@@ -42,8 +44,6 @@ def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
         return False
     if checkout.start_script.is_file() and checkout.stop_script.is_file():
         return True
-    from drgpu.ui.talk import warn
-
     warn(
         f"{checkout.start_script} or {checkout.stop_script.name} is missing: drgpu starts and"
         " stops the compose files itself, without DRfC's setup (ROBOMAKER_COMMAND ...)"
@@ -56,8 +56,6 @@ def warn_swarm_skips_scripts(target: Inputs, *, explicit_files: bool) -> None:
     start script, and its setup, does not run."""
     if target.checkout is None or explicit_files:
         return
-    from drgpu.ui.talk import warn
-
     warn(
         "DR_DOCKER_STYLE=swarm: drgpu deploys its own stack file of DRfC's compose files,"
         f" without {target.checkout.start_script.name} (no ROBOMAKER_COMMAND, no configuration"
@@ -82,7 +80,6 @@ def up(
     verification (else a spinner shows)."""
     from drgpu.commands.rollback import rolled_back
     from drgpu.host import engine, process
-    from drgpu.ui.talk import preload_rich, spinner
 
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
@@ -144,6 +141,30 @@ def _hearing(
     return heard
 
 
+def drfc_env(*, evaluation: bool) -> str:
+    """Plan in the activated DRfC shell (its evaluation with `evaluation`), warn about the
+    plan, write the override `drgpu up` would use, and return the exports that make DRfC's
+    own scripts read it (`shell_exports`); refused outside a DRfC shell, and in swarm style."""
+    target = resolved(InputOptions(evaluation=evaluation))
+    if target.checkout is None:
+        raise ConfigError(
+            "not an activated DeepRacer-for-cloud shell (DR_DIR is not set)",
+            hint="source bin/activate.sh in your DRfC checkout first",
+        )
+    config = settings(target)
+    if on_swarm(config):
+        raise ConfigError(
+            "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
+            " `docker stack deploy`, which cannot take drgpu's Compose override",
+            hint="set DR_DOCKER_STYLE=compose in system.env and activate again; or `drgpu up`,"
+            " which deploys drgpu's own stack file without DRfC's start script (docs/drfc.md)",
+        )
+    prepared = prepare_with(config, script_target(target, config), None)
+    for message in prepared.plan.warnings:
+        warn(message)
+    return shell_exports(prepared)
+
+
 def shell_exports(prepared: Prepared) -> str:
     """Write the override `drgpu up` would start with, and return the exports that make
     DRfC's own `dr-start-*` and `dr-stop-*` read it (and remove drgpu's workers)."""
@@ -164,8 +185,6 @@ def down(config: Config, target: Inputs) -> None:
 
 
 def _down(config: Config, target: Inputs) -> None:
-    from drgpu.ui.talk import spinner
-
     checkout = _checkout(target)
     override = override_path(target.env_file, config.project)
     written = override.is_file() and written_by_drgpu(override)
@@ -206,7 +225,6 @@ def _take_down(
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
     """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
     from drgpu.core.compose_output import talk_lines
-    from drgpu.ui.talk import note
 
     show_compose_warnings(done.stderr)
     said = talk_lines(done.stdout, done.stderr)

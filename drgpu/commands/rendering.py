@@ -3,13 +3,25 @@ manifests), as printed (secret values masked) and as written to a file (real val
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from drgpu.commands.options import InputOptions, on_swarm, resolved, settings
+from drgpu.commands.preparation import Prepared, prepare_with
+from drgpu.commands.state_files import write_owned_file
 from drgpu.errors import ConfigError
 
-if TYPE_CHECKING:
-    from drgpu.commands.preparation import Prepared
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """`drgpu render`'s options: `output` is a file to write (else stdout shows it)."""
+
+    inputs: InputOptions
+    inventory: Path | None = None
+    output: Path | None = None
+    swarm: bool = False
+    k8s: bool = False
+    dra: bool = False
 
 
 @dataclass(frozen=True)
@@ -21,7 +33,26 @@ class Rendered:
     warnings: tuple[str, ...]
 
 
-def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host: bool) -> Rendered:
+def render(options: RenderOptions) -> Rendered:
+    """Plan and render the target the options ask for; written to `options.output` (real
+    values, mode 600 when it holds a secret) when given. Its warnings include the plan's."""
+    target = resolved(options.inputs)
+    prepared = prepare_with(settings(target), target, options.inventory)
+    result = _rendered(
+        prepared,
+        swarm=options.swarm,
+        k8s=options.k8s,
+        dra=options.dra,
+        this_host=options.inventory is None,
+    )
+    if options.output is not None:
+        write_owned_file(options.output, result.text, private=result.shown != result.text)
+    return replace(result, warnings=(*prepared.plan.warnings, *result.warnings))
+
+
+def _rendered(
+    prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host: bool
+) -> Rendered:
     """The target the options ask for; `this_host`: planned on this host (not --inventory),
     so the Swarm stack is laid out for this engine's swarm."""
     if swarm and k8s:
@@ -41,7 +72,7 @@ def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host
             dra=dra,
         )
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
-    if swarm or prepared.config.docker_style == "swarm":
+    if on_swarm(prepared.config, swarm=swarm):
         from drgpu.commands import swarm_deploy
 
         engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)

@@ -10,15 +10,67 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status
+from drgpu.core.settings import run_key
+from drgpu.errors import CheckFailedError
+from drgpu.host import nvml
 
 if TYPE_CHECKING:
     from drgpu.core.facts import ContainerFacts
     from drgpu.host.engine import EngineSession
+
+
+@dataclass(frozen=True)
+class StatusOptions:
+    """`drgpu status`'s options: `run_id` (None: every run; with `evaluation` the run's
+    evaluation, DR_RUN_ID of the settings without it), and with `watch` a refresh every
+    `interval_s` (`count` times; each a JSON line with `json_lines`)."""
+
+    run_id: str | None = None
+    evaluation: bool = False
+    watch: bool = False
+    interval_s: float = 1.0
+    count: int | None = None
+    json_lines: bool = False
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """The last snapshot (None: a watch stopped before the first), and whether a watch
+    has shown it already."""
+
+    last: Status | None
+    watched: bool
+
+    @property
+    def failure(self) -> CheckFailedError | None:
+        """The first violation of the last snapshot (exit 6), with how many more."""
+        if self.last is None or self.last.ok:
+            return None
+        violations = self.last.violations
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        return CheckFailedError(f"{violations[0].message}{more}")
+
+
+def status(options: StatusOptions) -> StatusResult:
+    """One snapshot, or a watch shown live until its count or Ctrl-C."""
+    run_id = options.run_id
+    if options.evaluation:
+        settled = run_id or run_id_of(resolved(InputOptions(evaluation=True, needs_files=False)))
+        run_id = run_key(settled, evaluation=True)
+    with nvml.nvml_session() as session:
+        if not options.watch:
+            return StatusResult(snapshot(session, run_id), watched=False)
+        from drgpu.ui.live import watch_display  # lazy: rich
+
+        with watch_display(json_lines=options.json_lines, interval_s=options.interval_s) as show:
+            last = watch(session, run_id, show, options.interval_s, options.count)
+    return StatusResult(last, watched=True)
 
 
 class Reader:
