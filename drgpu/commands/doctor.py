@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drgpu.commands.options import InputOptions, resolved
+from drgpu.commands.preparation import load_settings, stack_files
 from drgpu.core.host_checks import (
     FAIL,
     HOOK,
@@ -25,7 +26,15 @@ from drgpu.core.host_checks import (
 )
 from drgpu.core.inputs import Inputs
 from drgpu.core.settings import Config
-from drgpu.errors import CheckFailedError
+from drgpu.errors import (
+    CheckFailedError,
+    ConfigError,
+    DockerError,
+    DrgpuError,
+    NvmlUnavailableError,
+)
+from drgpu.host import compose, engine, nvml, process
+from drgpu.host.compose import resolve_stack
 from drgpu.ui.talk import spinner
 
 
@@ -66,8 +75,6 @@ def doctor(options: DoctorOptions) -> DoctorResult:
 
 def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
-    from drgpu.errors import DrgpuError
-
     settings, config = _gather_settings(target)
     values = dict(config.values) if config is not None else {}
     nvml = _gather_nvml()
@@ -78,8 +85,6 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
     checked: tuple[ImageCheck, ...] = ()
     probe_facts = None
     if docker.daemon is not None:
-        from drgpu.host import engine
-
         try:
             checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
             image = images[0] if images else simulator_image
@@ -93,9 +98,6 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
 
 
 def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
-    from drgpu.commands.preparation import load_settings
-    from drgpu.errors import ConfigError
-
     try:
         config = load_settings(target)
     except ConfigError as exc:
@@ -107,10 +109,6 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     """The images the target's stack uses, as Compose resolves its files with these settings,
     and the simulator's (the one `--probe` starts). Without Compose, drgpu's base stack's
     images as its compose file names them; another stack's are then unknown."""
-    from drgpu.commands.preparation import stack_files
-    from drgpu.errors import DrgpuError
-    from drgpu.host.compose import resolve_stack
-
     if config is not None:
         try:
             model = resolve_stack(config, tuple(stack_files(target)))
@@ -124,9 +122,6 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
 
 
 def _gather_nvml() -> NvmlFacts:
-    from drgpu.errors import NvmlUnavailableError
-    from drgpu.host import nvml
-
     try:
         with nvml.nvml_session() as session:
             return NvmlFacts(
@@ -138,9 +133,6 @@ def _gather_nvml() -> NvmlFacts:
 
 
 def _gather_docker() -> DockerFacts:
-    from drgpu.errors import DockerError
-    from drgpu.host import engine
-
     hook = shutil.which(HOOK) or next(
         (p for p in (f"/usr/bin/{HOOK}", f"/usr/local/bin/{HOOK}") if Path(p).is_file()), None
     )
@@ -151,9 +143,6 @@ def _gather_docker() -> DockerFacts:
 
 
 def _gather_compose(values: dict[str, str]) -> ComposeFacts:
-    from drgpu.errors import DockerError
-    from drgpu.host import compose, process
-
     try:
         command = compose.find_compose(values)
         done = process.run([*command, "version", "--short"], timeout=30)

@@ -15,12 +15,17 @@ from drgpu.commands.compose_run import bring_down, show_compose_warnings, write_
 from drgpu.commands.options import InputOptions, on_swarm, resolved, settings
 from drgpu.commands.preparation import Prepared, meanwhile, prepare_with
 from drgpu.commands.proving import verified
+from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.core import drfc_scripts
+from drgpu.core.compose_output import talk_lines
+from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
 from drgpu.errors import ConfigError, DockerError
+from drgpu.host import compose, engine, process
+from drgpu.targets.compose_override import render_override
 from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:
@@ -78,9 +83,6 @@ def up(
     on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again.
     With `progress`, it hears each service's state from Compose's lines, then its
     verification (else a spinner shows)."""
-    from drgpu.commands.rollback import rolled_back
-    from drgpu.host import engine, process
-
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     write_override(prepared.override_path, plan)
@@ -130,7 +132,6 @@ def _hearing(
 ) -> Callable[[str], str | None]:
     """What hears the start script's stderr: Compose's progress lines become events (every
     line is kept, for what the script said)."""
-    from drgpu.core.compose_progress import plain_compose_event
 
     def heard(line: str) -> str | None:
         event = plain_compose_event(line, project)
@@ -168,8 +169,6 @@ def drfc_env(*, evaluation: bool) -> str:
 def shell_exports(prepared: Prepared) -> str:
     """Write the override `drgpu up` would start with, and return the exports that make
     DRfC's own `dr-start-*` and `dr-stop-*` read it (and remove drgpu's workers)."""
-    from drgpu.targets.compose_override import render_override
-
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     write_owned_file(prepared.override_path, render_override(plan))
@@ -212,8 +211,6 @@ def _take_down(
 ) -> bool:
     """DRfC's stop script, then `compose down --remove-orphans` for anything it left;
     whether nothing is left."""
-    from drgpu.host import compose, engine, process
-
     stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
     _relay(stopped, checkout.stop_script, checkout)
     if stopped.ok and not engine.project_containers(project):
@@ -224,8 +221,6 @@ def _take_down(
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
     """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
-    from drgpu.core.compose_output import talk_lines
-
     show_compose_warnings(done.stderr)
     said = talk_lines(done.stdout, done.stderr)
     for line in said:
@@ -234,8 +229,6 @@ def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, 
 
 
 def _remove_placeholders(plan: Plan, containers: list[ContainerFacts]) -> None:
-    from drgpu.host import engine
-
     placeholders = _placeholder_services(plan)
     replicas = [c.id for c in containers if c.service in placeholders]
     if replicas:

@@ -9,7 +9,9 @@ from pathlib import Path
 from drgpu.commands.options import InputOptions, on_swarm, resolved, settings
 from drgpu.commands.preparation import Prepared, prepare_with
 from drgpu.commands.state_files import write_owned_file
+from drgpu.core.redaction import masked_plan
 from drgpu.errors import ConfigError
+from drgpu.targets.compose_override import render_override
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,8 @@ def _rendered(
     if dra and not k8s:
         raise ConfigError("--dra goes with --k8s (Kubernetes dynamic resource allocation)")
     if k8s:
-        from drgpu.host.compose import resolve_stack
-        from drgpu.targets.kubernetes import render_manifests
+        from drgpu.host.compose import resolve_stack  # lazy: start-up time of the other targets
+        from drgpu.targets.kubernetes import render_manifests  # lazy: the same
 
         model = resolve_stack(prepared.config, prepared.stack.files)
         manifests = render_manifests(
@@ -73,14 +75,11 @@ def _rendered(
         )
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
     if on_swarm(prepared.config, swarm=swarm):
-        from drgpu.commands import swarm_deploy
+        from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
 
         engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)
         stack = swarm_deploy.render(prepared, engine)
         warnings = (*stack.warnings, *([blind] if blind else []))
         return Rendered(stack.shown_text, stack.text, warnings)
-    from drgpu.core.redaction import masked_plan
-    from drgpu.targets.compose_override import render_override
-
     shown = render_override(masked_plan(prepared.plan))
     return Rendered(shown, render_override(prepared.plan), ())

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drgpu.commands import compose_run, drfc_stack, swarm_deploy
+from drgpu.commands import compose_run, drfc_stack, run_lock, swarm_deploy
 from drgpu.commands.options import InputOptions, on_swarm, resolved, settings
 from drgpu.commands.preparation import prepare_locked, prepare_with
-from drgpu.commands.run_lock import locked
 from drgpu.commands.state_files import state_dir
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.inputs import Inputs
@@ -81,7 +80,7 @@ def _swarm_up(config: Config, target: Inputs) -> Deployed:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them (under the
     engine-wide lock, as every `up` and `down`)."""
     state_dir(target.env_file)
-    with locked("up", config.project, config.values):
+    with run_lock.locked("up", config.project, config.values):
         prepared = prepare_with(config, target, None)
         for message in prepared.plan.warnings:
             warn(message)
