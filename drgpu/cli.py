@@ -192,7 +192,9 @@ def plan(
     from drgpu.ui.results import show_plan  # lazy: start-up time
 
     options = plan_command.PlanOptions(
-        _inputs(env_file, run_env, file, evaluation=evaluation), inventory, swarm
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
+        inventory=inventory,
+        swarm=swarm,
     )
     show_plan(plan_command.plan(options), json_output=json_output)
 
@@ -225,7 +227,12 @@ def render(
     from drgpu.ui.results import show_rendered  # lazy: start-up time
 
     options = rendering.RenderOptions(
-        _inputs(env_file, run_env, file, evaluation=evaluation), inventory, output, swarm, k8s, dra
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
+        inventory=inventory,
+        output=output,
+        swarm=swarm,
+        k8s=k8s,
+        dra=dra,
     )
     show_rendered(rendering.render(options), to_stdout=output is None)
 
@@ -262,10 +269,10 @@ def up(
     from drgpu.ui.results import show_up  # lazy: start-up time
 
     options = up_command.UpOptions(
-        _inputs(env_file, run_env, file, evaluation=evaluation),
-        swarm,
-        tuple(script_args or ()),
-        quiet,
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
+        swarm=swarm,
+        script_args=tuple(script_args or ()),
+        quiet=quiet,
     )
     show_up(up_command.up(options))
 
@@ -285,7 +292,7 @@ def down(
     from drgpu.commands import down as down_command  # lazy: start-up time
 
     options = down_command.DownOptions(
-        _inputs(env_file, run_env, file, evaluation=evaluation), swarm
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation), swarm=swarm
     )
     down_command.down(options)
 
@@ -363,7 +370,12 @@ def status(
     from drgpu.ui.results import show_status  # lazy: start-up time
 
     options = status_command.StatusOptions(
-        run_id, evaluation, watch, interval, count, json_lines=json_output
+        run_id=run_id,
+        evaluation=evaluation,
+        watch=watch,
+        interval_s=interval,
+        count=count,
+        json_lines=json_output,
     )
     result = status_command.status(options)
     show_status(result, json_output=json_output)
@@ -401,7 +413,9 @@ def doctor(
     from drgpu.ui.results import show_doctor  # lazy: start-up time
 
     options = doctor_command.DoctorOptions(
-        _inputs(env_file, None, file, needs_files=False), tuple(image or ()), probe
+        inputs=_inputs(env_file, files=file, needs_files=False),
+        images=tuple(image or ()),
+        probe=probe,
     )
     result = doctor_command.doctor(options)
     show_doctor(result, json_output=json_output)
@@ -454,7 +468,11 @@ def cuda_check(
     from drgpu.ui.results import show_cuda_check  # lazy: start-up time
 
     options = cuda_check_command.CudaCheckOptions(
-        service, all_services, run_id, env_file, evaluation
+        service=service,
+        all_services=all_services,
+        run_id=run_id,
+        env_file=env_file,
+        evaluation=evaluation,
     )
     result = cuda_check_command.check_stack(options)
     show_cuda_check(result, json_output=json_output)
@@ -485,7 +503,10 @@ def swarm_setup(
     from drgpu.ui.results import show_swarm_setup  # lazy: start-up time
 
     options = swarm_setup_command.SwarmSetupOptions(
-        inventory, daemon_json, toolkit_config, env_file
+        inventory=inventory,
+        daemon_json=daemon_json,
+        toolkit_config=toolkit_config,
+        env_file=env_file,
     )
     result = swarm_setup_command.swarm_setup(options)
     show_swarm_setup(result, json_output=json_output)
