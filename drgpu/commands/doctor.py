@@ -34,7 +34,6 @@ from drgpu.errors import (
     NvmlUnavailableError,
 )
 from drgpu.host import compose, engine, nvml, process
-from drgpu.host.compose import resolve_stack
 from drgpu.ui.talk import spinner
 
 
@@ -111,7 +110,7 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     images as its compose file names them; another stack's are then unknown."""
     if config is not None:
         try:
-            model = resolve_stack(config, tuple(stack_files(target)))
+            model = compose.resolve_stack(config, tuple(stack_files(target)))
             return resolved_images(model["services"])
         except DrgpuError:
             pass  # the compose check says why
