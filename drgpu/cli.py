@@ -12,16 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
+import click
 import typer
 
-from drgpu.errors import ConfigError, DrgpuError, ExitCode
+from drgpu import __version__
+from drgpu.errors import DrgpuError, ExitCode
+from drgpu.host import signals
+from drgpu.ui.redacting import redacting_output
 
 if TYPE_CHECKING:
-    import click
-
-    from drgpu.commands.preparation import Prepared
-    from drgpu.core.inputs import Inputs
-    from drgpu.core.settings import Config
+    from drgpu.commands.options import InputOptions
 
 
 class _PlainHelpCommand(typer.core.TyperCommand):
@@ -79,8 +79,6 @@ def _command(name: str | None = None, *, examples: tuple[str, ...]) -> Callable[
 
 def _print_version(value: bool) -> None:
     if value:
-        from drgpu import __version__
-
         typer.echo(__version__)
         raise typer.Exit()
 
@@ -145,43 +143,30 @@ Swarm = Annotated[
 ]
 
 
-def _target(
-    env_file: Path | None,
-    run_env: Path | None,
-    files: list[Path] | None,
-    evaluation: bool,
+def _inputs(
+    env_file: Path | None = None,
+    run_env: Path | None = None,
+    files: list[Path] | None = None,
     *,
+    evaluation: bool = False,
     needs_files: bool = True,
-) -> Inputs:
-    """What the command acts on: flags first, then an activated DRfC shell, then defaults."""
-    from drgpu.core.inputs import resolve_inputs
+) -> InputOptions:
+    """The settings and compose files named on the command line (see `resolved`)."""
+    from drgpu.commands.options import InputOptions  # lazy: start-up time
 
-    return resolve_inputs(
+    return InputOptions(
         env_file=env_file,
         run_env=run_env,
-        compose_files=files,
+        compose_files=tuple(files) if files else None,
         evaluation=evaluation,
-        environ=os.environ,
         needs_files=needs_files,
     )
 
 
-def _settings(target: Inputs) -> Config:
-    """The target's settings (secret values hidden); what reading them noticed goes to
-    stderr at once."""
-    from drgpu.commands.preparation import load_settings
-    from drgpu.ui.talk import warn
-
-    config = load_settings(target)
-    for message in config.warnings:
-        warn(message)
-    return config
-
-
-def _prepared(target: Inputs, inventory: Path | None) -> Prepared:
-    from drgpu.commands import preparation
-
-    return preparation.prepare_with(_settings(target), target, inventory)
+def _raise(failure: DrgpuError | None) -> None:
+    """A command's failure, raised once its result is shown (exit 6: see ExitCode)."""
+    if failure is not None:
+        raise failure
 
 
 @_command(
@@ -203,27 +188,15 @@ def plan(
 
     With --swarm (or DR_DOCKER_STYLE=swarm): which GPUs are pinned, which the engine chooses.
     """
-    from drgpu.ui import tables
+    from drgpu.commands import plan as plan_command  # lazy: start-up time
+    from drgpu.ui.results import show_plan  # lazy: start-up time
 
-    prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
-    if prepared.config.deploys_to_swarm(swarm):
-        from drgpu.commands import swarm_deploy
-
-        view = swarm_deploy.plan_view(prepared, this_host=inventory is None)
-        if json_output:
-            tables.print_json(tables.swarm_plan_document(prepared.plan, view))
-        else:
-            tables.swarm_plan_table(prepared.plan, view)
-        tables.warnings([*prepared.plan.warnings, *view.warnings])
-        return
-    from drgpu.core.redaction import masked_plan
-
-    shown = masked_plan(prepared.plan)
-    if json_output:
-        tables.print_json(tables.plan_document(shown))
-    else:
-        tables.plan_table(shown)
-    tables.warnings(prepared.plan.warnings)
+    options = plan_command.PlanOptions(
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
+        inventory=inventory,
+        swarm=swarm,
+    )
+    show_plan(plan_command.plan(options), json_output=json_output)
 
 
 @_command(examples=("drgpu render -o my-override.yml", "drgpu render --k8s --inventory box.json"))
@@ -250,17 +223,18 @@ def render(
     With --swarm (or DR_DOCKER_STYLE=swarm) the Swarm stack file; with --k8s Kubernetes
     manifests. Secret values are masked on stdout; a file written with -o keeps them (mode 600).
     """
-    from drgpu.commands.rendering import rendered
-    from drgpu.commands.state_files import write_owned_file
-    from drgpu.ui import tables
+    from drgpu.commands import rendering  # lazy: start-up time
+    from drgpu.ui.results import show_rendered  # lazy: start-up time
 
-    prepared = _prepared(_target(env_file, run_env, file, evaluation), inventory)
-    result = rendered(prepared, swarm=swarm, k8s=k8s, dra=dra, this_host=inventory is None)
-    if output is None:
-        sys.stdout.write(result.shown)
-    else:
-        write_owned_file(output, result.text, private=result.shown != result.text)
-    tables.warnings([*prepared.plan.warnings, *result.warnings])
+    options = rendering.RenderOptions(
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
+        inventory=inventory,
+        output=output,
+        swarm=swarm,
+        k8s=k8s,
+        dra=dra,
+    )
+    show_rendered(rendering.render(options), to_stdout=output is None)
 
 
 ScriptArgs = Annotated[
@@ -291,34 +265,16 @@ def up(
     In an activated DeepRacer-for-cloud shell, DRfC's own start script starts it (with
     drgpu's override added to the compose files it reads); see docs/drfc.md.
     """
-    target = _target(env_file, run_env, file, evaluation)
-    config = _settings(target)
-    if config.deploys_to_swarm(swarm):
-        from drgpu.commands.drfc_stack import warn_swarm_skips_scripts
+    from drgpu.commands import up as up_command  # lazy: start-up time
+    from drgpu.ui.results import show_up  # lazy: start-up time
 
-        warn_swarm_skips_scripts(target, explicit_files=bool(file))
-        _swarm_up(config, target)
-        return
-    from drgpu.commands import compose_run, drfc_stack, preparation
-    from drgpu.ui import tables
-    from drgpu.ui.progress import UpProgress
-
-    scripts = drfc_stack.runs_scripts(target, explicit_files=bool(file))
-    if scripts:
-        target = drfc_stack.script_target(target, config)
-    elif script_args:
-        raise ConfigError(
-            f"unexpected argument {script_args[0]!r}",
-            hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
-        )
-    with preparation.prepare_locked(config, target) as prepared:
-        tables.warnings(prepared.plan.warnings)
-        with UpProgress(quiet=quiet) as progress:
-            if scripts:
-                plan, containers = drfc_stack.up(prepared, script_args or [], progress)
-            else:
-                plan, containers = prepared.plan, compose_run.up(prepared, progress)
-    tables.up_table(plan, containers)
+    options = up_command.UpOptions(
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
+        swarm=swarm,
+        script_args=tuple(script_args or ()),
+        quiet=quiet,
+    )
+    show_up(up_command.up(options))
 
 
 @_command(examples=("drgpu down", "drgpu down -f docker/docker-compose-training.yml"))
@@ -333,24 +289,12 @@ def down(
 
     In an activated DeepRacer-for-cloud shell, DRfC's own stop script stops it.
     """
-    from drgpu.commands import compose_run, drfc_stack, run_lock
+    from drgpu.commands import down as down_command  # lazy: start-up time
 
-    target = _target(env_file, run_env, file, evaluation)
-    config = _settings(target)
-    if config.deploys_to_swarm(swarm):
-        from drgpu.commands import swarm_deploy
-        from drgpu.commands.state_files import override_path
-
-        stack = swarm_deploy.stack_path(
-            override_path(target.env_file, config.project), config.project
-        )
-        with run_lock.down_locked(config, target):
-            swarm_deploy.down(config, stack)
-        return
-    if drfc_stack.runs_scripts(target, explicit_files=bool(file)):
-        drfc_stack.down(config, drfc_stack.script_target(target, config))
-        return
-    compose_run.down(config, target)
+    options = down_command.DownOptions(
+        inputs=_inputs(env_file, run_env, file, evaluation=evaluation), swarm=swarm
+    )
+    down_command.down(options)
 
 
 @_command(
@@ -368,27 +312,9 @@ def drfc_env(evaluation: Evaluation = False) -> None:
     prints `export DR_TRAIN_COMPOSE_FILE='... -f <override>'` and COMPOSE_REMOVE_ORPHANS=1.
     Run it again after changing system.env or run.env; `drgpu up` also proves the result.
     """
-    from drgpu.commands import drfc_stack, preparation
-    from drgpu.ui import tables
+    from drgpu.commands import drfc_stack  # lazy: start-up time
 
-    target = _target(None, None, None, evaluation)
-    if target.checkout is None:
-        raise ConfigError(
-            "not an activated DeepRacer-for-cloud shell (DR_DIR is not set)",
-            hint="source bin/activate.sh in your DRfC checkout first",
-        )
-    config = _settings(target)
-    if config.deploys_to_swarm():
-        raise ConfigError(
-            "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
-            " `docker stack deploy`, which cannot take drgpu's Compose override",
-            hint="set DR_DOCKER_STYLE=compose in system.env and activate again; or `drgpu up`,"
-            " which deploys drgpu's own stack file without DRfC's start script (docs/drfc.md)",
-        )
-    target = drfc_stack.script_target(target, config)
-    prepared = preparation.prepare_with(config, target, None)
-    tables.warnings(prepared.plan.warnings)
-    sys.stdout.write(drfc_stack.shell_exports(prepared))
+    sys.stdout.write(drfc_stack.drfc_env(evaluation=evaluation))
 
 
 @_command(examples=("drgpu gpus --full", "drgpu gpus --json > box.json"))
@@ -398,8 +324,8 @@ def gpus(
 ) -> None:
     """List this host's GPUs in nvidia-smi (PCI bus) order, with CUDA's order beside, and which
     drgpu run holds each."""
-    from drgpu.commands import gpus as gpus_command
-    from drgpu.ui import tables
+    from drgpu.commands import gpus as gpus_command  # lazy: start-up time
+    from drgpu.ui import tables  # lazy: start-up time
 
     inventory, holders = gpus_command.read()
     if json_output:
@@ -440,31 +366,20 @@ def status(
 
     Exits 6 when a process runs on a GPU its service was not given, or belongs to no stack.
     """
-    from drgpu.commands import status as status_command
-    from drgpu.core import gpu_usage
-    from drgpu.errors import CheckFailedError
-    from drgpu.host.nvml import nvml_session
-    from drgpu.ui import tables
+    from drgpu.commands import status as status_command  # lazy: start-up time
+    from drgpu.ui.results import show_status  # lazy: start-up time
 
-    if evaluation:
-        run_id = f"eval-{run_id or _run_id_of(_target(None, None, None, True, needs_files=False))}"
-    last: gpu_usage.Status | None
-    with nvml_session() as session:
-        if not watch:
-            last = status_command.snapshot(session, run_id)
-            if json_output:
-                tables.print_json(gpu_usage.document(last))
-            else:
-                tables.status_table(last)
-        else:
-            from drgpu.ui.live import watch_display
-
-            with watch_display(json_lines=json_output, interval_s=interval) as show:
-                last = status_command.watch(session, run_id, show, interval, count)
-    if last is not None and not last.ok:
-        first = last.violations[0].message
-        more = f" (and {len(last.violations) - 1} more)" if len(last.violations) > 1 else ""
-        raise CheckFailedError(f"{first}{more}")
+    options = status_command.StatusOptions(
+        run_id=run_id,
+        evaluation=evaluation,
+        watch=watch,
+        interval_s=interval,
+        count=count,
+        json_lines=json_output,
+    )
+    result = status_command.status(options)
+    show_status(result, json_output=json_output)
+    _raise(result.failure)
 
 
 @_command(
@@ -494,27 +409,17 @@ def doctor(
 
     Exits 6 when a check fails (warnings pass).
     """
-    from drgpu.commands import doctor as doctor_command
-    from drgpu.core import host_checks
-    from drgpu.errors import CheckFailedError
-    from drgpu.ui import tables
-    from drgpu.ui.talk import spinner
+    from drgpu.commands import doctor as doctor_command  # lazy: start-up time
+    from drgpu.ui.results import show_doctor  # lazy: start-up time
 
-    with spinner("checking the host"):
-        facts = doctor_command.gather(
-            _target(env_file, None, file, False, needs_files=False), image or [], probe
-        )
-    checks = host_checks.run_checks(facts)
-    if json_output:
-        tables.print_json(host_checks.document(checks))
-    else:
-        tables.doctor_table(checks)
-    failed = [check for check in checks if check.status == host_checks.FAIL]
-    if failed:
-        raise CheckFailedError(
-            f"{len(failed)} check(s) failed: {', '.join(check.id for check in failed)}",
-            hint=failed[0].fix,
-        )
+    options = doctor_command.DoctorOptions(
+        inputs=_inputs(env_file, files=file, needs_files=False),
+        images=tuple(image or ()),
+        probe=probe,
+    )
+    result = doctor_command.doctor(options)
+    show_doctor(result, json_output=json_output)
+    _raise(result.failure)
 
 
 @_command(
@@ -551,7 +456,7 @@ def cuda_check(
 ) -> None:
     """What a container really sees: run inside one, or from the host with --service/--all."""
     if service is None and not all_services:
-        from drgpu import probe
+        from drgpu import probe  # lazy: start-up time of the other commands
 
         argv = ["--json"] if json_output else []
         argv += ["--expect", str(expect)] if expect is not None else []
@@ -559,51 +464,19 @@ def cuda_check(
             argv += ["--expect-uuid", uuid]
         argv += ["--frameworks", frameworks] if frameworks else []
         raise typer.Exit(probe.main(argv))
-    from drgpu.commands import cuda_check
-    from drgpu.core import cuda_verdict
-    from drgpu.errors import CheckFailedError, DockerError
-    from drgpu.host.engine import project_containers
-    from drgpu.ui import tables
+    from drgpu.commands import cuda_check as cuda_check_command  # lazy: start-up time
+    from drgpu.ui.results import show_cuda_check  # lazy: start-up time
 
-    target = _target(env_file, None, None, evaluation, needs_files=False)
-    prefix = "deepracer-eval" if evaluation else "deepracer"
-    project = f"{prefix}-{run_id or _run_id_of(target)}"
-    containers = project_containers(project)
-    if not containers:
-        raise DockerError(f"no containers of {project}: is the stack up?")
-    results = cuda_check.check(cuda_verdict.select(containers, service))
-    if all_services:
-        trainers = cuda_check.sagemaker_trainers(containers)
-        results += cuda_check.check_trainers(trainers)
-    if json_output:
-        tables.print_json(cuda_verdict.document(project, results))
-    else:
-        tables.check_table(project, results)
-    if not all(result.ok for result in results):
-        raise CheckFailedError("a container does not see what it was given (see above)")
-
-
-def _run_id_of(target: Inputs) -> str:
-    """DR_RUN_ID of the target's settings, when there are any; else 0."""
-    if not target.env_file.is_file():
-        return "0"
-    return _settings(target).run_id
-
-
-def _swarm_up(config: Config, target: Inputs) -> None:
-    """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them (under the
-    engine-wide lock, as every `up` and `down`)."""
-    from drgpu.commands import preparation, run_lock, swarm_deploy
-    from drgpu.commands.state_files import state_dir
-    from drgpu.ui import tables
-
-    state_dir(target.env_file)
-    with run_lock.locked("up", config.project, config.values):
-        prepared = preparation.prepare_with(config, target, None)
-        tables.warnings(prepared.plan.warnings)
-        stack, tasks = swarm_deploy.up(prepared)
-    tables.warnings(stack.warnings)
-    tables.swarm_up_table(stack, tasks)
+    options = cuda_check_command.CudaCheckOptions(
+        service=service,
+        all_services=all_services,
+        run_id=run_id,
+        env_file=env_file,
+        evaluation=evaluation,
+    )
+    result = cuda_check_command.check_stack(options)
+    show_cuda_check(result, json_output=json_output)
+    _raise(result.failure)
 
 
 @_command(
@@ -626,42 +499,23 @@ def swarm_setup(
     not advertised: the engine may give any advertised GPU to a simulator.
     Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
     """
-    from drgpu.commands import swarm_setup
-    from drgpu.core import swarm_node
-    from drgpu.errors import CheckFailedError
-    from drgpu.ui import tables
+    from drgpu.commands import swarm_setup as swarm_setup_command  # lazy: start-up time
+    from drgpu.ui.results import show_swarm_setup  # lazy: start-up time
 
-    if inventory is not None:
-        from drgpu.host.files import load_inventory
-
-        gpus = load_inventory(inventory)
-    else:
-        from drgpu.host.nvml import read_inventory
-
-        gpus = read_inventory()
-    target = _target(env_file, None, None, False, needs_files=False)
-    config = _settings(target) if target.env_file.is_file() else None
-    kept = swarm_setup.trainer_gpus(config, gpus)
-    state = swarm_setup.read_node(daemon_json, toolkit_config)
-    wanted = swarm_node.wanted_resources(gpus, kept)
-    setup = swarm_node.report(wanted, state, daemon_json, toolkit_config, kept=kept)
-    if json_output:
-        tables.print_json(swarm_node.document(setup))
-    else:
-        sys.stdout.write(swarm_node.text(setup))
-    differing = [f for f in setup.findings if f.status == swarm_node.DIFFERS]
-    if differing:
-        raise CheckFailedError(
-            f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"
-            f", first: {differing[0].subject}: {differing[0].detail}"
-        )
+    options = swarm_setup_command.SwarmSetupOptions(
+        inventory=inventory,
+        daemon_json=daemon_json,
+        toolkit_config=toolkit_config,
+        env_file=env_file,
+    )
+    result = swarm_setup_command.swarm_setup(options)
+    show_swarm_setup(result, json_output=json_output)
+    _raise(result.failure)
 
 
 @_command("version", examples=("drgpu version", "drgpu --version"))
 def version() -> None:
     """Print drgpu's version."""
-    from drgpu import __version__
-
     typer.echo(__version__)
 
 
@@ -681,29 +535,21 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; the one place where errors turn into messages and exit codes (see
     ExitCode), where the signals drgpu catches start unwinding, and where output is
     kept free of secrets."""
-    from drgpu.host import signals
-    from drgpu.ui.redacting import redacting_output
-
     with redacting_output(), signals.caught():
         _main(argv)
 
 
 def _main(argv: list[str] | None) -> None:
-    from drgpu.host import signals
-
     command = typer.main.get_command(app)
-    click_error: type[Exception] = next(
-        c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
-    )
     try:
         code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
     except DrgpuError as exc:
         _fail(exc.message, exc.hint, exc.exit_code)
-    except click_error as exc:
-        message = str(getattr(exc, "format_message", exc.__str__)())
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            sys.stdout.write(message)
-            raise SystemExit(ExitCode.OK) from None
+    except click.exceptions.NoArgsIsHelpError as exc:  # `drgpu` alone: its help
+        sys.stdout.write(exc.format_message())
+        raise SystemExit(ExitCode.OK) from None
+    except click.ClickException as exc:
+        message = exc.format_message()
         _fail(message.strip().splitlines()[0], "see drgpu --help", ExitCode.CONFIG)
     except typer.Abort:
         _fail("aborted", None, ExitCode.INTERRUPTED)

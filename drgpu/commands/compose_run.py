@@ -7,13 +7,20 @@ from typing import TYPE_CHECKING
 
 from drgpu.commands.preparation import Prepared, meanwhile, stack_files
 from drgpu.commands.proving import verified
+from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file
+from drgpu.core.compose_output import compose_warnings
+from drgpu.core.compose_progress import compose_event, log_line
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Plan
+from drgpu.core.redaction import holds_secret
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
+from drgpu.host import compose, process
 from drgpu.host.files import override_header_template
+from drgpu.targets.compose_override import render_override
+from drgpu.ui.talk import preload_rich, spinner, warn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,10 +36,6 @@ def up(
     """Render, start the stack, and verify it; on any failure or caught signal the run
     goes back down (`rollback.rolled_back`). With `progress`, it hears each service's state
     as Compose reports it, then its verification (else a spinner shows)."""
-    from drgpu.commands.rollback import rolled_back
-    from drgpu.host import compose
-    from drgpu.ui.talk import preload_rich
-
     write_override(prepared.override_path, prepared.plan)
     files = (*prepared.stack.files, prepared.override_path)
     binary = compose.find_compose(prepared.config.values)
@@ -58,18 +61,13 @@ def up(
 def write_override(path: Path, plan: Plan) -> None:
     """Write the plan's compose override to `path`, readable by its owner alone when it
     holds a secret value."""
-    from drgpu.core.redaction import holds_secret
-    from drgpu.targets.compose_override import render_override
-
-    override = render_override(plan, override_header_template())
-    write_owned_file(path, override, private=holds_secret(plan))
+    write_owned_file(
+        path, render_override(plan, override_header_template()), private=holds_secret(plan)
+    )
 
 
 def show_compose_warnings(stderr: str) -> None:
     """Compose's own warnings (unset variables, obsolete keys ...) as drgpu warnings."""
-    from drgpu.core.compose_output import compose_warnings
-    from drgpu.ui.talk import warn
-
     for message in compose_warnings(stderr):
         warn(f"compose: {message}")
 
@@ -82,14 +80,9 @@ def _compose_up(
 ) -> Completed:
     """Run `compose up`: behind a spinner, or with `--progress json`, each line of it an
     event for `progress` (a Compose without that mode runs it plainly)."""
-    from drgpu.host import process
-
     if progress is None:
-        from drgpu.ui.talk import spinner
-
         with spinner(f"starting {project}"):
             return process.run(command, env=environment)
-    from drgpu.core.compose_progress import compose_event, log_line
 
     def heard(line: str) -> str | None:
         event = compose_event(line, project)
@@ -108,9 +101,6 @@ def _compose_up(
 
 def down(config: Config, target: Inputs) -> None:
     """Stop and remove the stack's containers (under the engine-wide lock: see `run_lock`)."""
-    from drgpu.host import compose
-    from drgpu.ui.talk import spinner
-
     files: tuple[Path, ...] = tuple(stack_files(target))
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
@@ -137,8 +127,6 @@ def bring_down(
 def _compose_down(
     binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
 ) -> Completed:
-    from drgpu.host import compose, process
-
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
     return process.run(command, env=environment)
 

@@ -3,25 +3,73 @@ judges what it saw against the container's plan."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from drgpu import probe
+from drgpu.commands.options import InputOptions, resolved, run_id_of
+from drgpu.core import labels
 from drgpu.core.cuda_verdict import (
     CheckResult,
     expected_uuids,
     judge,
     judge_trainer,
     probe_arguments,
+    select,
 )
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, TrainerCheck, trainer_checks
-from drgpu.errors import DockerError
+from drgpu.core.settings import project_name
+from drgpu.errors import CheckFailedError, DockerError
+from drgpu.host import engine
+
+
+@dataclass(frozen=True)
+class CudaCheckOptions:
+    """`drgpu cuda-check`'s host-side options: one `service`'s container or every GPU
+    service's (`all_services`, the SageMaker trainers included) of the run `run_id`
+    (None: DR_RUN_ID of `env_file`), or of its evaluation."""
+
+    service: str | None = None
+    all_services: bool = False
+    run_id: str | None = None
+    env_file: Path | None = None
+    evaluation: bool = False
+
+
+@dataclass(frozen=True)
+class CudaCheckResult:
+    """What each checked container sees, judged, in the stack `project`."""
+
+    project: str
+    results: list[CheckResult]
+
+    @property
+    def failure(self) -> CheckFailedError | None:
+        """Exit 6 when a container does not see what it was given."""
+        if all(result.ok for result in self.results):
+            return None
+        return CheckFailedError("a container does not see what it was given (see above)")
+
+
+def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
+    """Run the probe in the containers the options name, from the host."""
+    inputs = InputOptions(
+        env_file=options.env_file, evaluation=options.evaluation, needs_files=False
+    )
+    target = resolved(inputs)
+    project = project_name(options.run_id or run_id_of(target), evaluation=options.evaluation)
+    containers = engine.project_containers(project)
+    if not containers:
+        raise DockerError(f"no containers of {project}: is the stack up?")
+    results = check(select(containers, options.service))
+    if options.all_services:
+        results += check_trainers(sagemaker_trainers(containers))
+    return CudaCheckResult(project, results)
 
 
 def check(containers: list[ContainerFacts]) -> list[CheckResult]:
     """Run the probe in each running container and judge what it saw."""
-    from drgpu import probe
-    from drgpu.host.engine import run_file_in_container
-
     source = Path(probe.__file__).read_bytes()
     results = []
     for container in containers:
@@ -29,7 +77,7 @@ def check(containers: list[ContainerFacts]) -> list[CheckResult]:
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-        ran = run_file_in_container(
+        ran = engine.run_file_in_container(
             container.id, source, probe_arguments(expected_uuids(container))
         )
         results.append(judge(container, ran.exit_code, ran.output))
@@ -39,24 +87,18 @@ def check(containers: list[ContainerFacts]) -> list[CheckResult]:
 def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
     """The SageMaker trainers the rl_coach of this project started (matched among every
     drgpu run's rl_coach, so another run's trainer is never taken for this one's)."""
-    from drgpu.core import labels
-    from drgpu.host.engine import drgpu_containers, sagemaker_candidates
-
     mine = {c.id for c in project_containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
     if not mine:
         return []
-    checks = trainer_checks(sagemaker_candidates(), drgpu_containers())
+    checks = trainer_checks(engine.sagemaker_candidates(), engine.drgpu_containers())
     return [check for check in checks if check.launcher is not None and check.launcher.id in mine]
 
 
 def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
     """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
-    from drgpu import probe
-    from drgpu.host.engine import run_file_in_container
-
     source = Path(probe.__file__).read_bytes()
     results = []
     for check in checks:
-        ran = run_file_in_container(check.container.id, source, ["--json"])
+        ran = engine.run_file_in_container(check.container.id, source, ["--json"])
         results.append(judge_trainer(check, ran.exit_code, ran.output))
     return results

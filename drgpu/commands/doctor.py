@@ -4,10 +4,15 @@ core.host_checks judges them."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+from drgpu.commands.options import InputOptions, resolved
+from drgpu.commands.preparation import load_settings, stack_files
 from drgpu.core.host_checks import (
+    FAIL,
     HOOK,
+    Check,
     ComposeFacts,
     DockerFacts,
     HostFacts,
@@ -16,16 +21,59 @@ from drgpu.core.host_checks import (
     ProbeFacts,
     SettingsFacts,
     resolved_images,
+    run_checks,
     stack_images,
 )
 from drgpu.core.inputs import Inputs
 from drgpu.core.settings import Config
+from drgpu.errors import (
+    CheckFailedError,
+    ConfigError,
+    DockerError,
+    DrgpuError,
+    NvmlUnavailableError,
+)
+from drgpu.host import compose, engine, nvml, process
+from drgpu.ui.talk import spinner
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """`drgpu doctor`'s options: `images` to check too (the first is the one `probe`
+    starts in a short container with a GPU device request)."""
+
+    inputs: InputOptions
+    images: tuple[str, ...] = ()
+    probe: bool = False
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """Every check of the host, in the order a person would fix things."""
+
+    checks: list[Check]
+
+    @property
+    def failure(self) -> CheckFailedError | None:
+        """The failed checks (exit 6; warnings pass), with the first one's fix."""
+        failed = [check for check in self.checks if check.status == FAIL]
+        if not failed:
+            return None
+        return CheckFailedError(
+            f"{len(failed)} check(s) failed: {', '.join(check.id for check in failed)}",
+            hint=failed[0].fix,
+        )
+
+
+def doctor(options: DoctorOptions) -> DoctorResult:
+    """Gather the host's facts (behind a spinner) and judge them."""
+    with spinner("checking the host"):
+        facts = gather(resolved(options.inputs), list(options.images), options.probe)
+    return DoctorResult(run_checks(facts))
 
 
 def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
-    from drgpu.errors import DrgpuError
-
     settings, config = _gather_settings(target)
     values = dict(config.values) if config is not None else {}
     nvml = _gather_nvml()
@@ -36,8 +84,6 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
     checked: tuple[ImageCheck, ...] = ()
     probe_facts = None
     if docker.daemon is not None:
-        from drgpu.host import engine
-
         try:
             checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
             image = images[0] if images else simulator_image
@@ -51,9 +97,6 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
 
 
 def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
-    from drgpu.commands.preparation import load_settings
-    from drgpu.errors import ConfigError
-
     try:
         config = load_settings(target)
     except ConfigError as exc:
@@ -65,13 +108,9 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     """The images the target's stack uses, as Compose resolves its files with these settings,
     and the simulator's (the one `--probe` starts). Without Compose, drgpu's base stack's
     images as its compose file names them; another stack's are then unknown."""
-    from drgpu.commands.preparation import stack_files
-    from drgpu.errors import DrgpuError
-    from drgpu.host.compose import resolve_stack
-
     if config is not None:
         try:
-            model = resolve_stack(config, tuple(stack_files(target)))
+            model = compose.resolve_stack(config, tuple(stack_files(target)))
             return resolved_images(model["services"])
         except DrgpuError:
             pass  # the compose check says why
@@ -82,9 +121,6 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
 
 
 def _gather_nvml() -> NvmlFacts:
-    from drgpu.errors import NvmlUnavailableError
-    from drgpu.host import nvml
-
     try:
         with nvml.nvml_session() as session:
             return NvmlFacts(
@@ -96,9 +132,6 @@ def _gather_nvml() -> NvmlFacts:
 
 
 def _gather_docker() -> DockerFacts:
-    from drgpu.errors import DockerError
-    from drgpu.host import engine
-
     hook = shutil.which(HOOK) or next(
         (p for p in (f"/usr/bin/{HOOK}", f"/usr/local/bin/{HOOK}") if Path(p).is_file()), None
     )
@@ -109,9 +142,6 @@ def _gather_docker() -> DockerFacts:
 
 
 def _gather_compose(values: dict[str, str]) -> ComposeFacts:
-    from drgpu.errors import DockerError
-    from drgpu.host import compose, process
-
     try:
         command = compose.find_compose(values)
         done = process.run([*command, "version", "--short"], timeout=30)

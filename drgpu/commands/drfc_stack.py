@@ -12,15 +12,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.compose_run import bring_down, show_compose_warnings, write_override
-from drgpu.commands.preparation import Prepared, meanwhile
+from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.preparation import Prepared, meanwhile, prepare_with
 from drgpu.commands.proving import verified
+from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.core import drfc_scripts
+from drgpu.core.compose_output import talk_lines
+from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
-from drgpu.errors import DockerError
+from drgpu.errors import ConfigError, DockerError
+from drgpu.host import compose, engine, process
 from drgpu.host.files import override_header_template
+from drgpu.targets.compose_override import render_override
+from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
@@ -43,8 +50,6 @@ def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
         return False
     if checkout.start_script.is_file() and checkout.stop_script.is_file():
         return True
-    from drgpu.ui.talk import warn
-
     warn(
         f"{checkout.start_script} or {checkout.stop_script.name} is missing: drgpu starts and"
         " stops the compose files itself, without DRfC's setup (ROBOMAKER_COMMAND ...)"
@@ -57,8 +62,6 @@ def warn_swarm_skips_scripts(target: Inputs, *, explicit_files: bool) -> None:
     start script, and its setup, does not run."""
     if target.checkout is None or explicit_files:
         return
-    from drgpu.ui.talk import warn
-
     warn(
         "DR_DOCKER_STYLE=swarm: drgpu deploys its own stack file of DRfC's compose files,"
         f" without {target.checkout.start_script.name} (no ROBOMAKER_COMMAND, no configuration"
@@ -81,10 +84,6 @@ def up(
     on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again.
     With `progress`, it hears each service's state from Compose's lines, then its
     verification (else a spinner shows)."""
-    from drgpu.commands.rollback import rolled_back
-    from drgpu.host import engine, process
-    from drgpu.ui.talk import preload_rich, spinner
-
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     write_override(prepared.override_path, plan)
@@ -134,7 +133,6 @@ def _hearing(
 ) -> Callable[[str], str | None]:
     """What hears the start script's stderr: Compose's progress lines become events (every
     line is kept, for what the script said)."""
-    from drgpu.core.compose_progress import plain_compose_event
 
     def heard(line: str) -> str | None:
         event = plain_compose_event(line, project)
@@ -145,11 +143,33 @@ def _hearing(
     return heard
 
 
+def drfc_env(*, evaluation: bool) -> str:
+    """Plan in the activated DRfC shell (its evaluation with `evaluation`), warn about the
+    plan, write the override `drgpu up` would use, and return the exports that make DRfC's
+    own scripts read it (`shell_exports`); refused outside a DRfC shell, and in swarm style."""
+    target = resolved(InputOptions(evaluation=evaluation))
+    if target.checkout is None:
+        raise ConfigError(
+            "not an activated DeepRacer-for-cloud shell (DR_DIR is not set)",
+            hint="source bin/activate.sh in your DRfC checkout first",
+        )
+    config = settings(target)
+    if config.deploys_to_swarm():
+        raise ConfigError(
+            "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
+            " `docker stack deploy`, which cannot take drgpu's Compose override",
+            hint="set DR_DOCKER_STYLE=compose in system.env and activate again; or `drgpu up`,"
+            " which deploys drgpu's own stack file without DRfC's start script (docs/drfc.md)",
+        )
+    prepared = prepare_with(config, script_target(target, config), None)
+    for message in prepared.plan.warnings:
+        warn(message)
+    return shell_exports(prepared)
+
+
 def shell_exports(prepared: Prepared) -> str:
     """Write the override `drgpu up` would start with, and return the exports that make
     DRfC's own `dr-start-*` and `dr-stop-*` read it (and remove drgpu's workers)."""
-    from drgpu.targets.compose_override import render_override
-
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     write_owned_file(prepared.override_path, render_override(plan, override_header_template()))
@@ -165,8 +185,6 @@ def down(config: Config, target: Inputs) -> None:
 
 
 def _down(config: Config, target: Inputs) -> None:
-    from drgpu.ui.talk import spinner
-
     checkout = _checkout(target)
     override = override_path(target.env_file, config.project)
     written = override.is_file() and written_by_drgpu(override)
@@ -194,8 +212,6 @@ def _take_down(
 ) -> bool:
     """DRfC's stop script, then `compose down --remove-orphans` for anything it left;
     whether nothing is left."""
-    from drgpu.host import compose, engine, process
-
     stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
     _relay(stopped, checkout.stop_script, checkout)
     if stopped.ok and not engine.project_containers(project):
@@ -206,9 +222,6 @@ def _take_down(
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
     """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
-    from drgpu.core.compose_output import talk_lines
-    from drgpu.ui.talk import note
-
     show_compose_warnings(done.stderr)
     said = talk_lines(done.stdout, done.stderr)
     for line in said:
@@ -217,8 +230,6 @@ def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, 
 
 
 def _remove_placeholders(plan: Plan, containers: list[ContainerFacts]) -> None:
-    from drgpu.host import engine
-
     placeholders = _placeholder_services(plan)
     replicas = [c.id for c in containers if c.service in placeholders]
     if replicas:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_usage import holders_by_gpu, holders_document
+from drgpu.core.index_order import cuda_order, ordinals
+from drgpu.core.topology import inventory_to_json
+from drgpu.errors import DockerError
+from drgpu.host import engine, nvml
+from drgpu.host.cuda import default_order
+from drgpu.ui.talk import warn
 
 if TYPE_CHECKING:
     from drgpu.core.gpu_usage import Holder
@@ -12,15 +23,6 @@ if TYPE_CHECKING:
 def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
     """The inventory and, for each GPU index, its holders (None, with a warning, when the
     engine cannot be asked)."""
-    import threading
-
-    from drgpu.core.facts import ContainerFacts
-    from drgpu.core.gpu_usage import holders_by_gpu
-    from drgpu.errors import DockerError
-    from drgpu.host import engine
-    from drgpu.host.nvml import read_inventory
-    from drgpu.ui.talk import warn
-
     # Ask the engine (and import its SDK) while NVML starts.
     found: list[list[ContainerFacts] | DockerError] = []
 
@@ -32,12 +34,8 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
 
     asking = threading.Thread(target=ask_engine, daemon=True)
     asking.start()
-    inventory = read_inventory()
+    inventory = nvml.read_inventory()
     if inventory.gpus:
-        from dataclasses import replace
-
-        from drgpu.host.cuda import default_order
-
         inventory = replace(inventory, cuda_order=default_order(inventory))
     asking.join()
     holders = None
@@ -52,10 +50,6 @@ def document(inventory: Inventory, holders: dict[int, tuple[Holder, ...]] | None
     """The `drgpu gpus --json` document (`schema_version` 1, as every drgpu document has):
     the inventory (with `cuda_order` when the CUDA driver told it), each GPU with its
     holders and its CUDA ordinals (`cuda_indices`, guessed when `cuda_order_guessed`)."""
-    from drgpu.core.gpu_usage import holders_document
-    from drgpu.core.index_order import cuda_order, ordinals
-    from drgpu.core.topology import inventory_to_json
-
     result = {"schema_version": 1, **inventory_to_json(inventory)}
     order = cuda_order(inventory)
     cuda_indices = ordinals(order)

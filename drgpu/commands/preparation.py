@@ -12,12 +12,16 @@ from typing import TYPE_CHECKING
 
 from drgpu.commands.state_files import override_path, state_dir
 from drgpu.core.compose_stack import Stack
+from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
+from drgpu.core.labels import claims
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.planning import make_plan, service_requests
+from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError, NvmlUnavailableError
 from drgpu.host.files import base_stack_file, load_inventory, load_stack, load_target_config
+from drgpu.ui.redacting import hide
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,9 +49,6 @@ def prepare(target: Inputs, inventory_file: Path | None) -> Prepared:
 
 def load_settings(target: Inputs) -> Config:
     """The target's settings; from now on no output shows the value of a secret one."""
-    from drgpu.core.redaction import secret_values
-    from drgpu.ui.redacting import hide
-
     config = load_target_config(target)
     hide(secret_values(config.values))
     return config
@@ -62,8 +63,8 @@ def prepare_with(config: Config, target: Inputs, inventory_file: Path | None) ->
 def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
     """`prepare` for `up`, under the engine-wide lock until the block ends: no other
     `drgpu up` or `down` can read or change the runs between this plan and its proof."""
-    from drgpu.commands import run_lock
-    from drgpu.host import nvml
+    from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
+    from drgpu.host import nvml  # lazy: start-up time of a plan on a file
 
     state_dir(target.env_file)
     with ExitStack() as held:
@@ -110,8 +111,7 @@ def stack_files(target: Inputs) -> list[Path]:
 def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
     """What other runs hold, from the labels of their containers; when the engine cannot
     be asked, nothing and (unless `strict`: then the error) why."""
-    from drgpu.core.labels import claims
-    from drgpu.host.engine import drgpu_labels
+    from drgpu.host.engine import drgpu_labels  # lazy: start-up time of a plan on a file
 
     try:
         return claims(drgpu_labels()), None
@@ -132,13 +132,12 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
         return inventory
     if not config.wants_gpu:
         return Inventory(gpus=())
-    from drgpu.core.index_order import bare_indices
-    from drgpu.host.nvml import read_inventory
+    from drgpu.host import nvml  # lazy: start-up time of a plan on a file (as below)
 
-    inventory = read_inventory()
+    inventory = nvml.read_inventory()
     asks_index = any(bare_indices(r) for r in (config.trainer_devices, config.simulator_devices))
     if asks_index and len(inventory.gpus) > 1:
-        from drgpu.host.cuda import default_order
+        from drgpu.host.cuda import default_order  # lazy: start-up time of a plan on a file
 
         inventory = replace(inventory, cuda_order=default_order(inventory))
     return inventory

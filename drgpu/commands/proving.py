@@ -3,10 +3,14 @@ the plan (`core.verification`), with the last log lines of each that stopped."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
+from drgpu.core.compose_progress import verification_events
 from drgpu.core.model import Plan
+from drgpu.core.verification import stopped_badly, verify
 from drgpu.errors import DockerError
+from drgpu.host import engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -28,16 +32,11 @@ def verified(
 
     A container counts once it has run for SETTLE_S: one whose command fails at once
     has stopped by then."""
-    from drgpu.core.verification import verify
-    from drgpu.host import engine
-
     containers = engine.project_containers(plan.project)
     if settle(containers):
         containers = engine.project_containers(plan.project)
     problems = verify(plan, containers)
     if progress is not None:
-        from drgpu.core.compose_progress import verification_events
-
         for event in verification_events([(c.name, c.service) for c in containers], problems):
             progress(event)
     if not problems:
@@ -56,8 +55,6 @@ def verified(
 def settle(containers: Iterable[ContainerFacts]) -> bool:
     """Wait until the last container to start has run for SETTLE_S (one whose command
     fails at once has stopped by then); whether it waited, so the facts are stale."""
-    import time
-
     starts = [c.started_at for c in containers if c.started_at is not None and not c.stopped]
     wait = SETTLE_S - (time.time() - max(starts)) if starts else 0.0
     if wait <= 0:
@@ -68,9 +65,6 @@ def settle(containers: Iterable[ContainerFacts]) -> bool:
 
 def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
     """The last log lines of each container whose state fails verification."""
-    from drgpu.core.verification import stopped_badly
-    from drgpu.host import engine
-
     logs = []
     for container in stopped_badly(plan, list(containers)):
         tail = engine.container_log_tail(container.id, LOG_TAIL_LINES)

@@ -3,14 +3,28 @@ manifests), as printed (secret values masked) and as written to a file (real val
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.preparation import Prepared, prepare_with
+from drgpu.commands.state_files import write_owned_file
+from drgpu.core.redaction import masked_plan
 from drgpu.errors import ConfigError
 from drgpu.host.files import override_header_template
+from drgpu.targets.compose_override import render_override
 
-if TYPE_CHECKING:
-    from drgpu.commands.preparation import Prepared
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """`drgpu render`'s options: `output` is a file to write (else stdout shows it)."""
+
+    inputs: InputOptions
+    inventory: Path | None = None
+    output: Path | None = None
+    swarm: bool = False
+    k8s: bool = False
+    dra: bool = False
 
 
 @dataclass(frozen=True)
@@ -22,7 +36,26 @@ class Rendered:
     warnings: tuple[str, ...]
 
 
-def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host: bool) -> Rendered:
+def render(options: RenderOptions) -> Rendered:
+    """Plan and render the target the options ask for; written to `options.output` (real
+    values, mode 600 when it holds a secret) when given. Its warnings include the plan's."""
+    target = resolved(options.inputs)
+    prepared = prepare_with(settings(target), target, options.inventory)
+    result = _rendered(
+        prepared,
+        swarm=options.swarm,
+        k8s=options.k8s,
+        dra=options.dra,
+        this_host=options.inventory is None,
+    )
+    if options.output is not None:
+        write_owned_file(options.output, result.text, private=result.shown != result.text)
+    return replace(result, warnings=(*prepared.plan.warnings, *result.warnings))
+
+
+def _rendered(
+    prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host: bool
+) -> Rendered:
     """The target the options ask for; `this_host`: planned on this host (not --inventory),
     so the Swarm stack is laid out for this engine's swarm."""
     if swarm and k8s:
@@ -30,8 +63,8 @@ def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host
     if dra and not k8s:
         raise ConfigError("--dra goes with --k8s (Kubernetes dynamic resource allocation)")
     if k8s:
-        from drgpu.host.compose import resolve_stack
-        from drgpu.targets.kubernetes import render_manifests
+        from drgpu.host.compose import resolve_stack  # lazy: start-up time of the other targets
+        from drgpu.targets.kubernetes import render_manifests  # lazy: the same
 
         model = resolve_stack(prepared.config, prepared.stack.files)
         manifests = render_manifests(
@@ -43,15 +76,12 @@ def rendered(prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host
         )
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
     if prepared.config.deploys_to_swarm(swarm):
-        from drgpu.commands import swarm_deploy
+        from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
 
         engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)
         stack = swarm_deploy.render(prepared, engine)
         warnings = (*stack.warnings, *([blind] if blind else []))
         return Rendered(stack.shown_text, stack.text, warnings)
-    from drgpu.core.redaction import masked_plan
-    from drgpu.targets.compose_override import render_override
-
     header = override_header_template()
     shown = render_override(masked_plan(prepared.plan), header)
     return Rendered(shown, render_override(prepared.plan, header), ())

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from drgpu.host import engine, signals
+from drgpu.ui.talk import note
+
 
 @contextmanager
 def rolled_back(
@@ -20,9 +23,6 @@ def rolled_back(
     user made stays). Signals during the rollback do not cut it short. A failure of type
     `keep_on` leaves the run as it is (a stack that ran before, which a refusing start
     script did not touch)."""
-    from drgpu.host import engine, signals
-    from drgpu.ui.talk import note
-
     kept = engine.project_volumes(project)
     try:
         yield

@@ -12,6 +12,9 @@ from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError
+from drgpu.host import compose, engine, swarm
+from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
+from drgpu.ui.talk import note, warn
 
 
 @contextmanager
@@ -21,10 +24,6 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
     A `down` leaves its mark in the engine; an `up` that began before that `down` and got
     the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
     """
-    from drgpu.host import engine
-    from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
-    from drgpu.ui.talk import note
-
     timeout_s = _seconds(settings, TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
     with engine_lock(
         command,
@@ -46,9 +45,6 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
 
 def _clean_after(holder: Holder) -> None:
     """Remove what a killed `drgpu up` or `down` left of its run: never verified."""
-    from drgpu.host import compose, engine, swarm
-    from drgpu.ui.talk import warn
-
     environment = compose.compose_environment({})
     removed = {"services": swarm.remove_stale_stack(holder.project, environment)}
     removed.update(engine.remove_run(holder.project, holder.volumes_before))

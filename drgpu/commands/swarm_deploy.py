@@ -8,10 +8,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drgpu.commands.state_files import write_owned_file, written_by_drgpu
 from drgpu.core.settings import Config
-from drgpu.errors import DockerError
-from drgpu.host import swarm
-from drgpu.targets.swarm_stack import SwarmStack, SwarmView
+from drgpu.core.swarm_node import RUNTIME, SWARM_GPUS_KEY, swarm_gpu_mode, swarm_layout
+from drgpu.errors import DockerError, GpuValidationError
+from drgpu.host import compose, engine, swarm
+from drgpu.targets.swarm_stack import (
+    SwarmStack,
+    SwarmView,
+    exposed_gpus,
+    render_stack,
+    swarm_services,
+    verify_tasks,
+    waiting_on,
+)
+from drgpu.ui.talk import spinner, warn
 
 if TYPE_CHECKING:
     from drgpu.commands.preparation import Prepared
@@ -22,15 +33,11 @@ STUCK_GRACE_S = 5.0
 POLL_S = 0.5
 
 
-def render(prepared: Prepared, engine: EngineFacts | None) -> SwarmStack:
+def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     """The stack file of a prepared plan (reads the stack through `compose config`), laid
-    out for the swarm `engine` describes (None: a one-node swarm, node unknown)."""
-    from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
-    from drgpu.host.compose import resolve_stack
-    from drgpu.targets.swarm_stack import render_stack, swarm_services
-
-    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), engine)
-    model = resolve_stack(prepared.config, prepared.stack.files)
+    out for the swarm the engine's `facts` describe (None: a one-node swarm, node unknown)."""
+    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
+    model = compose.resolve_stack(prepared.config, prepared.stack.files)
     services = swarm_services(prepared.plan, model["services"], prepared.config.workers, layout)
     return render_stack(prepared.plan, model, services, layout)
 
@@ -38,11 +45,8 @@ def render(prepared: Prepared, engine: EngineFacts | None) -> SwarmStack:
 def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     """How the plan's services would get their GPUs on the swarm (this engine's, when
     planned on this host; else a one-node swarm)."""
-    from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
-    from drgpu.targets.swarm_stack import swarm_services
-
-    engine, blind = this_swarm() if this_host else (None, None)
-    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), engine)
+    facts, blind = this_swarm() if this_host else (None, None)
+    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
     names = [service.name for service in prepared.stack.services]
     services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
     return SwarmView(services=services, layout=layout, warnings=(blind,) if blind else ())
@@ -50,22 +54,16 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
 
 def this_swarm() -> tuple[EngineFacts | None, str | None]:
     """This engine's swarm facts; when it cannot be asked, None and why."""
-    from drgpu.host.engine import engine_facts
-
     try:
-        return engine_facts(), None
+        return engine.engine_facts(), None
     except DockerError as exc:
         return None, f"cannot ask the swarm ({exc.message}): laid out for a one-node swarm"
 
 
-def check_node(stack: SwarmStack, engine: EngineFacts) -> None:
+def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
     """Refuse a stack this node would not isolate: pinned GPUs need the nvidia default
     runtime, and no GPU pinned for one service may be advertised while simulators
     reserve generic resources (the engine could give it to one of them)."""
-    from drgpu.core.swarm_node import RUNTIME, SWARM_GPUS_KEY
-    from drgpu.errors import GpuValidationError
-    from drgpu.targets.swarm_stack import exposed_gpus
-
     exposed = exposed_gpus(stack.services, stack.layout)
     if exposed:
         raise GpuValidationError(
@@ -75,9 +73,9 @@ def check_node(stack: SwarmStack, engine: EngineFacts) -> None:
         )
     pinned = [s.name for s in stack.services if s.pinned]
     # On a node in no swarm, `docker stack deploy` itself says so: that is the error to give.
-    if pinned and engine.swarm_state == "active" and engine.default_runtime != RUNTIME:
+    if pinned and facts.swarm_state == "active" and facts.default_runtime != RUNTIME:
         raise DockerError(
-            f"this node's default runtime is {engine.default_runtime or 'unknown'}, not"
+            f"this node's default runtime is {facts.default_runtime or 'unknown'}, not"
             f" {RUNTIME}: Swarm tasks would get no GPU ({', '.join(pinned)})",
             hint="`drgpu swarm-setup` prints the daemon.json this node needs",
         )
@@ -98,13 +96,10 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     containers must (`proving.settle`) and verify what each really got; on any failure
     or caught signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited
     for, then the run's containers and networks)."""
+    # lazy: start-up time of plan and render, which never deploy
     from drgpu.commands.proving import settle, stopped_logs
     from drgpu.commands.rollback import rolled_back
-    from drgpu.commands.state_files import write_owned_file
     from drgpu.core.verification import state_problems
-    from drgpu.host import compose, engine
-    from drgpu.targets.swarm_stack import verify_tasks, waiting_on
-    from drgpu.ui.talk import spinner
 
     facts = engine.engine_facts()
     stack = render(prepared, facts)
@@ -144,8 +139,6 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
 def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:
     """Remove what a failed deploy left; the failure itself is the error to report (a
     node that is no manager cannot deploy, nor remove)."""
-    from drgpu.ui.talk import warn
-
     try:
         swarm.remove_stack(project, environment)
     except DockerError as exc:
@@ -155,10 +148,6 @@ def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:
 def down(config: Config, stack: Path) -> None:
     """Remove the stack and wait until its services, containers and networks are gone;
     then its stack file `stack` (it holds the settings' secrets) when drgpu wrote it."""
-    from drgpu.commands.state_files import written_by_drgpu
-    from drgpu.host import compose
-    from drgpu.ui.talk import spinner
-
     with spinner(f"removing {config.project} from the swarm"):
         swarm.remove_stack(config.project, compose.compose_environment(config.values))
     if stack.is_file() and written_by_drgpu(stack):
@@ -166,13 +155,10 @@ def down(config: Config, stack: Path) -> None:
 
 
 def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
-    from drgpu.host.engine import stack_tasks
-    from drgpu.targets.swarm_stack import waiting_on
-
     deadline = time.monotonic() + START_TIMEOUT_S
     stuck_since: float | None = None
     while True:
-        tasks = stack_tasks(stack.project)
+        tasks = engine.stack_tasks(stack.project)
         waiting, stuck = waiting_on(stack, tasks)
         if not waiting:
             return tasks

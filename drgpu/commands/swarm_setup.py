@@ -5,12 +5,70 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.core.model import Inventory, Role
+from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
-from drgpu.core.swarm_node import NodeState, read_swarm_resource
+from drgpu.core.swarm_node import (
+    DIFFERS,
+    NodeState,
+    SetupReport,
+    read_swarm_resource,
+    report,
+    wanted_resources,
+)
+from drgpu.errors import CheckFailedError, DockerError
+from drgpu.host import engine, nvml
+from drgpu.host.files import base_stack_file, load_inventory, load_stack
+
+
+@dataclass(frozen=True)
+class SwarmSetupOptions:
+    """`drgpu swarm-setup`'s options: the GPUs of `inventory` (None: this host's), the
+    files to check, and the settings whose trainer's GPUs are kept from the swarm."""
+
+    inventory: Path | None
+    daemon_json: Path
+    toolkit_config: Path
+    env_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class SwarmSetupResult:
+    """What this node needs for Swarm to hand out its GPUs, and what differs."""
+
+    report: SetupReport
+
+    @property
+    def failure(self) -> CheckFailedError | None:
+        """Exit 6 when daemon.json, the NVIDIA runtime's config or the engine differ."""
+        differing = [f for f in self.report.findings if f.status == DIFFERS]
+        if not differing:
+            return None
+        return CheckFailedError(
+            f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"
+            f", first: {differing[0].subject}: {differing[0].detail}"
+        )
+
+
+def swarm_setup(options: SwarmSetupOptions) -> SwarmSetupResult:
+    """Read the GPUs, the settings (when there are any) and this node's state, and report."""
+    if options.inventory is not None:
+        gpus = load_inventory(options.inventory)
+    else:
+        gpus = nvml.read_inventory()
+    target = resolved(InputOptions(env_file=options.env_file, needs_files=False))
+    config = settings(target) if target.env_file.is_file() else None
+    kept = trainer_gpus(config, gpus)
+    state = read_node(options.daemon_json, options.toolkit_config)
+    wanted = wanted_resources(gpus, kept)
+    return SwarmSetupResult(
+        report(wanted, state, options.daemon_json, options.toolkit_config, kept=kept)
+    )
 
 
 def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]:
@@ -18,9 +76,6 @@ def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]
     plan` would; none without settings (a simulator-only node)."""
     if config is None:
         return ()
-    from drgpu.core.planning import make_plan
-    from drgpu.host.files import base_stack_file, load_stack
-
     plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(
         device.uuid
@@ -32,9 +87,6 @@ def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]
 
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     """Read daemon.json, the NVIDIA runtime's config.toml and `docker info` (the shell)."""
-    from drgpu.errors import DockerError
-    from drgpu.host.engine import engine_facts
-
     daemon_json: Mapping[str, Any] | None = None
     daemon_json_problem = None
     try:
@@ -56,9 +108,9 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
         toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
     except (OSError, UnicodeDecodeError) as exc:
         toolkit_problem = f"cannot be read: {exc}"
-    engine = engine_problem = None
+    facts = engine_problem = None
     try:
-        engine = engine_facts()
+        facts = engine.engine_facts()
     except DockerError as exc:
         engine_problem = exc.message
     return NodeState(
@@ -66,6 +118,6 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
         daemon_json_problem=daemon_json_problem,
         swarm_resource=swarm_resource,
         toolkit_problem=toolkit_problem,
-        engine=engine,
+        engine=facts,
         engine_problem=engine_problem,
     )

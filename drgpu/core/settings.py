@@ -89,6 +89,18 @@ class MpsSettings:
     simulator_memory_mib: int | None = None
 
 
+def project_name(run_id: str, *, evaluation: bool) -> str:
+    """The compose project name of a run, as DeepRacer-for-cloud names it (its evaluation
+    of a run is a project of its own)."""
+    return f"deepracer-eval-{run_id}" if evaluation else f"deepracer-{run_id}"
+
+
+def run_key(run_id: str, *, evaluation: bool) -> str:
+    """A run as drgpu's labels name it: an evaluation (`eval-<id>`) holds its GPUs apart
+    from the training of the same `DR_RUN_ID`."""
+    return f"eval-{run_id}" if evaluation else run_id
+
+
 @dataclass(frozen=True)
 class Config:
     """The settings of one stack, parsed and checked."""
@@ -113,15 +125,13 @@ class Config:
 
     @property
     def project(self) -> str:
-        """The compose project name, as DeepRacer-for-cloud names it (its evaluation of a
-        run is a project of its own)."""
-        return f"deepracer-eval-{self.run_id}" if self.evaluation else f"deepracer-{self.run_id}"
+        """The compose project name (see `project_name`)."""
+        return project_name(self.run_id, evaluation=self.evaluation)
 
     @property
     def run_key(self) -> str:
-        """The run as drgpu's labels name it: an evaluation (`eval-<id>`) holds its GPUs
-        apart from the training of the same `DR_RUN_ID`."""
-        return f"eval-{self.run_id}" if self.evaluation else self.run_id
+        """The run as drgpu's labels name it (see `run_key`)."""
+        return run_key(self.run_id, evaluation=self.evaluation)
 
     def where(self, key: str) -> str:
         """`KEY (file:line)` for messages, or just `KEY` when it was not written."""

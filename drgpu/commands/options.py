@@ -1,0 +1,53 @@
+"""What the command line names, shared by the commands: the settings and compose files a
+command acts on (`InputOptions`), those settings read, and the one rule for Swarm."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from drgpu.commands.preparation import load_settings
+from drgpu.core.inputs import Inputs, resolve_inputs
+from drgpu.core.settings import Config
+from drgpu.ui.talk import warn
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """--env-file, --run-env, -f and --eval as given (None: not given); `needs_files`: the
+    command reads compose files (see `resolve_inputs`)."""
+
+    env_file: Path | None = None
+    run_env: Path | None = None
+    compose_files: tuple[Path, ...] | None = None
+    evaluation: bool = False
+    needs_files: bool = True
+
+
+def resolved(options: InputOptions) -> Inputs:
+    """What the command acts on: flags first, then an activated DRfC shell, then defaults."""
+    return resolve_inputs(
+        env_file=options.env_file,
+        run_env=options.run_env,
+        compose_files=options.compose_files,
+        evaluation=options.evaluation,
+        environ=os.environ,
+        needs_files=options.needs_files,
+    )
+
+
+def settings(target: Inputs) -> Config:
+    """The target's settings (secret values hidden); what reading them noticed goes to
+    stderr at once."""
+    config = load_settings(target)
+    for message in config.warnings:
+        warn(message)
+    return config
+
+
+def run_id_of(target: Inputs) -> str:
+    """DR_RUN_ID of the target's settings, when there are any; else 0."""
+    if not target.env_file.is_file():
+        return "0"
+    return settings(target).run_id

@@ -1,0 +1,47 @@
+"""`drgpu plan`: which GPUs each service would get, checked against the machine (and, on
+Swarm, which GPUs are pinned and which the engine chooses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.preparation import prepare_with
+from drgpu.core.model import Plan
+from drgpu.core.redaction import masked_plan
+
+if TYPE_CHECKING:
+    from drgpu.targets.swarm_stack import SwarmView
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """`drgpu plan`'s options: `inventory` plans against a topology file, not this host."""
+
+    inputs: InputOptions
+    inventory: Path | None = None
+    swarm: bool = False
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The plan to show (on Compose with its secret values masked), its Swarm view when
+    the stack goes to Swarm, and the warnings about both."""
+
+    plan: Plan
+    swarm_view: SwarmView | None
+    warnings: tuple[str, ...]
+
+
+def plan(options: PlanOptions) -> PlanResult:
+    """Read the settings, stack and inventory, and plan."""
+    target = resolved(options.inputs)
+    prepared = prepare_with(settings(target), target, options.inventory)
+    if prepared.config.deploys_to_swarm(options.swarm):
+        from drgpu.commands import swarm_deploy  # lazy: start-up time of a plan on Compose
+
+        view = swarm_deploy.plan_view(prepared, this_host=options.inventory is None)
+        return PlanResult(prepared.plan, view, (*prepared.plan.warnings, *view.warnings))
+    return PlanResult(masked_plan(prepared.plan), None, prepared.plan.warnings)

@@ -1,0 +1,93 @@
+"""Each command's result, shown: a table for people (or JSON for machines) on stdout, and
+its warnings on stderr. What only one command shows is imported when it is shown, so
+`drgpu plan` does not wait for the other commands' modules (start-up time)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from drgpu.ui import tables
+
+if TYPE_CHECKING:
+    from drgpu.commands.cuda_check import CudaCheckResult
+    from drgpu.commands.doctor import DoctorResult
+    from drgpu.commands.plan import PlanResult
+    from drgpu.commands.rendering import Rendered
+    from drgpu.commands.status import StatusResult
+    from drgpu.commands.swarm_setup import SwarmSetupResult
+    from drgpu.commands.up import Deployed, Started
+
+
+def show_plan(result: PlanResult, *, json_output: bool) -> None:
+    """`drgpu plan`: the plan (as Swarm runs it, with a Swarm view), then its warnings."""
+    if result.swarm_view is not None:
+        if json_output:
+            tables.print_json(tables.swarm_plan_document(result.plan, result.swarm_view))
+        else:
+            tables.swarm_plan_table(result.plan, result.swarm_view)
+    elif json_output:
+        tables.print_json(tables.plan_document(result.plan))
+    else:
+        tables.plan_table(result.plan)
+    tables.warnings(result.warnings)
+
+
+def show_rendered(result: Rendered, *, to_stdout: bool) -> None:
+    """`drgpu render`: the text (secret values masked) unless it went to a file; warnings."""
+    if to_stdout:
+        sys.stdout.write(result.shown)
+    tables.warnings(result.warnings)
+
+
+def show_up(result: Started | Deployed) -> None:
+    """`drgpu up`: what was started, each container's (or task's) GPUs verified."""
+    from drgpu.commands.up import Deployed  # lazy: start-up time
+
+    if isinstance(result, Deployed):
+        tables.warnings(result.stack.warnings)
+        tables.swarm_up_table(result.stack, result.tasks)
+    else:
+        tables.up_table(result.plan, result.containers)
+
+
+def show_status(result: StatusResult, *, json_output: bool) -> None:
+    """`drgpu status`: the snapshot (a watch has shown its own)."""
+    if result.watched or result.last is None:
+        return
+    from drgpu.core.gpu_usage import document  # lazy: start-up time
+
+    if json_output:
+        tables.print_json(document(result.last))
+    else:
+        tables.status_table(result.last)
+
+
+def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
+    """`drgpu doctor`: the checklist."""
+    from drgpu.core.host_checks import document  # lazy: start-up time
+
+    if json_output:
+        tables.print_json(document(result.checks))
+    else:
+        tables.doctor_table(result.checks)
+
+
+def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
+    """`drgpu cuda-check` from the host: what each container sees."""
+    from drgpu.core.cuda_verdict import document  # lazy: start-up time
+
+    if json_output:
+        tables.print_json(document(result.project, result.results))
+    else:
+        tables.check_table(result.project, result.results)
+
+
+def show_swarm_setup(result: SwarmSetupResult, *, json_output: bool) -> None:
+    """`drgpu swarm-setup`: what this node needs, and what differs."""
+    from drgpu.core import swarm_node  # lazy: start-up time
+
+    if json_output:
+        tables.print_json(swarm_node.document(result.report))
+    else:
+        sys.stdout.write(swarm_node.text(result.report))

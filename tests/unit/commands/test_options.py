@@ -1,0 +1,64 @@
+"""What the commands share with the command line: the one rule for a run's project name and
+label key, the one rule for Swarm, the inputs an options dataclass names, and how a
+command's result says that it failed (exit 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from drgpu.commands.doctor import DoctorResult
+from drgpu.commands.options import InputOptions, resolved
+from drgpu.core.host_checks import FAIL, PASS, WARN, Check
+from drgpu.core.settings import Config, config_from_values, project_name, run_key
+from drgpu.errors import CheckFailedError, ExitCode
+
+
+@pytest.mark.parametrize(
+    ("evaluation", "project", "key"),
+    [(False, "deepracer-7", "7"), (True, "deepracer-eval-7", "eval-7")],
+)
+def test_the_settings_and_a_bare_run_id_name_a_run_alike(
+    evaluation: bool, project: str, key: str
+) -> None:
+    config = config_from_values({"DR_RUN_ID": "7"}, {}, evaluation=evaluation)
+    assert project_name("7", evaluation=evaluation) == config.project == project
+    assert run_key("7", evaluation=evaluation) == config.run_key == key
+
+
+@pytest.mark.parametrize(
+    ("style", "flag", "expected"),
+    [("compose", False, False), ("compose", True, True), ("swarm", False, True)],
+)
+def test_swarm_is_the_flag_or_the_docker_style(
+    make_config: Callable[..., Config], style: str, flag: bool, expected: bool
+) -> None:
+    assert make_config(DR_DOCKER_STYLE=style).deploys_to_swarm(flag) is expected
+
+
+def test_input_options_resolve_outside_a_drfc_shell(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("DR_DIR", raising=False)
+    stack = tmp_path / "stack.yml"
+    target = resolved(
+        InputOptions(env_file=tmp_path / "my.env", compose_files=(stack,), evaluation=True)
+    )
+    assert (target.env_file, target.compose_files, target.evaluation) == (
+        tmp_path / "my.env",
+        (stack,),
+        True,
+    )
+    assert target.checkout is None
+
+
+def test_a_doctor_result_fails_on_a_failed_check_not_on_a_warning() -> None:
+    passing = DoctorResult([Check("nvml", PASS, "ok"), Check("hook", WARN, "old", "update")])
+    assert passing.failure is None
+    failing = DoctorResult([*passing.checks, Check("docker", FAIL, "down", "start it")])
+    failure = failing.failure
+    assert isinstance(failure, CheckFailedError)
+    assert failure.exit_code == ExitCode.CHECK_FAILED
+    assert (failure.message, failure.hint) == ("1 check(s) failed: docker", "start it")
