@@ -30,6 +30,7 @@ def up(
     as Compose reports it, then its verification (else a spinner shows)."""
     from drgpu.commands.rollback import rolled_back
     from drgpu.host import compose
+    from drgpu.host.compose_output import failure_hint
     from drgpu.ui.talk import preload_rich
 
     write_override(prepared.override_path, prepared.plan)
@@ -47,7 +48,7 @@ def up(
         if not started.ok:
             raise DockerError(
                 f"compose up failed: {started.last_error_line()}",
-                hint=_compose_hint(started.stderr),
+                hint=failure_hint(started.stderr),
             )
         with meanwhile(preload_rich):  # the tables' import, while verification waits
             containers = verified(prepared.plan, progress)
@@ -65,7 +66,7 @@ def write_override(path: Path, plan: Plan) -> None:
 
 def show_compose_warnings(stderr: str) -> None:
     """Compose's own warnings (unset variables, obsolete keys ...) as drgpu warnings."""
-    from drgpu.core.compose_output import compose_warnings
+    from drgpu.host.compose_output import compose_warnings
     from drgpu.ui.talk import warn
 
     for message in compose_warnings(stderr):
@@ -88,6 +89,7 @@ def _compose_up(
         with spinner(f"starting {project}"):
             return process.run(command, env=environment)
     from drgpu.core.compose_progress import compose_event, log_line
+    from drgpu.host.compose_output import lacks_json_progress
 
     def heard(line: str) -> str | None:
         event = compose_event(line, project)
@@ -99,7 +101,7 @@ def _compose_up(
     position = command.index("-p")  # the global flags go before the subcommand
     with_json = [*command[:position], "--progress", "json", *command[position:]]
     started = process.stream(with_json, env=environment, on_line=heard)
-    if not started.ok and "progress" in started.last_error_line():
+    if not started.ok and lacks_json_progress(started.last_error_line()):
         return process.run(command, env=environment)
     return started
 
@@ -139,13 +141,3 @@ def _compose_down(
 
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
     return process.run(command, env=environment)
-
-
-def _compose_hint(stderr: str) -> str | None:
-    if "could not select device driver" in stderr:
-        return "the NVIDIA container toolkit is missing, or dockerd was not restarted after it"
-    if "unknown device" in stderr:
-        return "a planned GPU is unknown to the NVIDIA container toolkit: run `drgpu gpus`"
-    if "!override" in stderr or "!reset" in stderr:
-        return "drgpu needs Docker Compose >= 2.24.4 (for !override and !reset)"
-    return None

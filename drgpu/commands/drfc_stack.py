@@ -205,7 +205,7 @@ def _take_down(
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
     """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
-    from drgpu.core.compose_output import talk_lines
+    from drgpu.host.compose_output import talk_lines
     from drgpu.ui.talk import note
 
     show_compose_warnings(done.stderr)

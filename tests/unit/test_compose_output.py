@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drgpu.core.compose_output import compose_warnings, talk_lines
+from drgpu.host.compose_output import compose_warnings, talk_lines
 
 UNSET = 'time="2026-11-22T19:25:24Z" level=warning msg="The \\"X\\" variable is not set."\n'
 STDERR = (
