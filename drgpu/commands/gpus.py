@@ -21,7 +21,7 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
     from drgpu.host.nvml import read_inventory
     from drgpu.ui.talk import warn
 
-    # Ask the engine (and import its SDK) while NVML starts.
+    # Ask the engine while NVML starts.
     found: list[list[ContainerFacts] | DockerError] = []
 
     def ask_engine() -> None:

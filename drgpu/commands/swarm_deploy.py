@@ -50,7 +50,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
 
 def this_swarm() -> tuple[EngineFacts | None, str | None]:
     """This engine's swarm facts; when it cannot be asked, None and why."""
-    from drgpu.host.engine import engine_facts
+    from drgpu.host.swarm_engine import engine_facts
 
     try:
         return engine_facts(), None
@@ -102,11 +102,11 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     from drgpu.commands.rollback import rolled_back
     from drgpu.commands.state_files import write_owned_file
     from drgpu.core.verification import state_problems
-    from drgpu.host import compose, engine
+    from drgpu.host import compose, swarm_engine
     from drgpu.targets.swarm_stack import verify_tasks, waiting_on
     from drgpu.ui.talk import spinner
 
-    facts = engine.engine_facts()
+    facts = swarm_engine.engine_facts()
     stack = render(prepared, facts)
     check_node(stack, facts)
     path = stack_file(prepared)
@@ -119,10 +119,10 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     ):
         swarm.deploy(project, path, environment)
         tasks = _wait_running(stack)
-        containers = engine.stack_containers(project)
+        containers = swarm_engine.stack_containers(project)
         if settle(containers.values()):  # a task whose command fails at once has ended
-            tasks = engine.stack_tasks(project)
-            containers = engine.stack_containers(project)
+            tasks = swarm_engine.stack_tasks(project)
+            containers = swarm_engine.stack_containers(project)
         problems = [
             *waiting_on(stack, tasks)[0],
             *state_problems(prepared.plan, containers.values()),
@@ -166,7 +166,7 @@ def down(config: Config, stack: Path) -> None:
 
 
 def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
-    from drgpu.host.engine import stack_tasks
+    from drgpu.host.swarm_engine import stack_tasks
     from drgpu.targets.swarm_stack import waiting_on
 
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -33,7 +33,7 @@ def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     """Read daemon.json, the NVIDIA runtime's config.toml and `docker info` (the shell)."""
     from drgpu.errors import DockerError
-    from drgpu.host.engine import engine_facts
+    from drgpu.host.swarm_engine import engine_facts
 
     daemon_json: Mapping[str, Any] | None = None
     daemon_json_problem = None
