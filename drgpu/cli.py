@@ -689,13 +689,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None) -> None:
-    from drgpu.host import signals
+    from drgpu.host import signals, trace
 
     command = typer.main.get_command(app)
     click_error: type[Exception] = next(
         c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
     )
     try:
+        trace.configure(os.environ)  # DRGPU_LOG
         code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
     except DrgpuError as exc:
         _fail(exc.message, exc.hint, exc.exit_code)
