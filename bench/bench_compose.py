@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_compose.py [--runs N]
 
 - render: median of `drgpu render` (over the fake NVML) against `docker compose config`.
-- up:     median of `drgpu up` (render, compose up -d, verify through the Docker SDK)
+- up:     median of `drgpu up` (render, compose up -d, verify over the engine's API)
           against a bare `docker compose up -d` of the same files, each followed by an
           untimed `down`.
 

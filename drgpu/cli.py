@@ -17,7 +17,7 @@ import typer
 
 from drgpu import __version__
 from drgpu.errors import DrgpuError, ExitCode
-from drgpu.host import signals
+from drgpu.host import signals, trace
 from drgpu.ui.redacting import redacting_output
 
 if TYPE_CHECKING:
@@ -542,6 +542,7 @@ def main(argv: list[str] | None = None) -> None:
 def _main(argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
     try:
+        trace.configure(os.environ)  # DRGPU_LOG
         code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
     except DrgpuError as exc:
         _fail(exc.message, exc.hint, exc.exit_code)

@@ -10,7 +10,6 @@ from drgpu.commands.proving import verified
 from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file
-from drgpu.core.compose_output import compose_warnings
 from drgpu.core.compose_progress import compose_event, log_line
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Plan
@@ -18,6 +17,7 @@ from drgpu.core.redaction import holds_secret
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
 from drgpu.host import compose, process
+from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json_progress
 from drgpu.host.files import override_header_template
 from drgpu.targets.compose_override import render_override
 from drgpu.ui.talk import preload_rich, spinner, warn
@@ -51,7 +51,7 @@ def up(
         if not started.ok:
             raise DockerError(
                 f"compose up failed: {started.last_error_line()}",
-                hint=_compose_hint(started.stderr),
+                hint=failure_hint(started.stderr),
             )
         with meanwhile(preload_rich):  # the tables' import, while verification waits
             containers = verified(prepared.plan, progress)
@@ -94,7 +94,7 @@ def _compose_up(
     position = command.index("-p")  # the global flags go before the subcommand
     with_json = [*command[:position], "--progress", "json", *command[position:]]
     started = process.stream(with_json, env=environment, on_line=heard)
-    if not started.ok and "progress" in started.last_error_line():
+    if not started.ok and lacks_json_progress(started.last_error_line()):
         return process.run(command, env=environment)
     return started
 
@@ -129,13 +129,3 @@ def _compose_down(
 ) -> Completed:
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
     return process.run(command, env=environment)
-
-
-def _compose_hint(stderr: str) -> str | None:
-    if "could not select device driver" in stderr:
-        return "the NVIDIA container toolkit is missing, or dockerd was not restarted after it"
-    if "unknown device" in stderr:
-        return "a planned GPU is unknown to the NVIDIA container toolkit: run `drgpu gpus`"
-    if "!override" in stderr or "!reset" in stderr:
-        return "drgpu needs Docker Compose >= 2.24.4 (for !override and !reset)"
-    return None

@@ -19,12 +19,12 @@ from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.core import drfc_scripts
-from drgpu.core.compose_output import talk_lines
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, process
+from drgpu.host.compose_output import talk_lines
 from drgpu.host.files import override_header_template
 from drgpu.targets.compose_override import render_override
 from drgpu.ui.talk import note, preload_rich, spinner, warn

@@ -12,7 +12,7 @@ from drgpu.commands.state_files import write_owned_file, written_by_drgpu
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import RUNTIME, SWARM_GPUS_KEY, swarm_gpu_mode, swarm_layout
 from drgpu.errors import DockerError, GpuValidationError
-from drgpu.host import compose, engine, swarm
+from drgpu.host import compose, swarm, swarm_engine
 from drgpu.targets.swarm_stack import (
     SwarmStack,
     SwarmView,
@@ -55,7 +55,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
 def this_swarm() -> tuple[EngineFacts | None, str | None]:
     """This engine's swarm facts; when it cannot be asked, None and why."""
     try:
-        return engine.engine_facts(), None
+        return swarm_engine.engine_facts(), None
     except DockerError as exc:
         return None, f"cannot ask the swarm ({exc.message}): laid out for a one-node swarm"
 
@@ -101,7 +101,7 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     from drgpu.commands.rollback import rolled_back
     from drgpu.core.verification import state_problems
 
-    facts = engine.engine_facts()
+    facts = swarm_engine.engine_facts()
     stack = render(prepared, facts)
     check_node(stack, facts)
     path = stack_file(prepared)
@@ -114,10 +114,10 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     ):
         swarm.deploy(project, path, environment)
         tasks = _wait_running(stack)
-        containers = engine.stack_containers(project)
+        containers = swarm_engine.stack_containers(project)
         if settle(containers.values()):  # a task whose command fails at once has ended
-            tasks = engine.stack_tasks(project)
-            containers = engine.stack_containers(project)
+            tasks = swarm_engine.stack_tasks(project)
+            containers = swarm_engine.stack_containers(project)
         problems = [
             *waiting_on(stack, tasks)[0],
             *state_problems(prepared.plan, containers.values()),
@@ -158,7 +158,7 @@ def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
     deadline = time.monotonic() + START_TIMEOUT_S
     stuck_since: float | None = None
     while True:
-        tasks = engine.stack_tasks(stack.project)
+        tasks = swarm_engine.stack_tasks(stack.project)
         waiting, stuck = waiting_on(stack, tasks)
         if not waiting:
             return tasks

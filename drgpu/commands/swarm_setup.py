@@ -22,7 +22,7 @@ from drgpu.core.swarm_node import (
     wanted_resources,
 )
 from drgpu.errors import CheckFailedError, DockerError
-from drgpu.host import engine, nvml
+from drgpu.host import nvml, swarm_engine
 from drgpu.host.files import base_stack_file, load_inventory, load_stack
 
 
@@ -110,7 +110,7 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
         toolkit_problem = f"cannot be read: {exc}"
     facts = engine_problem = None
     try:
-        facts = engine.engine_facts()
+        facts = swarm_engine.engine_facts()
     except DockerError as exc:
         engine_problem = exc.message
     return NodeState(

@@ -1,11 +1,10 @@
-"""The Docker engine boundary: the only module that speaks the Docker SDK."""
+"""What drgpu asks the Docker engine (through `docker_api`): its containers, images,
+volumes and networks, what it is, a file run in a container, and drgpu's lock object.
+The Swarm's services, tasks and nodes are `swarm_engine`'s."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import socket
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,140 +15,103 @@ from drgpu.core.facts import (
     ContainerFacts,
     DaemonFacts,
     DeviceRequestFacts,
-    EngineFacts,
     ExecResult,
     ImageFacts,
-    TaskFacts,
 )
 from drgpu.errors import DockerError
+from drgpu.host import docker_api
+from drgpu.host.docker_api import Connection, filters
 
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 STACK_LABEL = "com.docker.stack.namespace"
 SWARM_SERVICE_LABEL = "com.docker.swarm.service.name"
-TASK_ID_LABEL = "com.docker.swarm.task.id"
-
-
-@contextmanager
-def _connected() -> Iterator[Any]:
-    """A Docker SDK client, closed after use; an SDK failure inside becomes a DockerError."""
-    client = _client()
-    try:
-        with _sdk_failures():
-            yield client
-    finally:
-        client.close()
-
-
-def _client() -> Any:
-    try:
-        import docker
-
-        return docker.from_env(timeout=30)
-    except Exception as exc:  # the SDK raises many kinds while probing the socket
-        raise DockerError(
-            f"cannot reach the Docker engine: {exc}",
-            hint="is dockerd running, and DOCKER_HOST right?",
-        ) from None
 
 
 def project_containers(project: str) -> list[ContainerFacts]:
     """Every container (running or not) of a compose project, or of the Swarm stack of
     that name (its tasks on this node)."""
-    compose = _containers({"label": f"{PROJECT_LABEL}={project}"})
-    stack = _containers({"label": f"{STACK_LABEL}={project}"})
+    with docker_api.connected() as engine:
+        compose = containers(engine, {"label": f"{PROJECT_LABEL}={project}"})
+        stack = containers(engine, {"label": f"{STACK_LABEL}={project}"})
     return sorted({c.id: c for c in (*compose, *stack)}.values(), key=lambda c: c.name)
-
-
-def stack_containers(namespace: str) -> dict[str, ContainerFacts]:
-    """This node's containers of a Swarm stack, by the id of the task each runs."""
-    return {
-        container.labels[TASK_ID_LABEL]: container
-        for container in _containers({"label": f"{STACK_LABEL}={namespace}"})
-        if TASK_ID_LABEL in container.labels
-    }
 
 
 def drgpu_containers() -> list[ContainerFacts]:
     """Every container (running or not) that drgpu started: those with a `drgpu.run_id` label."""
-    return _containers({"label": labels.RUN_ID})
+    with docker_api.connected() as engine:
+        return containers(engine, {"label": labels.RUN_ID})
 
 
 def sagemaker_candidates() -> list[ContainerFacts]:
     """Every running container whose name holds `algo-` (SageMaker local mode names its
     trainers `...algo-N-xxxxx...`; core.gpu_usage decides which are)."""
-    return [c for c in _containers({"name": "algo-"}) if c.state == "running"]
+    with docker_api.connected() as engine:
+        return [c for c in containers(engine, {"name": "algo-"}) if c.state == "running"]
 
 
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     """(state, labels) of every container with a `drgpu.run_id` label: what each run holds.
 
     One API call (and one more per live Swarm task whose GPUs the engine chose: their
-    labels do not name them, so they are read from its environment). Over a local socket
-    it is made without the SDK, which takes longer to import than `drgpu render` may take
-    in all.
+    labels do not name them, so they are read from its environment).
     """
     held: list[tuple[str, Mapping[str, str]]] = []
-    for listed in _listing({"label": labels.RUN_ID}):
-        chosen = listed.state == "running" and labels.engine_chosen(listed.labels)
-        held.append(
-            (listed.state, _engine_choice(listed.id, listed.labels) if chosen else listed.labels)
-        )
+    with docker_api.connected() as engine:
+        for listed in listing(engine, {"label": labels.RUN_ID}):
+            chosen = listed.state == "running" and labels.engine_chosen(listed.labels)
+            held.append(
+                (
+                    listed.state,
+                    _engine_choice(engine, listed.id, listed.labels) if chosen else listed.labels,
+                )
+            )
     return held
 
 
-def _engine_choice(container_id: str, container_labels: Mapping[str, str]) -> Mapping[str, str]:
+def _engine_choice(
+    engine: Connection, container_id: str, container_labels: Mapping[str, str]
+) -> Mapping[str, str]:
     """A reserving Swarm task's labels, naming the GPUs the engine gave it."""
-    status, answer = _api("GET", f"/containers/{urllib.parse.quote(container_id)}/json")
-    if status == 404:  # gone meanwhile: it holds nothing
+    attrs = _inspected(engine, container_id)
+    if attrs is None:  # gone meanwhile: it holds nothing
         return container_labels
-    config = _checked(status, answer, "inspect a container", 200).get("Config") or {}
-    return labels.with_engine_choice(container_labels, _environment(config.get("Env")))
+    config = attrs.get("Config") or {}
+    return labels.with_engine_choice(container_labels, environment(config.get("Env")))
 
 
 def project_exists(project: str) -> bool:
     """Whether a compose project has any container (running or not): one quick call."""
-    return bool(_listing({"label": f"{PROJECT_LABEL}={project}"}))
+    with docker_api.connected() as engine:
+        return bool(listing(engine, {"label": f"{PROJECT_LABEL}={project}"}))
 
 
-def _listing(filters: Mapping[str, str]) -> list[ContainerFacts]:
-    """Every container (running or not) matching `filters`, from one listing call: ids,
-    names, states and labels only."""
-    found = _get(f"/containers/json?all=1&filters={_filters(filters)}")
+def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list[ContainerFacts]:
+    """Every container (running or not) matching the filters `wanted`, from one listing
+    call: ids, names, states and labels only."""
+    query = f"&filters={filters(wanted)}" if wanted else ""
+    found = engine.call("GET", f"/containers/json?all=1{query}").checked("list containers", 200)
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")
     return [_brief_facts(item) for item in found]
 
 
-def _local_socket() -> str | None:
-    """The engine's unix socket, or None when DOCKER_HOST names another kind of host."""
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    return host.removeprefix("unix://") if host.startswith("unix://") else None
-
-
-def _get(path: str, *, gone_ok: bool = False) -> Any:
-    """GET `path` from the engine: its JSON answer (status 200 only; with `gone_ok`, None
-    for 404: the object was removed meanwhile)."""
-    status, body = _request("GET", path, b"", "application/json")
-    if status == 404 and gone_ok:
+def _inspected(engine: Connection, container_id: str) -> Any:
+    """A container's inspection (its JSON), or None when it is gone."""
+    answer = engine.call("GET", f"/containers/{urllib.parse.quote(container_id)}/json")
+    if answer.status == 404:
         return None
-    if status != 200:
-        raise DockerError(
-            f"the Docker engine answered {path.partition('?')[0]} with status {status}"
-        )
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise DockerError("the Docker engine's answer is not JSON") from None
+    found = answer.checked("inspect a container", 200)
+    if not isinstance(found, dict):
+        raise DockerError("the Docker engine's answer is not JSON")
+    return found
 
 
-def _containers(filters: Mapping[str, str]) -> list[ContainerFacts]:
-    """Every container (running or not) matching `filters`, inspected; those removed
-    meanwhile are left out (one listing, then one inspection per container)."""
+def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
+    """Every container (running or not) matching the filters `wanted`, inspected; those
+    removed meanwhile are left out (one listing, then one inspection per container)."""
     inspected = [
-        attrs
-        for listed in _listing(filters)
-        if (attrs := _get(f"/containers/{listed.id}/json", gone_ok=True))
+        attrs for listed in listing(engine, wanted) if (attrs := _inspected(engine, listed.id))
     ]
     return sorted((_facts(attrs) for attrs in inspected), key=lambda c: c.name)
 
@@ -167,7 +129,7 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
         project=project,
         state=(attrs.get("State") or {}).get("Status", "unknown"),
         labels=container_labels,
-        environment=_environment(config.get("Env")),
+        environment=environment(config.get("Env")),
         device_requests=tuple(
             DeviceRequestFacts(
                 driver=request.get("Driver") or "",
@@ -197,8 +159,8 @@ def _timestamp(text: str) -> float | None:
     return datetime.fromisoformat(f"{match[1]}.{fraction}{zone}").timestamp()
 
 
-def _environment(variables: list[str] | None) -> dict[str, str]:
-    """`NAME=value` lines (a container's or image's `Env`) as a mapping."""
+def environment(variables: list[str] | None) -> dict[str, str]:
+    """`NAME=value` lines (a container's, task's or image's `Env`) as a mapping."""
     return dict(item.split("=", 1) for item in variables or [] if "=" in item)
 
 
@@ -209,25 +171,27 @@ def _exit_code(state: Mapping[str, Any]) -> int | None:
 
 def container_log_tail(container_id: str, lines: int) -> list[str]:
     """The last `lines` lines a container wrote (stdout and stderr); none when it is gone."""
-    with _connected() as client:
-        import docker.errors
-
-        try:
-            raw = client.api.logs(container_id, stdout=True, stderr=True, tail=lines)
-        except docker.errors.NotFound:
-            return []
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    return text.splitlines()[-lines:]
+    path = f"/containers/{urllib.parse.quote(container_id)}/logs?stdout=1&stderr=1&tail={lines}"
+    answer = docker_api.call("GET", path)
+    if answer.status == 404:
+        return []
+    text = docker_api.unframed(answer.checked_body("read a container's log", 200))
+    return text.decode("utf-8", "replace").splitlines()[-lines:]
 
 
 def remove_containers(container_ids: list[str]) -> int:
     """Force-remove containers and their anonymous volumes; one already gone is no error.
     How many were removed."""
+    with docker_api.connected() as engine:
+        return _remove_containers(engine, container_ids)
+
+
+def _remove_containers(engine: Connection, container_ids: list[str]) -> int:
     removed = 0
     for container_id in container_ids:
-        status, answer = _api("DELETE", f"/containers/{container_id}?force=1&v=1")
-        _checked(status, answer, "remove a container", 204, 404)
-        removed += status == 204
+        answer = engine.call("DELETE", f"/containers/{container_id}?force=1&v=1")
+        answer.checked("remove a container", 204, 404)
+        removed += answer.status == 204
     return removed
 
 
@@ -247,73 +211,64 @@ PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
 def run_file_in_container(
     container_id: str, source: bytes, args: list[str], interpreter: str = "python3"
 ) -> ExecResult:
-    """Copy `source` into the container (put_archive) and run it there with `interpreter`."""
+    """Copy `source` into the container and run it there with `interpreter` (its stdout)."""
     import io
-    import tarfile
+    import tarfile  # only here: its import takes a while
 
+    folder, name = PROBE_PATH_IN_CONTAINER.rsplit("/", 1)
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
-        info = tarfile.TarInfo(PROBE_PATH_IN_CONTAINER.rsplit("/", 1)[1])
+        info = tarfile.TarInfo(name)
         info.size = len(source)
         info.mode = 0o644
         tar.addfile(info, io.BytesIO(source))
-    client = _client()
-    try:
-        container = client.containers.get(container_id)
-        container.put_archive(PROBE_PATH_IN_CONTAINER.rsplit("/", 1)[0], archive.getvalue())
-        result = container.exec_run(
-            [interpreter, PROBE_PATH_IN_CONTAINER, *args], stdout=True, stderr=False, demux=False
-        )
-    except Exception as exc:
-        raise DockerError(f"cannot run the probe in {container_id[:12]}: {exc}") from None
-    finally:
-        client.close()
-    output = result.output.decode("utf-8", "replace") if result.output else ""
-    return ExecResult(exit_code=int(result.exit_code), output=output)
+    quoted = urllib.parse.quote(container_id)
+    command = [interpreter, PROBE_PATH_IN_CONTAINER, *args]
+    with docker_api.connected() as engine:
+        path = f"/containers/{quoted}/archive?path={urllib.parse.quote(folder)}"
+        answer = engine.call("PUT", path, data=archive.getvalue())
+        _probe_step(answer, container_id, 200)
+        exec_body = {"AttachStdout": True, "AttachStderr": False, "Cmd": command}
+        answer = engine.call("POST", f"/containers/{quoted}/exec", exec_body)
+        exec_id = str(_probe_step(answer, container_id, 201)["Id"])
+        answer = engine.call("POST", f"/exec/{exec_id}/start", {"Detach": False, "Tty": False})
+        output = docker_api.unframed(answer.body) if answer.status == 200 else b""
+        _probe_step(answer, container_id, 200)
+        answer = engine.call("GET", f"/exec/{exec_id}/json")
+        exit_code = _probe_step(answer, container_id, 200).get("ExitCode")
+    return ExecResult(
+        exit_code=int(exit_code if exit_code is not None else -1),
+        output=output.decode("utf-8", "replace"),
+    )
+
+
+def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> Any:
+    if answer.status != ok:
+        raise DockerError(f"cannot run the probe in {container_id[:12]}: {answer.message()}")
+    return answer.json() or {}
 
 
 class EngineSession:
-    """One Docker connection kept open: a live view lists the containers every tick."""
+    """One connection to the engine kept open: a live view lists the containers every tick."""
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def __init__(self, engine: Connection) -> None:
+        self._engine = engine
 
     def containers(self) -> list[ContainerFacts]:
         """Every container, from one listing call: names, states and labels only."""
-        with _sdk_failures():
-            found = self._client.api.containers(all=True)
-        return [_brief_facts(item) for item in found]
+        return listing(self._engine)
 
     def inspect(self, container_id: str) -> ContainerFacts | None:
         """Everything about one container (None when it is gone)."""
-        import docker.errors
-
-        with _sdk_failures():
-            try:
-                return _facts(self._client.api.inspect_container(container_id))
-            except docker.errors.NotFound:
-                return None
+        attrs = _inspected(self._engine, container_id)
+        return None if attrs is None else _facts(attrs)
 
 
 @contextmanager
 def engine_session() -> Iterator[EngineSession]:
     """An open connection to the engine, closed when the block ends."""
-    client = _client()
-    try:
-        yield EngineSession(client)
-    finally:
-        client.close()
-
-
-@contextmanager
-def _sdk_failures() -> Iterator[None]:
-    """An SDK failure inside becomes a DockerError."""
-    try:
-        yield
-    except DockerError:
-        raise
-    except Exception as exc:  # the SDK raises requests', urllib3's and its own errors
-        raise DockerError(f"the Docker engine failed: {exc}") from None
+    with docker_api.connected() as engine:
+        yield EngineSession(engine)
 
 
 def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
@@ -332,9 +287,9 @@ def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
 
 def daemon_facts() -> DaemonFacts:
     """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
-    with _connected() as client:
-        info = client.info()
-        version = client.version()
+    with docker_api.connected() as engine:
+        info = engine.call("GET", "/info").checked("say what it is", 200) or {}
+        version = engine.call("GET", "/version").checked("say its version", 200) or {}
     return DaemonFacts(
         server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
         api_version=str(version.get("ApiVersion") or ""),
@@ -350,183 +305,44 @@ def daemon_facts() -> DaemonFacts:
 
 def local_image(name: str) -> ImageFacts | None:
     """An image as the engine has it, or None when it is not there (nothing is pulled)."""
-    with _connected() as client:
-        import docker.errors
-
-        try:
-            attrs = client.api.inspect_image(name)
-        except docker.errors.ImageNotFound:
-            return None
-        except docker.errors.APIError as exc:
-            if exc.status_code in (400, 404):  # an invalid or unknown reference
-                return None
-            raise
+    answer = docker_api.call("GET", f"/images/{urllib.parse.quote(name, safe='/:@')}/json")
+    if answer.status in (400, 404):  # an invalid or unknown reference
+        return None
+    attrs = answer.checked("inspect an image", 200) or {}
     return ImageFacts(
         name=name,
         id=str(attrs.get("Id", "")),
-        environment=_environment((attrs.get("Config") or {}).get("Env")),
+        environment=environment((attrs.get("Config") or {}).get("Env")),
     )
 
 
 def try_device_request(image: str, timeout_s: float = 60) -> str | None:
     """Start a throwaway container of a local image with an NVIDIA device request for every
     GPU, running `true` without network: None when it ran, else the engine's error."""
-    with _connected() as client:
-        import docker.errors
-        from docker.types import DeviceRequest
-
-        container = client.containers.create(
-            image,
-            entrypoint=["true"],
-            command=[],
-            network_mode="none",
-            labels={"drgpu.probe": "device-request"},
-            device_requests=[DeviceRequest(driver="nvidia", count=-1, capabilities=[["gpu"]])],
-        )
+    body = {
+        "Image": image,
+        "Entrypoint": ["true"],
+        "Cmd": [],
+        "Labels": {"drgpu.probe": "device-request"},
+        "HostConfig": {
+            "NetworkMode": "none",
+            "DeviceRequests": [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}],
+        },
+    }
+    with docker_api.connected() as engine:
+        created = engine.call("POST", "/containers/create", body)
+        container_id = str(created.checked("create the probe container", 201)["Id"])
         try:
-            container.start()
-            code = int(container.wait(timeout=timeout_s).get("StatusCode", -1))
+            started = engine.call("POST", f"/containers/{container_id}/start")
+            if started.status not in (204, 304):
+                return started.message()
+            waited = engine.call(
+                "POST", f"/containers/{container_id}/wait", timeout_s=timeout_s
+            ).checked("wait for the probe container", 200)
+            code = int((waited or {}).get("StatusCode", -1))
             return None if code == 0 else f"the probe container exited with status {code}"
-        except docker.errors.APIError as exc:
-            return str(exc.explanation or exc)
         finally:
-            container.remove(force=True)
-
-
-def stack_tasks(namespace: str) -> list[TaskFacts]:
-    """Every task of every service of a Swarm stack (the manager sees all nodes')."""
-    with _connected() as client:
-        services = client.services.list(filters={"label": f"{STACK_LABEL}={namespace}"})
-        tasks = [(service.name, task) for service in services for task in service.tasks()]
-    return sorted(
-        (_task_facts(name, task) for name, task in tasks),
-        key=lambda task: (task.service, task.slot, task.id),
-    )
-
-
-def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
-    spec = (task.get("Spec") or {}).get("ContainerSpec") or {}
-    status = task.get("Status") or {}
-    return TaskFacts(
-        id=task["ID"],
-        service=service,
-        slot=int(task.get("Slot") or 0),
-        node_id=task.get("NodeID") or "",
-        state=status.get("State") or "unknown",
-        desired_state=task.get("DesiredState") or "",
-        error=status.get("Err") or "",
-        environment=_environment(spec.get("Env")),
-        generic_resources=_named_resources(task.get("GenericResources") or []),
-    )
-
-
-def _named_resources(resources: list[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
-    named = (resource.get("NamedResourceSpec") for resource in resources)
-    return tuple((spec["Kind"], spec["Value"]) for spec in named if spec)
-
-
-def _resource_text(resource: Mapping[str, Any]) -> str:
-    """`KIND=VALUE`, as daemon.json's node-generic-resources writes it."""
-    spec = resource.get("NamedResourceSpec") or resource.get("DiscreteResourceSpec") or {}
-    return f"{spec.get('Kind', '?')}={spec.get('Value', '?')}"
-
-
-def stack_leftovers(namespace: str) -> dict[str, int]:
-    """How many services, containers (on this node) and networks of a stack are left."""
-    label = {"label": f"{STACK_LABEL}={namespace}"}
-    with _connected() as client:
-        return {
-            "services": len(client.services.list(filters=label)),
-            "containers": len(client.containers.list(all=True, filters=label, ignore_removed=True)),
-            "networks": len(client.networks.list(filters=label)),
-        }
-
-
-def engine_facts() -> EngineFacts:
-    """This node's engine: runtimes, advertised generic resources, Swarm state and labels."""
-    with _connected() as client:
-        info = client.info()
-        swarm = info.get("Swarm") or {}
-        node_labels: Mapping[str, str] | None = None
-        nodes: dict[str, Mapping[str, str]] = {}
-        if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
-            for node in client.nodes.list():
-                nodes[node.id] = (node.attrs.get("Spec") or {}).get("Labels") or {}
-            node_labels = nodes.get(swarm["NodeID"], {})
-    return EngineFacts(
-        version=str(info.get("ServerVersion") or ""),
-        default_runtime=str(info.get("DefaultRuntime") or ""),
-        runtimes=tuple(sorted(info.get("Runtimes") or {})),
-        generic_resources=tuple(
-            _resource_text(resource) for resource in info.get("GenericResources") or []
-        ),
-        swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
-        node_labels=None if node_labels is None else dict(node_labels),
-        node_id=str(swarm.get("NodeID") or ""),
-        swarm_nodes=nodes,
-    )
-
-
-def _api(method: str, path: str, body: Any = None, *, tar: bytes | None = None) -> tuple[int, Any]:
-    """(status, JSON answer) of one Docker API call. Over a local socket without the SDK,
-    which takes longer to import than `drgpu down` may take in all; else through it."""
-    data = tar if tar is not None else b"" if body is None else json.dumps(body).encode()
-    content_type = "application/x-tar" if tar is not None else "application/json"
-    status, raw = _request(method, path, data, content_type)
-    try:
-        return status, json.loads(raw) if raw.strip() else None
-    except ValueError:
-        return status, None
-
-
-def _request(method: str, path: str, data: bytes, content_type: str) -> tuple[int, bytes]:
-    """(status, body) of one Docker API call: over a local socket without the SDK, else
-    through it."""
-    socket_path = _local_socket()
-    if socket_path is not None:
-        return _local_request(socket_path, method, path, data, content_type)
-    with _connected() as client:
-        api = client.api
-        answer = api.request(
-            method, f"{api.base_url}{path}", data=data, headers={"Content-Type": content_type}
-        )
-        return answer.status_code, answer.content
-
-
-def _local_request(
-    socket_path: str, method: str, path: str, data: bytes, content_type: str
-) -> tuple[int, bytes]:
-    """One HTTP/1.0 request on the engine's unix socket: (status, body)."""
-    head = (
-        f"{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(data)}\r\n\r\n"
-    )
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(60)
-            connection.connect(socket_path)
-            connection.sendall(head.encode() + data)
-            chunks = []
-            while chunk := connection.recv(65536):
-                chunks.append(chunk)
-    except OSError as exc:
-        raise DockerError(
-            f"cannot reach the Docker engine at {socket_path}: {exc.strerror or exc}",
-            hint="is dockerd running, and DOCKER_HOST right?",
-        ) from None
-    answer_head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = answer_head.split(b"\r\n", 1)[0].split(b" ")
-    try:
-        return int(status[1]), body
-    except (IndexError, ValueError):
-        raise DockerError(f"the Docker engine answered {method} {path} with no status") from None
-
-
-def _checked(status: int, answer: Any, what: str, *ok: int) -> Any:
-    if status not in ok:
-        message = answer.get("message") if isinstance(answer, dict) else None
-        raise DockerError(f"the Docker engine refused to {what}: {message or status}")
-    return answer
+            engine.call("DELETE", f"/containers/{container_id}?force=1")
 
 
 # --- the engine-wide lock: a container that is created, never started --------------------
@@ -546,32 +362,32 @@ def create_lock(labels: Mapping[str, str]) -> str | None:
         "HostConfig": {"NetworkMode": "none"},
     }
     path = f"/containers/create?name={LOCK_NAME}"
-    status, answer = _api("POST", path, body)
-    if status == 404:  # no lock image on this engine yet: import it (an empty image)
-        repo, tag = LOCK_IMAGE.split(":")
-        _checked(
-            *_api("POST", f"/images/create?fromSrc=-&repo={repo}&tag={tag}", tar=_EMPTY_TAR),
-            "import drgpu's lock image",
-            200,
-        )
-        status, answer = _api("POST", path, body)
-    if status == 409:
+    with docker_api.connected() as engine:
+        answer = engine.call("POST", path, body)
+        if answer.status == 404:  # no lock image on this engine yet: import it (an empty image)
+            repo, tag = LOCK_IMAGE.split(":")
+            engine.call(
+                "POST", f"/images/create?fromSrc=-&repo={repo}&tag={tag}", data=_EMPTY_TAR
+            ).checked("import drgpu's lock image", 200)
+            answer = engine.call("POST", path, body)
+    if answer.status == 409:
         return None
-    return str(_checked(status, answer, "create drgpu's lock", 201)["Id"])
+    return str(answer.checked("create drgpu's lock", 201)["Id"])
 
 
 def lock_state() -> tuple[str, Mapping[str, str]] | None:
     """(id, labels) of the lock object, or None when there is none."""
-    status, answer = _api("GET", f"/containers/{LOCK_NAME}/json")
-    if status == 404:
+    answer = docker_api.call("GET", f"/containers/{LOCK_NAME}/json")
+    if answer.status == 404:
         return None
-    answer = _checked(status, answer, "read drgpu's lock", 200)
-    return str(answer["Id"]), (answer.get("Config") or {}).get("Labels") or {}
+    found = answer.checked("read drgpu's lock", 200)
+    return str(found["Id"]), (found.get("Config") or {}).get("Labels") or {}
 
 
 def remove_lock(lock_id: str) -> None:
     """Remove the lock object `lock_id` (by id: never a lock someone else took since)."""
-    _checked(*_api("DELETE", f"/containers/{lock_id}?force=1"), "remove drgpu's lock", 204, 404)
+    answer = docker_api.call("DELETE", f"/containers/{lock_id}?force=1")
+    answer.checked("remove drgpu's lock", 204, 404)
 
 
 MARKS_VOLUME = "drgpu-marks"
@@ -579,17 +395,18 @@ MARKS_VOLUME = "drgpu-marks"
 
 def down_marks() -> dict[str, str]:
     """The marks `drgpu down` left (labels of an empty volume), or none."""
-    status, answer = _api("GET", f"/volumes/{MARKS_VOLUME}")
-    if status == 404:
+    answer = docker_api.call("GET", f"/volumes/{MARKS_VOLUME}")
+    if answer.status == 404:
         return {}
-    return dict(_checked(status, answer, "read drgpu's marks", 200).get("Labels") or {})
+    return dict(answer.checked("read drgpu's marks", 200).get("Labels") or {})
 
 
 def write_down_marks(marks: Mapping[str, str]) -> None:
     """Replace the marks (under the lock: nobody else writes them meanwhile)."""
-    _checked(*_api("DELETE", f"/volumes/{MARKS_VOLUME}"), "replace drgpu's marks", 204, 404)
-    body = {"Name": MARKS_VOLUME, "Labels": dict(marks)}
-    _checked(*_api("POST", "/volumes/create", body), "write drgpu's marks", 201)
+    with docker_api.connected() as engine:
+        engine.call("DELETE", f"/volumes/{MARKS_VOLUME}").checked("replace drgpu's marks", 204, 404)
+        body = {"Name": MARKS_VOLUME, "Labels": dict(marks)}
+        engine.call("POST", "/volumes/create", body).checked("write drgpu's marks", 201)
 
 
 # --- what a run leaves: containers, networks and volumes of a compose project -------------
@@ -597,8 +414,13 @@ def write_down_marks(marks: Mapping[str, str]) -> None:
 
 def project_volumes(project: str) -> tuple[str, ...]:
     """The names of the volumes Compose created for `project`."""
-    status, answer = _api("GET", f"/volumes?filters={_label_filter(project)}")
-    volumes = _checked(status, answer, "list volumes", 200).get("Volumes") or []
+    with docker_api.connected() as engine:
+        return _project_volumes(engine, project)
+
+
+def _project_volumes(engine: Connection, project: str) -> tuple[str, ...]:
+    answer = engine.call("GET", f"/volumes?filters={_label_filter(project)}")
+    volumes = answer.checked("list volumes", 200).get("Volumes") or []
     return tuple(sorted(str(volume["Name"]) for volume in volumes))
 
 
@@ -607,36 +429,21 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     `keep_volumes`; how many of each were removed."""
     query = _label_filter(project)
     removed = {"containers": 0, "networks": 0, "volumes": 0}
-    status, found = _api("GET", f"/containers/json?all=1&filters={query}")
-    listed = _checked(status, found, "list containers", 200)
-    removed["containers"] = remove_containers([container["Id"] for container in listed])
-    status, found = _api("GET", f"/networks?filters={query}")
-    for network in _checked(status, found, "list networks", 200):
-        status, answer = _api("DELETE", f"/networks/{network['Id']}")
-        _checked(status, answer, "remove a network", 204, 404)
-        removed["networks"] += status == 204
-    for name in project_volumes(project):
-        if name not in keep_volumes:
-            status, answer = _api("DELETE", f"/volumes/{urllib.parse.quote(name)}")
-            _checked(status, answer, "remove a volume", 204, 404)
-            removed["volumes"] += status == 204
+    with docker_api.connected() as engine:
+        listed = listing(engine, {"label": f"{PROJECT_LABEL}={project}"})
+        removed["containers"] = _remove_containers(engine, [container.id for container in listed])
+        networks = engine.call("GET", f"/networks?filters={query}").checked("list networks", 200)
+        for network in networks:
+            answer = engine.call("DELETE", f"/networks/{network['Id']}")
+            answer.checked("remove a network", 204, 404)
+            removed["networks"] += answer.status == 204
+        for name in _project_volumes(engine, project):
+            if name not in keep_volumes:
+                answer = engine.call("DELETE", f"/volumes/{urllib.parse.quote(name)}")
+                answer.checked("remove a volume", 204, 404)
+                removed["volumes"] += answer.status == 204
     return removed
 
 
-def stack_service_count(namespace: str) -> int:
-    """How many Swarm services the stack `namespace` has; 0 on an engine that is no swarm
-    manager (it has no services to ask about)."""
-    query = _filters({"label": f"{STACK_LABEL}={namespace}"})
-    status, answer = _api("GET", f"/services?filters={query}")
-    if status == 503:  # this node is not a swarm manager
-        return 0
-    return len(_checked(status, answer, "list services", 200))
-
-
 def _label_filter(project: str) -> str:
-    return _filters({"label": f"{PROJECT_LABEL}={project}"})
-
-
-def _filters(filters: Mapping[str, str]) -> str:
-    """The engine's `filters` query value: each filter with its one value."""
-    return urllib.parse.quote(json.dumps({key: [value] for key, value in filters.items()}))
+    return filters({"label": f"{PROJECT_LABEL}={project}"})

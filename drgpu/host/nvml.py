@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -9,6 +10,7 @@ from typing import Any, TypeVar
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
 from drgpu.core.topology import merge_processes, normalize_pci_bus_id
 from drgpu.errors import NvmlUnavailableError
+from drgpu.host import trace
 
 T = TypeVar("T")
 _MIB = 1024 * 1024
@@ -53,17 +55,44 @@ def nvml_session() -> Iterator[Any]:
         raise NvmlUnavailableError(
             "the NVML binding is missing", hint="pip install nvidia-ml-py"
         ) from None
+    nvml = _Traced(pynvml) if trace.enabled() else pynvml
     try:
-        pynvml.nvmlInit()
+        nvml.nvmlInit()
     except pynvml.NVMLError as exc:
         _code, message, hint = _INIT_FAILURES.get(
             type(exc).__name__, ("unknown", f"NVML failed to start: {exc}", None)
         )
         raise NvmlUnavailableError(message, hint=hint) from None
     try:
-        yield pynvml
+        yield nvml
     finally:
-        pynvml.nvmlShutdown()
+        nvml.nvmlShutdown()
+
+
+class _Traced:
+    """pynvml as DRGPU_LOG shows it: each `nvml...` call logged with its duration and
+    error (only while logging is on: a live view makes a hundred calls a tick)."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._module, name)
+        if not name.startswith("nvml") or not callable(found):
+            return found  # the error classes, constants
+        return lambda *args: _traced_call(name, found, args)
+
+
+def _traced_call(name: str, function: Callable[..., T], args: tuple[Any, ...]) -> T:
+    started = time.monotonic()
+    try:
+        result = function(*args)
+    except Exception as exc:
+        took = (time.monotonic() - started) * 1000
+        trace.debug(__name__, "%s failed (%s) in %.3f ms", name, type(exc).__name__, took)
+        raise
+    trace.debug(__name__, "%s in %.3f ms", name, (time.monotonic() - started) * 1000)
+    return result
 
 
 def read_inventory() -> Inventory:

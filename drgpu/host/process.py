@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from drgpu.errors import ConfigError, DockerError
+from drgpu.host import trace
 
 # How long a program drgpu stops (on a signal or a timeout) may take to exit before it is killed.
 STOP_GRACE_S = 10
@@ -48,16 +50,39 @@ def run(
     drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
     it is killed when drgpu is (a kill -9 leaves no program running on its own).
     """
+    started = time.monotonic()
     child = _started(args, env, stdin=stdin is not None)
     try:
         stdout, stderr = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         _stop(child)
+        _log_end(args, "stopped: timed out", started)
         raise DockerError(f"{' '.join(args[:3])} did not finish in {timeout:.0f}s") from None
     except BaseException:  # a signal (see drgpu.host.signals): stop the program first
         _stop(child)
+        _log_end(args, "stopped: interrupted", started)
         raise
+    _log_end(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, stdout, stderr)
+
+
+def _log_end(args: Sequence[str], how: str, started: float) -> None:
+    """DRGPU_LOG: a program's end and duration (its argv only: its environment may hold
+    secrets that no mask knows)."""
+    took = (time.monotonic() - started) * 1000
+    trace.info(__name__, "%s in %.3f ms: %s", how, took, _Argv(args))
+
+
+class _Argv:
+    """A command line, quoted as a shell would take it only when a log record shows it."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self._args = args
+
+    def __str__(self) -> str:
+        import shlex  # only when DRGPU_LOG shows the line
+
+        return shlex.join(self._args)
 
 
 def _started(
@@ -65,6 +90,7 @@ def _started(
 ) -> subprocess.Popen[str]:
     """The program started in a session of its own, killed when drgpu dies; one that
     cannot start is an error."""
+    trace.info(__name__, "run: %s", _Argv(args))
     try:
         return subprocess.Popen(
             list(args),
@@ -133,6 +159,7 @@ def stream(
     `on_line` returns for each line (None: nothing)."""
     import threading
 
+    started = time.monotonic()
     child = _started(args, env, stdin=False)
     assert child.stdout is not None and child.stderr is not None
     stdout, kept = child.stdout, []
@@ -147,6 +174,8 @@ def stream(
         child.wait()
     except BaseException:  # a signal (see drgpu.host.signals): stop the program first
         _stop(child, drain=False)  # the reader thread still reads its stdout
+        _log_end(args, "stopped: interrupted", started)
         raise
     reader.join()
+    _log_end(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))

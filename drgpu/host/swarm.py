@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from drgpu.errors import DockerError
-from drgpu.host import engine, process
+from drgpu.host import process, swarm_engine
 
 REMOVE_TIMEOUT_S = 90.0
 POLL_S = 0.5
@@ -44,7 +44,7 @@ def remove_stack(project: str, environment: Mapping[str, str]) -> None:
     if not removed.ok and "nothing found" not in error and "in use by task" not in error:
         raise DockerError(f"docker stack rm failed: {removed.last_error_line()}")
     while True:
-        left = engine.stack_leftovers(project)
+        left = swarm_engine.stack_leftovers(project)
         if not any(left.values()):
             return
         if time.monotonic() >= deadline:
@@ -58,7 +58,7 @@ def remove_stack(project: str, environment: Mapping[str, str]) -> None:
 def remove_stale_stack(project: str, environment: Mapping[str, str]) -> int:
     """Remove the Swarm stack a killed `drgpu up` left of `project` (waited for); how many
     services it had (0: none, or an engine that is no swarm manager)."""
-    services = engine.stack_service_count(project)
+    services = swarm_engine.stack_service_count(project)
     if services:
         remove_stack(project, environment)
     return services

@@ -54,14 +54,14 @@ def test_a_gpu_service_that_ends_fails_up_and_compose_warnings_are_shown(
     assert containers(bed, f"deepracer-{project}") == []
 
 
-def test_the_engine_reports_the_same_containers_over_its_socket_as_through_the_sdk(
+def test_the_engine_reports_over_its_socket_what_the_docker_cli_sees(
     bed: Any, tmp_path: Path, new_run: NewRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    project = new_run()
     """`up` verifies over the engine's unix socket (one listing, one inspection per
-    container: the SDK takes longer to import than that); the SDK, which serves other
-    kinds of DOCKER_HOST, must see exactly the same."""
+    container, on one connection): the containers `docker inspect` shows, exactly."""
     from drgpu.host import engine
+
+    project = new_run()
 
     bed.set_topology(THREE_GPUS)
     stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
@@ -71,9 +71,14 @@ def test_the_engine_reports_the_same_containers_over_its_socket_as_through_the_s
     monkeypatch.setenv("DOCKER_HOST", bed.docker_host)
 
     over_socket = engine.project_containers(f"deepracer-{project}")
-    monkeypatch.setattr(engine, "_local_socket", lambda: None)
-    through_sdk = engine.project_containers(f"deepracer-{project}")
+    inspected = sorted(containers(bed, f"deepracer-{project}"), key=lambda c: c["Name"])
 
     assert [c.service for c in over_socket] == ["robomaker", "sagemaker"]
     assert all(c.started_at is not None and c.device_requests for c in over_socket)
-    assert over_socket == through_sdk
+    assert [(c.id, c.name, c.state, c.labels) for c in over_socket] == [
+        (c["Id"], c["Name"].lstrip("/"), c["State"]["Status"], c["Config"]["Labels"])
+        for c in inspected
+    ]
+    assert [[r.device_ids for r in c.device_requests] for c in over_socket] == [
+        [tuple(r["DeviceIDs"]) for r in c["HostConfig"]["DeviceRequests"]] for c in inspected
+    ]

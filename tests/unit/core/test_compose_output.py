@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drgpu.core.compose_output import compose_warnings, talk_lines
+from drgpu.host.compose_output import compose_warnings, failure_hint, talk_lines
 
 UNSET = 'time="2026-11-22T19:25:24Z" level=warning msg="The \\"X\\" variable is not set."\n'
 STDERR = (
@@ -32,3 +32,10 @@ def test_talk_keeps_the_scripts_own_lines_and_drops_progress_and_warnings() -> N
         "Using image a:b",
         "Error response from daemon: something broke",
     )
+
+
+def test_a_failed_up_gets_the_hint_its_words_call_for() -> None:
+    toolkit = 'Error response from daemon: could not select device driver "nvidia"'
+    assert failure_hint(toolkit) is not None and "container toolkit" in failure_hint(toolkit)
+    assert "2.24.4" in (failure_hint("yaml: unknown tag !override") or "")
+    assert failure_hint("no such image") is None

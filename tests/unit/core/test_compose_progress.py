@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from drgpu.core.compose_output import compose_warnings
 from drgpu.core.compose_progress import (
     ProgressEvent,
     compose_event,
@@ -14,6 +13,7 @@ from drgpu.core.compose_progress import (
     service_of,
     verification_events,
 )
+from drgpu.host.compose_output import compose_warnings
 
 
 @pytest.mark.parametrize(

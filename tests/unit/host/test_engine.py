@@ -38,7 +38,7 @@ def serve_once(path: Path, reply: bytes) -> tuple[threading.Thread, list[bytes]]
     return thread, seen
 
 
-def test_drgpu_labels_asks_the_local_socket_without_the_sdk(
+def test_drgpu_labels_asks_the_engine_on_its_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "d.sock"
@@ -58,7 +58,7 @@ def test_drgpu_labels_turns_an_engine_error_into_a_docker_error(
     path = tmp_path / "d.sock"
     thread, _ = serve_once(path, answer("500 Internal Server Error", {"message": "boom"}))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
-    with pytest.raises(DockerError, match=r"answered /containers/json with status 500"):
+    with pytest.raises(DockerError, match=r"refused to list containers: boom"):
         engine.drgpu_labels()
     thread.join(5)
 

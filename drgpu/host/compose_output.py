@@ -1,5 +1,6 @@
-"""What Compose (and the scripts that call it) print, sorted for people: its warnings,
-its progress lines (dropped), and the rest. Pure: text in, lines out."""
+"""What Compose (and the scripts that call it) print on stderr, interpreted: its warnings,
+its progress lines (dropped), the rest, and the hint a failure's words call for. Pure:
+text in, lines out."""
 
 from __future__ import annotations
 
@@ -42,3 +43,19 @@ def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:
             continue
         kept.append(line.rstrip())
     return tuple(kept)
+
+
+def failure_hint(stderr: str) -> str | None:
+    """What to do about a failed `compose up`, from what it said (None: nothing known)."""
+    if "could not select device driver" in stderr:
+        return "the NVIDIA container toolkit is missing, or dockerd was not restarted after it"
+    if "unknown device" in stderr:
+        return "a planned GPU is unknown to the NVIDIA container toolkit: run `drgpu gpus`"
+    if "!override" in stderr or "!reset" in stderr:
+        return "drgpu needs Docker Compose >= 2.24.4 (for !override and !reset)"
+    return None
+
+
+def lacks_json_progress(error_line: str) -> bool:
+    """Whether Compose refused `--progress json` (one older than 2.x knows no such mode)."""
+    return "progress" in error_line
