@@ -158,7 +158,9 @@ def test_nvml_that_fails_to_start_fails_with_its_fix(
     broken.write_text(json.dumps({"init_error": init_error, "gpus": THREE_GPUS["gpus"]}))
     env_file = settings(tmp_path, DRGPU_SAGEMAKER_IMAGE=bed.image)
 
-    done = drgpu(bed, "doctor", "--env-file", str(env_file), "--json", FAKE_NVML_TOPOLOGY=broken)
+    done = drgpu(
+        bed, "doctor", "--env-file", str(env_file), "--json", FAKE_NVML_TOPOLOGY=str(broken)
+    )
 
     assert done.returncode == 6
     checks = checks_of(done)
@@ -169,7 +171,7 @@ def test_nvml_that_fails_to_start_fails_with_its_fix(
     assert "gpus" not in statuses(checks) and "persistence" not in statuses(checks)
     assert statuses(checks)["docker"] == "pass"
 
-    status = drgpu(bed, "status", FAKE_NVML_TOPOLOGY=broken)
+    status = drgpu(bed, "status", FAKE_NVML_TOPOLOGY=str(broken))
     assert status.returncode == 4
     assert status.stderr.startswith("drgpu: error: ")
     assert fix in status.stderr

@@ -20,7 +20,7 @@ def ruff() -> str:
     beside_python = Path(sys.executable).parent / "ruff"
     found = str(beside_python) if beside_python.is_file() else shutil.which("ruff")
     if found is None:
-        pytest.fail("ruff is missing (pip install -e '.[test]')")
+        pytest.fail("ruff is missing (scripts/setup-test)")
     return found
 
 
