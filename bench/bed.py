@@ -10,15 +10,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from drgpu.commands.proving import SETTLE_S
 
 REPO = Path(__file__).resolve().parents[1]
 TESTBED = REPO / "scripts" / "testbed"
 IMAGE = "drgpu-test/python:bookworm"
 BIN = Path(sys.executable).parent
+BEYOND_SETTLE_TARGET_S = 0.15  # what `up` may add beyond the settle (issue 18)
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def timed(step: Callable[[], object]) -> float:
 
 
 def interleaved_medians(
-    pairs: dict[str, tuple[Callable[[], object], Callable[[], object]]], runs: int
+    pairs: Mapping[str, tuple[Callable[[], object], Callable[[], object]]], runs: int
 ) -> dict[str, float]:
     """The median wall time of each timed step, each followed by its untimed `after`;
     interleaved, so that drift hits every side alike."""
@@ -88,3 +91,13 @@ def interleaved_medians(
             samples[name].append(timed(step))
             after()
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def beyond_the_settle(up: float, baseline: float) -> str:
+    """What `drgpu up` adds to its baseline beyond the verification's settle (every
+    container must have run SETTLE_S), against the target."""
+    added = up - baseline - SETTLE_S
+    return (
+        f"up adds {added * 1000:+.0f} ms beyond the {SETTLE_S * 1000:.0f} ms settle"
+        f" (target < {BEYOND_SETTLE_TARGET_S * 1000:.0f} ms)"
+    )

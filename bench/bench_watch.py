@@ -133,7 +133,8 @@ def cpu_per_tick(argv: list[str], env: dict[str, str], args: argparse.Namespace)
             process.kill()
             process.wait()
         os.close(main_fd)
-    return spent / (args.window / args.interval)
+    ticks: float = args.window / args.interval
+    return spent / ticks
 
 
 def main() -> None:

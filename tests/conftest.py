@@ -197,7 +197,7 @@ def _missing_tooling() -> str | None:
         if not shutil.which(tool):
             return f"{tool} is missing (install: {hint})"
     if _compose_bin() is None:
-        return "docker-compose is missing (pip install -e '.[test]')"
+        return "docker-compose is missing (install: scripts/setup-test)"
     if _pynvml_py() is None:
         return "pynvml (nvidia-ml-py) is missing"
     if not (REPO / "scripts" / "fake-nvml-build").is_file():

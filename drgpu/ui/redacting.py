@@ -20,9 +20,13 @@ def hide(secrets: Iterable[str]) -> None:
 
 def redacted(text: str) -> str:
     """`text` with every hidden value masked."""
+    if not _hidden:
+        return text
+    # Lazy: with nothing hidden (`--version`, `--help`, click's probe of every stream
+    # it writes to) start-up needs no drgpu.core.model.
     from drgpu.core.redaction import redact
 
-    return redact(text, _hidden) if _hidden else text
+    return redact(text, _hidden)
 
 
 class _Redacting(io.TextIOBase):

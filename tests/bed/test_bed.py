@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 if TYPE_CHECKING:
-    from conftest import Bed
+    from tests.conftest import Bed
 
 HOOK = Path(__file__).resolve().parent / "bin" / "nvidia-container-runtime-hook"
 docker = pytest.mark.docker

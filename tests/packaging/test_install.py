@@ -33,11 +33,18 @@ README_COMMAND = (
 DATA_FILES = ("drgpu/_data/compose/docker-compose.yml", "drgpu/_data/templates/override-header.txt")
 
 
-def run(*args: str | Path, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str | Path, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [str(a) for a in args],
         cwd=cwd,
-        env={**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **env},
+        env={
+            **os.environ,
+            "PIP_NO_INDEX": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            **(env or {}),
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -137,8 +144,8 @@ def test_pipx_installs_the_wheel(dist: Path, dependencies: Path, tmp_path: Path)
         "--system-site-packages",
         "--pip-args=--no-deps",
         the(dist, "*.whl"),
-        **env,
+        env=env,
     )
 
-    assert run(bin_dir / "drgpu", "--version", **env).stdout == f"{__version__}\n"
-    assert "Tesla M40 24GB" in run(bin_dir / "drgpu", *README_COMMAND, **env).stdout
+    assert run(bin_dir / "drgpu", "--version", env=env).stdout == f"{__version__}\n"
+    assert "Tesla M40 24GB" in run(bin_dir / "drgpu", *README_COMMAND, env=env).stdout

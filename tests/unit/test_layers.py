@@ -24,7 +24,7 @@ def ruff() -> str:
     beside_python = Path(sys.executable).parent / "ruff"
     found = str(beside_python) if beside_python.is_file() else shutil.which("ruff")
     if found is None:
-        pytest.fail("ruff is missing (pip install -e '.[test]')")
+        pytest.fail("ruff is missing (scripts/setup-test)")
     return found
 
 
@@ -159,6 +159,8 @@ def world_reads(source: str) -> list[str]:
     """Where `source` asks the outside world in a way ruff cannot see: `line: what`."""
     found: list[tuple[int, int, str]] = []
     for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.Call, ast.Name)):
+            continue
         what = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             what = f".{node.func.attr}()" if node.func.attr in WORLD_METHODS else None

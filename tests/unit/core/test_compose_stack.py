@@ -55,10 +55,16 @@ def test_gpu_settings_are_merged_across_files_in_order(tmp_path: Path) -> None:
     stack = load_stack([first, second])
     assert stack.files == (first, second)
     assert stack.services == (
-        StackService("robomaker", Role.SIMULATOR, has_gpus_key=True, files=(first,), keys={"gpus"}),
+        StackService(
+            "robomaker", Role.SIMULATOR, has_gpus_key=True, files=(first,), keys=frozenset({"gpus"})
+        ),
         StackService("minio", Role.OTHER, files=(first,)),
         StackService(
-            "sagemaker", Role.TRAINER, has_device_requests=True, files=(second,), keys={"deploy"}
+            "sagemaker",
+            Role.TRAINER,
+            has_device_requests=True,
+            files=(second,),
+            keys=frozenset({"deploy"}),
         ),
     )
 

@@ -20,6 +20,7 @@ from drgpu.core.index_order import (
     ordinals,
 )
 from drgpu.core.model import Inventory
+from drgpu.core.modes import IndexOrder
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import config_from_values
 from drgpu.core.topology import inventory_from_json, inventory_to_json
@@ -70,7 +71,7 @@ def test_bare_indices_read_as_cuda_ordinals(gtx_m40: Inventory) -> None:
 def test_the_warning_names_both_gpus_of_each_index(gtx_m40: Inventory) -> None:
     requests = [("DR_SAGEMAKER_CUDA_DEVICES", parse_devices("0")),
                 ("DR_ROBOMAKER_CUDA_DEVICES", parse_devices(GTX1650))]  # fmt: skip
-    warning, explanation = index_notes(requests, gtx_m40, cuda_order(gtx_m40), "pci")
+    warning, explanation = index_notes(requests, gtx_m40, cuda_order(gtx_m40), IndexOrder.PCI)
     assert explanation is None
     assert warning == (
         "CUDA's order (guessed: the CUDA driver's own is not known) differs from nvidia-smi's"
@@ -79,7 +80,7 @@ def test_the_warning_names_both_gpus_of_each_index(gtx_m40: Inventory) -> None:
         " DRfC's 'CUDA number'); a GPU UUID means one GPU in every order"
     )
     known = replace(gtx_m40, cuda_order=(1, 0))
-    warning, explanation = index_notes(requests, known, cuda_order(known), "cuda")
+    warning, explanation = index_notes(requests, known, cuda_order(known), IndexOrder.CUDA)
     assert warning is None
     assert explanation is not None and explanation.startswith(
         "bare indices read in CUDA's order (DRGPU_INDEX_ORDER=cuda): CUDA's order differs"
@@ -88,10 +89,10 @@ def test_the_warning_names_both_gpus_of_each_index(gtx_m40: Inventory) -> None:
 
 def test_no_warning_without_bare_indices_or_when_the_orders_agree(gtx_m40: Inventory) -> None:
     uuids = [("DR_SAGEMAKER_CUDA_DEVICES", parse_devices(M40))]
-    assert index_notes(uuids, gtx_m40, cuda_order(gtx_m40), "pci") == (None, None)
+    assert index_notes(uuids, gtx_m40, cuda_order(gtx_m40), IndexOrder.PCI) == (None, None)
     same = replace(gtx_m40, cuda_order=(0, 1))
     bare = [("DR_SAGEMAKER_CUDA_DEVICES", parse_devices("0"))]
-    assert index_notes(bare, same, cuda_order(same), "pci") == (None, None)
+    assert index_notes(bare, same, cuda_order(same), IndexOrder.PCI) == (None, None)
 
 
 def test_planning_in_cuda_order_gives_cudas_gpu(gtx_m40: Inventory) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from drgpu.core.labels import claims, run_labels
 from drgpu.core.model import Claim, Role
+from drgpu.core.modes import Sharing
 
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # gtx_m40 index 0
 
@@ -13,12 +14,12 @@ GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # gtx_m40 index 1
 
 
 def test_labels_say_gpus_role_run_and_non_exclusive_sharing() -> None:
-    assert run_labels("a", "exclusive", Role.TRAINER, M40) == (
+    assert run_labels("a", Sharing.EXCLUSIVE, Role.TRAINER, M40) == (
         ("drgpu.gpus", M40),
         ("drgpu.role", "trainer"),
         ("drgpu.run_id", "a"),
     )
-    assert run_labels("a", "timeslice", Role.TRAINER_LAUNCHER, "", forwarded=M40) == (
+    assert run_labels("a", Sharing.TIMESLICE, Role.TRAINER_LAUNCHER, "", forwarded=M40) == (
         ("drgpu.forwarded_gpus", M40),
         ("drgpu.gpus", ""),
         ("drgpu.role", "trainer-launcher"),

@@ -21,7 +21,7 @@ def test_a_mode_reads_as_its_text() -> None:
         "cuda  |",
     )
     assert json.dumps({"sharing": Sharing.EXCLUSIVE}) == '{"sharing": "exclusive"}'
-    assert WorkerPlacement.PACK == "pack"
+    assert str(WorkerPlacement.PACK) == "pack"
 
 
 def test_the_settings_parse_into_modes() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drgpu.core.model import Assignment, Claim, Gpu, GpuProcess, Inventory, MigDevice
+from drgpu.core.modes import WorkerPlacement
 from drgpu.core.placement import (
     busy_gpus,
     choose_simulators,
@@ -176,14 +177,14 @@ def test_simulators_share_the_trainers_gpu_only_when_sharing() -> None:
 
 def test_spread_deals_workers_round_robin() -> None:
     devices = [Assignment(gpu(1, 8000)), Assignment(gpu(2, 8000))]
-    placed = place_workers(devices, 3, "spread", {})
+    placed = place_workers(devices, 3, WorkerPlacement.SPREAD, {})
     assert indices([device for device, _ in placed]) == [1, 2, 1]
     assert placed[1][1] == "spread: worker 2 of 3, round-robin over GPUs 1, 2"
 
 
 def test_pack_fills_the_gpu_with_the_most_free_memory_first() -> None:
     small, big = Assignment(gpu(0, 4096, used=2048)), Assignment(gpu(1, 3072))
-    placed = place_workers([small, big], 5, "pack", {})
+    placed = place_workers([small, big], 5, WorkerPlacement.PACK, {})
     # free: small 2048 MiB, big 3072 MiB: three workers fit on big, then small.
     assert indices([device for device, _ in placed]) == [1, 1, 1, 0, 0]
     assert placed[0][1].startswith("pack: 3072 MiB free before this worker")
@@ -191,16 +192,16 @@ def test_pack_fills_the_gpu_with_the_most_free_memory_first() -> None:
 
 def test_pack_counts_memory_the_trainer_will_take() -> None:
     shared, spare = Assignment(gpu(0, 16384)), Assignment(gpu(1, 10240))
-    placed = place_workers([shared, spare], 2, "pack", {"GPU-0": 8192})
+    placed = place_workers([shared, spare], 2, WorkerPlacement.PACK, {"GPU-0": 8192})
     assert indices([device for device, _ in placed]) == [1, 1]
 
 
 def test_pack_with_no_room_left_puts_workers_where_most_is_left() -> None:
     devices = [Assignment(gpu(0, 1024)), Assignment(gpu(1, 1536))]
-    placed = place_workers(devices, 3, "pack", {})
+    placed = place_workers(devices, 3, WorkerPlacement.PACK, {})
     assert indices([device for device, _ in placed]) == [1, 0, 1]
 
 
-@pytest.mark.parametrize("mode", ["spread", "pack"])
-def test_no_devices_place_no_workers(mode: str) -> None:
+@pytest.mark.parametrize("mode", list(WorkerPlacement))
+def test_no_devices_place_no_workers(mode: WorkerPlacement) -> None:
     assert place_workers([], 3, mode, {}) == []

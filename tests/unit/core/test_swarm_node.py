@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.facts import EngineFacts
+from drgpu.core.modes import SwarmGpus
 from drgpu.core.swarm_node import (
     DIFFERS,
     GPU_KIND,
@@ -147,9 +148,9 @@ def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
             swarm_nodes=nodes,
         )
 
-    alone = swarm_layout("auto", engine({"me": {"Robomaker": "true"}}))
+    alone = swarm_layout(SwarmGpus.AUTO, engine({"me": {"Robomaker": "true"}}))
     assert alone == SwarmLayout(pin_simulators=True, node_id="me", advertised=(GTX1650,))
-    many = swarm_layout("auto", engine({"me": {}, "other": {"Robomaker": "true"}}))
+    many = swarm_layout(SwarmGpus.AUTO, engine({"me": {}, "other": {"Robomaker": "true"}}))
     assert not many.pin_simulators
-    assert swarm_layout("pin", engine({"other": {"Robomaker": "true"}})).pin_simulators
-    assert swarm_layout("generic", None) == SwarmLayout(pin_simulators=False)
+    assert swarm_layout(SwarmGpus.PIN, engine({"other": {"Robomaker": "true"}})).pin_simulators
+    assert swarm_layout(SwarmGpus.GENERIC, None) == SwarmLayout(pin_simulators=False)

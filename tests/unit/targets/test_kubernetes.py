@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from drgpu.core.modes import Sharing
 from drgpu.core.planning import make_plan
 from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
@@ -67,7 +68,7 @@ def manifests_for(scenario: str, tmp_path: Path) -> Manifests:
     stack = load_stack([compose or base_stack_file()])
     plan = make_plan(config, stack, load_inventory(INVENTORIES / inventory))
     model = resolve_stack(config, stack.files)
-    return render_manifests(plan, model, workers=config.workers, sharing=sharing, dra=dra)
+    return render_manifests(plan, model, workers=config.workers, sharing=Sharing(sharing), dra=dra)
 
 
 def documents(manifests: Manifests) -> list[dict[str, Any]]:

@@ -1,0 +1,139 @@
+"""Start-up stays light: `import drgpu.cli`, `drgpu --version`, `drgpu --help` and a
+command's `--help` import none of the heavy libraries nor drgpu's commands (those load in
+the command that needs them), and drgpu's own modules are a small share of the start-up's
+imports (`python -X importtime`).
+
+Speed is measured by bench/, not by timed tests: the bounds here are far from today's
+values, so that a loaded machine cannot miss them, and catch only a heavy import at the top
+of a module. The interpreter caches byte code in a folder of its own (PYTHONPYCACHEPREFIX),
+so that compiling drgpu's sources does not count and nothing is written to the tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+LIGHT = {
+    "import drgpu.cli": ("-c", "import drgpu.cli"),
+    "drgpu --version": ("-m", "drgpu", "--version"),
+    "drgpu --help": ("-m", "drgpu", "--help"),
+    "drgpu plan --help": ("-m", "drgpu", "plan", "--help"),
+    "drgpu up --help": ("-m", "drgpu", "up", "--help"),
+}
+HEAVY = (
+    "rich",
+    "yaml",
+    "pynvml",
+    "docker",
+    "requests",
+    "urllib3",
+    "kubernetes_validate",
+    "jsonschema",
+    "http",
+    "socket",
+    "ssl",
+    "drgpu.commands",
+    "drgpu.targets",
+)
+OWN_SHARE = 0.25  # drgpu's own modules' share of the imports: a few percent today
+WHOLE_S = 1.0  # all imports of a light start-up: about 0.05 s today
+RUNS = 3  # the quickest run counts
+
+
+@dataclass(frozen=True)
+class Import:
+    """One line of `-X importtime`: a module, its own time and the time with what it
+    imported, in seconds."""
+
+    name: str
+    self_s: float
+    cumulative_s: float
+    top_level: bool  # not imported while importing another module
+
+
+def parse_importtime(stderr: str) -> list[Import]:
+    """The imports `-X importtime` reported on stderr."""
+    found = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "[us]" in line:
+            continue
+        self_us, cumulative_us, name = line.removeprefix("import time:").split("|")
+        found.append(
+            Import(
+                name=name.strip(),
+                self_s=int(self_us) / 1e6,
+                cumulative_s=int(cumulative_us) / 1e6,
+                top_level=not name.startswith("  ", 1),
+            )
+        )
+    return found
+
+
+def imports(argv: tuple[str, ...], cache: Path) -> list[Import]:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        env={**env, "PYTHONPYCACHEPREFIX": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return parse_importtime(done.stderr)
+
+
+def whole_s(run: list[Import]) -> float:
+    return sum(i.cumulative_s for i in run if i.top_level)
+
+
+def own_s(run: list[Import]) -> float:
+    return sum(i.self_s for i in run if i.name == "drgpu" or i.name.startswith("drgpu."))
+
+
+@pytest.fixture(scope="module")
+def quickest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Import]]:
+    """Each light start-up's quickest run of RUNS, after one run that fills the cache."""
+    cache = tmp_path_factory.mktemp("pycache")
+    imports(LIGHT["drgpu up --help"], cache)
+    return {
+        label: min((imports(argv, cache) for _ in range(RUNS)), key=whole_s)
+        for label, argv in LIGHT.items()
+    }
+
+
+def test_the_parser_reads_importtime_lines() -> None:
+    stderr = (
+        "import time: self [us] | cumulative | imported package\n"
+        "import time:       120 |        120 |   drgpu.errors\n"
+        "import time:       700 |      40000 | drgpu.cli\n"
+    )
+    assert parse_importtime(stderr) == [
+        Import("drgpu.errors", 0.00012, 0.00012, top_level=False),
+        Import("drgpu.cli", 0.0007, 0.04, top_level=True),
+    ]
+
+
+@pytest.mark.parametrize("label", LIGHT)
+def test_a_light_start_up_imports_nothing_heavy(
+    label: str, quickest: dict[str, list[Import]]
+) -> None:
+    names = {i.name for i in quickest[label]}
+    assert "drgpu.cli" in names
+    heavy = sorted(n for n in names for h in HEAVY if n == h or n.startswith(f"{h}."))
+    assert heavy == [], f"{label} imports {heavy}"
+
+
+@pytest.mark.parametrize("label", LIGHT)
+def test_a_light_start_up_stays_in_its_budget(
+    label: str, quickest: dict[str, list[Import]]
+) -> None:
+    run = quickest[label]
+    assert whole_s(run) < WHOLE_S, f"{label}: imports took {whole_s(run):.3f} s"
+    share = own_s(run) / whole_s(run)
+    assert share < OWN_SHARE, f"{label}: drgpu's own modules take {share:.0%} of the imports"
