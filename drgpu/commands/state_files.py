@@ -1,14 +1,26 @@
 """drgpu's own files: the `.drgpu` folder beside the settings file, and files written
-there (or by `render -o`) atomically, never over a file drgpu did not write."""
+there (or by `render -o`) atomically, never over a file drgpu did not write.
+
+The folder is trusted only as OpenSSH trusts `~/.ssh` (docs/limits.md): it, and every
+folder above it up to `/`, belongs to this user or root (or, under sudo, to the user who
+ran sudo), and nobody else can write it. A folder others can write is accepted in two
+cases only: a sticky one (like `/tmp`: nobody can rename or remove what is not theirs,
+and what lies below it on the way must be ours), and a group-writable one whose group is
+its owner's alone (a user-private group, as Debian's OpenSSH allows). Anything else is
+refused (exit 2) before Compose runs: someone else could otherwise swap the override
+Compose reads for one that mounts `/` into a root container."""
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import stat
 import tempfile
 from pathlib import Path
 
 from drgpu.errors import ConfigError
+from drgpu.host.files import read_head
 from drgpu.targets.compose_override import HEADER_MARK
 
 STATE_DIR = ".drgpu"
@@ -21,7 +33,8 @@ def override_path(env_file: Path, project: str) -> Path:
 
 def state_dir(env_file: Path, *, create: bool = True) -> Path:
     """The `.drgpu` folder beside the settings file (created when missing and `create`);
-    never followed when it is a symbolic link, never used when it is not a folder."""
+    never followed when it is a symbolic link, never used when it is not a folder or
+    when anyone but this user (or root) could change it or the folders above it."""
     return _checked_state_dir(env_file.resolve().parent / STATE_DIR, create=create)
 
 
@@ -31,6 +44,7 @@ def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
     except FileNotFoundError:
         if not create:
             return folder
+        _check_trusted_above(folder)
         try:
             folder.mkdir(mode=0o755)
         except FileExistsError:
@@ -40,7 +54,7 @@ def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
                 f"cannot create {folder}: {exc.strerror or exc}",
                 hint="drgpu keeps its override beside the settings file: make that folder writable",
             ) from None
-        return folder
+        return _checked_state_dir(folder, create=False)
     except OSError as exc:
         raise ConfigError(f"cannot read {folder}: {exc.strerror or exc}") from None
     if stat.S_ISLNK(found.st_mode):
@@ -53,19 +67,104 @@ def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
             f"{folder} is not a folder: drgpu keeps its override files in it",
             hint="move that file away; drgpu creates the folder itself",
         )
+    _check_trusted(folder, found, sticky_ok=False)
+    _check_trusted_above(folder)
     return folder
 
 
+def _trusted_owners() -> set[int]:
+    """Whose files drgpu trusts: root, this user, and under sudo the user who ran it."""
+    owners = {0, os.geteuid()}
+    sudo_uid = os.environ.get("SUDO_UID", "")
+    if os.geteuid() == 0 and sudo_uid.isdecimal() and sudo_uid.isascii():
+        owners.add(int(sudo_uid))
+    return owners
+
+
+def _check_trusted_above(folder: Path) -> None:
+    """Every folder above `folder`, up to `/`, as `_check_trusted` says."""
+    for above in folder.parents:
+        try:
+            found = above.lstat()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {above}: {exc.strerror or exc}") from None
+        _check_trusted(above, found, sticky_ok=True)
+
+
+def _check_trusted(path: Path, found: os.stat_result, *, sticky_ok: bool) -> None:
+    """A ConfigError unless `path` (lstat `found`) belongs to a trusted owner and nobody
+    else can write it (a sticky folder, where `sticky_ok`, and a user-private group's
+    write are no one else's)."""
+    if found.st_uid not in _trusted_owners():
+        raise ConfigError(
+            f"{path} belongs to {_user(found.st_uid)}, not to you or root: drgpu does not"
+            " trust its files there (someone else could swap the override Compose reads)",
+            hint=f"remove {path} (drgpu creates its folder itself)"
+            if path.name == STATE_DIR
+            else "keep the settings in a folder of your own",
+        )
+    mode = found.st_mode
+    if sticky_ok and mode & stat.S_ISVTX:
+        return  # like /tmp: nobody renames or removes what is ours below it
+    if mode & stat.S_IWOTH or (mode & stat.S_IWGRP and not _private_group(found)):
+        writers = "everybody" if mode & stat.S_IWOTH else f"group {_group(found.st_gid)}"
+        raise ConfigError(
+            f"{path} is writable by {writers} (mode {stat.S_IMODE(mode):04o}): drgpu does not"
+            " trust its files there (someone else could swap the override Compose reads)",
+            hint=f"chmod go-w {path}, or keep the settings in a folder only you can write",
+        )
+
+
+def _private_group(found: os.stat_result) -> bool:
+    """Whether the file's group has one member, its owner (a user-private group, as
+    Debian's OpenSSH judges it): nobody else has it as primary or supplementary group."""
+    try:
+        group = grp.getgrgid(found.st_gid)
+        owner = pwd.getpwuid(found.st_uid)
+    except KeyError:
+        return False
+    primaries = {user.pw_uid for user in pwd.getpwall() if user.pw_gid == found.st_gid}
+    if primaries - {found.st_uid}:
+        return False
+    if set(group.gr_mem) - {owner.pw_name}:
+        return False
+    return bool(primaries or group.gr_mem)
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    try:
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except KeyError:
+        return f"gid {gid}"
+
+
 def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
-    """Write `text` atomically, refusing to replace any file drgpu did not write; readable
-    by its owner alone when `private` (the default: it may hold a secret), else by all."""
-    if path.is_symlink() or (path.exists() and not written_by_drgpu(path)):
+    """Write `text` atomically, refusing to replace any file drgpu did not write, or
+    anything that is not a regular file (a FIFO is never opened); readable by its owner
+    alone when `private` (the default: it may hold a secret), else by all."""
+    if path.parent.name == STATE_DIR:
+        _checked_state_dir(path.parent)
+    existing = _existing(path)
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(existing.st_mode) else "not a regular file"
+        raise ConfigError(
+            f"refusing to write {path}: it is {what}",
+            hint="choose another --output path, or move that away",
+        )
+    if existing is not None and not written_by_drgpu(path):
         raise ConfigError(
             f"refusing to overwrite {path}: drgpu did not write it",
             hint="choose another --output path, or move that file away",
         )
-    if path.parent.name == STATE_DIR:
-        _checked_state_dir(path.parent)
+    if existing is not None and path.parent.name == STATE_DIR:
+        _check_trusted(path, existing, sticky_ok=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -84,10 +183,17 @@ def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
         raise
 
 
-def written_by_drgpu(path: Path) -> bool:
-    """Whether `path` starts with the header drgpu writes on its own files."""
+def _existing(path: Path) -> os.stat_result | None:
     try:
-        with path.open(encoding="utf-8") as stream:
-            return stream.readline().startswith(HEADER_MARK)
-    except (OSError, UnicodeDecodeError):
-        return False
+        return path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def written_by_drgpu(path: Path) -> bool:
+    """Whether `path` is a regular file (no link followed, never blocking on a FIFO) that
+    starts with the header drgpu writes on its own files; only that header is read."""
+    head = read_head(path, len(HEADER_MARK.encode()))
+    return head is not None and head.startswith(HEADER_MARK.encode())

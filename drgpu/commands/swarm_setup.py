@@ -21,9 +21,15 @@ from drgpu.core.swarm_node import (
     report,
     wanted_resources,
 )
-from drgpu.errors import CheckFailedError, DockerError
+from drgpu.errors import CheckFailedError, ConfigError, DockerError
 from drgpu.host import nvml, swarm_engine
-from drgpu.host.files import base_stack_file, load_inventory, load_stack
+from drgpu.host.files import (
+    Bound,
+    base_stack_file,
+    load_inventory,
+    load_stack,
+    read_text_bounded,
+)
 
 
 @dataclass(frozen=True)
@@ -85,29 +91,36 @@ def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]
     )
 
 
+def _node_file(path: Path) -> str:
+    """A node's configuration file, bounded (host.files); FileNotFoundError when absent."""
+    if not path.exists() and not path.is_symlink():
+        raise FileNotFoundError(path)
+    return read_text_bounded(path, Bound.DAEMON_JSON, path.name)
+
+
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     """Read daemon.json, the NVIDIA runtime's config.toml and `docker info` (the shell)."""
     daemon_json: Mapping[str, Any] | None = None
     daemon_json_problem = None
     try:
-        loaded = json.loads(daemon_json_path.read_text(encoding="utf-8"))
+        loaded = json.loads(_node_file(daemon_json_path))
         if isinstance(loaded, dict):
             daemon_json = loaded
         else:
             daemon_json_problem = "not a JSON object"
     except FileNotFoundError:
         daemon_json, daemon_json_problem = None, "absent: create it as printed above"
-    except (OSError, UnicodeDecodeError) as exc:
-        daemon_json_problem = f"cannot be read: {exc}"
+    except ConfigError as exc:
+        daemon_json_problem = f"cannot be read: {exc.message}"
     except json.JSONDecodeError as exc:
         daemon_json_problem = f"not JSON (line {exc.lineno}): dockerd will not start with it"
     swarm_resource = toolkit_problem = None
     try:
-        swarm_resource = read_swarm_resource(toolkit_path.read_text(encoding="utf-8"))
+        swarm_resource = read_swarm_resource(_node_file(toolkit_path))
     except FileNotFoundError:
         toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
-    except (OSError, UnicodeDecodeError) as exc:
-        toolkit_problem = f"cannot be read: {exc}"
+    except ConfigError as exc:
+        toolkit_problem = f"cannot be read: {exc.message}"
     facts = engine_problem = None
     try:
         facts = swarm_engine.engine_facts()

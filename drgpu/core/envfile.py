@@ -89,6 +89,7 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
     values: dict[str, str] = {}
     origins: dict[str, Origin] = {}
     warnings: list[str] = []
+    expanded = 0
 
     def lookup(name: str) -> str | None:
         return values[name] if name in values else environ.get(name)
@@ -103,6 +104,7 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
             if found is None:
                 continue
             key, value, warning = found
+            expanded = _within_total(expanded + len(value), origin)
             values[key] = value
             origins[key] = origin
             if warning:
@@ -196,6 +198,43 @@ def expand(text: str, lookup: Callable[[str], str | None]) -> str:
     return value
 
 
+MAX_VALUE_LENGTH = 128 * 1024  # Linux passes no longer environment string (MAX_ARG_STRLEN)
+MAX_TOTAL_LENGTH = 2 * 1024 * 1024  # all values together: Linux's ARG_MAX (8 MiB stack)
+
+
+def _within_total(total: int, origin: Origin) -> int:
+    """`total`, the characters of every value read so far; a ConfigError past the bound."""
+    if total > MAX_TOTAL_LENGTH:
+        raise ConfigError(
+            f"{origin}: the settings expand to more than {MAX_TOTAL_LENGTH} characters in"
+            " all, the most drgpu reads (docs/limits.md)",
+            hint="Compose could not be started with an environment that large anyway",
+        )
+    return total
+
+
+class _Value:
+    """The parts of a value being expanded, refused as soon as they grow longer than
+    MAX_VALUE_LENGTH characters (`B=$A$A$A...` must not take the memory)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.length = 0
+
+    def add(self, piece: str) -> None:
+        self.length += len(piece)
+        if self.length > MAX_VALUE_LENGTH:
+            raise _Unreadable(
+                f"the value expands to more than {MAX_VALUE_LENGTH} characters, the most"
+                " drgpu reads in one value (docs/limits.md)",
+                "Compose cannot pass a longer value to a container anyway",
+            )
+        self.parts.append(piece)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
 class _Word:
     """A recursive-descent reader of one bash word in an assignment."""
 
@@ -206,20 +245,20 @@ class _Word:
     def unquoted(self, start: int, stop: str | None) -> tuple[str, int]:
         """Read from `start` up to `stop` (a `}` closing `${...}`) or the end."""
         text, i = self.text, start
-        parts: list[str] = []
+        parts = _Value()
         tilde_here = True
         while i < len(text):
             char = text[i]
             if stop is not None and char == stop:
-                return "".join(parts), i
+                return parts.text(), i
             if char == "~" and tilde_here:
-                parts.append(self._tilde(i + 1, stop))
+                parts.add(self._tilde(i + 1, stop))
                 i += 1
                 continue
             tilde_here = char == ":"
             if char == "\\":
                 escaped = i + 1 < len(text)
-                parts.append(text[i + 1] if escaped else "\\")
+                parts.add(text[i + 1] if escaped else "\\")
                 i += 2 if escaped else 1
             elif char == "'":
                 end = text.find("'", i + 1)
@@ -228,53 +267,53 @@ class _Word:
                         "an unmatched ': bash fails on the line, and DRfC leaves the key unset",
                         "close the quote",
                     )
-                parts.append(text[i + 1 : end])
+                parts.add(text[i + 1 : end])
                 i = end + 1
             elif char == '"':
                 value, i = self.double_quoted(i + 1, stop=None)
-                parts.append(value)
+                parts.add(value)
             elif char == "$":
                 value, i = self.dollar(i, quoted=False)
-                parts.append(value)
+                parts.add(value)
             elif char in _REFUSED:
                 raise _Unreadable(_REFUSED[char], _QUOTE_HINT)
             else:
-                parts.append(char)
+                parts.add(char)
                 i += 1
         if stop is not None:
             raise _Unreadable("an unmatched ${ (no closing })")
-        return "".join(parts), i
+        return parts.text(), i
 
     def double_quoted(self, start: int, stop: str | None) -> tuple[str, int]:
         """Read inside "..." from `start`; returns after the closing quote (or at `stop`)."""
         text, i = self.text, start
-        parts: list[str] = []
+        parts = _Value()
         while i < len(text):
             char = text[i]
             if stop is not None and char == stop:
-                return "".join(parts), i
+                return parts.text(), i
             if char == '"':
                 if stop is not None:
                     raise _Unreadable('a " inside ${...} inside "..."', "drop the inner quotes")
-                return "".join(parts), i + 1
+                return parts.text(), i + 1
             if char == "'" and stop is not None:
                 raise _Unreadable('a \' inside ${...} inside "..." (bash keeps it literally)')
             if char == "\\":
                 following = text[i + 1] if i + 1 < len(text) else ""
                 escapable = '$`"\\' + ("}" if stop else "")
                 if following and following in escapable:
-                    parts.append(following)
+                    parts.add(following)
                     i += 2
                 else:
-                    parts.append("\\")
+                    parts.add("\\")
                     i += 1
             elif char == "$":
                 value, i = self.dollar(i, quoted=True)
-                parts.append(value)
+                parts.add(value)
             elif char == "`":
                 raise _Unreadable(_REFUSED["`"], "drgpu runs no command from a settings file")
             else:
-                parts.append(char)
+                parts.add(char)
                 i += 1
         if stop is not None:
             raise _Unreadable("an unmatched ${ (no closing })")

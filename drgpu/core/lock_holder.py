@@ -15,13 +15,18 @@ MARK_PREFIX = "drgpu.down."
 @dataclass(frozen=True)
 class Process:
     """Where a process runs, told apart from every other: its pid, when it started (clock
-    ticks after boot) and the boot and pid namespace those numbers mean something in."""
+    ticks after boot) and the boot and pid namespace those numbers mean something in; the
+    machine (its /etc/machine-id; "" when unknown, or from a drgpu before it was written)
+    and when that boot began (UTC, as `Holder.since` is written; "" when unknown). The
+    host name is for people: two machines may share one."""
 
     pid: int
     start_ticks: int
     boot_id: str
     pid_namespace: str
     host: str
+    machine_id: str = ""
+    booted: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ def holder_labels(holder: Holder) -> dict[str, str]:
         f"{PREFIX}boot_id": process.boot_id,
         f"{PREFIX}pid_namespace": process.pid_namespace,
         f"{PREFIX}host": process.host,
+        f"{PREFIX}machine_id": process.machine_id,
+        f"{PREFIX}booted": process.booted,
         f"{PREFIX}user": holder.user,
         f"{PREFIX}command": holder.command,
         f"{PREFIX}project": holder.project,
@@ -72,6 +79,8 @@ def holder_from_labels(labels: Mapping[str, str]) -> Holder | None:
             boot_id=labels[f"{PREFIX}boot_id"],
             pid_namespace=labels[f"{PREFIX}pid_namespace"],
             host=labels[f"{PREFIX}host"],
+            machine_id=labels.get(f"{PREFIX}machine_id", ""),
+            booted=labels.get(f"{PREFIX}booted", ""),
         )
         if not isinstance(volumes, list) or not all(isinstance(v, str) for v in volumes):
             return None
@@ -98,11 +107,30 @@ def can_check(holder: Holder, here: Process) -> bool:
 def is_stale(holder: Holder, here: Process, start_ticks_now: int | None) -> bool:
     """Whether `holder` is gone. `start_ticks_now` is when the process that now has the
     holder's pid started (None: no such process), read where `can_check` says it means
-    anything. A holder on this host before its last boot is gone too. A holder this
-    process cannot check (another host, another pid namespace) is never called gone."""
+    anything. A holder on this machine before its last boot is gone too (`rebooted_since`).
+    A holder this process cannot check (another machine, another pid namespace, or a
+    machine it cannot tell from another) is never called gone."""
     if can_check(holder, here):
         return start_ticks_now != holder.process.start_ticks
-    return holder.process.host == here.host and holder.process.boot_id != here.boot_id
+    return rebooted_since(holder, here)
+
+
+def rebooted_since(holder: Holder, here: Process) -> bool:
+    """Whether `holder` ran on this very machine in an earlier boot: the same machine id
+    (never the host name alone: two machines may share one), another boot id, and its lock
+    taken before this boot began. Where either machine id is unknown (a lock of an older
+    drgpu, a container without /etc/machine-id) or this boot's start is unknown, no: a
+    live holder on another machine must never be taken for a dead one. The start time
+    guards against cloned machines that kept one machine id."""
+    theirs = holder.process
+    return (
+        bool(theirs.machine_id)
+        and theirs.machine_id == here.machine_id
+        and theirs.boot_id != here.boot_id
+        and bool(here.booted)
+        and bool(holder.since)
+        and holder.since < here.booted
+    )
 
 
 # --- the marks `drgpu down` leaves: a later `down` wins over an earlier `up` --------------

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drgpu.host.files import read_system
+
 
 def read_cgroup(pid: int, proc: Path = Path("/proc")) -> str | None:
     """The cgroup file of a process, or None when it is gone or not visible from here."""
-    try:
-        return (proc / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    return read_system(proc / str(pid) / "cgroup")

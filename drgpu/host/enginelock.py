@@ -4,7 +4,8 @@ of one engine (root, a docker-group user, sudo, another host) is serialized, nob
 without access to the engine can plant or hold it, and a killed holder never blocks.
 
 The engine creates a name once (a second create fails with 409): that is the lock. Its
-labels say who holds it (pid, start time, boot, pid namespace, host, user, command).
+labels say who holds it (pid, start time, boot, pid namespace, machine id, when its boot
+began, host, user, command).
 A holder whose process is gone is stale: its lock is removed (by id, so that a lock
 someone else took meanwhile stays) and the run it was starting is removed too, since it
 was never verified.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from drgpu.core.lock_holder import Holder, Process, holder_from_labels, holder_labels, is_stale
 from drgpu.errors import DockerError
+from drgpu.host.files import read_system
 from drgpu.host.signals import shielded
 
 TIMEOUT_KEY = "DRGPU_LOCK_TIMEOUT"
@@ -30,23 +32,45 @@ DEFAULT_TIMEOUT_S = 900
 POLL_S = 0.25
 
 
+SINCE_FORMAT = "%Y-%m-%d %H:%M:%SZ"  # Holder.since and Process.booted, compared as text
+MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+
+
 def this_process() -> Process:
     """This process, as the lock's labels name it."""
     return Process(
         pid=os.getpid(),
         start_ticks=start_ticks(os.getpid()) or 0,
-        boot_id=_read("/proc/sys/kernel/random/boot_id"),
+        boot_id=_read(Path("/proc/sys/kernel/random/boot_id")),
         pid_namespace=_pid_namespace(),
         host=socket.gethostname(),
+        machine_id=machine_id(),
+        booted=booted(),
     )
+
+
+def machine_id(files: tuple[Path, ...] = MACHINE_ID_FILES) -> str:
+    """This machine's id (systemd's /etc/machine-id, else D-Bus's); "" when there is none
+    (a container often has none, or an empty one)."""
+    return next((found for path in files if (found := _read(path))), "")
+
+
+def booted(proc_stat: Path = Path("/proc/stat")) -> str:
+    """When this boot began (the kernel's `btime`), in UTC as the lock writes its times;
+    "" when unknown."""
+    for line in (read_system(proc_stat) or "").splitlines():
+        key, _, value = line.partition(" ")
+        if key == "btime" and value.strip().isdecimal():
+            moment = datetime.fromtimestamp(int(value.strip()), timezone.utc)
+            return moment.strftime(SINCE_FORMAT)
+    return ""
 
 
 def start_ticks(pid: int) -> int | None:
     """When process `pid` started (clock ticks after boot), or None when there is none
     (a zombie, dead and not yet reaped, counts as none)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    stat = read_system(Path(f"/proc/{pid}/stat"))
+    if stat is None:
         return None
     # The command name (field 2) may hold spaces and parentheses: count after the last ')'.
     fields = stat.rpartition(")")[2].split()
@@ -56,11 +80,8 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""
+def _read(path: Path) -> str:
+    return (read_system(path) or "").strip()
 
 
 def _pid_namespace() -> str:
@@ -110,7 +131,7 @@ def engine_lock(
             user=_user(),
             command=command,
             project=project,
-            since=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+            since=datetime.now(timezone.utc).strftime(SINCE_FORMAT),
             volumes_before=volumes,
         )
         lock_id = engine.create_lock(holder_labels(mine))

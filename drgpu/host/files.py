@@ -1,11 +1,20 @@
-"""The files drgpu reads (settings, compose and inventory files, and its own packaged base
-stack and override header) and the environment: read here, handed to the pure core as
-texts and mappings. A file that cannot be read is a `ConfigError` naming it."""
+"""The files drgpu reads (settings, compose and inventory files, daemon.json, its own
+packaged base stack and override header, /proc) and the environment: read here, handed
+to the pure core as texts and mappings. A file that cannot be read is a `ConfigError`
+naming it.
+
+Every read is bounded (docs/limits.md): the file must be a regular file (judged on the
+opened descriptor, opened without blocking, so a FIFO, a socket or /dev/zero is refused
+before a byte is read) no larger than its kind's bound, and at most bound + 1 bytes are
+read (a file growing meanwhile is refused too)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
+from enum import IntEnum
 from pathlib import Path
 
 from drgpu.core.compose_stack import ComposeText, Stack, stack_from_texts
@@ -17,6 +26,116 @@ from drgpu.errors import ConfigError
 
 BASE_STACK_NAME = "docker-compose.yml"
 OVERRIDE_HEADER_NAME = "override-header.txt"
+
+_MIB = 1024 * 1024
+
+
+class Bound(IntEnum):
+    """The most bytes drgpu reads of each kind of file (docs/limits.md)."""
+
+    SETTINGS = 1 * _MIB  # system.env, run.env
+    COMPOSE = 1 * _MIB  # each compose file (a dense one parses in about 2 s)
+    INVENTORY = 4 * _MIB  # an --inventory topology
+    DAEMON_JSON = 1 * _MIB  # /etc/docker/daemon.json, the NVIDIA runtime's config.toml
+    OWN = 1 * _MIB  # drgpu's own files: its templates, the first line of what it wrote
+    SYSTEM = 64 * 1024  # /proc and /etc facts: boot id, machine id, a process's stat
+
+
+def read_bounded(
+    path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
+) -> bytes:
+    """The bytes of the regular file `path`, at most `bound` of them: a ConfigError naming
+    `what` and the path for anything else (a FIFO, a device, a socket, a folder, a file
+    over the bound; a symbolic link where `follow_links` is false)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {_reason(exc)}") from None
+    try:
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
+            raise ConfigError(
+                f"{what} {path} is {_kind(found.st_mode)}, not a regular file: drgpu reads"
+                " only regular files"
+            )
+        if found.st_size > bound:
+            raise ConfigError(_too_large(what, path, bound))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= bound and (chunk := os.read(descriptor, bound + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {_reason(exc)}") from None
+    finally:
+        os.close(descriptor)
+    if size > bound:
+        raise ConfigError(_too_large(what, path, bound))
+    return b"".join(chunks)
+
+
+def read_text_bounded(
+    path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
+) -> str:
+    """`read_bounded`, decoded as UTF-8 (a ConfigError when it is not)."""
+    try:
+        return read_bounded(path, bound, what, follow_links=follow_links).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path}: not UTF-8 text") from None
+
+
+def read_head(path: Path, size: int) -> bytes | None:
+    """The first `size` bytes (at most) of the regular file `path`, its symbolic link not
+    followed and a FIFO never waited on; None for anything else or what cannot be read
+    (an output drgpu may overwrite is never read whole)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return os.read(descriptor, size) if stat.S_ISREG(os.fstat(descriptor).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def read_system(path: Path) -> str | None:
+    """A small system file (/proc, /etc/machine-id), as text; None when it cannot be read."""
+    try:
+        return read_bounded(path, Bound.SYSTEM).decode("utf-8", errors="replace")
+    except ConfigError:
+        return None
+
+
+def _too_large(what: str, path: Path, bound: Bound) -> str:
+    return (
+        f"{what} {path} is larger than {_size(bound)}, the most drgpu reads of it (docs/limits.md)"
+    )
+
+
+def _size(count: int) -> str:
+    return f"{count // _MIB} MiB" if count % _MIB == 0 else f"{count // 1024} KiB"
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link, which drgpu does not follow here"
+    if exc.errno == errno.ENXIO:
+        return "a socket or a device without a reader, not a regular file"
+    return exc.strerror or str(exc)
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def load_target_config(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
@@ -42,7 +161,7 @@ def load_config(
     evaluate them against `environ` (default: this process's environment, never changed)
     as `drgpu.core.settings.config_from_texts` says."""
     run_settings = run_env_beside(env_file) if run_env is None else run_env
-    existing = {path for path in (env_file, run_settings) if path.is_file()}
+    existing = {path for path in (env_file, run_settings) if path.exists()}
     chosen = settings_files(env_file, run_env, existing, drfc=drfc)
     return config_from_texts(
         [(path, _settings_text(path)) for path in chosen.paths],
@@ -54,10 +173,7 @@ def load_config(
 
 
 def _settings_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
+    return read_text_bounded(path, Bound.SETTINGS, "settings file")
 
 
 def load_stack(files: Sequence[Path]) -> Stack:
@@ -68,23 +184,13 @@ def load_stack(files: Sequence[Path]) -> Stack:
 
 def _compose_texts(files: Sequence[Path]) -> Iterator[ComposeText]:
     for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read compose file {path}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not UTF-8 text") from None
+        text = read_text_bounded(path, Bound.COMPOSE, "compose file")
         yield ComposeText(path=path, resolved=path.resolve(), text=text)
 
 
 def load_inventory(path: Path) -> Inventory:
     """Read an inventory file (a topology JSON document, `drgpu.core.topology`)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read inventory {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+    text = read_text_bounded(path, Bound.INVENTORY, "inventory")
     return inventory_from_text(text, source=str(path))
 
 
@@ -100,7 +206,7 @@ def override_header_template() -> str | None:
     """The header template of the compose override (`templates/override-header.txt`);
     None where this installation lacks it."""
     found = _packaged("templates", OVERRIDE_HEADER_NAME)
-    return None if found is None else found.read_text(encoding="utf-8")
+    return None if found is None else read_text_bounded(found, Bound.OWN, "drgpu's template")
 
 
 def _packaged(folder: str, name: str) -> Path | None:

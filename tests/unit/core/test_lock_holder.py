@@ -3,6 +3,8 @@ leaves."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from drgpu.core.lock_holder import (
@@ -49,9 +51,18 @@ def test_a_holder_whose_pid_is_gone_or_reused_is_stale(now: int | None) -> None:
     assert is_stale(HOLDER, HERE, start_ticks_now=now)
 
 
-def test_a_holder_from_before_this_hosts_boot_is_stale() -> None:
-    rebooted = Process(pid=1, start_ticks=1, boot_id="boot-b", pid_namespace="pid:[1]", host="box")
-    assert is_stale(HOLDER, rebooted, start_ticks_now=None)
+def test_a_holder_from_before_this_machines_boot_is_stale() -> None:
+    holder = replace(HOLDER, process=replace(HOLDER.process, machine_id="m1"))
+    rebooted = Process(
+        pid=1,
+        start_ticks=1,
+        boot_id="boot-b",
+        pid_namespace="pid:[1]",
+        host="box",
+        machine_id="m1",
+        booted="2026-01-02 00:00:00Z",
+    )
+    assert is_stale(holder, rebooted, start_ticks_now=None)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from drgpu.host import enginelock
 from drgpu.host.enginelock import start_ticks, this_process
 
 
@@ -26,3 +27,21 @@ def test_a_zombie_counts_as_gone() -> None:
         time.sleep(0.05)
     assert Path(f"/proc/{child.pid}").exists()  # not reaped yet
     child.wait()
+
+
+def test_machine_id_is_the_first_non_empty_file(tmp_path: Path) -> None:
+    empty, dbus = tmp_path / "machine-id", tmp_path / "dbus-machine-id"
+    empty.write_text("\n")
+    dbus.write_text("0123abcd\n")
+    assert enginelock.machine_id((tmp_path / "absent", empty, dbus)) == "0123abcd"
+    assert enginelock.machine_id((empty,)) == ""
+
+
+def test_booted_is_btime_in_the_locks_format(tmp_path: Path) -> None:
+    proc_stat = tmp_path / "stat"
+    proc_stat.write_text("cpu  1 2 3\nbtime 1767225600\nprocesses 9\n")
+    assert enginelock.booted(proc_stat) == "2026-01-01 00:00:00Z"
+    assert enginelock.booted(tmp_path / "absent") == ""
+    assert enginelock.this_process().booted <= enginelock.datetime.now(
+        enginelock.timezone.utc
+    ).strftime(enginelock.SINCE_FORMAT)

@@ -1,0 +1,227 @@
+"""Every file drgpu reads is a regular file under a bound, refused before it is read
+(issue 23, defect 7): /dev/zero, a FIFO, a socket, a huge sparse file; outputs are never
+read back whole nor opened in a way that waits on a FIFO; settings expansion is bounded.
+FIFO cases run drgpu in a subprocess with a timeout: a read that waits hangs forever."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from drgpu.core.envfile import MAX_TOTAL_LENGTH, MAX_VALUE_LENGTH
+from drgpu.errors import ExitCode
+from drgpu.host.files import Bound
+from tests.adversarial.helpers import GTX_M40, SECRET, assert_sound
+from tests.support.runners import run_drgpu, run_main
+
+
+@pytest.fixture(autouse=True)
+def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Docker engine and a Compose that does nothing: only drgpu's own checks run."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("DRGPU_COMPOSE", "/bin/true")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Path:
+    path = tmp_path / "system.env"
+    path.write_text(f"AWS_SECRET_ACCESS_KEY={SECRET}\nDR_SAGEMAKER_CUDA_DEVICES=1\n")
+    return path
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.fixture
+def unix_socket(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "sock"
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(path))
+    yield path
+    listening.close()
+
+
+def sparse(path: Path, size: int) -> Path:
+    with path.open("wb") as stream:
+        stream.truncate(size)
+    return path
+
+
+def quick(*args: str | Path) -> tuple[int, str]:
+    """drgpu in a subprocess that must end within 30 s (a FIFO read would wait forever)."""
+    ran = run_drgpu(*map(str, args), timeout=30)
+    assert "Traceback" not in ran.stderr
+    return ran.returncode, ran.stderr
+
+
+# --- inputs: the inventory, the compose files, the settings ----------------------------------
+
+
+def test_dev_zero_as_inventory_is_refused_before_reading(env: Path) -> None:
+    ran = run_main("plan", "--env-file", env, "--inventory", "/dev/zero")
+    assert_sound(ran, ExitCode.CONFIG)
+    assert "inventory /dev/zero is a character device, not a regular file" in ran.err
+
+
+def test_dev_zero_as_compose_file_is_refused(env: Path) -> None:
+    ran = run_main("plan", "--env-file", env, "--inventory", GTX_M40, "-f", "/dev/zero")
+    assert_sound(ran, ExitCode.CONFIG)
+    assert "compose file /dev/zero is a character device" in ran.err
+
+
+@pytest.mark.parametrize("option", ["--inventory", "-f", "--env-file"])
+def test_a_fifo_as_input_is_refused_without_waiting(env: Path, fifo: Path, option: str) -> None:
+    args = {"--inventory": ("--env-file", env), "-f": ("--env-file", env)}.get(option, ())
+    inventory = () if option == "--inventory" else ("--inventory", GTX_M40)
+    code, err = quick("plan", *args, *inventory, option, fifo)
+    assert code == ExitCode.CONFIG, err
+    assert f"{fifo} is a FIFO (named pipe), not a regular file" in err
+
+
+def test_a_socket_as_inventory_is_refused(env: Path, unix_socket: Path) -> None:
+    ran = run_main("plan", "--env-file", env, "--inventory", unix_socket)
+    assert_sound(ran, ExitCode.CONFIG)
+    assert f"cannot read inventory {unix_socket}" in ran.err
+
+
+@pytest.mark.parametrize(
+    ("option", "bound", "name"),
+    [
+        ("--inventory", Bound.INVENTORY, "inventory"),
+        ("-f", Bound.COMPOSE, "compose file"),
+        ("--env-file", Bound.SETTINGS, "settings file"),
+    ],
+)
+def test_a_huge_sparse_file_is_refused_naming_the_bound(
+    env: Path, tmp_path: Path, option: str, bound: Bound, name: str
+) -> None:
+    huge = sparse(tmp_path / "huge", 8 * 1024**3)
+    inventory = () if option == "--inventory" else ("--inventory", GTX_M40)
+    settings = () if option == "--env-file" else ("--env-file", env)
+    started = time.monotonic()
+    ran = run_main("plan", *settings, *inventory, option, huge)
+    assert time.monotonic() - started < 5
+    assert_sound(ran, ExitCode.CONFIG)
+    shown = f"{bound // 1024**2} MiB"
+    assert f"{name} {huge} is larger than {shown}" in ran.err
+
+
+def test_a_compose_file_just_under_its_bound_is_read_in_sane_time(
+    env: Path, tmp_path: Path
+) -> None:
+    padding = "# " + "x" * 1021 + "\n"
+    services = "services:\n  sagemaker:\n    image: busybox\n"
+    stack = tmp_path / "big.yml"
+    stack.write_text(services + padding * ((Bound.COMPOSE - 200) // len(padding)))
+    started = time.monotonic()
+    ran = run_main("plan", "--env-file", env, "--inventory", GTX_M40, "-f", stack)
+    assert_sound(ran, ExitCode.OK)
+    assert time.monotonic() - started < 10  # 4 MiB took 6 s, 10 MB over 20 s
+
+
+def test_a_compose_file_of_10_mb_is_refused_at_once(env: Path, tmp_path: Path) -> None:
+    stack = tmp_path / "ten.yml"
+    stack.write_text("services:\n  sagemaker:\n    image: busybox\n" + "# x\n" * 2_600_000)
+    started = time.monotonic()
+    ran = run_main("plan", "--env-file", env, "--inventory", GTX_M40, "-f", stack)
+    assert time.monotonic() - started < 5
+    assert_sound(ran, ExitCode.CONFIG)
+    assert "is larger than 1 MiB" in ran.err
+
+
+def test_daemon_json_from_dev_zero_or_a_fifo_is_a_finding_not_a_memory_error(
+    env: Path, fifo: Path
+) -> None:
+    for daemon_json in ("/dev/zero", fifo):
+        code, err = quick(
+            "swarm-setup",
+            "--inventory",
+            GTX_M40,
+            "--env-file",
+            env,
+            "--daemon-json",
+            daemon_json,
+            "--toolkit-config",
+            fifo,
+        )
+        assert code in (ExitCode.CHECK_FAILED, ExitCode.DOCKER), err
+
+
+# --- settings whose expansion has no end ---------------------------------------------------
+
+
+def test_a_doubling_setting_is_refused_naming_the_bound(tmp_path: Path) -> None:
+    path = tmp_path / "system.env"
+    path.write_text("A=" + "x" * 64 + "\n" + "A=$A$A\n" * 40 + "DR_SAGEMAKER_CUDA_DEVICES=1\n")
+    started = time.monotonic()
+    ran = run_main("plan", "--env-file", path, "--inventory", GTX_M40)
+    assert time.monotonic() - started < 5
+    assert_sound(ran, ExitCode.CONFIG)
+    assert f"{path}:13: A: the value expands to more than {MAX_VALUE_LENGTH}" in ran.err
+
+
+def test_many_long_settings_are_refused_naming_the_total_bound(tmp_path: Path) -> None:
+    path = tmp_path / "system.env"
+    long_value = "A=" + "y" * 1000 + "\n" + "A=$A$A$A$A$A$A$A$A\n" * 2 + "A=$A$A\n"
+    path.write_text(long_value + "".join(f"B{i}=x$A\n" for i in range(40)))
+    ran = run_main("plan", "--env-file", path, "--inventory", GTX_M40)
+    assert_sound(ran, ExitCode.CONFIG)
+    assert f"the settings expand to more than {MAX_TOTAL_LENGTH} characters" in ran.err
+
+
+# --- outputs: never read whole, never waited on --------------------------------------------
+
+
+def test_render_to_a_fifo_is_refused_without_waiting(env: Path, fifo: Path) -> None:
+    code, err = quick("render", "--env-file", env, "--inventory", GTX_M40, "-o", fifo)
+    assert code == ExitCode.CONFIG, err
+    assert f"refusing to write {fifo}: it is not a regular file" in err
+
+
+def test_render_to_dev_null_is_refused(env: Path) -> None:
+    ran = run_main("render", "--env-file", env, "--inventory", GTX_M40, "-o", "/dev/null")
+    assert_sound(ran, ExitCode.CONFIG)
+    assert "refusing to write /dev/null: it is not a regular file" in ran.err
+
+
+def test_an_override_path_that_is_a_fifo_is_refused_without_waiting(
+    env: Path, tmp_path: Path
+) -> None:
+    (tmp_path / ".drgpu").mkdir()
+    os.mkfifo(tmp_path / ".drgpu" / "deepracer-0.override.yml")
+    code, err = quick(
+        "render",
+        "--env-file",
+        env,
+        "--inventory",
+        GTX_M40,
+        "-o",
+        tmp_path / ".drgpu" / "deepracer-0.override.yml",
+    )
+    assert code == ExitCode.CONFIG, err
+    assert "it is not a regular file" in err
+
+
+def test_a_huge_sparse_render_target_with_drgpus_header_is_not_read_whole(
+    env: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "out.yml"
+    with target.open("wb") as stream:
+        stream.write(b"# Written by drgpu for compose project deepracer-0.\n")
+        stream.truncate(16 * 1024**3)
+    started = time.monotonic()
+    ran = run_main("render", "--env-file", env, "--inventory", GTX_M40, "-o", target)
+    assert_sound(ran, ExitCode.OK)
+    assert time.monotonic() - started < 5
+    assert target.stat().st_size < 1024**2
