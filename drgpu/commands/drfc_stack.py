@@ -15,13 +15,14 @@ from drgpu.commands.compose_run import bring_down, show_compose_warnings, write_
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, meanwhile, prepare_with
 from drgpu.commands.proving import verified
-from drgpu.commands.rollback import rolled_back
+from drgpu.commands.rollback import rolled_back, run_trainers
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
+from drgpu.core.model import Role
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, process
 from drgpu.host.compose_output import talk_lines
@@ -96,6 +97,7 @@ def up(
         plan.project,
         lambda: _take_down(checkout, environment, plan.project, files),
         keep_on=_StartFailed if was_up else None,
+        strays=_trainers(prepared.config, plan),
     ):
         command = drfc_scripts.start_command(checkout, extra_args)
         if progress is None:
@@ -218,6 +220,15 @@ def _take_down(
         return True
     binary = compose.find_compose(environment)
     return bring_down(binary, project, files, environment)
+
+
+def _trainers(config: Config, plan: Plan) -> Callable[[], list[ContainerFacts]] | None:
+    """What lists the SageMaker trainers this run's rl_coach started
+    (`rollback.run_trainers`); None where the plan starts no rl_coach, and for an
+    evaluation (the training of the same run keeps its trainer)."""
+    if config.evaluation or all(s.role is not Role.TRAINER_LAUNCHER for s in plan.services):
+        return None
+    return lambda: run_trainers(engine.sagemaker_containers(), config.run_id, config.values)
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:

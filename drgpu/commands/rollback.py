@@ -1,13 +1,23 @@
 """The one rollback of a failed or interrupted `up`: on any failure or caught signal the run
-goes back down, and what the user made stays."""
+goes back down, and what the user made stays; then what is left of the run is listed
+again, and a rollback that left anything says what (never "brought down" untrue)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_usage import is_sagemaker_local
+from drgpu.errors import DockerError
 from drgpu.host import engine, signals
 from drgpu.ui.talk import note
+
+# An rl_coach stopped while it asked the engine for its trainer: what it sent is done by
+# the engine a moment later. The trainers are listed again after this pause, until none.
+SETTLE_S = 0.5
+SETTLE_ROUNDS = 6
 
 
 @contextmanager
@@ -16,13 +26,17 @@ def rolled_back(
     bring_down: Callable[[], object],
     *,
     keep_on: type[BaseException] | None = None,
+    strays: Callable[[], list[ContainerFacts]] | None = None,
 ) -> Iterator[None]:
     """On any failure or caught signal inside the block, the run goes back down: first
     `bring_down` (Compose's own down, or DRfC's stop script), then every container and
     network of `project` and each volume it did not have when the block began (what the
-    user made stays). Signals during the rollback do not cut it short. A failure of type
-    `keep_on` leaves the run as it is (a stack that ran before, which a refusing start
-    script did not touch)."""
+    user made stays), then the containers `strays` lists (the SageMaker trainers its
+    rl_coach started, which carry no label of the project), listed again until none
+    comes. Signals during the rollback do not cut it short. A failure of type `keep_on`
+    leaves the run as it is (a stack that ran before, which a refusing start script did
+    not touch). When anything of the run is still there afterwards, a DockerError names
+    it (the failure it rolled back is its cause)."""
     kept = engine.project_volumes(project)
     try:
         yield
@@ -43,4 +57,45 @@ def rolled_back(
                 bring_down()
             finally:
                 engine.remove_run(project, kept)
+                if strays is not None:
+                    _remove_strays(strays)
+            left = _left_of(project, strays)
+        if left:
+            raise DockerError(
+                f"could not bring {project} back down: {', '.join(left)} still there",
+                hint=f"remove them: docker rm -f {' '.join(left)}",
+            ) from failure
         raise
+
+
+def _remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
+    """Remove what `strays` lists, listing again after a pause until a listing is empty."""
+    for _ in range(SETTLE_ROUNDS):
+        found = strays()
+        if not found:
+            return
+        engine.remove_containers([container.id for container in found])
+        time.sleep(SETTLE_S)
+
+
+def _left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:
+    """The names of the containers of `project`, and of `strays`, still there."""
+    left = [*engine.project_containers(project), *(strays() if strays else [])]
+    return sorted({container.name for container in left})
+
+
+def run_trainers(
+    candidates: list[ContainerFacts], run_id: str, settings: Mapping[str, str]
+) -> list[ContainerFacts]:
+    """The SageMaker trainers among `candidates` an rl_coach of run `run_id` started, as
+    SageMaker local mode makes them (DRfC's stop script judges them so too): named
+    `...algo-N-xxxxx...`, with the run's `RUN_ID` in their environment and, where both
+    are set, its model prefix (`MODEL_S3_PREFIX`, DR_LOCAL_S3_MODEL_PREFIX)."""
+    prefix = settings.get("DR_LOCAL_S3_MODEL_PREFIX")
+    return [
+        container
+        for container in candidates
+        if is_sagemaker_local(container)
+        and container.environment.get("RUN_ID") == run_id
+        and (not prefix or container.environment.get("MODEL_S3_PREFIX") in (None, prefix))
+    ]

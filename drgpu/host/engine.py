@@ -50,6 +50,13 @@ def sagemaker_candidates() -> list[ContainerFacts]:
         return [c for c in containers(engine, {"name": "algo-"}) if c.state == "running"]
 
 
+def sagemaker_containers() -> list[ContainerFacts]:
+    """Every container, running or not (created, not yet started), whose name holds
+    `algo-`: what a rollback looks through for the trainers a run's rl_coach started."""
+    with docker_api.connected() as engine:
+        return containers(engine, {"name": "algo-"})
+
+
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     """(state, labels) of every container with a `drgpu.run_id` label: what each run holds.
 

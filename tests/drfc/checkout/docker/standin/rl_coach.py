@@ -4,6 +4,11 @@ Through the Docker socket it creates a container named `<tmpdir>-algo-1-<random>
 (compose labels of that temporary project, service `algo-1-<random>`), outside the
 stack's compose project, with an NVIDIA device request for every GPU and this
 container's CUDA_VISIBLE_DEVICES, RUN_ID and model prefix; then it keeps running.
+
+STANDIN_TRAINER_DELAY=s waits s seconds before creating the trainer, and a SIGTERM in
+that time (Compose stopping rl_coach) does not stop it before the trainer is started:
+as the real rl_coach, whose SageMaker local mode finishes what it asked of the engine,
+a trainer can come after DRfC's stop script looked for one.
 """
 
 import http.client
@@ -42,10 +47,12 @@ def _random(alphabet: str, size: int) -> str:
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: stopping.append(signum))
     print("rl_coach: CUDA_VISIBLE_DEVICES=" + os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"))
     for key in ("MODELMETADATA_FILE_S3_KEY", "HYPERPARAMETER_FILE_S3_KEY", "SAGEMAKER_IMAGE"):
         print(f"rl_coach: {key}={os.environ.get(key, '<unset>')}")
+    time.sleep(float(os.environ.get("STANDIN_TRAINER_DELAY") or 0))
     project = "tmp" + _random(string.ascii_lowercase + string.digits, 8)
     service = "algo-1-" + _random(string.ascii_lowercase + string.digits, 5)
     created = _api(
@@ -70,6 +77,9 @@ def main() -> int:
     assert isinstance(created, dict)
     _api("POST", f"/containers/{created['Id']}/start")
     print(f"rl_coach: started the SageMaker trainer {project}-{service}-1", flush=True)
+    if stopping:
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         time.sleep(3600)
 

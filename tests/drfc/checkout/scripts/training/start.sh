@@ -100,6 +100,9 @@ else
   docker compose $COMPOSE_FILES -p $STACK_NAME up -d --scale robomaker=$DR_WORKERS
 fi
 
+# drgpu's tests: hold the script here a while (an `up` in flight, to be interrupted).
+sleep "${DRGPU_TEST_START_SLEEP:-0}"
+
 if [ -n "$OPT_QUIET" ]; then
   exit 0
 fi
