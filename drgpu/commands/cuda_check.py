@@ -22,6 +22,7 @@ from drgpu.core.gpu_usage import LAUNCHER_ROLE, TrainerCheck, trainer_checks
 from drgpu.core.settings import project_name
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine
+from drgpu.host.files import Bound, read_bounded
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
 
 def check(containers: list[ContainerFacts]) -> list[CheckResult]:
     """Run the probe in each running container and judge what it saw."""
-    source = Path(probe.__file__).read_bytes()
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
     results = []
     for container in containers:
         if container.state != "running":
@@ -96,7 +97,7 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
 
 def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
     """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
-    source = Path(probe.__file__).read_bytes()
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
     results = []
     for check in checks:
         ran = engine.run_file_in_container(check.container.id, source, ["--json"])

@@ -225,3 +225,38 @@ def test_a_huge_sparse_render_target_with_drgpus_header_is_not_read_whole(
     assert_sound(ran, ExitCode.OK)
     assert time.monotonic() - started < 5
     assert target.stat().st_size < 1024**2
+
+
+# --- one way in: every read goes through drgpu/host/files.py ---------------------------------
+
+READERS = {"read_text", "read_bytes", "open", "fdopen", "readline", "readlines"}
+# Where a call of that name is no file read: the HTTP answer on the engine's socket, the
+# probe (it runs inside a container, on its own), a tar archive in memory, a file drgpu
+# writes through the descriptor mkstemp gave it, /dev/null for a left reader.
+ALLOWED = {
+    "drgpu/host/files.py": READERS,
+    "drgpu/probe.py": READERS,
+    "drgpu/host/docker_api.py": {"readline"},
+    "drgpu/host/engine.py": {"open"},
+    "drgpu/commands/state_files.py": {"fdopen"},
+    "drgpu/cli.py": {"open"},
+}
+
+
+def test_no_module_reads_a_file_but_host_files() -> None:
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "drgpu"
+    found = []
+    for module in sorted(package.rglob("*.py")):
+        name = str(module.relative_to(package.parent))
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func
+            attribute = called.attr if isinstance(called, ast.Attribute) else None
+            plain = called.id if isinstance(called, ast.Name) else None
+            reader = attribute if attribute in READERS else plain if plain == "open" else None
+            if reader and reader not in ALLOWED.get(name, set()):
+                found.append(f"{name}:{node.lineno} {reader}")
+    assert found == []
