@@ -12,11 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from drgpu.core.envfile import MAX_TOTAL_LENGTH, MAX_VALUE_LENGTH
-from drgpu.errors import ExitCode
+from drgpu.core.envfile import MAX_TOTAL_LENGTH, MAX_VALUE_LENGTH, read_env_texts
+from drgpu.errors import ConfigError, ExitCode
 from drgpu.host.files import Bound
-from tests.adversarial.helpers import GTX_M40, SECRET, assert_sound
+from tests.adversarial.helpers import GTX_M40, PROPERTY, SECRET, assert_sound
 from tests.support.runners import run_drgpu, run_main
 
 
@@ -260,3 +262,26 @@ def test_no_module_reads_a_file_but_host_files() -> None:
             if reader and reader not in ALLOWED.get(name, set()):
                 found.append(f"{name}:{node.lineno} {reader}")
     assert found == []
+
+
+@PROPERTY
+@given(
+    seed=st.text(alphabet="xy", min_size=1, max_size=300),
+    chain=st.lists(
+        st.tuples(st.sampled_from(["A", "B"]), st.integers(min_value=1, max_value=12)),
+        max_size=30,
+    ),
+)
+def test_any_chain_of_references_stays_within_the_bounds(
+    seed: str, chain: list[tuple[str, int]]
+) -> None:
+    """However values refer to each other, each stays within its bound, and an error
+    names the bound: never the memory of the expansion."""
+    lines = [f"A={seed}", f"B={seed}"]
+    lines += [f"{key}=" + "$A$B" * copies for key, copies in chain]
+    try:
+        values = read_env_texts([(Path("system.env"), "\n".join(lines) + "\n")], {}).values
+    except ConfigError as error:
+        assert str(MAX_VALUE_LENGTH) in error.message or str(MAX_TOTAL_LENGTH) in error.message
+        return
+    assert all(len(value) <= MAX_VALUE_LENGTH for value in values.values())
