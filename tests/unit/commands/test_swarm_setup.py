@@ -23,3 +23,26 @@ def test_missing_and_broken_files_are_differences(
     assert state.toolkit_problem is not None and state.toolkit_problem.startswith("absent")
     assert state.engine is None
     assert len(differences(state)) == 3
+
+
+def test_the_runtimes_mode_is_read_and_jit_cdi_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """config.toml's `[nvidia-container-runtime] mode`: jit-cdi (1.18's default) ignores
+    swarm-resource in toolkit 1.18.x, and with no toolkit program to say its version here,
+    the report says what to change."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-ctk: the version is unknown
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n'
+        '[nvidia-container-runtime]\nmode = "jit-cdi"\n'
+    )
+    state = read_node(tmp_path / "daemon.json", config)
+    assert state.toolkit is not None
+    assert (state.toolkit.version, state.toolkit.mode) == (None, "jit-cdi")
+    mode = [d for d in differences(state) if "config.toml: mode: " in d]
+    assert len(mode) == 1 and 'set mode = "legacy"' in mode[0]
+    config.write_text(config.read_text().replace("jit-cdi", "legacy"))
+    legacy = read_node(tmp_path / "daemon.json", config)
+    assert not [d for d in differences(legacy) if "config.toml: mode: " in d]
