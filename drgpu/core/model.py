@@ -41,6 +41,7 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     error: str | None = None
+    processes_unknown: str | None = None  # why NVML could not list its processes
 
     @property
     def lost(self) -> bool:

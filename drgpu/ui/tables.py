@@ -368,6 +368,7 @@ def status_view(status: Status) -> RenderableType:
     else:
         parts.append(Text("no GPU process"))
     parts += [Text(f"note: {note}") for note in status.notes]
+    parts += [Text(f"WARNING: {w.message}", style="bold yellow") for w in status.warnings]
     parts += [Text(f"VIOLATION: {v.message}", style="bold red") for v in _missing(status)]
     return Group(*parts)
 
