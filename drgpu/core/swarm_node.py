@@ -237,8 +237,8 @@ def _toolkit_finding(state: NodeState, path: Path) -> Finding:
 def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Finding]:
     """The toolkit's version and runtime mode: 1.18.x in jit-cdi mode (its default) ignores
     swarm-resource, so reserving tasks would get no GPU."""
-    if toolkit is None:
-        return []
+    if toolkit is None or (toolkit.version is None and not toolkit.config_found):
+        return []  # no toolkit here: the swarm-resource finding says config.toml is absent
     subject = f"{path}: mode"
     shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"
     problem = generic_resources_problem(toolkit)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.commands.swarm_setup import read_node
+from drgpu.commands.swarm_setup import read_node, read_toolkit
 from tests.unit.core.test_swarm_node import differences
 
 
@@ -46,3 +46,24 @@ def test_the_runtimes_mode_is_read_and_jit_cdi_differs(
     config.write_text(config.read_text().replace("jit-cdi", "legacy"))
     legacy = read_node(tmp_path / "daemon.json", config)
     assert not [d for d in differences(legacy) if "config.toml: mode: " in d]
+
+
+def test_the_toolkits_version_is_asked_of_nvidia_ctk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Toolkit 1.18.0 with no mode written runs jit-cdi: a difference, with the fix."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    program = tmp_path / "nvidia-ctk"
+    program.write_text(
+        "#!/bin/sh\necho 'NVIDIA Container Toolkit CLI version 1.18.0'\necho commit: x\n"
+    )
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    config = tmp_path / "config.toml"
+    config.write_text('swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n')
+    toolkit = read_toolkit(config)
+    assert (toolkit.version, toolkit.mode, toolkit.effective_mode) == ((1, 18, 0), None, "jit-cdi")
+    [mode] = [
+        d for d in differences(read_node(tmp_path / "daemon.json", config)) if ": mode: " in d
+    ]
+    assert "toolkit 1.18.0 runs in mode jit-cdi (no mode written (auto))" in mode

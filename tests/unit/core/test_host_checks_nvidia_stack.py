@@ -98,3 +98,5 @@ def test_the_daemon_reload_risk_is_named_with_its_fix() -> None:
     status, summary, _ = only(check_daemon_reload(SETTINGS, CDI_HOST, bare))
     assert status == PASS and "through CDI" in summary
     assert check_daemon_reload(SETTINGS, HOOK_HOST, DeviceNodeFacts({}, frozenset())) == []
+    silent = DockerFacts(daemon=replace(DAEMON, cgroup_driver=""), hook_on_path=True)
+    assert check_daemon_reload(SETTINGS, silent, bare) == []
