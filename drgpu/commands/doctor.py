@@ -109,7 +109,12 @@ def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
         config = load_settings(target)
     except ConfigError as exc:
         return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
-    facts = SettingsFacts(target.env_file, run_id=config.run_id, device_driver=config.device_driver)
+    facts = SettingsFacts(
+        target.env_file,
+        run_id=config.run_id,
+        device_driver=config.device_driver,
+        swarm=config.deploys_to_swarm(),
+    )
     return facts, config
 
 
