@@ -17,7 +17,8 @@ CUDA's own order, the mapping CUDA ordinal -> NVML index (by UUID, else by PCI
 bus id) and, with --frameworks, what torch and TensorFlow see, each in a
 subprocess that allocates next to nothing. A missing library, a failing
 nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the
-report, never a crash.
+report, never a crash. NVML and CUDA are the truth: NVIDIA_VISIBLE_DEVICES=void in a
+container that shows GPUs means they were injected through CDI (`gpu_injection`).
 
 Expectations
     --expect N        every source that can count GPUs must count exactly N:
