@@ -17,7 +17,8 @@ CUDA's own order, the mapping CUDA ordinal -> NVML index (by UUID, else by PCI
 bus id) and, with --frameworks, what torch and TensorFlow see, each in a
 subprocess that allocates next to nothing. A missing library, a failing
 nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the
-report, never a crash.
+report, never a crash. NVML and CUDA are the truth: NVIDIA_VISIBLE_DEVICES=void in a
+container that shows GPUs means they were injected through CDI (`gpu_injection`).
 
 Expectations
     --expect N        every source that can count GPUs must count exactly N:
@@ -96,6 +97,7 @@ _NVML_ERROR_FUNCTION_NOT_FOUND = 13
 _NVML_ERROR_GPU_IS_LOST = 15
 _NVML_INIT_FLAG_NO_GPUS = 1
 _NVML_DEVICE_MIG_ENABLE = 1
+_NO_GPU_VALUES = ("", "void", "none")  # NVIDIA_VISIBLE_DEVICES values that give no GPU
 
 # CUDA driver API (cuda.h)
 _CUDA_SUCCESS = 0
@@ -1045,12 +1047,41 @@ def _findings(report: Report) -> list[str]:
         cuda["order_matches_nvml"] = order
         cuda["ordinals_match_nvml_indices"] = same
         findings.extend(mapping)
-    visible = env.get("NVIDIA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip().lower() in ("", "void", "none"):
-        findings.append(f"NVIDIA_VISIBLE_DEVICES={visible!r}: the runtime exposes no GPU")
+    findings.extend(visibility_findings(env, nvml, cuda))
     for name, section in report["frameworks"].items():
         findings.extend(framework_findings(name, section, cuda.get("device_count"))[0])
     return findings
+
+
+def gpu_injection(env: dict[str, str | None], nvml: Section, cuda: Section) -> str | None:
+    """How the container got the GPUs it shows: "cdi" when NVIDIA_VISIBLE_DEVICES hides
+    every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime" when
+    the variable names them, None when it shows none or the variable is unset."""
+    shown = len(nvml_units(nvml)) if nvml.get("available") else 0
+    shown = max(shown, int(cuda.get("device_count") or 0) if cuda.get("available") else 0)
+    if not shown:
+        return None
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    return "cdi" if visible.strip().lower() in _NO_GPU_VALUES else "runtime"
+
+
+def visibility_findings(env: dict[str, str | None], nvml: Section, cuda: Section) -> list[str]:
+    """What NVIDIA_VISIBLE_DEVICES says against what NVML and CUDA show: the libraries are
+    the truth, the variable only how the GPUs came (never "no GPU" while GPUs show)."""
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    if visible is None or visible.strip().lower() not in _NO_GPU_VALUES:
+        return []
+    if gpu_injection(env, nvml, cuda) == "cdi":
+        nvml_count = len(nvml_units(nvml)) if nvml.get("available") else 0
+        cuda_count = int(cuda.get("device_count") or 0) if cuda.get("available") else 0
+        return [
+            f"NVIDIA_VISIBLE_DEVICES={visible!r}, yet NVML shows {nvml_count} GPU(s) and"
+            f" CUDA {cuda_count}: the GPUs were injected through CDI (its spec sets"
+            " NVIDIA_VISIBLE_DEVICES=void), not by the NVIDIA runtime"
+        ]
+    return [f"NVIDIA_VISIBLE_DEVICES={visible!r} and NVML and CUDA show no GPU: none was given"]
 
 
 def collect(
@@ -1089,6 +1120,7 @@ def collect(
     for name in frameworks:
         report["frameworks"][name] = probe_framework(name, framework_timeout_s)
     report["findings"] = _findings(report)
+    report["gpu_injection"] = gpu_injection(report["environment"], report["nvml"], report["cuda"])
     report["expectations"] = evaluate(report, expect, expect_uuids)
     report["probe"]["elapsed_ms"] = round((time.monotonic() - start) * 1000.0, 1)
     return report

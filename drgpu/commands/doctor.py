@@ -3,17 +3,16 @@ core.host_checks judges them."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from drgpu.commands.options import InputOptions, resolved
 from drgpu.commands.preparation import load_settings, stack_files
+from drgpu.commands.swarm_setup import read_toolkit
 from drgpu.core.host_checks import (
     FAIL,
-    HOOK,
     Check,
     ComposeFacts,
+    DeviceNodeFacts,
     DockerFacts,
     HostFacts,
     ImageCheck,
@@ -33,7 +32,7 @@ from drgpu.errors import (
     DrgpuError,
     NvmlUnavailableError,
 )
-from drgpu.host import compose, engine, nvml, process
+from drgpu.host import compose, engine, files, nvml, process
 from drgpu.ui.talk import spinner
 
 
@@ -93,7 +92,16 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
                 probe_facts = ProbeFacts(image, present, error)
         except DrgpuError as exc:
             docker = DockerFacts(error=exc.message, hint=exc.hint)
-    return HostFacts(settings, nvml, docker, compose, checked, probe_facts)
+    return HostFacts(
+        settings,
+        nvml,
+        docker,
+        compose,
+        checked,
+        probe_facts,
+        toolkit=read_toolkit(),
+        device_nodes=DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
+    )
 
 
 def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
@@ -101,7 +109,13 @@ def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
         config = load_settings(target)
     except ConfigError as exc:
         return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
-    return SettingsFacts(target.env_file, run_id=config.run_id), config
+    facts = SettingsFacts(
+        target.env_file,
+        run_id=config.run_id,
+        device_driver=config.device_driver,
+        swarm=config.deploys_to_swarm(),
+    )
+    return facts, config
 
 
 def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...], str | None]:
@@ -132,13 +146,11 @@ def _gather_nvml() -> NvmlFacts:
 
 
 def _gather_docker() -> DockerFacts:
-    hook = shutil.which(HOOK) or next(
-        (p for p in (f"/usr/bin/{HOOK}", f"/usr/local/bin/{HOOK}") if Path(p).is_file()), None
-    )
+    hook = files.hook_installed()
     try:
-        return DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook is not None)
+        return DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook)
     except DockerError as exc:
-        return DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook is not None)
+        return DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook)
 
 
 def _gather_compose(values: dict[str, str]) -> ComposeFacts:

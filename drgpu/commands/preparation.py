@@ -12,15 +12,23 @@ from typing import TYPE_CHECKING
 
 from drgpu.commands.state_files import override_path, state_dir
 from drgpu.core.compose_stack import Stack
+from drgpu.core.device_driver import choose, unnamed_in_spec
 from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
 from drgpu.core.labels import claims
 from drgpu.core.model import Claim, Inventory, Plan
+from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan, service_requests
 from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError, NvmlUnavailableError
-from drgpu.host.files import base_stack_file, load_inventory, load_stack, load_target_config
+from drgpu.host.files import (
+    base_stack_file,
+    hook_installed,
+    load_inventory,
+    load_stack,
+    load_target_config,
+)
 from drgpu.ui.redacting import hide
 
 if TYPE_CHECKING:
@@ -94,12 +102,38 @@ def _prepare(
     plan = make_plan(config, stack, inventory, claims)
     if blind is not None:
         plan = replace(plan, warnings=(*plan.warnings, blind))
+    plan = _with_device_driver(config, plan, this_host=inventory_file is None)
     return Prepared(
         config=config,
         stack=stack,
         plan=plan,
         override_path=override_path(target.env_file, config.project),
         target=target,
+    )
+
+
+def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
+    """The plan with the device driver its requests name (DRGPU_DEVICE_DRIVER; `auto` asks
+    this host's engine, see core.device_driver), and why when it is not the default."""
+    daemon = None
+    if this_host and config.wants_gpu and config.device_driver is not DeviceDriver.NVIDIA:
+        from drgpu.host import engine  # lazy: start-up time of a plan on a file
+
+        try:
+            daemon = engine.daemon_facts()
+        except DockerError:
+            daemon = None  # the claims' warning says the engine cannot be asked
+    choice = choose(config.device_driver, daemon, hook_installed())
+    uuids = [d.uuid for service in plan.services if service.has_gpu for d in service.devices]
+    warnings = [w for w in [unnamed_in_spec(choice.driver, daemon, uuids)] if w]
+    explained = [f"device requests: driver {choice.driver} ({choice.why})"]
+    if choice.driver is DeviceDriver.NVIDIA and config.device_driver is DeviceDriver.AUTO:
+        explained = []
+    return replace(
+        plan,
+        device_driver=choice.driver,
+        explanations=(*plan.explanations, *explained),
+        warnings=(*plan.warnings, *warnings),
     )
 
 

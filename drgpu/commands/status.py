@@ -54,8 +54,8 @@ class StatusResult:
     @property
     def failure(self) -> CheckFailedError | None:
         """The first violation of the last snapshot (exit 6), with how many more."""
-        if self.last is None or self.last.ok:
-            return None
+        if self.last is None or not self.last.violations:
+            return None  # warnings are said, but exit 0
         violations = self.last.violations
         more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
         return CheckFailedError(f"{violations[0].message}{more}")
@@ -85,6 +85,7 @@ class Reader:
         self._engine = connection
         self._run_id = run_id
         self._known: Mapping[str, ContainerFacts] = {}
+        self._had_processes: frozenset[str] = frozenset()
         self.inspections = 0
 
     def snapshot(self) -> Status:
@@ -103,7 +104,21 @@ class Reader:
         others = [c for c in listed if c.state == "running"]
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
         cgroups = {pid: read_cgroup(pid) for pid in pids}
-        return build_status(inventory, ours, others, cgroups, self._run_id, sagemaker=sagemaker)
+        judged = build_status(
+            inventory,
+            ours,
+            others,
+            cgroups,
+            self._run_id,
+            sagemaker=sagemaker,
+            had_processes=self._had_processes,
+            now=time.time(),
+        )
+        # A container that had GPU processes keeps that mark while it lives: when they
+        # vanish, the next refreshes say so (see core.gpu_usage's warnings).
+        alive = {c.id for c in ours}
+        self._had_processes = (self._had_processes & alive) | judged.with_processes()
+        return judged
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of

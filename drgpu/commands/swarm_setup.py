@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.core import toolkit
 from drgpu.core.model import Inventory, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
@@ -21,15 +23,10 @@ from drgpu.core.swarm_node import (
     report,
     wanted_resources,
 )
+from drgpu.core.toolkit import ToolkitFacts
 from drgpu.errors import CheckFailedError, ConfigError, DockerError
-from drgpu.host import nvml, swarm_engine
-from drgpu.host.files import (
-    Bound,
-    base_stack_file,
-    load_inventory,
-    load_stack,
-    read_text_bounded,
-)
+from drgpu.host import files, nvml, process, swarm_engine
+from drgpu.host.files import base_stack_file, load_inventory, load_stack
 
 
 @dataclass(frozen=True)
@@ -91,36 +88,33 @@ def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]
     )
 
 
-def _node_file(path: Path) -> str:
-    """A node's configuration file, bounded (host.files); FileNotFoundError when absent."""
-    if not path.exists() and not path.is_symlink():
-        raise FileNotFoundError(path)
-    return read_text_bounded(path, Bound.DAEMON_JSON, path.name)
-
-
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
-    """Read daemon.json, the NVIDIA runtime's config.toml and `docker info` (the shell)."""
+    """Read daemon.json, the NVIDIA runtime's config.toml, the toolkit's version and
+    `docker info` (the shell)."""
     daemon_json: Mapping[str, Any] | None = None
     daemon_json_problem = None
     try:
-        loaded = json.loads(_node_file(daemon_json_path))
-        if isinstance(loaded, dict):
+        text = files.optional_text(daemon_json_path)
+        loaded = json.loads(text) if text is not None else None
+        if text is None:
+            daemon_json_problem = "absent: create it as printed above"
+        elif isinstance(loaded, dict):
             daemon_json = loaded
         else:
             daemon_json_problem = "not a JSON object"
-    except FileNotFoundError:
-        daemon_json, daemon_json_problem = None, "absent: create it as printed above"
     except ConfigError as exc:
-        daemon_json_problem = f"cannot be read: {exc.message}"
+        daemon_json_problem = exc.message
     except json.JSONDecodeError as exc:
         daemon_json_problem = f"not JSON (line {exc.lineno}): dockerd will not start with it"
-    swarm_resource = toolkit_problem = None
+    swarm_resource = toolkit_problem = config_text = None
     try:
-        swarm_resource = read_swarm_resource(_node_file(toolkit_path))
-    except FileNotFoundError:
-        toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
+        config_text = files.optional_text(toolkit_path)
+        if config_text is None:
+            toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
+        else:
+            swarm_resource = read_swarm_resource(config_text)
     except ConfigError as exc:
-        toolkit_problem = f"cannot be read: {exc.message}"
+        toolkit_problem = exc.message
     facts = engine_problem = None
     try:
         facts = swarm_engine.engine_facts()
@@ -133,4 +127,42 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
         toolkit_problem=toolkit_problem,
         engine=facts,
         engine_problem=engine_problem,
+        toolkit=toolkit_facts(toolkit_version(), config_text),
+    )
+
+
+TOOLKIT_PROGRAMS = ("nvidia-ctk", "nvidia-container-runtime")
+
+
+def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> ToolkitFacts:
+    """The toolkit's version and its runtime's config.toml (one that cannot be read: none)."""
+    try:
+        text = files.optional_text(config_path)
+    except ConfigError:
+        text = None
+    return toolkit_facts(toolkit_version(), text)
+
+
+def toolkit_version() -> tuple[int, int, int] | None:
+    """The version the first of the toolkit's programs on PATH says (None: none says)."""
+    for program in TOOLKIT_PROGRAMS:
+        if shutil.which(program) is None:
+            continue
+        try:
+            done = process.run([program, "--version"], timeout=10)
+        except DockerError:
+            continue
+        version = toolkit.parse_version(done.stdout) if done.ok else None
+        if version is not None:
+            return version
+    return None
+
+
+def toolkit_facts(version: tuple[int, int, int] | None, text: str | None) -> ToolkitFacts:
+    """The toolkit's facts from its version and its config.toml's text (None: absent)."""
+    return ToolkitFacts(
+        version=version,
+        mode=toolkit.read_mode(text) if text else None,
+        swarm_resource=read_swarm_resource(text) if text else None,
+        config_found=text is not None,
     )

@@ -31,6 +31,7 @@ class CheckResult:
     ok: bool
     problems: tuple[str, ...]
     findings: tuple[str, ...] = ()
+    injection: str | None = None  # how its GPUs came: "cdi", "runtime" (the probe says)
 
 
 def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
@@ -66,6 +67,7 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
     nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
     cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
     expectations = report.get("expectations", {})
+    injection = report.get("gpu_injection")
     return CheckResult(
         service=container.service,
         container=container.name,
@@ -74,8 +76,21 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
         seen_cuda=cuda,
         ok=exit_code == 0 and bool(expectations.get("met", False)),
         problems=tuple(expectations.get("problems", [])),
-        findings=tuple(report.get("findings", [])),
+        findings=(*report.get("findings", []), *_injection_findings(container, injection)),
+        injection=injection,
     )
+
+
+def _injection_findings(container: ContainerFacts, injection: str | None) -> list[str]:
+    """How the GPUs came, against the container's device request: an `nvidia` request the
+    engine served through CDI (Docker 29.2+ does where it can) is no fault, only said."""
+    drivers = {request.driver for request in container.device_requests}
+    if injection == "cdi" and drivers and "cdi" not in drivers:
+        return [
+            f"the engine served its {'/'.join(sorted(drivers))} device request through CDI:"
+            " the GPUs NVML and CUDA show are what counts"
+        ]
+    return []
 
 
 def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResult:
@@ -130,6 +145,7 @@ def document(project: str, results: list[CheckResult]) -> dict[str, Any]:
                 "ok": r.ok,
                 "problems": list(r.problems),
                 "findings": list(r.findings),
+                "gpu_injection": r.injection,
             }
             for r in results
         ],

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+CDI_GPU_PREFIX = "nvidia.com/gpu="  # a CDI device name of an NVIDIA GPU: <prefix><name>
+
 
 @dataclass(frozen=True)
 class DeviceRequestFacts:
@@ -14,6 +16,12 @@ class DeviceRequestFacts:
     device_ids: tuple[str, ...]
     count: int
     capabilities: tuple[str, ...]
+
+    @property
+    def gpu_uuids(self) -> tuple[str, ...]:
+        """The GPU (or MIG) UUIDs the request names: bare for the `nvidia` driver,
+        `nvidia.com/gpu=<UUID>` for `cdi` (other CDI names, e.g. by index, as they are)."""
+        return tuple(device_id.removeprefix(CDI_GPU_PREFIX) for device_id in self.device_ids)
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,8 @@ class DaemonFacts:
     runtimes: tuple[str, ...]
     default_runtime: str
     cdi_spec_dirs: tuple[str, ...]
-    discovered_devices: tuple[str, ...]
+    discovered_devices: tuple[str, ...]  # `<source>:<id>`, e.g. cdi:nvidia.com/gpu=GPU-...
+    cgroup_driver: str = ""  # systemd or cgroupfs
 
 
 @dataclass(frozen=True)

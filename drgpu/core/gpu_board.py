@@ -7,11 +7,18 @@ Pure: built from a `core.gpu_usage.Status`; drgpu/ui draws it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict, ViolationKind
+from drgpu.core.gpu_usage import (
+    Holder,
+    ProcessStatus,
+    Status,
+    Verdict,
+    ViolationKind,
+    WarningKind,
+)
 from drgpu.core.model import Gpu, Role
 
 FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
@@ -75,7 +82,7 @@ def build_board(status: Status) -> Board:
         scope=scope,
         gpus=rows,
         problems=tuple(v.message for v in status.violations),
-        notes=status.notes,
+        notes=(*status.notes, *(f"warning: {w.message}" for w in status.warnings)),
         violation_count=len(status.violations),
     )
 
@@ -88,16 +95,19 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
         if status.run_id is None or h.run_id == status.run_id
     ]
     here = [p for p in status.processes if p.gpu.index == index]
+    vanished = {w.container for w in status.warnings if w.kind == WarningKind.PROCESSES_VANISHED}
     occupants: list[Occupant] = []
     shown: set[int] = set()
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
-        occupants += [_occupant(p, roles) for p in mine] or [_idle(holder, roles)]
+        occupants += [_occupant(p, roles) for p in mine] or [_idle(holder, roles, vanished)]
     occupants += [_occupant(p, roles) for p in here if p.pid not in shown]
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
+    elif gpu.processes_unknown:
+        problems.append("processes unknown")
     if any(v.kind == ViolationKind.SHARED_GPU and v.gpu_index == index for v in status.violations):
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
@@ -137,7 +147,12 @@ def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
     )
 
 
-def _idle(holder: Holder, roles: Mapping[str, str]) -> Occupant:
-    """A holder with no process on its GPU (yet)."""
+def _idle(holder: Holder, roles: Mapping[str, str], vanished: Collection[str | None]) -> Occupant:
+    """A holder with no process on its GPU (yet, or any more: `vanished` containers)."""
     name = f"{holder.service} (forwards it)" if holder.forwarded else holder.service
-    return Occupant(run_id=holder.run_id, role=roles.get(holder.container, "") or "-", name=name)
+    return Occupant(
+        run_id=holder.run_id,
+        role=roles.get(holder.container, "") or "-",
+        name=name,
+        problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
+    )

@@ -17,12 +17,24 @@ Violations (they make `drgpu status` exit 6):
   shares by time-slicing.
 A graphics-only process on the host (a display server) and a PID this process
 cannot see (another PID namespace, or it just ended) are listed but not flagged.
+
+Warnings (the status is not `ok`, but no exit 6: nothing drgpu set up is wrong, yet
+something is unknown or looks broken):
+- processes-unknown: NVML could not list a GPU's processes (no version of the query runs,
+  or it fails): a stray or wrong-GPU process there would go unseen;
+- processes-vanished: a running drgpu container that had GPU processes in an earlier
+  refresh of a watch has none now. A container that loses its GPU device nodes (after
+  `systemctl daemon-reload` with the systemd cgroup driver; "Failed to initialize NVML:
+  Unknown Error" inside) shows exactly this.
+A one-shot status cannot know what ran before: a running container that holds a GPU,
+started IDLE_NOTE_S or more ago and runs no GPU process, gets a note, not a warning (a
+simulator between episodes, or a trainer waiting for it, is idle too).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,6 +71,28 @@ class ViolationKind(StrEnum):
     MISSING_GPU = "missing-gpu"
     TRAINER_GPU = "trainer-gpu"
     SHARED_GPU = "shared-gpu"
+
+
+class WarningKind(StrEnum):
+    """The warnings `drgpu status` reports (the module's docstring tells each)."""
+
+    PROCESSES_UNKNOWN = "processes-unknown"
+    PROCESSES_VANISHED = "processes-vanished"
+
+
+IDLE_NOTE_S = 600.0
+
+
+@dataclass(frozen=True)
+class StatusWarning:
+    """Something unknown or likely broken that is no violation."""
+
+    kind: WarningKind
+    message: str
+    gpu_index: int | None = None
+    container_id: str | None = None
+    run_id: str | None = None
+    container: str | None = None  # its name
 
 
 @dataclass(frozen=True)
@@ -170,11 +204,18 @@ class Status:
     notes: tuple[str, ...]
     run_id: str | None = None
     trainers: tuple[TrainerCheck, ...] = ()
+    warnings: tuple[StatusWarning, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """Whether nothing was flagged."""
-        return not self.violations
+        """Whether nothing was flagged: no violation and no warning."""
+        return not self.violations and not self.warnings
+
+    def with_processes(self) -> frozenset[str]:
+        """The ids of drgpu's containers with a GPU process in this snapshot."""
+        return frozenset(
+            p.container_id for p in self.processes if p.container_id and p.run_id is not None
+        )
 
 
 def given_uuids(container: ContainerFacts) -> tuple[str, ...]:
@@ -238,10 +279,14 @@ def build_status(
     cgroups: Mapping[int, str | None],
     run_id: str | None = None,
     sagemaker: Iterable[ContainerFacts] = (),
+    had_processes: Collection[str] = frozenset(),
+    now: float | None = None,
 ) -> Status:
     """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
     not readable); `run_id` narrows the view to one run, its GPUs and their processes;
-    `sagemaker` are the SageMaker local-mode trainers, with their environment."""
+    `sagemaker` are the SageMaker local-mode trainers, with their environment;
+    `had_processes`: the containers with GPU processes in an earlier refresh (a watch);
+    `now`: the time, for the note on long-idle containers (None: no such note)."""
     ours = sorted(
         (c for c in drgpu_containers if labels.RUN_ID in c.labels),
         key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
@@ -273,6 +318,8 @@ def build_status(
         for gpu in inventory.gpus
         if gpu.lost
     ]
+    warnings = _unknown_processes(inventory) + _vanished(inventory, ours, processes, had_processes)
+    notes += _idle_notes(inventory, ours, processes, had_processes, now)
     if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
             "some GPU processes are not visible here (they ended, or drgpu runs in another"
@@ -289,6 +336,7 @@ def build_status(
             if v.pid in keep or v.run_id == run_id or (v.pid is None and v.gpu_index in mine)
         ]
         trainers = tuple(check for check in trainers if check.run_id == run_id)
+        warnings = [w for w in warnings if w.run_id == run_id or w.gpu_index in mine]
     return Status(
         inventory=inventory,
         holders=holders,
@@ -298,7 +346,76 @@ def build_status(
         notes=tuple(notes),
         run_id=run_id,
         trainers=trainers,
+        warnings=tuple(warnings),
     )
+
+
+def _unknown_processes(inventory: Inventory) -> list[StatusWarning]:
+    return [
+        StatusWarning(
+            WarningKind.PROCESSES_UNKNOWN,
+            f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
+            f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
+            gpu_index=gpu.index,
+        )
+        for gpu in inventory.gpus
+        if gpu.processes_unknown and not gpu.lost
+    ]
+
+
+def _silent(
+    inventory: Inventory, containers: list[ContainerFacts], processes: list[ProcessStatus]
+) -> list[ContainerFacts]:
+    """Running drgpu containers holding a GPU (whose processes NVML lists) with no process."""
+    busy = {p.container_id for p in processes}
+    found = []
+    for container in containers:
+        gpus = [gpu_of(inventory, uuid) for uuid in given_uuids(container)]
+        known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
+        listed = all(not gpu.processes_unknown for gpu in known)
+        if container.state == "running" and known and listed and container.id not in busy:
+            found.append(container)
+    return found
+
+
+def _vanished(
+    inventory: Inventory,
+    containers: list[ContainerFacts],
+    processes: list[ProcessStatus],
+    had_processes: Collection[str],
+) -> list[StatusWarning]:
+    return [
+        StatusWarning(
+            WarningKind.PROCESSES_VANISHED,
+            f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) had GPU processes"
+            " and has none now, while it runs: unless it ended its work, it lost its GPU"
+            " (after `systemctl daemon-reload` with the systemd cgroup driver; inside, NVML"
+            f" says 'Unknown Error'): drgpu cuda-check --service {c.service}; drgpu doctor",
+            container_id=c.id,
+            run_id=c.labels[labels.RUN_ID],
+            container=c.name,
+        )
+        for c in _silent(inventory, containers, processes)
+        if c.id in had_processes
+    ]
+
+
+def _idle_notes(
+    inventory: Inventory,
+    containers: list[ContainerFacts],
+    processes: list[ProcessStatus],
+    had_processes: Collection[str],
+    now: float | None,
+) -> list[str]:
+    if now is None:
+        return []
+    return [
+        f"{c.name} holds a GPU and has run no GPU process for {int((now - c.started_at) // 60)}"
+        f" min since it started: if it should be working, check that it still sees its GPU"
+        f" (drgpu cuda-check --service {c.service})"
+        for c in _silent(inventory, containers, processes)
+        if c.id not in had_processes and c.started_at and now - c.started_at >= IDLE_NOTE_S
+    ]
 
 
 @dataclass(frozen=True)
@@ -497,6 +614,17 @@ def document(status: Status) -> dict[str, Any]:
             {"kind": v.kind, "pid": v.pid, "gpu_index": v.gpu_index, "message": v.message}
             for v in status.violations
         ],
+        "warnings": [
+            {
+                "kind": w.kind,
+                "gpu_index": w.gpu_index,
+                "container": w.container,
+                "container_id": w.container_id,
+                "run_id": w.run_id,
+                "message": w.message,
+            }
+            for w in status.warnings
+        ],
         "notes": list(status.notes),
         "sagemaker_trainers": [
             {
@@ -524,6 +652,8 @@ def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:
         "utilization_gpu_percent": gpu.utilization_gpu_percent,
         "memory_used_mib": gpu.memory_used_mib,
         "memory_total_mib": gpu.memory_total_mib,
+        "processes_known": gpu.processes_unknown is None and not gpu.lost,
+        "processes_error": gpu.processes_unknown,
         "held_by": holders_document(holders),
     }
 

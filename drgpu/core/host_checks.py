@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from drgpu.core.compose_stack import role_of
+from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
 from drgpu.core.facts import DaemonFacts, ImageFacts
 from drgpu.core.model import Inventory, Role
-from drgpu.core.modes import StrEnum
+from drgpu.core.modes import DeviceDriver, StrEnum
+from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
 
 
 class CheckStatus(StrEnum):
@@ -104,6 +106,8 @@ class SettingsFacts:
     run_id: str | None = None
     error: str | None = None
     hint: str | None = None
+    device_driver: DeviceDriver = DeviceDriver.AUTO
+    swarm: bool = False  # the stack goes to Docker Swarm
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,15 @@ class ProbeFacts:
 
 
 @dataclass(frozen=True)
+class DeviceNodeFacts:
+    """The NVIDIA device nodes (`/dev/nvidia*` and their major:minor) and the `major:minor`
+    names /dev/char links."""
+
+    nodes: Mapping[str, tuple[int, int]]
+    char_links: frozenset[str]
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """Everything doctor judges."""
 
@@ -133,6 +146,8 @@ class HostFacts:
     compose: ComposeFacts
     images: tuple[ImageCheck, ...] = ()
     probe: ProbeFacts | None = None
+    toolkit: ToolkitFacts | None = None
+    device_nodes: DeviceNodeFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +173,9 @@ def run_checks(facts: HostFacts) -> list[Check]:
         *check_persistence(facts.nvml),
         *check_docker(facts.docker),
         *check_device_requests(facts.docker, facts.probe),
+        *check_device_driver(facts.settings, facts.docker, facts.nvml),
+        *check_toolkit(facts.settings, facts.toolkit),
+        *check_daemon_reload(facts.settings, facts.docker, facts.device_nodes),
         *check_default_runtime(facts.docker, facts.images),
         *check_compose(facts.compose),
         *check_image_cuda(facts.nvml, facts.docker, facts.images),
@@ -272,6 +290,125 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
             f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
             " on PATH): GPU containers may fail with 'could not select device driver'",
             f"run `drgpu doctor --probe` to be sure; else {TOOLKIT_FIX}",
+        )
+    ]
+
+
+def check_device_driver(
+    settings: SettingsFacts, docker: DockerFacts, nvml: NvmlFacts
+) -> list[Check]:
+    """Which driver drgpu's device requests name on this host (DRGPU_DEVICE_DRIVER), and
+    why; a warning where that driver cannot serve them."""
+    if docker.daemon is None:
+        return []
+    daemon = docker.daemon
+    choice = choose(settings.device_driver, daemon, docker.hook_on_path)
+    summary = f"device requests use driver {choice.driver}: {choice.why}"
+    cdi = nvidia_cdi_devices(daemon)
+    toolkit = "nvidia" in daemon.runtimes or docker.hook_on_path
+    if choice.driver is DeviceDriver.NVIDIA and cdi and not toolkit:
+        return [
+            Check(
+                "device-driver",
+                WARN,
+                f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
+                " `driver: nvidia` fails with 'could not select device driver'",
+                "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env",
+            )
+        ]
+    if choice.driver is DeviceDriver.CDI and not cdi:
+        return [
+            Check(
+                "device-driver",
+                WARN,
+                f"{summary}, but the engine discovers no NVIDIA CDI device"
+                " (Docker before 28.2 does not list them; CDI needs Docker 25+)",
+                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd",
+            )
+        ]
+    uuids = [gpu.uuid for gpu in nvml.inventory.gpus if gpu.uuid] if nvml.inventory else []
+    unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
+    if unnamed:
+        return [Check("device-driver", WARN, f"{summary}; but {unnamed}")]
+    return [Check("device-driver", PASS, summary)]
+
+
+def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Check]:
+    """The toolkit's version and runtime mode; a warning for a Swarm stack where 1.18.x in
+    jit-cdi mode would give tasks that reserve generic resources no GPU."""
+    if toolkit is None or (toolkit.version is None and not toolkit.config_found):
+        return []
+    summary = f"NVIDIA container toolkit {toolkit.version_text}"
+    if toolkit.effective_mode:
+        summary += f", runtime mode {toolkit.effective_mode}"
+    problem = generic_resources_problem(toolkit)
+    if problem is None:
+        return [Check("toolkit", PASS, summary)]
+    if not settings.swarm:
+        return [Check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")]
+    return [Check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")]
+
+
+RELOAD_FIX = (
+    "sudo nvidia-ctk system create-dev-char-symlinks --create-all (and its udev rule, to keep"
+    " them after a reboot), or give GPUs through CDI (DRGPU_DEVICE_DRIVER=cdi)"
+)
+
+
+def check_daemon_reload(
+    settings: SettingsFacts, docker: DockerFacts, nodes: DeviceNodeFacts | None
+) -> list[Check]:
+    """With Docker's systemd cgroup driver, a `systemctl daemon-reload` rewrites each
+    container's device rules from what systemd knows of /dev/char: NVIDIA device nodes
+    without links there are lost to running containers ("Failed to initialize NVML:
+    Unknown Error", nvidia-container-toolkit#48)."""
+    if docker.daemon is None or nodes is None or not nodes.nodes:
+        return []
+    driver = docker.daemon.cgroup_driver
+    if not driver:
+        return []  # an engine that does not say its cgroup driver
+    if driver != "systemd":
+        return [
+            Check(
+                "daemon-reload",
+                PASS,
+                f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
+                " containers their GPUs",
+            )
+        ]
+    if choose(settings.device_driver, docker.daemon, docker.hook_on_path).driver is (
+        DeviceDriver.CDI
+    ):
+        return [
+            Check(
+                "daemon-reload",
+                PASS,
+                "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
+                " systemd knows: a daemon-reload leaves containers their GPUs",
+            )
+        ]
+    missing = [
+        path
+        for path, (major, minor) in nodes.nodes.items()
+        if f"{major}:{minor}" not in nodes.char_links
+    ]
+    if not missing:
+        return [
+            Check(
+                "daemon-reload",
+                PASS,
+                "cgroup driver systemd, and /dev/char links every NVIDIA device node",
+            )
+        ]
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return [
+        Check(
+            "daemon-reload",
+            WARN,
+            f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
+            " `systemctl daemon-reload` (a package install runs one) running containers lose"
+            " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies",
+            RELOAD_FIX,
         )
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from drgpu.core.modes import Sharing
+from drgpu.core.modes import DeviceDriver, Sharing
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     error: str | None = None
+    processes_unknown: str | None = None  # why NVML could not list its processes
 
     @property
     def lost(self) -> bool:
@@ -151,6 +152,7 @@ class Plan:
     sharing: Sharing = Sharing.EXCLUSIVE
     tmpfs_volumes: tuple[str, ...] = ()
     index_note: str = ""  # what a bare GPU index means in this plan
+    device_driver: DeviceDriver = DeviceDriver.NVIDIA  # nvidia or cdi (never auto)
 
     def service(self, name: str) -> ServicePlan:
         """The plan of the service called `name`."""

@@ -58,6 +58,15 @@ class SwarmGpus(StrEnum):
     GENERIC = "generic"
 
 
+class DeviceDriver(StrEnum):
+    """DRGPU_DEVICE_DRIVER: how a Compose device request names GPUs
+    (`drgpu.core.device_driver`)."""
+
+    AUTO = "auto"
+    NVIDIA = "nvidia"
+    CDI = "cdi"
+
+
 def member(mode: type[Mode], text: str) -> Mode | None:
     """The member of `mode` whose text is `text`; None when none is."""
     return next((each for each in mode if each.value == text), None)

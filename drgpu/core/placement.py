@@ -43,8 +43,9 @@ def overlaps(mine: Assignment, theirs: Assignment) -> bool:
 
 
 def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dict[str, str]:
-    """Why each busy GPU (by GPU UUID) is busy: another run holds it, or foreign processes
-    run on it (processes on a GPU this run itself holds count as this run's)."""
+    """Why each busy GPU (by GPU UUID) is busy: another run holds it, foreign processes run
+    on it (processes on a GPU this run itself holds count as this run's), or NVML cannot
+    list its processes (so it cannot be shown free)."""
     holders: dict[str, list[str]] = {}
     own: set[str] = set()
     for claim in claims:
@@ -63,6 +64,8 @@ def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dic
             busy[gpu.uuid] = f"held by run {runs}"
         elif gpu.processes and gpu.uuid not in own:
             busy[gpu.uuid] = f"{len(gpu.processes)} foreign process(es)"
+        elif gpu.processes_unknown and gpu.uuid not in own:  # never taken for "no process"
+            busy[gpu.uuid] = f"its processes cannot be listed ({gpu.processes_unknown})"
     return busy
 
 

@@ -19,6 +19,7 @@ from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_d
 from drgpu.core.drfc import activation_exports
 from drgpu.core.envfile import ENVIRONMENT, Origin, read_env_texts
 from drgpu.core.modes import (
+    DeviceDriver,
     DockerStyle,
     IndexOrder,
     Mode,
@@ -64,6 +65,8 @@ DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
         "DRGPU_SIMULATOR_DEVICES": "the simulators' GPUs: an alias of DR_ROBOMAKER_CUDA_DEVICES",
         "DRGPU_INDEX_ORDER": "what a bare GPU index means: pci (nvidia-smi's, the default)"
         " or cuda (CUDA's default fastest-first order, DRfC's 'CUDA number')",
+        "DRGPU_DEVICE_DRIVER": "how device requests name GPUs: auto (the default), nvidia"
+        " (the toolkit's hook) or cdi (nvidia.com/gpu=<UUID> of a CDI spec)",
     }
 )
 DEFAULT_MPS_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
@@ -122,6 +125,7 @@ class Config:
     trainer_key: str = TRAINER_DEVICES_KEY
     simulator_key: str = SIMULATOR_DEVICES_KEY
     service_devices: tuple[ServiceDevices, ...] = ()
+    device_driver: DeviceDriver = DeviceDriver.AUTO
 
     @property
     def project(self) -> str:
@@ -333,6 +337,7 @@ def config_from_values(
         service_devices=tuple(
             ServiceDevices(key, devices(key)) for key in values if is_service_key(key)
         ),
+        device_driver=choice("DRGPU_DEVICE_DRIVER", DeviceDriver.AUTO),
     )
 
 

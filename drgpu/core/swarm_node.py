@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.core.model import Inventory
 from drgpu.core.modes import StrEnum, SwarmGpus, choices, member
+from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
 from drgpu.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ SIMULATOR_CONSTRAINT = "node.labels.Robomaker == true"
 RUNTIME = "nvidia"
 RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
+MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
 NODE_LABELS = tuple(
     c.split(" ==")[0].removeprefix("node.labels.")
     for c in (TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT)
@@ -61,6 +63,7 @@ class NodeState:
     toolkit_problem: str | None
     engine: EngineFacts | None
     engine_problem: str | None
+    toolkit: ToolkitFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ def report(
     findings = [
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
         _toolkit_finding(state, toolkit_path),
+        *_toolkit_mode_findings(state.toolkit, toolkit_path),
         *_engine_findings(resources, state.engine, state.engine_problem, kept),
     ]
     findings.extend(
@@ -230,6 +234,24 @@ def _toolkit_finding(state: NodeState, path: Path) -> Finding:
     )
 
 
+def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Finding]:
+    """The toolkit's version and runtime mode: 1.18.x in jit-cdi mode (its default) ignores
+    swarm-resource, so reserving tasks would get no GPU."""
+    if toolkit is None or (toolkit.version is None and not toolkit.config_found):
+        return []  # no toolkit here: the swarm-resource finding says config.toml is absent
+    subject = f"{path}: mode"
+    shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"
+    problem = generic_resources_problem(toolkit)
+    if problem is not None:
+        return [Finding(subject, DIFFERS, problem)]
+    if toolkit.effective_mode is None:
+        return [Finding(subject, NOTE, f"{shown}: unknown, {MODE_NOTE}")]
+    return [Finding(subject, OK, shown)]
+
+
+MODE_NOTE = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
+
+
 def _engine_findings(
     resources: tuple[str, ...],
     engine: EngineFacts | None,
@@ -306,7 +328,11 @@ def document(setup: SetupReport) -> dict[str, Any]:
         "resource_variable": RESOURCE_VARIABLE,
         "node_generic_resources": list(setup.resources),
         "daemon_json": {"path": str(setup.daemon_json_path), "wanted": setup.daemon_json},
-        "toolkit_config": {"path": str(setup.toolkit_path), "line": TOOLKIT_LINE},
+        "toolkit_config": {
+            "path": str(setup.toolkit_path),
+            "line": TOOLKIT_LINE,
+            "mode_lines": list(MODE_LINES),
+        },
         "node_labels": [f"{label}=true" for label in NODE_LABELS],
         "findings": [
             {"subject": f.subject, "status": f.status, "detail": f.detail} for f in setup.findings
@@ -322,6 +348,8 @@ def text(setup: SetupReport) -> str:
         "",
         f"# {setup.toolkit_path}, at the top level (before any [section]):",
         TOOLKIT_LINE,
+        "# and, with toolkit 1.18.x (whose default mode, jit-cdi, ignores that line):",
+        *MODE_LINES,
         "",
         "# on a manager, for each node (the trainer needs the first, simulators the second):",
         *(f"docker node update --label-add {label}=true <node>" for label in NODE_LABELS),

@@ -178,8 +178,9 @@ def _gpu_from_json(item: Any) -> Gpu:
     if not isinstance(item, dict):
         raise TypeError(f"expected an object, got {_short(repr(item))}")
     error = item.get("error")
-    if error is not None and not isinstance(error, str):
-        raise ValueError(f"error {_short(repr(error))} is not text")
+    for key in ("error", "processes_error"):
+        if item.get(key) is not None and not isinstance(item.get(key), str):
+            raise ValueError(f"{key} {_short(repr(item.get(key)))} is not text")
     capability = item.get("compute_capability") or [0, 0]
     if (
         not isinstance(capability, list)
@@ -219,6 +220,7 @@ def _gpu_from_json(item: Any) -> Gpu:
             for mig in migs
         ),
         processes=_processes_from_json(item),
+        processes_unknown=item.get("processes_error") or None,
         error=error,
     )
 
@@ -283,4 +285,5 @@ def _gpu_to_json(gpu: Gpu) -> dict[str, Any]:
             if "G" in proc.kind
         ],
         "error": gpu.error,
+        "processes_error": gpu.processes_unknown,
     }

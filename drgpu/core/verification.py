@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from drgpu.core.device_driver import request_ids
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Plan, ServicePlan
+from drgpu.core.modes import DeviceDriver
 
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
@@ -38,7 +40,8 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
             problems.append(f"service {service.name} has no container")
         for container in mine:
             problems.extend(
-                f"{container.name}: {p}" for p in _container_problems(service, container)
+                f"{container.name}: {p}"
+                for p in _container_problems(service, container, plan.device_driver)
             )
             problems.extend(
                 f"{container.name}: {p}" for p in _ipc_problems(service, container, containers)
@@ -96,7 +99,9 @@ def _ipc_problems(
     return [f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}"]
 
 
-def _container_problems(service: ServicePlan, container: ContainerFacts) -> list[str]:
+def _container_problems(
+    service: ServicePlan, container: ContainerFacts, driver: DeviceDriver
+) -> list[str]:
     problems = [
         f"{key}={container.environment.get(key, '<unset>')!r}, planned {value!r}"
         for key, value in service.environment
@@ -110,14 +115,14 @@ def _container_problems(service: ServicePlan, container: ContainerFacts) -> list
     if len(requests) != 1:
         return [*problems, f"has {len(requests)} device requests, planned 1"]
     request = requests[0]
-    planned = tuple(device.uuid for device in service.devices)
-    if request.driver != "nvidia":
-        problems.append(f"device request driver {request.driver!r}, planned 'nvidia'")
+    planned = request_ids(driver, (device.uuid for device in service.devices))
+    if request.driver != driver.value:
+        problems.append(f"device request driver {request.driver!r}, planned {driver.value!r}")
     if request.device_ids != planned:
         problems.append(f"device ids {list(request.device_ids)}, planned {list(planned)}")
     if request.count:
         problems.append(f"device request count {request.count}: count selects the first GPUs")
     missing = set(service.capabilities) - set(request.capabilities)
-    if missing:
+    if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
         problems.append(f"device request lacks capabilities {sorted(missing)}")
     return problems

@@ -297,6 +297,12 @@ def daemon_facts() -> DaemonFacts:
     with docker_api.connected() as engine:
         info = engine.call("GET", "/info").checked("say what it is", 200) or {}
         version = engine.call("GET", "/version").checked("say its version", 200) or {}
+    return daemon_facts_of(info, version)
+
+
+def daemon_facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> DaemonFacts:
+    """The facts of the engine's `/info` and `/version` answers (`DiscoveredDevices`, Docker
+    28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`, kept as `cdi:<ID>`)."""
     return DaemonFacts(
         server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
         api_version=str(version.get("ApiVersion") or ""),
@@ -307,6 +313,7 @@ def daemon_facts() -> DaemonFacts:
             f"{device.get('Source', '')}:{device.get('ID', '')}"
             for device in info.get("DiscoveredDevices") or ()
         ),
+        cgroup_driver=str(info.get("CgroupDriver") or ""),
     )
 
 

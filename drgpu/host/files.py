@@ -216,3 +216,54 @@ def _packaged(folder: str, name: str) -> Path | None:
         if (candidate / name).is_file():
             return candidate / name
     return None
+
+
+# --- the NVIDIA container toolkit and the device nodes on this host -------------------------
+
+HOOK = "nvidia-container-runtime-hook"
+TOOLKIT_CONFIG = Path("/etc/nvidia-container-runtime/config.toml")
+
+
+def hook_installed() -> bool:
+    """Whether the toolkit's `nvidia-container-runtime-hook` is on PATH (or where its
+    packages put it): the engine registers its `nvidia` device driver when it finds it."""
+    import shutil  # lazy: only the checks that ask need it
+
+    return shutil.which(HOOK) is not None or any(
+        Path(folder, HOOK).is_file() for folder in ("/usr/bin", "/usr/local/bin")
+    )
+
+
+def optional_text(path: Path) -> str | None:
+    """A node's file as text (daemon.json, the NVIDIA runtime's config.toml), or None when
+    there is none; one that cannot be read is a `ConfigError` saying why."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return read_text_bounded(path, Bound.DAEMON_JSON, path.name)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot be read: {exc.message}") from None
+
+
+def nvidia_device_nodes(dev: Path = Path("/dev")) -> dict[str, tuple[int, int]]:
+    """Each NVIDIA character device node (`/dev/nvidia*`, `/dev/nvidia-caps/*` aside) with
+    its major:minor."""
+    import stat  # lazy: only doctor asks
+
+    found: dict[str, tuple[int, int]] = {}
+    for node in sorted(dev.glob("nvidia*")):
+        try:
+            info = node.stat()
+        except OSError:
+            continue
+        if stat.S_ISCHR(info.st_mode):
+            found[str(node)] = (os.major(info.st_rdev), os.minor(info.st_rdev))
+    return found
+
+
+def char_links(dev_char: Path = Path("/dev/char")) -> frozenset[str]:
+    """The `major:minor` names in /dev/char (systemd's links to device nodes)."""
+    try:
+        return frozenset(entry.name for entry in dev_char.iterdir())
+    except OSError:
+        return frozenset()

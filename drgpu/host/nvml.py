@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -128,6 +129,7 @@ def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
     mig_mode = bool(_optional(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
     utilization = _optional(nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
     major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    processes, processes_unknown = _processes(nvml, handle)
     return Gpu(
         index=index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
@@ -139,7 +141,8 @@ def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
         utilization_gpu_percent=utilization,
         mig_mode=mig_mode,
         mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
-        processes=_processes(nvml, handle),
+        processes=processes,
+        processes_unknown=processes_unknown,
     )
 
 
@@ -160,15 +163,100 @@ def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
     return tuple(found)
 
 
-def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...]:
-    """Compute and graphics processes (a simulator renders): one entry per PID."""
-    compute = _optional(nvml, lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []
-    graphics = _optional(nvml, lambda: nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)) or []
-    return merge_processes(
-        (int(proc.pid), int(proc.usedGpuMemory or 0) // _MIB, kind)
-        for kind, running in (("C", compute), ("G", graphics))
-        for proc in running
-    )
+def _processes(nvml: Any, handle: Any) -> tuple[tuple[GpuProcess, ...], str | None]:
+    """Compute and graphics processes (a simulator renders): one entry per PID; and why
+    NVML could not list them (then they are unknown, never "none")."""
+    found: list[tuple[int, int, str]] = []
+    for kind, query in (("C", "Compute"), ("G", "Graphics")):
+        try:
+            running = running_processes(nvml, handle, f"nvmlDeviceGet{query}RunningProcesses")
+        except nvml.NVMLError as exc:
+            return (), f"{query.lower()} processes: {exc}"
+        found.extend((pid, memory // _MIB, kind) for pid, memory in running)
+    return merge_processes(found), None
+
+
+PROCESS_QUERY_VERSIONS = ("_v3", "_v2", "")  # newest first, as nvitop falls back
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t: what the unversioned process queries fill (drivers < 510)."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    """nvmlProcessInfo_v2_t, also the layout of the _v3 queries (nvml.h)."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+class _ProcessInfoV3Cc(ctypes.Structure):
+    """The _v3 layout some drivers shipped (with confidential-computing memory): those
+    with nvmlDeviceGetConfComputeMemSizeInfo and without
+    nvmlDeviceGetRunningProcessDetailList (nvitop tells them apart the same way)."""
+
+    _fields_ = [*_ProcessInfoV2._fields_, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
+
+
+def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
+    """(PID, used bytes) of each process a `nvmlDeviceGet{Compute,Graphics}RunningProcesses`
+    query lists, through its newest version this driver has (_v3, then _v2, then v1): a
+    version the driver lacks (no symbol, or FUNCTION_NOT_FOUND) is skipped; an NVMLError
+    when none can run."""
+    last: Exception | None = None
+    for suffix in PROCESS_QUERY_VERSIONS:
+        try:
+            return _process_query(nvml, handle, query + suffix, _info_layout(nvml, suffix))
+        except nvml.NVMLError_FunctionNotFound as exc:
+            last = exc
+    assert last is not None
+    raise last
+
+
+def _info_layout(nvml: Any, suffix: str) -> type[ctypes.Structure]:
+    if suffix == "":
+        return _ProcessInfoV1
+    confidential = _has(nvml, "nvmlDeviceGetConfComputeMemSizeInfo")
+    if suffix == "_v3" and confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList"):
+        return _ProcessInfoV3Cc
+    return _ProcessInfoV2
+
+
+def _has(nvml: Any, symbol: str) -> bool:
+    try:
+        nvml._nvmlGetFunctionPointer(symbol)
+    except nvml.NVMLError:
+        return False
+    return True
+
+
+def _process_query(
+    nvml: Any, handle: Any, function: str, layout: type[ctypes.Structure]
+) -> list[tuple[int, int]]:
+    """One version of a process query, by NVML's size protocol (as pynvml calls it)."""
+    call = nvml._nvmlGetFunctionPointer(function)  # FunctionNotFound when the driver lacks it
+    count = ctypes.c_uint(0)
+    code = call(handle, ctypes.byref(count), None)
+    if code == nvml.NVML_SUCCESS:
+        return []
+    if code != nvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        raise nvml.NVMLError(code)
+    count.value = count.value * 2 + 5  # room for processes started meanwhile
+    infos = (layout * count.value)()
+    code = call(handle, ctypes.byref(count), infos)
+    if code != nvml.NVML_SUCCESS:
+        raise nvml.NVMLError(code)
+    unavailable = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE (WDDM)
+    return [
+        (int(info.pid), 0 if info.usedGpuMemory == unavailable else int(info.usedGpuMemory))
+        for info in infos[: count.value]
+    ]
 
 
 def _optional(nvml: Any, query: Callable[[], T]) -> T | None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from drgpu.core.device_driver import request_ids
 from drgpu.core.model import Plan, ServicePlan
+from drgpu.core.modes import DeviceDriver
 
 HEADER_MARK = "# Written by drgpu"
 PLACEHOLDER_ENTRYPOINT = ("true",)
@@ -49,7 +51,9 @@ def render_override(plan: Plan, header_template: str | None) -> str:
 
 def _document(plan: Plan) -> dict[str, Any]:
     document: dict[str, Any] = {
-        "services": {service.name: _service(service) for service in plan.services}
+        "services": {
+            service.name: _service(service, plan.device_driver) for service in plan.services
+        }
     }
     if plan.tmpfs_volumes:
         tmpfs = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
@@ -79,7 +83,7 @@ def _header(plan: Plan, template: str | None) -> str:
     return f"{HEADER_MARK} for compose project {plan.project}.\n"
 
 
-def _service(service: ServicePlan) -> dict[str, Any]:
+def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if service.extends is not None:
         body["extends"] = {"file": service.extends.files[-1], "service": service.extends.service}
@@ -113,9 +117,11 @@ def _service(service: ServicePlan) -> dict[str, Any]:
         body["scale"] = _Tagged("!reset", None)
         _put(body, ("deploy", "replicas"), service.replicas)
     if service.has_gpu:
+        # A CDI request names `nvidia.com/gpu=<UUID>`; the engine ignores its capabilities,
+        # which Compose still asks for.
         request = {
-            "driver": "nvidia",
-            "device_ids": [device.uuid for device in service.devices],
+            "driver": driver.value,
+            "device_ids": list(request_ids(driver, (device.uuid for device in service.devices))),
             "capabilities": list(service.capabilities),
         }
         _put(body, _DEVICES_PATH, _Tagged("!override", [request]))

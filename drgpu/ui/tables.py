@@ -57,6 +57,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
             for service in plan.services
         },
         "sharing": plan.sharing,
+        "device_driver": plan.device_driver,
         "explanations": list(plan.explanations),
         "warnings": list(plan.warnings),
         "index_order": plan.index_note or ORDER_NOTE,
@@ -89,7 +90,8 @@ def plan_table(plan: Plan) -> None:
         if service.disabled and service.note:
             gets = service.note
         elif service.has_gpu:
-            gets = "device request: " + ", ".join(service.capabilities)
+            how = "cdi device request" if plan.device_driver == "cdi" else "device request"
+            gets = f"{how}: " + ", ".join(service.capabilities)
             if service.ipc and service.ipc.startswith("service:"):
                 gets += "; MPS client"
         elif service.note:
@@ -368,6 +370,7 @@ def status_view(status: Status) -> RenderableType:
     else:
         parts.append(Text("no GPU process"))
     parts += [Text(f"note: {note}") for note in status.notes]
+    parts += [Text(f"WARNING: {w.message}", style="bold yellow") for w in status.warnings]
     parts += [Text(f"VIOLATION: {v.message}", style="bold red") for v in _missing(status)]
     return Group(*parts)
 

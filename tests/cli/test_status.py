@@ -118,3 +118,22 @@ def test_status_with_no_drgpu_container_says_so_plainly(cli: Cli, snapshots: lis
     code, out, err = cli("status")
     assert (code, err) == (0, "")
     assert "drgpu status: no container of any drgpu run" in out
+
+
+def test_processes_nvml_cannot_list_are_a_warning_not_exit_6(
+    cli: Cli, snapshots: list[Any]
+) -> None:
+    gpu = Gpu(
+        index=0,
+        uuid=G0,
+        name="Tesla T4",
+        pci_bus_id="00000000:01:00.0",
+        memory_total_mib=1,
+        processes_unknown="compute processes: Unknown Error",
+    )
+    snapshots.append(gpu_usage.build_status(Inventory(gpus=(gpu,)), [], [], {}))
+    code, out, err = cli("status")
+    assert (code, err) == (0, "")
+    assert "WARNING: status cannot list processes on GPU 0 (Tesla T4)" in " ".join(out.split())
+    code, out, _ = cli("status", "--json")
+    assert code == 0 and json.loads(out)["ok"] is False

@@ -86,6 +86,7 @@ def test_a_host_whose_engine_serves_device_requests_passes(
         "persistence": "warn",
         "docker": "pass",
         "device-requests": "pass",
+        "device-driver": "pass",
         "default-runtime": "pass",
         "compose": "pass",
         f"image-cuda:{bed.image}": "pass",

@@ -658,10 +658,14 @@ static unsigned collect_processes(nvmlDevice_t device, process_kind kind,
 /* The NVML size-query protocol: with *infoCount too small (pynvml first
  * passes 0 and NULL) set *infoCount and return INSUFFICIENT_SIZE, except
  * that zero processes is a plain success. legacy: v1 struct layout. */
-static nvmlReturn_t get_processes(nvmlDevice_t device, process_kind kind, unsigned int *infoCount,
-                                  void *infos, bool legacy)
+static nvmlReturn_t get_processes(const char *function, nvmlDevice_t device, process_kind kind,
+                                  unsigned int *infoCount, void *infos, bool legacy)
 {
+    if (fk_missing(&g_topo, function)) /* as a driver without this version of the query */
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
     RETURN_IF_FAILED(check_device(device, infoCount));
+    if (device->gpu->process_query_error)
+        return (nvmlReturn_t)device->gpu->process_query_error;
     nvmlProcessInfo_v2_t found[FK_MAX_PROCS * (FK_MAX_MIGS + 1)];
     unsigned n = collect_processes(device, kind, found);
     if (*infoCount < n) {
@@ -685,40 +689,40 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
                                                      unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
-    return get_processes(device, COMPUTE, infoCount, infos, false);
+    return get_processes(__func__, device, COMPUTE, infoCount, infos, false);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
                                                      unsigned int *infoCount,
                                                      nvmlProcessInfo_v2_t *infos)
 {
-    return get_processes(device, COMPUTE, infoCount, infos, false);
+    return get_processes(__func__, device, COMPUTE, infoCount, infos, false);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos)
 {
-    return get_processes(device, COMPUTE, infoCount, infos, true);
+    return get_processes(__func__, device, COMPUTE, infoCount, infos, true);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
                                                       unsigned int *infoCount,
                                                       nvmlProcessInfo_t *infos)
 {
-    return get_processes(device, GRAPHICS, infoCount, infos, false);
+    return get_processes(__func__, device, GRAPHICS, infoCount, infos, false);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
                                                       unsigned int *infoCount,
                                                       nvmlProcessInfo_v2_t *infos)
 {
-    return get_processes(device, GRAPHICS, infoCount, infos, false);
+    return get_processes(__func__, device, GRAPHICS, infoCount, infos, false);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                    nvmlProcessInfo_v1_t *infos)
 {
-    return get_processes(device, GRAPHICS, infoCount, infos, true);
+    return get_processes(__func__, device, GRAPHICS, infoCount, infos, true);
 }
 
 /* No MPS servers in a fake topology: always an empty list. */
@@ -726,7 +730,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
                                                         unsigned int *infoCount,
                                                         nvmlProcessInfo_t *infos)
 {
-    return get_processes(device, MPS, infoCount, infos, false);
+    return get_processes(__func__, device, MPS, infoCount, infos, false);
 }
 
 /* ------------------------------------------------------------------ */

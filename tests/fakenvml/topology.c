@@ -241,6 +241,23 @@ static void load_gpu(loader *ld, const json_value *obj, const char *where,
         else
             bad(ld, where, "unknown \"error\" \"%s\" (known: gpu_is_lost)", error);
     }
+
+    /* NVML's codes (nvml.h): what every process query of this GPU answers. */
+    static const struct {
+        const char *name;
+        int code;
+    } query_errors[] = {{"not_supported", 3}, {"no_permission", 4}, {"unknown", 999}};
+    char query_error[32];
+    if (get_string(ld, obj, where, "process_query_error", query_error, sizeof query_error)) {
+        size_t i = 0;
+        while (i < sizeof query_errors / sizeof query_errors[0] &&
+               strcmp(query_error, query_errors[i].name) != 0)
+            i++;
+        if (i == sizeof query_errors / sizeof query_errors[0])
+            bad(ld, where, "unknown \"process_query_error\" \"%s\"", query_error);
+        else
+            gpu->process_query_error = query_errors[i].code;
+    }
 }
 
 static int compare_gpus(const void *a, const void *b)
@@ -301,6 +318,19 @@ static void load_document(loader *ld, const json_value *doc, fk_topology *topo)
             bad(ld, "", "unknown \"init_error\" \"%s\"", init_error);
         else
             topo->init_error = init_errors[i].error;
+    }
+
+    const json_value *missing = field(ld, doc, "", "missing_symbols", JSON_ARRAY);
+    if (missing && missing->count > FK_MAX_MISSING)
+        bad(ld, "", "at most %d \"missing_symbols\"", FK_MAX_MISSING);
+    for (size_t i = 0; missing && i < missing->count && i < FK_MAX_MISSING; i++) {
+        const json_value *name = missing->items[i];
+        if (name->type != JSON_STRING || !name->string[0] ||
+            strlen(name->string) >= sizeof topo->missing[0]) {
+            bad(ld, "missing_symbols", "each must be a function name shorter than 80 bytes");
+            break;
+        }
+        strcpy(topo->missing[topo->missing_count++], name->string);
     }
 
     const json_value *gpus = field(ld, doc, "", "gpus", JSON_ARRAY);
@@ -470,4 +500,12 @@ void fk_uuid_bytes(const char *uuid, unsigned char out[16])
             h[k] = (h[k] ^ (unsigned char)*c) * 0x100000001b3ull;
     for (int i = 0; i < 16; i++)
         out[i] = (unsigned char)(h[i / 8] >> (8 * (i % 8)));
+}
+
+bool fk_missing(const fk_topology *topo, const char *name)
+{
+    for (unsigned i = 0; i < topo->missing_count; i++)
+        if (strcmp(topo->missing[i], name) == 0)
+            return true;
+    return false;
 }

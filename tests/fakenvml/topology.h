@@ -13,6 +13,7 @@
 #define FK_MAX_PROCS 32 /* processes per list */
 #define FK_UUID_LEN 96
 #define FK_NAME_LEN 96
+#define FK_MAX_MISSING 16 /* "missing_symbols" */
 
 #define FK_TOPOLOGY_ENV "FAKE_NVML_TOPOLOGY"
 #define FK_TOPOLOGY_BESIDE_LIB "fake-nvml-topology.json"
@@ -58,6 +59,7 @@ typedef struct {
     fk_mig migs[FK_MAX_MIGS];
     fk_process_list compute_processes, graphics_processes;
     bool lost; /* "error": "gpu_is_lost" */
+    int process_query_error; /* "process_query_error": an nvmlReturn_t, 0 for none */
 } fk_gpu;
 
 typedef enum {
@@ -74,7 +76,12 @@ typedef struct {
     fk_init_error init_error;
     unsigned gpu_count;
     fk_gpu gpus[FK_MAX_GPUS]; /* sorted by PCI bus id */
+    unsigned missing_count;
+    char missing[FK_MAX_MISSING][80]; /* functions that answer FUNCTION_NOT_FOUND */
 } fk_topology;
+
+/* Whether the topology's "missing_symbols" lists `name`. */
+bool fk_missing(const fk_topology *topo, const char *name);
 
 /* Finds and reads the topology: $FAKE_NVML_TOPOLOGY, else
  * fake-nvml-topology.json in the directory of the shared object containing

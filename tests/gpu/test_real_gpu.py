@@ -1,69 +1,228 @@
-"""On a machine with a real NVIDIA GPU: drgpu's NVML view and the probe agree with the driver.
+"""On a machine with a real NVIDIA GPU: drgpu against the driver itself, with no Docker.
 
-Skipped where no real driver library loads (CI machines have none); never run against
-the fake driver of the test bed.
+- `drgpu gpus --json` lists what `nvidia-smi --query-gpu` lists (index, UUID, PCI bus id,
+  memory), in PCI order;
+- a compute process started here through the CUDA driver API (ctypes: cuInit,
+  cuCtxCreate, cuMemAlloc) is seen by `drgpu status --json` as a host process on its GPU,
+  with its PID and memory;
+- the probe's CUDA order and its mapping of CUDA ordinals to NVML indices;
+- doctor's NVML checks;
+- the fake NVML's fidelity: one query script (nvml_fields.py) over the real driver and over
+  the fake with a topology written from this machine's `gpus --json` agree field by field,
+  and so do the probe's CUDA views.
+
+Every command's output is written to the folder of the `hardware_out` fixture
+($DRGPU_HARDWARE_OUT; scripts/test-gpu keeps it under docs/hardware/<date>/). Skipped where
+no real driver loads (tests/gpu/conftest.py); never run against the test bed's fake.
 """
 
 from __future__ import annotations
 
-import ctypes
+import csv
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.gpu.fidelity import (
+    PROBE,
+    QUERY,
+    REPO,
+    cuda_view,
+    differences,
+    fake_env,
+    run_python,
+    topology_from_inventory,
+)
 from tests.support.runners import run_drgpu
 
 pytestmark = pytest.mark.gpu
 
-PROBE = Path(__file__).resolve().parents[2] / "drgpu" / "probe.py"
+ALLOCATED_MIB = 256
+# A process with a CUDA context and memory on CUDA device 0 (PCI order: NVML index 0),
+# alive until its stdin closes.
+COMPUTE = f"""
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+def ok(code, what):
+    if code != 0:
+        print(f"{{what}} failed: {{code}}", flush=True)
+        sys.exit(1)
+device, context, memory = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+ok(cuda.cuInit(0), "cuInit")
+ok(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+ok(cuda.cuCtxCreate_v2(ctypes.byref(context), 0, device), "cuCtxCreate")
+ok(cuda.cuMemAlloc_v2(ctypes.byref(memory), {ALLOCATED_MIB} << 20), "cuMemAlloc")
+print("ready", flush=True)
+sys.stdin.read()
+"""
 
 
-def _real_driver() -> bool:
-    """Whether libnvidia-ml.so.1 loads and is not the test bed's fake (its path says so)."""
-    if os.environ.get("FAKE_NVML_TOPOLOGY"):
-        return False
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    maps = Path("/proc/self/maps").read_text()
-    loaded = [line for line in maps.splitlines() if "libnvidia-ml.so" in line]
-    return bool(loaded) and not any("fakenvml" in line for line in loaded)
+def drgpu(out: Path, name: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run drgpu (this checkout) and keep what it printed as `name` in the output folder."""
+    done = run_drgpu(*args, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+    (out / name).write_text(done.stdout)
+    if done.stderr:
+        (out / f"{name}.stderr").write_text(done.stderr)
+    return done
 
 
-@pytest.fixture(scope="module", autouse=True)
-def real_gpu() -> None:
-    if not _real_driver():
-        pytest.skip("no real NVIDIA driver on this machine")
+def nvidia_smi(out: Path) -> list[dict[str, str]]:
+    """nvidia-smi's rows (kept as nvidia-smi.csv)."""
+    if shutil.which("nvidia-smi") is None:
+        pytest.fail("nvidia-smi is not on PATH beside a real driver")
+    fields = "index,uuid,pci.bus_id,memory.total,driver_version,name"
+    done = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (out / "nvidia-smi.csv").write_text(f"{fields}\n{done.stdout}")
+    rows = csv.reader(io.StringIO(done.stdout), skipinitialspace=True)
+    return [dict(zip(fields.split(","), row, strict=True)) for row in rows if row]
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
+def probe(out: Path, name: str, *args: str, **env: str) -> dict[str, Any]:
+    """The probe's report (kept as `name`), run as a plain script."""
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+    }
+    done = subprocess.run(
+        [sys.executable, "-I", str(PROBE), "--json", *args],
+        env={**environment, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    (out / name).write_text(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
+    report["exit_code"] = done.returncode
+    return report
 
 
-def test_gpus_json_lists_every_gpu_in_pci_order() -> None:
-    listed = run_drgpu("gpus", "--json")
+def test_gpus_json_agrees_with_nvidia_smi(hardware_out: Path, empty_engine: str) -> None:
+    listed = drgpu(hardware_out, "gpus.json", "gpus", "--json", DOCKER_HOST=empty_engine)
     assert listed.returncode == 0, listed.stderr
     gpus = json.loads(listed.stdout)["gpus"]
+    rows = nvidia_smi(hardware_out)
     assert gpus, "the driver shows no GPU"
-    assert [gpu["index"] for gpu in gpus] == list(range(len(gpus)))
-    assert [gpu["pci_bus_id"] for gpu in gpus] == sorted(gpu["pci_bus_id"] for gpu in gpus)
+    assert len(gpus) == len(rows)
+    for gpu, row in zip(gpus, rows, strict=True):
+        assert gpu["index"] == int(row["index"])
+        assert gpu["uuid"] == row["uuid"]
+        assert gpu["pci_bus_id"].upper() == row["pci.bus_id"].upper()
+        assert gpu["memory_total_mib"] == int(row["memory.total"])
+        assert gpu["name"] == row["name"]
+    assert [g["pci_bus_id"] for g in gpus] == sorted(g["pci_bus_id"] for g in gpus)
 
 
-def test_probe_sees_what_nvml_sees() -> None:
-    listed = json.loads(run_drgpu("gpus", "--json").stdout)["gpus"]
-    uuids = [gpu["uuid"] for gpu in listed if not gpu["mig_mode"]]
-    probed = _run(
-        sys.executable,
-        "-I",
-        str(PROBE),
-        "--json",
+def test_a_compute_process_is_seen_by_status(hardware_out: Path, empty_engine: str) -> None:
+    env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", COMPUTE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready", "the CUDA process did not start"
+        seen: list[dict[str, Any]] = []
+        document: dict[str, Any] = {}
+        for _ in range(20):  # NVML lists a new context within a moment
+            shown = drgpu(hardware_out, "status.json", "status", "--json", DOCKER_HOST=empty_engine)
+            document = json.loads(shown.stdout)
+            seen = [p for p in document["processes"] if p["pid"] == child.pid]
+            if seen:
+                break
+            time.sleep(0.5)
+        assert seen, f"status lists no process {child.pid}: {document.get('processes')}"
+        [process] = seen
+        assert process["gpu_index"] == 0
+        assert "C" in process["type"]
+        assert process["used_memory_mib"] >= ALLOCATED_MIB
+        assert process["verdict"] == "stray"  # a compute process in no drgpu stack
+        assert process["container"] is None and process["run_id"] is None
+        assert shown.returncode == 6  # a stray is a violation
+        assert document["gpus"][0]["processes_known"] is True
+    finally:
+        if child.stdin:
+            child.stdin.close()
+        child.wait(timeout=60)
+
+
+def test_the_probe_maps_cuda_to_nvml_in_both_orders(hardware_out: Path, empty_engine: str) -> None:
+    listed = json.loads(
+        drgpu(
+            hardware_out, "gpus-for-probe.json", "gpus", "--json", DOCKER_HOST=empty_engine
+        ).stdout
+    )
+    pci = probe(hardware_out, "probe-pci-order.json", CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    assert pci["cuda"]["available"], pci["cuda"]["error"]
+    assert pci["cuda"]["ordinals_match_nvml_indices"] is True
+    assert all(d["matched_by"] == "uuid" for d in pci["cuda"]["devices"])
+    default = probe(hardware_out, "probe.json", "--frameworks", "torch")
+    mapped = [device["nvml_index"] for device in default["cuda"]["devices"]]
+    assert mapped == listed["cuda_order"]  # drgpu's CUDA order is the driver's own
+    uuids = [gpu["uuid"] for gpu in listed["gpus"] if not gpu["mig_mode"]]
+    expecting = probe(
+        hardware_out,
+        "probe-expect.json",
         *[arg for uuid in uuids for arg in ("--expect-uuid", uuid)],
     )
-    report = json.loads(probed.stdout)
-    assert probed.returncode == 0, report["expectations"]
-    assert report["cuda"]["available"], report["cuda"]["error"]
+    assert expecting["exit_code"] == 0, expecting["expectations"]
+    assert expecting["gpu_injection"] in (None, "runtime")  # no container: nothing injected
+
+
+def test_doctors_nvml_checks_pass(hardware_out: Path, tmp_path: Path) -> None:
+    rows = nvidia_smi(hardware_out)
+    env_file = tmp_path / "system.env"
+    shutil.copyfile(REPO / "system.env.example", env_file)
+    done = drgpu(hardware_out, "doctor.json", "doctor", "--json", "--env-file", str(env_file))
+    checks = {check["id"]: check for check in json.loads(done.stdout)["checks"]}
+    assert checks["nvml"]["status"] == "pass", checks["nvml"]
+    assert f"driver {rows[0]['driver_version']}," in checks["nvml"]["summary"]
+    assert f"{len(rows)} GPU(s)" in checks["nvml"]["summary"]
+    assert checks["gpus"]["status"] == "pass", checks["gpus"]
+    assert "persistence" in checks
+
+
+def test_the_fake_nvml_agrees_with_the_real_driver(
+    hardware_out: Path, fake_lib_dir: Path, empty_engine: str
+) -> None:
+    real = run_python(QUERY)
+    listed = json.loads(
+        drgpu(hardware_out, "gpus-for-fake.json", "gpus", "--json", DOCKER_HOST=empty_engine).stdout
+    )
+    topology = hardware_out / "fake-topology.json"
+    topology.write_text(json.dumps(topology_from_inventory(listed), indent=1))
+    fake = run_python(QUERY, env=fake_env(fake_lib_dir, topology))
+    views = {}
+    for order in ("PCI_BUS_ID", "FASTEST_FIRST"):
+        env = {**os.environ, "CUDA_DEVICE_ORDER": order}
+        real_probe = run_python(PROBE, "--json", env=env)
+        fake_probe = run_python(
+            PROBE, "--json", env={**fake_env(fake_lib_dir, topology), "CUDA_DEVICE_ORDER": order}
+        )
+        views[order] = (cuda_view(real_probe), cuda_view(fake_probe))
+    found = differences(real, fake) + [
+        f"cuda {order} {d}" for order, (r, f) in views.items() for d in differences(r, f)
+    ]
+    (hardware_out / "fidelity.json").write_text(
+        json.dumps({"real": real, "fake": fake, "cuda": views, "differences": found}, indent=1)
+    )
+    assert found == [], "\n".join(found)

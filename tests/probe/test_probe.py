@@ -417,10 +417,30 @@ def test_lost_gpu_is_a_finding(fake_cuda: Path) -> None:
     assert any("GPU is lost" in p for p in expecting.problems)
 
 
-def test_nvidia_visible_devices_void(fake_cuda: Path) -> None:
-    run = probe(fake_cuda, GTX_M40, NVIDIA_VISIBLE_DEVICES="void")
+def test_void_with_gpus_shown_is_cdi_injection(fake_cuda: Path) -> None:
+    """A CDI spec sets NVIDIA_VISIBLE_DEVICES=void in a container it gave GPUs: the probe
+    believes NVML and CUDA, and never says "no GPU" while they show some."""
+    run = probe(fake_cuda, GTX_M40, "--expect", "2", NVIDIA_VISIBLE_DEVICES="void")
+    assert run.rc == 0
     assert run.doc["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert any("NVIDIA_VISIBLE_DEVICES='void'" in f for f in run.findings)
+    assert run.doc["gpu_injection"] == "cdi"
+    [finding] = [f for f in run.findings if "NVIDIA_VISIBLE_DEVICES" in f]
+    assert "NVML shows 2 GPU(s) and CUDA 2" in finding and "through CDI" in finding
+    assert not any("no GPU" in f for f in run.findings)
+
+
+def test_void_with_no_gpu_shown_says_none_was_given(fake_cuda: Path, tmp_path: Path) -> None:
+    empty = write_topology(tmp_path, GTX_M40, gpus=[])
+    run = probe(fake_cuda, empty, "--expect", "0", NVIDIA_VISIBLE_DEVICES="void")
+    assert run.rc == 0
+    assert run.doc["gpu_injection"] is None
+    assert any("show no GPU: none was given" in f for f in run.findings)
+
+
+def test_named_gpus_came_through_the_runtime(fake_cuda: Path) -> None:
+    run = probe(fake_cuda, GTX_M40, NVIDIA_VISIBLE_DEVICES=M40)
+    assert run.doc["gpu_injection"] == "runtime"
+    assert not any("NVIDIA_VISIBLE_DEVICES" in f for f in run.findings)
 
 
 @pytest.mark.parametrize(

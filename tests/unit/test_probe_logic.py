@@ -327,6 +327,7 @@ def test_main_in_process(capsys: pytest.CaptureFixture[str]) -> None:
         "frameworks",
         "findings",
         "expectations",
+        "gpu_injection",
     }
     assert doc["nvml"]["available"] is False
     assert probe.main(["--expect", "1"]) == probe.EXIT_MISMATCH

@@ -361,6 +361,7 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
         "persistence",
         "docker",
         "device-requests",
+        "device-driver",
         "default-runtime",
         "compose",
         "image-cuda",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from drgpu.core.model import Assignment, Claim, Gpu, GpuProcess, Inventory, MigDevice
@@ -69,6 +71,15 @@ def test_foreign_processes_make_a_gpu_busy_unless_this_run_holds_it() -> None:
     inventory = machine(gpu(0, 8000, processes=2), gpu(1, 8000, processes=1))
     claims = [Claim("mine", "sagemaker", ("GPU-1",))]
     assert busy_gpus(inventory, claims, "mine") == {"GPU-0": "2 foreign process(es)"}
+
+
+def test_a_gpu_whose_processes_cannot_be_listed_is_never_taken_for_free() -> None:
+    unlisted = replace(gpu(0, 8000), processes_unknown="compute processes: Not Supported")
+    inventory = machine(unlisted, gpu(1, 8000))
+    assert busy_gpus(inventory, [], "mine") == {
+        "GPU-0": "its processes cannot be listed (compute processes: Not Supported)"
+    }
+    assert busy_gpus(inventory, [Claim("mine", "sagemaker", ("GPU-0",))], "mine") == {}
 
 
 def test_a_claimed_mig_slice_makes_its_gpu_busy_and_unknown_uuids_are_ignored() -> None:

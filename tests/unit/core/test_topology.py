@@ -195,3 +195,12 @@ def test_binary_inventory_file_is_a_config_error(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match="not UTF-8 text"):
         load_inventory(path)
+
+
+def test_processes_that_could_not_be_listed_stay_unknown_in_an_inventory_file() -> None:
+    """`gpus --json` on a machine whose NVML cannot list a GPU's processes: a plan on that
+    file must not read the empty list as "no process"."""
+    gpu = Gpu(0, "GPU-a", "Tesla T4", "00000000:01:00.0", 15360, processes_unknown="Unknown Error")
+    document = json.loads(json.dumps(inventory_to_json(Inventory(gpus=(gpu,)))))
+    assert document["gpus"][0]["processes_error"] == "Unknown Error"
+    assert inventory_from_json(document).gpus[0].processes_unknown == "Unknown Error"

@@ -9,6 +9,7 @@ import pytest
 
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
 from drgpu.core.model import Assignment, Gpu, Plan, Role, ServicePlan
+from drgpu.core.modes import DeviceDriver
 from drgpu.core.verification import stopped_badly, verify
 
 
@@ -109,3 +110,35 @@ def test_a_placeholder_may_have_replicas_that_exit_zero_without_a_gpu() -> None:
     assert verify(plan, [stopped("redis", 0), container("robomaker")]) == []
     with_gpu = stopped("robomaker", 0)
     assert verify(plan, [with_gpu]) == ["p-robomaker-1: has 1 device request(s), planned none"]
+
+
+def running_with(request: DeviceRequestFacts) -> ContainerFacts:
+    return replace(container("robomaker"), device_requests=(request,))
+
+
+def test_a_cdi_plan_is_proven_by_a_cdi_request_naming_each_uuid() -> None:
+    """DRGPU_DEVICE_DRIVER=cdi (or auto on a CDI-only host): the engine must hold a `cdi`
+    request for `nvidia.com/gpu=<UUID>`; its capabilities do not matter to that driver."""
+    plan = Plan(
+        project="p",
+        run_id="0",
+        services=(gpu_service("robomaker"),),
+        device_driver=DeviceDriver.CDI,
+    )
+    cdi = DeviceRequestFacts("cdi", ("nvidia.com/gpu=GPU-a",), 0, ())
+    assert cdi.gpu_uuids == ("GPU-a",)
+    assert verify(plan, [running_with(cdi)]) == []
+    nvidia = DeviceRequestFacts("nvidia", ("GPU-a",), 0, ("gpu",))
+    assert verify(plan, [running_with(nvidia)]) == [
+        "p-robomaker-1: device request driver 'nvidia', planned 'cdi'",
+        "p-robomaker-1: device ids ['GPU-a'], planned ['nvidia.com/gpu=GPU-a']",
+    ]
+
+
+def test_an_nvidia_plan_refuses_a_cdi_request() -> None:
+    plan = Plan(project="p", run_id="0", services=(gpu_service("robomaker"),))
+    cdi = DeviceRequestFacts("cdi", ("nvidia.com/gpu=GPU-a",), 0, ("gpu",))
+    assert verify(plan, [running_with(cdi)]) == [
+        "p-robomaker-1: device request driver 'cdi', planned 'nvidia'",
+        "p-robomaker-1: device ids ['nvidia.com/gpu=GPU-a'], planned ['GPU-a']",
+    ]

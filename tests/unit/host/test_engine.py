@@ -69,3 +69,33 @@ def test_drgpu_labels_without_an_engine_is_a_docker_error(
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     with pytest.raises(DockerError, match=r"cannot reach the Docker engine at .*absent\.sock"):
         engine.drgpu_labels()
+
+
+def test_a_cdi_device_request_and_the_engines_cdi_facts_are_read() -> None:
+    """A container started with `driver: cdi` (Docker 25+), and what /info says of CDI and
+    the cgroup driver (Docker 28.2+ lists the devices it discovered)."""
+    attrs = {
+        "Id": "c1",
+        "Name": "/deepracer-0-robomaker-1",
+        "Config": {"Labels": {"com.docker.compose.service": "robomaker"}, "Env": []},
+        "State": {"Status": "running"},
+        "HostConfig": {
+            "DeviceRequests": [
+                {"Driver": "cdi", "Count": 0, "DeviceIDs": [f"nvidia.com/gpu={M40}"]}
+            ]
+        },
+    }
+    [request] = engine._facts(attrs).device_requests
+    assert (request.driver, request.gpu_uuids, request.capabilities) == ("cdi", (M40,), ())
+    info = {
+        "Runtimes": {"runc": {}},
+        "DefaultRuntime": "runc",
+        "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"],
+        "DiscoveredDevices": [{"Source": "cdi", "ID": f"nvidia.com/gpu={M40}"}],
+        "CgroupDriver": "systemd",
+    }
+    daemon = engine.daemon_facts_of(info, {"Version": "28.3.0", "ApiVersion": "1.51"})
+    assert daemon.discovered_devices == (f"cdi:nvidia.com/gpu={M40}",)
+    assert (daemon.cdi_spec_dirs, daemon.cgroup_driver) == (("/etc/cdi", "/var/run/cdi"), "systemd")
+    older = engine.daemon_facts_of({"ServerVersion": "20.10.24"}, {})
+    assert (older.discovered_devices, older.cgroup_driver) == ((), "")

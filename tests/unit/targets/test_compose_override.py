@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,6 +15,7 @@ import yaml
 
 from drgpu.core.compose_stack import Stack
 from drgpu.core.model import Inventory, Plan
+from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan
 from drgpu.host.files import (
     base_stack_file,
@@ -130,6 +131,9 @@ def plan_for(scenario: str, tmp_path: Path) -> Plan:
         compose = tmp_path / "docker-compose.yml"
         compose.write_text(RESET_STACK, encoding="utf-8")
         return make(env_file, load_inventory(GTX_M40), load_stack([compose]))
+    if scenario in ("cdi", "cdi-mig"):
+        plan = plan_for("gtx1650-m40" if scenario == "cdi" else "mig-trainer", tmp_path)
+        return replace(plan, device_driver=DeviceDriver.CDI)
     return _sharing_plan_for(scenario, tmp_path)
 
 
@@ -188,6 +192,8 @@ SCENARIOS = [
     "auto",
     "timeslice",
     "mps",
+    "cdi",
+    "cdi-mig",
 ]
 
 
@@ -366,3 +372,15 @@ def test_mps_renders_the_daemon_its_clients_and_tmpfs_volumes(tmp_path: Path) ->
         name: {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
         for name in ("drgpu-mps-pipe", "drgpu-mps-log")
     }
+
+
+def test_a_cdi_request_names_each_gpu_by_its_cdi_name(tmp_path: Path) -> None:
+    """DRGPU_DEVICE_DRIVER=cdi: `driver: cdi` and `nvidia.com/gpu=<UUID>` (a MIG UUID as
+    it is); the labels still name bare UUIDs, which status and cuda-check read."""
+    plan = plan_for("cdi-mig", tmp_path)
+    services = read_back(override(plan))["services"]
+    trainer = services["sagemaker"]["deploy"]["resources"]["reservations"]["devices"]
+    [request] = trainer.value
+    assert request["driver"] == "cdi"
+    assert request["device_ids"] == [f"nvidia.com/gpu={A100_MIG_1}"]
+    assert services["sagemaker"]["labels"]["drgpu.gpus"] == A100_MIG_1

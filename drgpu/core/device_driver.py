@@ -1,0 +1,96 @@
+"""Which device driver a Compose device request names (DRGPU_DEVICE_DRIVER), and how it
+names a GPU there.
+
+`nvidia` is the NVIDIA container toolkit's: the engine registers it when it finds
+`nvidia-container-runtime-hook` (or runs the nvidia runtime), and the request names GPUs
+by UUID. `cdi` is the Container Device Interface: the engine (Docker 25+, on by default
+since 28.2) injects what a CDI spec (`nvidia-ctk cdi generate`, or the toolkit's
+nvidia-cdi-refresh service) lists for `nvidia.com/gpu=<name>`. A host with such a spec and
+no hook refuses `driver: nvidia` ("could not select device driver"), while `driver: cdi`
+works there. The engine's `/info` says what it discovers (`DiscoveredDevices`, Docker
+28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from drgpu.core.facts import CDI_GPU_PREFIX, DaemonFacts
+from drgpu.core.modes import DeviceDriver
+
+CDI_PREFIX = CDI_GPU_PREFIX
+NVIDIA_RUNTIME = "nvidia"
+UUID_STRATEGY_FIX = (
+    "sudo nvidia-ctk cdi generate --device-name-strategy=uuid --device-name-strategy=index"
+    " --output=/etc/cdi/nvidia.yaml"
+)
+
+
+@dataclass(frozen=True)
+class DriverChoice:
+    """The driver device requests name (`nvidia` or `cdi`), and why."""
+
+    driver: DeviceDriver
+    why: str
+
+
+def nvidia_cdi_devices(daemon: DaemonFacts) -> tuple[str, ...]:
+    """The NVIDIA GPU devices the engine discovered through CDI (`nvidia.com/gpu=...`)."""
+    found = []
+    for device in daemon.discovered_devices:
+        source, _, name = device.partition(":")
+        if source == "cdi" and name.startswith(CDI_PREFIX):
+            found.append(name)
+    return tuple(found)
+
+
+def choose(setting: DeviceDriver, daemon: DaemonFacts | None, hook: bool) -> DriverChoice:
+    """The driver for `setting`: `auto` takes `cdi` when the engine discovers NVIDIA CDI
+    devices and has neither an nvidia runtime nor the toolkit's hook (`hook`: found on
+    PATH), else `nvidia`. `daemon` None: the engine was not asked (another machine's
+    inventory, or it cannot be reached)."""
+    if setting is DeviceDriver.NVIDIA:
+        return DriverChoice(DeviceDriver.NVIDIA, "DRGPU_DEVICE_DRIVER=nvidia")
+    if setting is DeviceDriver.CDI:
+        return DriverChoice(DeviceDriver.CDI, "DRGPU_DEVICE_DRIVER=cdi")
+    if daemon is None:
+        return DriverChoice(DeviceDriver.NVIDIA, "the engine was not asked: the toolkit's hook")
+    cdi = nvidia_cdi_devices(daemon)
+    runtime = NVIDIA_RUNTIME in daemon.runtimes
+    if cdi and not runtime and not hook:
+        return DriverChoice(
+            DeviceDriver.CDI,
+            f"the engine discovers {len(cdi)} NVIDIA CDI device(s) and has no nvidia runtime"
+            " and no nvidia-container-runtime-hook",
+        )
+    if runtime or hook:
+        how = "an nvidia runtime" if runtime else "nvidia-container-runtime-hook"
+        return DriverChoice(DeviceDriver.NVIDIA, f"the engine has {how}")
+    return DriverChoice(
+        DeviceDriver.NVIDIA,
+        "no NVIDIA CDI device is discovered and no hook is found: nvidia, the toolkit's default",
+    )
+
+
+def request_ids(driver: DeviceDriver, uuids: Iterable[str]) -> tuple[str, ...]:
+    """The `device_ids` of a request for these GPU (or MIG) UUIDs."""
+    if driver is DeviceDriver.CDI:
+        return tuple(f"{CDI_PREFIX}{uuid}" for uuid in uuids)
+    return tuple(uuids)
+
+
+def unnamed_in_spec(driver: DeviceDriver, daemon: DaemonFacts | None, uuids: Iterable[str]) -> str:
+    """A warning when CDI requests name UUIDs the engine's CDI spec does not list (a spec
+    generated with index names only); empty when all are there or nothing is known."""
+    if driver is not DeviceDriver.CDI or daemon is None or not daemon.discovered_devices:
+        return ""
+    listed = set(nvidia_cdi_devices(daemon))
+    missing = [uuid for uuid in dict.fromkeys(uuids) if f"{CDI_PREFIX}{uuid}" not in listed]
+    if not missing:
+        return ""
+    return (
+        f"the engine's CDI spec names no {CDI_PREFIX}{missing[0]}"
+        + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        + f": containers will not start; regenerate it with UUID names: {UUID_STRATEGY_FIX}"
+    )

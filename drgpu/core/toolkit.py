@@ -1,0 +1,95 @@
+"""The NVIDIA container toolkit on this node: its version (`nvidia-ctk --version`, else
+`nvidia-container-runtime --version`) and its runtime's config.toml (`mode`,
+`swarm-resource`), judged for Swarm's generic resources.
+
+Toolkit 1.18.0 made `jit-cdi` the runtime's mode where config.toml says `auto` (or
+nothing); in that mode 1.18.x ignores `swarm-resource`, so a Swarm task that reserves
+`NVIDIA-GPU` generic resources (DRGPU_SWARM_GPUS=generic) gets no GPU. 1.19.0 reads it
+again; `mode = "legacy"` works with every version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+JIT_CDI_DEFAULT = (1, 18, 0)  # the first toolkit whose `auto` mode is jit-cdi
+SWARM_RESOURCE_AGAIN = (1, 19, 0)  # the first that honours swarm-resource in (jit-)cdi mode
+MODE_FIX = 'set mode = "legacy" under [nvidia-container-runtime] in the toolkit\'s config.toml'
+_VERSION = re.compile(r"version\s+v?(\d+)\.(\d+)\.(\d+)", re.IGNORECASE)
+_MODE = re.compile(r"""^\s*mode\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
+_TABLE = re.compile(r"^\s*\[([^\]]+)\]")
+
+
+@dataclass(frozen=True)
+class ToolkitFacts:
+    """What was read of the toolkit: its version (None: no CLI answered), the runtime's
+    `mode` as config.toml writes it (None: not written), and `swarm-resource`."""
+
+    version: tuple[int, int, int] | None
+    mode: str | None
+    swarm_resource: str | None = None
+    config_found: bool = True
+
+    @property
+    def version_text(self) -> str:
+        """`1.18.0`, or `?`."""
+        return ".".join(map(str, self.version)) if self.version else "?"
+
+    @property
+    def effective_mode(self) -> str | None:
+        """The mode the runtime runs in: `auto` (or none written) is jit-cdi from 1.18,
+        legacy before; None when the version is unknown and config.toml names no mode."""
+        if self.mode not in (None, "auto"):
+            return self.mode
+        if self.version is None:
+            return None
+        return "jit-cdi" if self.version >= JIT_CDI_DEFAULT else "legacy"
+
+
+def parse_version(output: str) -> tuple[int, int, int] | None:
+    """The version on the first line of `nvidia-ctk --version` ("NVIDIA Container Toolkit
+    CLI version 1.18.0") or `nvidia-container-runtime --version` (whose later lines name
+    runc's version: never read)."""
+    first = output.strip().splitlines()[0] if output.strip() else ""
+    match = _VERSION.search(first)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def read_mode(text: str) -> str | None:
+    """The `mode` of config.toml's `[nvidia-container-runtime]` table (None: not written)."""
+    table = ""
+    for line in text.splitlines():
+        heading = _TABLE.match(line)
+        if heading:
+            table = heading[1].strip()
+            continue
+        match = _MODE.match(line)
+        if match and table == "nvidia-container-runtime":
+            return match[1] if match[1] is not None else match[2]
+    return None
+
+
+def generic_resources_problem(toolkit: ToolkitFacts) -> str | None:
+    """Why Swarm tasks that reserve generic resources would get no GPU from this toolkit
+    (its fix included), or None."""
+    mode = toolkit.effective_mode
+    if mode == "legacy":
+        return None
+    version = toolkit.version
+    if version is not None and not JIT_CDI_DEFAULT <= version < SWARM_RESOURCE_AGAIN:
+        return None
+    if version is None:
+        if mode is None:
+            return None
+        return (
+            f"the runtime's mode is {mode!r} and the toolkit's version is unknown: 1.18.x in"
+            f" that mode ignores swarm-resource (tasks reserving NVIDIA-GPU get no GPU);"
+            f" {MODE_FIX}, or make sure the toolkit is 1.19+"
+        )
+    written = f"mode = {toolkit.mode!r}" if toolkit.mode else "no mode written (auto)"
+    return (
+        f"toolkit {toolkit.version_text} runs in mode {mode} ({written}), which ignores"
+        f" swarm-resource: tasks reserving NVIDIA-GPU get no GPU; {MODE_FIX},"
+        " or upgrade the toolkit to 1.19+"
+    )

@@ -1,0 +1,18 @@
+"""drgpu/commands/doctor.py's gathering of the settings doctor's checks need: the device
+driver setting and whether the stack goes to Swarm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from drgpu.commands.doctor import _gather_settings
+from drgpu.commands.options import InputOptions, resolved
+from drgpu.core.modes import DeviceDriver
+
+
+def test_the_driver_setting_and_swarm_style_reach_the_checks(tmp_path: Path) -> None:
+    env_file = tmp_path / "system.env"
+    env_file.write_text("DR_DOCKER_STYLE=swarm\nDRGPU_DEVICE_DRIVER=cdi\n")
+    facts, config = _gather_settings(resolved(InputOptions(env_file=env_file)))
+    assert config is not None and facts.error is None
+    assert (facts.device_driver, facts.swarm) == (DeviceDriver.CDI, True)

@@ -1,0 +1,57 @@
+"""cuda-check's verdict on the host: what the probe saw in a container, against its plan."""
+
+from __future__ import annotations
+
+import json
+
+from drgpu import probe
+from drgpu.core.cuda_verdict import document, judge
+from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
+
+GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+
+
+def container(driver: str) -> ContainerFacts:
+    ids = (f"nvidia.com/gpu={GPU}",) if driver == "cdi" else (GPU,)
+    return ContainerFacts(
+        id="c1",
+        name="deepracer-0-robomaker-1",
+        service="robomaker",
+        project="deepracer-0",
+        state="running",
+        labels={"drgpu.run_id": "0", "drgpu.gpus": GPU},
+        device_requests=(DeviceRequestFacts(driver, ids, 0, ()),),
+    )
+
+
+def probe_output(visible: str) -> str:
+    """The probe's report of a container that sees one GPU, NVIDIA_VISIBLE_DEVICES=visible."""
+    gpu = {"index": 0, "uuid": GPU, "mig_mode": False, "mig_devices": [], "error": None}
+    nvml = {"loaded": True, "available": True, "devices": [gpu], "device_count": 1}
+    cuda = {"loaded": True, "available": True, "device_count": 1, "devices": [{"uuid": GPU}]}
+    env: dict[str, str | None] = {"NVIDIA_VISIBLE_DEVICES": visible}
+    report = {
+        "environment": env,
+        "nvml": nvml,
+        "cuda": cuda,
+        "findings": probe.visibility_findings(env, nvml, cuda),
+        "gpu_injection": probe.gpu_injection(env, nvml, cuda),
+        "expectations": {"met": True, "problems": []},
+    }
+    return json.dumps(report)
+
+
+def test_a_cdi_container_that_sees_its_gpu_passes_and_says_how() -> None:
+    result = judge(container("cdi"), 0, probe_output("void"))
+    assert result.ok and result.injection == "cdi"
+    assert not any("no GPU" in finding for finding in result.findings)
+    assert document("deepracer-0", [result])["results"][0]["gpu_injection"] == "cdi"
+
+
+def test_an_nvidia_request_served_through_cdi_is_said_not_failed() -> None:
+    result = judge(container("nvidia"), 0, probe_output("void"))
+    assert result.ok
+    assert any("served its nvidia device request through CDI" in f for f in result.findings)
+    runtime = judge(container("nvidia"), 0, probe_output(GPU))
+    assert runtime.injection == "runtime"
+    assert not any("through CDI" in f for f in runtime.findings)

@@ -1,0 +1,76 @@
+"""status's warnings: a GPU whose processes NVML cannot list is unknown, never "no
+process"; a running container whose GPU processes vanished is marked."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_board import build_board
+from drgpu.core.gpu_usage import IDLE_NOTE_S, WarningKind, build_status, document
+from drgpu.core.model import Gpu, GpuProcess, Inventory
+
+G0 = "GPU-00000000-0000-4000-8000-000000000000"
+G1 = "GPU-11111111-1111-4111-8111-111111111111"
+SIM_ID = "b" * 64
+STARTED = 1_700_000_000.0
+
+
+def gpu(index: int, uuid: str, **changes: object) -> Gpu:
+    base = Gpu(index, uuid, "Tesla T4", f"00000000:0{index + 1}:00.0", 15360)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+SIMULATOR = ContainerFacts(
+    id=SIM_ID,
+    name="deepracer-0-robomaker-1",
+    service="robomaker",
+    project="deepracer-0",
+    state="running",
+    labels={"drgpu.run_id": "0", "drgpu.gpus": G1, "drgpu.role": "simulator"},
+    started_at=STARTED,
+)
+WORKING = gpu(1, G1, processes=(GpuProcess(4321, 700, "C+G"),))
+CGROUPS: dict[int, str | None] = {4321: f"0::/system.slice/docker-{SIM_ID}.scope\n"}
+
+
+def test_a_gpu_whose_processes_cannot_be_listed_is_unknown_not_empty() -> None:
+    unknown = gpu(0, G0, processes_unknown="compute processes: Function Not Found")
+    status = build_status(Inventory(gpus=(unknown, WORKING)), [SIMULATOR], [], CGROUPS)
+    [warning] = status.warnings
+    assert warning.kind == WarningKind.PROCESSES_UNKNOWN and warning.gpu_index == 0
+    assert warning.message.startswith("status cannot list processes on GPU 0 (Tesla T4)")
+    assert not status.ok and not status.violations  # a warning: said, but no exit 6
+    doc = document(status)
+    assert doc["ok"] is False and doc["warnings"][0]["kind"] == "processes-unknown"
+    assert [g["processes_known"] for g in doc["gpus"]] == [False, True]
+    assert build_board(status).gpus[0].problems == ("processes unknown",)
+
+
+def test_processes_that_vanish_from_a_running_container_are_marked() -> None:
+    first = build_status(Inventory(gpus=(WORKING,)), [SIMULATOR], [], CGROUPS)
+    assert first.ok and first.with_processes() == {SIM_ID}
+    idle = replace(WORKING, processes=())
+    later = build_status(
+        Inventory(gpus=(idle,)), [SIMULATOR], [], {}, had_processes=first.with_processes()
+    )
+    [warning] = later.warnings
+    assert warning.kind == WarningKind.PROCESSES_VANISHED
+    assert warning.container == SIMULATOR.name and warning.run_id == "0"
+    assert "cuda-check --service robomaker" in warning.message
+    [row] = build_board(later).gpus
+    assert [o.problem for o in row.occupants] == ["GPU PROCESSES VANISHED"]
+    # a container that stopped is no vanishing: verification and its state say so
+    stopped = replace(SIMULATOR, state="exited")
+    gone = build_status(Inventory(gpus=(idle,)), [stopped], [], {}, had_processes={SIM_ID})
+    assert gone.warnings == ()
+
+
+def test_one_shot_status_notes_a_long_idle_gpu_container() -> None:
+    idle = Inventory(gpus=(replace(WORKING, processes=()),))
+    soon = build_status(idle, [SIMULATOR], [], {}, now=STARTED + 60)
+    assert soon.notes == () and soon.ok
+    late = build_status(idle, [SIMULATOR], [], {}, now=STARTED + IDLE_NOTE_S + 60)
+    [note] = late.notes
+    assert note.startswith("deepracer-0-robomaker-1 holds a GPU and has run no GPU process")
+    assert late.ok  # a note only

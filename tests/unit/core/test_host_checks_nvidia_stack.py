@@ -1,0 +1,102 @@
+"""doctor's checks of today's NVIDIA stack: which device driver the requests name (CDI or
+the toolkit's hook), the toolkit's version and mode for Swarm, and the daemon-reload risk."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from drgpu.core.facts import DaemonFacts
+from drgpu.core.host_checks import (
+    PASS,
+    WARN,
+    DeviceNodeFacts,
+    DockerFacts,
+    NvmlFacts,
+    SettingsFacts,
+    check_daemon_reload,
+    check_device_driver,
+    check_toolkit,
+)
+from drgpu.core.model import Gpu, Inventory
+from drgpu.core.modes import DeviceDriver
+from drgpu.core.toolkit import ToolkitFacts
+
+GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
+NVML = NvmlFacts(inventory=Inventory(gpus=(Gpu(0, GPU, "Tesla M40", "00000000:81:00.0", 22912),)))
+SETTINGS = SettingsFacts(Path("system.env"), run_id="0")
+DAEMON = DaemonFacts(
+    server_version="28.3.0",
+    api_version="1.51",
+    runtimes=("runc",),
+    default_runtime="runc",
+    cdi_spec_dirs=("/etc/cdi",),
+    discovered_devices=("cdi:nvidia.com/gpu=0", f"cdi:nvidia.com/gpu={GPU}"),
+    cgroup_driver="systemd",
+)
+CDI_HOST = DockerFacts(daemon=DAEMON)
+HOOK_HOST = DockerFacts(daemon=replace(DAEMON, discovered_devices=()), hook_on_path=True)
+
+
+def only(checks: list) -> tuple[str, str, str | None]:  # type: ignore[type-arg]
+    [check] = checks
+    return check.status, check.summary, check.fix
+
+
+def test_doctor_says_which_driver_and_why() -> None:
+    status, summary, _ = only(check_device_driver(SETTINGS, CDI_HOST, NVML))
+    assert status == PASS
+    assert summary.startswith("device requests use driver cdi: the engine discovers 2 NVIDIA")
+    status, summary, _ = only(check_device_driver(SETTINGS, HOOK_HOST, NVML))
+    assert (status, summary) == (
+        PASS,
+        "device requests use driver nvidia: the engine has nvidia-container-runtime-hook",
+    )
+
+
+def test_a_forced_driver_that_cannot_work_here_warns() -> None:
+    forced = replace(SETTINGS, device_driver=DeviceDriver.NVIDIA)
+    status, summary, fix = only(check_device_driver(forced, CDI_HOST, NVML))
+    assert status == WARN and "could not select device driver" in summary
+    assert fix == "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env"
+    cdi = replace(SETTINGS, device_driver=DeviceDriver.CDI)
+    status, summary, _ = only(check_device_driver(cdi, HOOK_HOST, NVML))
+    assert status == WARN and "discovers no NVIDIA CDI device" in summary
+
+
+def test_a_spec_with_index_names_only_warns() -> None:
+    index_only = DockerFacts(daemon=replace(DAEMON, discovered_devices=("cdi:nvidia.com/gpu=0",)))
+    status, summary, _ = only(check_device_driver(SETTINGS, index_only, NVML))
+    assert status == WARN and f"names no nvidia.com/gpu={GPU}" in summary
+
+
+def test_toolkit_1_18_in_jit_cdi_mode_warns_a_swarm_stack() -> None:
+    jit = ToolkitFacts(version=(1, 18, 0), mode="auto")
+    swarm = replace(SETTINGS, swarm=True)
+    status, summary, _ = only(check_toolkit(swarm, jit))
+    assert status == WARN
+    assert "toolkit 1.18.0 runs in mode jit-cdi" in summary and 'mode = "legacy"' in summary
+    assert only(check_toolkit(SETTINGS, jit))[0] == PASS  # Compose: not its concern
+    for fine in (replace(jit, mode="legacy"), replace(jit, version=(1, 19, 0))):
+        assert only(check_toolkit(swarm, fine))[0] == PASS
+    assert check_toolkit(swarm, ToolkitFacts(None, None, config_found=False)) == []
+
+
+NODES = {"/dev/nvidia0": (195, 0), "/dev/nvidiactl": (195, 255), "/dev/nvidia-uvm": (508, 0)}
+
+
+def test_the_daemon_reload_risk_is_named_with_its_fix() -> None:
+    bare = DeviceNodeFacts(NODES, frozenset({"1:3", "195:0"}))
+    status, summary, fix = only(check_daemon_reload(SETTINGS, HOOK_HOST, bare))
+    assert status == WARN
+    assert "no link for /dev/nvidiactl, /dev/nvidia-uvm" in summary
+    assert fix is not None and "nvidia-ctk system create-dev-char-symlinks --create-all" in fix
+    linked = DeviceNodeFacts(NODES, frozenset({"195:0", "195:255", "508:0"}))
+    assert only(check_daemon_reload(SETTINGS, HOOK_HOST, linked))[0] == PASS
+    cgroupfs = DockerFacts(daemon=replace(DAEMON, cgroup_driver="cgroupfs"), hook_on_path=True)
+    assert only(check_daemon_reload(SETTINGS, cgroupfs, bare))[0] == PASS
+    status, summary, _ = only(check_daemon_reload(SETTINGS, CDI_HOST, bare))
+    assert status == PASS and "through CDI" in summary
+    assert check_daemon_reload(SETTINGS, HOOK_HOST, DeviceNodeFacts({}, frozenset())) == []
+    silent = DockerFacts(daemon=replace(DAEMON, cgroup_driver=""), hook_on_path=True)
+    assert check_daemon_reload(SETTINGS, silent, bare) == []
