@@ -72,7 +72,8 @@ class StatusResult:
 
 def status(options: StatusOptions) -> StatusResult:
     """One snapshot, or a watch shown live until its count or Ctrl-C."""
-    if not options.watch and (options.influx or options.prometheus or options.on_violation):
+    exporting = (options.influx, options.prometheus, options.on_violation)
+    if not options.watch and any(option is not None for option in exporting):
         raise ConfigError("--influx, --prometheus and --on-violation need --watch")
     run_id = options.run_id
     if options.evaluation:
@@ -229,11 +230,11 @@ def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
     `--on-violation` (each checked before the watch starts: exit 2)."""
     sinks: list[Callable[[Status], None]] = []
     with ExitStack() as stack:
-        if options.influx:
+        if options.influx is not None:
             sinks.append(_influx_sink(options.influx, stack))
-        if options.prometheus:
+        if options.prometheus is not None:
             sinks.append(_prometheus_sink(options.prometheus, stack))
-        if options.on_violation:
+        if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
 
