@@ -5,6 +5,8 @@ No Docker, no NVML: the snapshot is built in this process."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -122,3 +124,31 @@ def test_a_port_in_use_is_a_config_error() -> None:
             PrometheusEndpoint("127.0.0.1", first.port)
     finally:
         first.close()
+
+
+DASHBOARD = Path(__file__).resolve().parents[3] / "examples" / "grafana" / "drgpu-gpus.json"
+
+
+def test_the_grafana_dashboards_queries_find_the_points(tmp_path: Path) -> None:
+    """Every InfluxQL query of examples/grafana/drgpu-gpus.json, with Grafana's macros as
+    Grafana fills them, returns series from what drgpu sent (the run variable's too)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["query"] == "influxdb"
+    assert variables["datasource"]["current"]["value"] == "InfluxDB"  # DRfC's data source
+    targets = [target for panel in dashboard["panels"] for target in panel["targets"]]
+    assert {target["datasource"]["uid"] for target in targets} == {"${datasource}"}
+    queries = [target["query"] for target in targets]
+    with influxdb(tmp_path) as influx:
+        sent(InfluxSender(InfluxTarget("udp", "127.0.0.1", influx.udp_port)))
+        wait_until(lambda: bool(influx.query("SELECT * FROM drgpu_violations")), "the points")
+        runs = influx.query(variables["run"]["query"])
+        assert runs[0]["values"] == [["run", "0"]]
+        for query in queries:
+            filled = (
+                query.replace("$timeFilter", "time > now() - 1h")
+                .replace("$__interval", "10s")
+                .replace("/^$run$/", "/^(0)$/")
+            )
+            assert not re.search(r"\$(?!/)", filled), filled  # every macro filled
+            assert influx.query(filled), f"no series for: {filled}"
