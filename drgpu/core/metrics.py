@@ -8,6 +8,7 @@ lines come out; where they are sent is drgpu/host/metrics_export's.
 
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -188,14 +189,20 @@ def line_protocol(found: Iterable[Sample], time_ns: int) -> list[str]:
         metric = sample.metric
         value = f"{round(sample.value)}i" if metric.integer else _float(sample.value)
         fields = points.setdefault((metric.measurement, sample.labels), [])
-        fields.append(f"{escape_tag(metric.field)}={value}")
+        fields.append(f"{metric.field}={value}")
         if sample.message:
             fields.append(f"message={quote_field(sample.message)}")
-    lines = []
-    for (measurement, tags), fields in points.items():
-        tag_text = "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
-        lines.append(f"{escape_measurement(measurement)}{tag_text} {','.join(fields)} {time_ns}")
-    return lines
+    return [
+        f"{_series_key(measurement, tags)} {','.join(fields)} {time_ns}"
+        for (measurement, tags), fields in points.items()
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _series_key(measurement: str, tags: tuple[tuple[str, str], ...]) -> str:
+    """`measurement,tag=value,...` escaped (the same few every refresh: kept)."""
+    tag_text = "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
+    return f"{escape_measurement(measurement)}{tag_text}"
 
 
 def _float(value: float) -> str:

@@ -119,8 +119,11 @@ class PrometheusEndpoint:
 
         with self._lock:
             found = self._samples
+        by_metric: dict[str, list[Sample]] = {}
+        for sample in found:
+            by_metric.setdefault(sample.metric.name, []).append(sample)
         for metric in METRICS:
-            mine = [s for s in found if s.metric == metric]
+            mine = by_metric.get(metric.name)
             if not mine:
                 continue
             names = [name for name, _ in mine[0].labels]
