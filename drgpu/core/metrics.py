@@ -20,9 +20,6 @@ from drgpu.core.model import Gpu, Role
 from drgpu.errors import ConfigError
 
 MIB = 1024 * 1024
-GPU_LABELS = ("gpu_uuid", "gpu_index", "gpu_name")
-PROCESS_LABELS = ("run", "service", "role", "gpu_uuid")
-VIOLATION_LABELS = ("kind", "run", "service")
 
 
 @dataclass(frozen=True)
