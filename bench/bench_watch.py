@@ -10,17 +10,24 @@ at the same refresh interval; after a warm-up, the CPU time its process spends i
 window (utime + stime, every thread) is divided by the ticks in that window
 (window / interval). Rounds alternate the two; the medians are compared.
 
+A third monitor is drgpu with its exporters on (`--influx udp://...` to a socket of this
+process, `--prometheus` scraped by this process every `--scrape-every` seconds, default 5:
+the scrape interval docs/metrics.md shows; Prometheus's own default is 60, a common one 15).
+
 Inputs (issue 13): drgpu's CPU time per tick no more than nvitop's (ratio <= 1).
+Inputs (issue 22): with the exporters on, within 1.2x of off, and both under nvitop's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
 import pty
 import signal
+import socket
 import statistics
 import struct
 import subprocess
@@ -28,6 +35,7 @@ import sys
 import termios
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from bed import BIN, IMAGE, private_engine, run
@@ -96,6 +104,37 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port nothing uses now."""
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def udp_sink(port: int) -> None:
+    """Receive (and drop) what is sent to this UDP port, as Telegraf would, until exit."""
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", port))
+
+    def drain() -> None:
+        while receiver.recv(65536):
+            pass
+
+    threading.Thread(target=drain, daemon=True).start()
+
+
+def scraper(port: int, every_s: float = 1.0) -> None:
+    """Scrape http://127.0.0.1:PORT/metrics every `every_s`, as Prometheus would, until exit."""
+
+    def scrape() -> None:
+        while True:
+            time.sleep(every_s)
+            with contextlib.suppress(OSError):  # not serving yet, or between two runs
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+
+    threading.Thread(target=scrape, daemon=True).start()
+
+
 def cpu_per_tick(argv: list[str], env: dict[str, str], args: argparse.Namespace) -> float:
     """Run a monitor in a 200x60 pseudo-terminal; its CPU seconds per tick in the window."""
     main_fd, child_fd = pty.openpty()
@@ -144,6 +183,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between ticks")
     parser.add_argument("--window", type=float, default=10.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds before measuring")
+    parser.add_argument("--scrape-every", type=float, default=5.0, help="seconds between scrapes")
     args = parser.parse_args()
     nvitop = BIN / "nvitop"
     if not nvitop.is_file():
@@ -160,24 +200,38 @@ def main() -> None:
             f" containers; nvitop --once lists {sum(str(pid) in once for pid in pids)} of them"
         )
         every = f"{args.interval}"
+        influx, prometheus = free_port(socket.SOCK_DGRAM), free_port()
+        udp_sink(influx)
+        scraper(prometheus, args.scrape_every)
+        drgpu = [str(BIN / "drgpu"), "status", "--watch", "--interval", every]
+        exporting = ["--influx", f"udp://127.0.0.1:{influx}", "--prometheus", str(prometheus)]
         monitors = {
-            "drgpu": [str(BIN / "drgpu"), "status", "--watch", "--interval", every],
+            "drgpu": drgpu,
+            "drgpu+exp": [*drgpu, *exporting],
             "nvitop": [str(nvitop), "--interval", every],
         }
         samples: dict[str, list[float]] = {name: [] for name in monitors}
         for _ in range(args.rounds):  # alternated, so that drift hits both alike
             for name, argv in monitors.items():
                 samples[name].append(cpu_per_tick(argv, env, args))
-    drgpu, nvitop_tick = (statistics.median(samples[name]) for name in monitors)
+    drgpu_tick, exporting_tick, nvitop_tick = (
+        statistics.median(samples[name]) for name in monitors
+    )
     print(
         f"rounds: {args.rounds}, interval {args.interval:g} s, window {args.window:g} s"
         f" ({args.window / args.interval:g} ticks), medians"
     )
     for name, ticks in samples.items():
-        print(f"  {name:7s} CPU ms per tick: " + ", ".join(f"{v * 1000:.1f}" for v in ticks))
+        print(f"  {name:9s} CPU ms per tick: " + ", ".join(f"{v * 1000:.1f}" for v in ticks))
     print(
-        f"drgpu status --watch {drgpu * 1000:6.1f} ms | nvitop {nvitop_tick * 1000:6.1f} ms"
-        f" CPU per tick | ratio {drgpu / nvitop_tick:.2f}x (target <= 1x)"
+        f"drgpu status --watch {drgpu_tick * 1000:6.1f} ms | nvitop {nvitop_tick * 1000:6.1f} ms"
+        f" CPU per tick | ratio {drgpu_tick / nvitop_tick:.2f}x (target <= 1x)"
+    )
+    print(
+        f"with --influx and --prometheus (scraped every {args.scrape_every:g} s)"
+        f" {exporting_tick * 1000:6.1f} ms CPU per tick | ratio"
+        f" {exporting_tick / drgpu_tick:.2f}x of off (target <= 1.2x),"
+        f" {exporting_tick / nvitop_tick:.2f}x of nvitop (target <= 1x)"
     )
 
 

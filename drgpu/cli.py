@@ -334,7 +334,14 @@ def gpus(
         tables.gpus_table(inventory, full=full, holders=holders)
 
 
-@_command(examples=("drgpu status --watch", "drgpu status --watch --json --interval 5 --run-id 0"))
+@_command(
+    examples=(
+        "drgpu status --watch",
+        "drgpu status --watch --json --interval 5 --run-id 0",
+        "drgpu status --watch --influx udp://127.0.0.1:8092 --prometheus 9400",
+        "drgpu status --watch --on-violation 'logger -t drgpu'",
+    )
+)
 def status(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Only this run (default: every drgpu run).")
@@ -361,6 +368,35 @@ def status(
         ),
     ] = False,
     json_output: Json = False,
+    influx: Annotated[
+        str | None,
+        typer.Option(
+            "--influx",
+            metavar="URL",
+            help="With --watch: send every refresh as InfluxDB line protocol to"
+            " udp://HOST:PORT (DRfC's Telegraf: udp://127.0.0.1:8092) or"
+            " http(s)://HOST:PORT/write?db=NAME.",
+        ),
+    ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus",
+            metavar="ADDR",
+            help="With --watch: serve /metrics for Prometheus on [ADDRESS:]PORT (a bare"
+            " PORT or :PORT listens on 127.0.0.1 only; write 0.0.0.0:PORT for every address).",
+        ),
+    ] = None,
+    on_violation: Annotated[
+        str | None,
+        typer.Option(
+            "--on-violation",
+            metavar="CMD",
+            help="With --watch: run CMD (split as a shell splits words; no shell) once per new"
+            " violation, the violation as JSON on stdin and in DRGPU_VIOLATION_* variables;"
+            " rate-limited (docs/metrics.md).",
+        ),
+    ] = None,
 ) -> None:
     """Each run's containers, their GPUs, and every GPU process mapped to its container.
 
@@ -376,6 +412,9 @@ def status(
         interval_s=interval,
         count=count,
         json_lines=json_output,
+        influx=influx,
+        prometheus=prometheus,
+        on_violation=on_violation,
     )
     result = status_command.status(options)
     show_status(result, json_output=json_output)

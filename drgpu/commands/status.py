@@ -4,13 +4,18 @@ them (`core.gpu_usage` judges).
 A watch keeps one NVML session and one engine connection open, and per tick makes one
 cheap listing call; it inspects a container only when it first appears (the facts it
 needs never change while the container exists, except its state, which the listing has).
+Once it has shown a refresh, it outlives the engine restarting and NVML failing: it says
+so once on stderr, skips those refreshes, reconnects (starts NVML again) and says when
+they are back. Each refresh it shows also goes to the exporters (`--influx`,
+`--prometheus`) and, for each new violation, to `--on-violation`'s command.
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +23,12 @@ from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status
 from drgpu.core.settings import run_key
-from drgpu.errors import CheckFailedError
+from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml
 from drgpu.host.cgroups import read_cgroup
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
+from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
     from drgpu.core.facts import ContainerFacts
@@ -41,6 +47,9 @@ class StatusOptions:
     interval_s: float = 1.0
     count: int | None = None
     json_lines: bool = False
+    influx: str | None = None  # with watch: line protocol to this URL
+    prometheus: str | None = None  # with watch: /metrics on this [ADDRESS:]PORT
+    on_violation: str | None = None  # with watch: a command per new violation
 
 
 @dataclass(frozen=True)
@@ -63,16 +72,19 @@ class StatusResult:
 
 def status(options: StatusOptions) -> StatusResult:
     """One snapshot, or a watch shown live until its count or Ctrl-C."""
+    exporting = (options.influx, options.prometheus, options.on_violation)
+    if not options.watch and any(option is not None for option in exporting):
+        raise ConfigError("--influx, --prometheus and --on-violation need --watch")
     run_id = options.run_id
     if options.evaluation:
         settled = run_id or run_id_of(resolved(InputOptions(evaluation=True, needs_files=False)))
         run_id = run_key(settled, evaluation=True)
-    with nvml.nvml_session() as session:
+    with exports(options) as sinks, nvml.nvml_session() as session:
         if not options.watch:
             return StatusResult(snapshot(session, run_id), watched=False)
 
         with watch_display(json_lines=options.json_lines, interval_s=options.interval_s) as show:
-            last = watch(session, run_id, show, options.interval_s, options.count)
+            last = watch(session, run_id, show, options.interval_s, options.count, sinks)
     return StatusResult(last, watched=True)
 
 
@@ -87,10 +99,11 @@ class Reader:
         self._known: Mapping[str, ContainerFacts] = {}
         self._had_processes: frozenset[str] = frozenset()
         self.inspections = 0
+        self.restart_nvml = False  # start NVML again first (it failed at the last refresh)
 
     def snapshot(self) -> Status:
         """Read the world once and judge it."""
-        inventory = nvml.inventory_from_nvml(self._nvml)
+        inventory = nvml.watched_inventory(self._nvml, restart=self.restart_nvml)
         listed = self._engine.containers()
         mine = [c for c in listed if labels.RUN_ID in c.labels]
         # SageMaker trainers (running `algo-...` containers) are drgpu's only with an rl_coach.
@@ -145,20 +158,28 @@ def watch(
     show: Callable[[Status], None],
     interval_s: float,
     count: int | None = None,
+    sinks: Sequence[Callable[[Status], None]] = (),
 ) -> Status | None:
-    """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` snapshots or
-    Ctrl-C; the last snapshot (None when interrupted before the first)."""
+    """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
+    Ctrl-C, and hand each to the `sinks`; the last snapshot shown (None when interrupted
+    before the first). A refresh the engine or NVML fails is skipped, said once, and
+    retried at the next (the first refresh still fails: nothing was ever shown)."""
     last = None
     shown = 0
     try:
         with engine.engine_session() as connection:
             reader = Reader(session, connection, run_id)
+            health = Health()
             start = time.monotonic()
             while count is None or shown < count:
                 if shown:
                     time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
-                last = reader.snapshot()
-                show(last)
+                fresh = health.snapshot(reader, first=last is None)
+                if fresh is not None:
+                    last = fresh
+                    show(last)
+                    for sink in sinks:
+                        sink(last)
                 shown += 1
     except KeyboardInterrupt:
         pass
@@ -166,3 +187,122 @@ def watch(
         if stop.signum != signal.SIGINT:
             raise
     return last
+
+
+class Outage:
+    """One outside world a watch depends on: its failure said once (a warning), and its
+    return once (a note)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.down = False
+
+    def failed(self, message: str) -> None:
+        """It failed at this refresh."""
+        if not self.down:
+            warn(f"{message}; {self.what}: retrying at every refresh")
+        self.down = True
+
+    def worked(self) -> None:
+        """It worked at this refresh."""
+        if self.down:
+            note(f"{self.what} is back")
+        self.down = False
+
+
+class Health:
+    """A watch's engine and NVML: a refresh either fails is skipped and said once."""
+
+    def __init__(self) -> None:
+        self.engine = Outage("the Docker engine")
+        self.nvml = Outage("NVML")
+
+    def snapshot(self, reader: Reader, *, first: bool) -> Status | None:
+        """The reader's snapshot, or None when the engine or NVML failed it (raised at the
+        `first` refresh)."""
+        try:
+            fresh = reader.snapshot()
+        except NvmlUnavailableError as exc:
+            if first:
+                raise
+            reader.restart_nvml = True
+            self.nvml.failed(exc.message)
+            return None
+        except DockerError as exc:
+            if first:
+                raise
+            self.engine.failed(exc.message)
+            return None
+        reader.restart_nvml = False
+        self.nvml.worked()
+        self.engine.worked()
+        return fresh
+
+
+@contextmanager
+def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
+    """What each refresh of a watch goes to besides the screen: `--influx`, `--prometheus`,
+    `--on-violation` (each checked before the watch starts: exit 2)."""
+    sinks: list[Callable[[Status], None]] = []
+    with ExitStack() as stack:
+        if options.influx is not None:
+            sinks.append(_influx_sink(options.influx, stack))
+        if options.prometheus is not None:
+            sinks.append(_prometheus_sink(options.prometheus, stack))
+        if options.on_violation is not None:
+            sinks.append(_violation_sink(options.on_violation, stack))
+        yield sinks
+
+
+def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
+    from drgpu.core.metrics import influx_target, line_protocol, samples
+    from drgpu.host.metrics_export import ExportError, InfluxSender
+
+    sender = InfluxSender(influx_target(url))
+    stack.callback(sender.close)
+    outage = Outage(f"--influx {sender.target.url}")
+
+    def send(status: Status) -> None:
+        try:
+            sender.send(line_protocol(samples(status), time.time_ns()))
+        except ExportError as exc:
+            outage.failed(exc.message)
+        else:
+            outage.worked()
+
+    return send
+
+
+def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:
+    from drgpu.core.metrics import prometheus_address, samples
+    from drgpu.host.metrics_export import PrometheusEndpoint
+
+    host, port = prometheus_address(address)
+    endpoint = PrometheusEndpoint(host, port)
+    stack.callback(endpoint.close)
+    shown = f"[{host}]" if ":" in host else host
+    note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics")
+    return lambda status: endpoint.publish(samples(status))
+
+
+def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
+    from drgpu.core.alerts import AlertState, due
+    from drgpu.host.violation_command import ViolationCommand, command_line
+
+    command = ViolationCommand(command_line(text), warn)
+    stack.callback(command.close)
+    state = AlertState()
+
+    def run(status: Status) -> None:
+        nonlocal state
+        held_back = state.held_back
+        state, alerts = due(state, status, time.time())
+        for alert in alerts:
+            command.run(alert)
+        if state.held_back > held_back:
+            warn(
+                f"--on-violation: rate limit reached; {state.held_back - held_back} new"
+                " violation(s) did not run it (see docs/metrics.md)"
+            )
+
+    return run

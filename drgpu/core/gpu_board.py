@@ -8,7 +8,7 @@ Pure: built from a `core.gpu_usage.Status`; drgpu/ui draws it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from drgpu.core import labels
 from drgpu.core.gpu_usage import (
@@ -48,6 +48,10 @@ class GpuRow:
     lost: bool
     problems: tuple[str, ...]  # short: `lost (gpu_is_lost)`, `held by runs 0, 7`
     occupants: tuple[Occupant, ...]
+    temperature_c: int | None = None
+    power_w: float | None = None
+    utilization_history: tuple[int, ...] = ()  # oldest first, one point per history step
+    memory_history: tuple[int, ...] = ()  # percent of the total, likewise
 
     @property
     def memory_fraction(self) -> float:
@@ -73,10 +77,16 @@ class Board:
     violation_count: int
 
 
-def build_board(status: Status) -> Board:
-    """The live view of one snapshot; with a run filter, only that run's containers."""
+def build_board(status: Status, history: History | None = None) -> Board:
+    """The live view of one snapshot; with a run filter, only that run's containers; with
+    a history, each GPU's recent utilisation and memory."""
     roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
     rows = tuple(_row(status, gpu, roles) for gpu in status.inventory.gpus)
+    if history is not None:
+        rows = tuple(
+            _with_history(row, gpu, history)
+            for row, gpu in zip(rows, status.inventory.gpus, strict=True)
+        )
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     return Board(
         scope=scope,
@@ -120,6 +130,8 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
         lost=gpu.lost,
         problems=tuple(problems),
         occupants=tuple(occupants),
+        temperature_c=gpu.temperature_c,
+        power_w=gpu.power_w,
     )
 
 
@@ -155,4 +167,57 @@ def _idle(holder: Holder, roles: Mapping[str, str], vanished: Collection[str | N
         role=roles.get(holder.container, "") or "-",
         name=name,
         problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
+    )
+
+
+# --- A short history per GPU (utilisation and memory over the last minutes) ------------
+
+HISTORY_POINTS = 20
+HISTORY_STEP_S = 6.0  # one point per 6 s: 20 points are the last two minutes
+
+
+@dataclass(frozen=True)
+class History:
+    """The last `HISTORY_POINTS` points of each GPU (by UUID): utilisation and memory in
+    percent, oldest first; a point is taken every `every` refreshes."""
+
+    utilization: Mapping[str, tuple[int, ...]]
+    memory: Mapping[str, tuple[int, ...]]
+    every: int = 1
+    refreshes: int = 0
+
+
+def new_history(interval_s: float) -> History:
+    """An empty history for a watch refreshed every `interval_s`: a point per
+    HISTORY_STEP_S (at least one per refresh)."""
+    return History({}, {}, every=max(1, round(HISTORY_STEP_S / interval_s)))
+
+
+def recorded(history: History, status: Status) -> History:
+    """The history with this refresh's point (taken at the first refresh, then every
+    `every`-th); a GPU no longer listed, or lost, keeps no history."""
+    refreshes = history.refreshes + 1
+    if (refreshes - 1) % history.every:
+        return replace(history, refreshes=refreshes)
+    utilization: dict[str, tuple[int, ...]] = {}
+    memory: dict[str, tuple[int, ...]] = {}
+    for gpu in status.inventory.gpus:
+        if gpu.lost or not gpu.uuid:
+            continue
+        used = (
+            round(100 * gpu.memory_used_mib / gpu.memory_total_mib) if gpu.memory_total_mib else 0
+        )
+        utilization[gpu.uuid] = (
+            *history.utilization.get(gpu.uuid, ()),
+            gpu.utilization_gpu_percent or 0,
+        )[-HISTORY_POINTS:]
+        memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
+    return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)
+
+
+def _with_history(row: GpuRow, gpu: Gpu, history: History) -> GpuRow:
+    return replace(
+        row,
+        utilization_history=history.utilization.get(gpu.uuid, ()),
+        memory_history=history.memory.get(gpu.uuid, ()),
     )

@@ -37,6 +37,8 @@ class Gpu:
     memory_used_mib: int = 0
     compute_capability: tuple[int, int] = (0, 0)
     utilization_gpu_percent: int | None = None
+    temperature_c: int | None = None  # None where NVML cannot tell
+    power_w: float | None = None
     mig_mode: bool = False
     mig_devices: tuple[MigDevice, ...] = ()
     processes: tuple[GpuProcess, ...] = ()

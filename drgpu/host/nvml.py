@@ -67,7 +67,8 @@ def nvml_session() -> Iterator[Any]:
     try:
         yield nvml
     finally:
-        nvml.nvmlShutdown()
+        with suppress(pynvml.NVMLError):  # a watch's NVML may have failed and not come back
+            nvml.nvmlShutdown()
 
 
 class _Traced:
@@ -139,6 +140,8 @@ def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
         memory_used_mib=int(memory.used) // _MIB,
         compute_capability=(int(major), int(minor)),
         utilization_gpu_percent=utilization,
+        temperature_c=_sensor(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
+        power_w=_sensor(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
         mig_mode=mig_mode,
         mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
         processes=processes,
@@ -265,6 +268,29 @@ def _optional(nvml: Any, query: Callable[[], T]) -> T | None:
         return query()
     except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
         return None
+
+
+def _sensor(nvml: Any, query: Callable[[], T]) -> T | None:
+    """A sensor (the GPU's temperature in °C, NVML_TEMPERATURE_GPU = 0; its power draw,
+    read in milliwatts): None where it cannot be read, which never makes the GPU look lost."""
+    try:
+        return query()
+    except nvml.NVMLError:
+        return None
+
+
+def watched_inventory(nvml: Any, *, restart: bool) -> Inventory:
+    """The inventory for a watch that keeps its session: an NVML failure (the driver
+    reloaded, a call timed out) is an NvmlUnavailableError; with `restart`, NVML is shut
+    down and started again first (as after such a failure)."""
+    try:
+        if restart:
+            with suppress(nvml.NVMLError):
+                nvml.nvmlShutdown()
+            nvml.nvmlInit()
+        return inventory_from_nvml(nvml)
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailableError(f"NVML failed: {exc}") from None
 
 
 def _text(value: Any) -> str | None:

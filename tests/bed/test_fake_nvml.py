@@ -900,3 +900,48 @@ def test_sensors_and_modes_follow_utilization(lib_dir: Path, tmp_path: Path) -> 
     assert busy == [75, 70, 180000, 250000, 0, 0, 0, 0]
     assert idle == [35, 30, 20000, 250000, 8, 0, 0, 0]
     assert ecc == "ecc not supported"
+
+
+def test_temperature_and_power_from_the_topology(lib_dir: Path, tmp_path: Path) -> None:
+    topology = tmp_path / "sensors.json"
+    gpus = [{"temperature_c": 81, "power_w": 230}, {"sensors_supported": False}]
+    topology.write_text(json.dumps({"gpus": gpus}))
+    code = """
+        import json, pynvml as n
+        n.nvmlInit()
+        out = []
+        for i in range(2):
+            h = n.nvmlDeviceGetHandleByIndex(i)
+            try:
+                out.append([n.nvmlDeviceGetTemperature(h, 0), n.nvmlDeviceGetPowerUsage(h)])
+            except n.NVMLError_NotSupported:
+                out.append("not supported")
+        print(json.dumps(out))
+    """
+    assert run_json(lib_dir, code, topology) == [[81, 230000], "not supported"]
+
+
+def test_reload_serves_a_changed_file_to_an_open_session(lib_dir: Path, tmp_path: Path) -> None:
+    topo = tmp_path / "t.json"
+    code = f"""
+    import json, os, pathlib, pynvml as n
+    topo = pathlib.Path({str(topo)!r})
+    def write(doc, stamp):
+        topo.write_text(json.dumps(doc))
+        os.utime(topo, ns=(stamp, stamp))
+    seen = []
+    def count():
+        try:
+            seen.append(n.nvmlDeviceGetCount())
+        except n.NVMLError as exc:
+            seen.append(type(exc).__name__)
+    write({{"gpus": [{{}}]}}, 10**18); n.nvmlInit(); count()
+    write({{"gpus": [{{}}, {{}}]}}, 2 * 10**18); count()
+    write({{"init_error": "driver_not_loaded"}}, 3 * 10**18); count(); count()
+    write({{"gpus": [{{}}, {{}}, {{}}]}}, 4 * 10**18); count()
+    print(json.dumps(seen))
+    """
+    seen = run_json(lib_dir, code, topo, env={"FAKE_NVML_RELOAD": "1"})
+    assert seen == [1, 2, "NVMLError_DriverNotLoaded", "NVMLError_DriverNotLoaded", 3]
+    # Without FAKE_NVML_RELOAD an open session keeps what it read.
+    assert run_json(lib_dir, code, topo) == [1, 1, 1, 1, 1]

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TAG "fake libnvidia-ml"
@@ -31,14 +32,15 @@ static struct nvmlDevice_st g_mig_handles[FK_MAX_GPUS][FK_MAX_MIGS];
 /* ------------------------------------------------------------------ */
 /* Init / shutdown                                                    */
 
-static nvmlReturn_t init_locked(void)
+static long long g_stamp; /* the loaded file's modification time */
+static nvmlReturn_t g_reload_error; /* with FAKE_NVML_RELOAD: the last reload's failure */
+
+/* Reads the topology file again and serves it: NVML_SUCCESS, or the error the
+ * file's init_error (or a malformed file) stands for. */
+static nvmlReturn_t load_locked(void)
 {
-    if (g_refcount > 0) {
-        g_refcount++;
-        return NVML_SUCCESS;
-    }
-    /* First init (again): re-read the file so tests can change it. */
-    if (!fk_topology_load(&g_topo, TAG, (const void *)&init_locked))
+    g_stamp = fk_topology_stamp((const void *)&load_locked);
+    if (!fk_topology_load(&g_topo, TAG, (const void *)&load_locked))
         return NVML_ERROR_UNKNOWN;
     switch (g_topo.init_error) {
     case FK_INIT_OK: break;
@@ -53,8 +55,43 @@ static nvmlReturn_t init_locked(void)
         for (unsigned m = 0; m < gpu->mig_count; m++)
             g_mig_handles[i][m] = (struct nvmlDevice_st){gpu, &gpu->migs[m], m};
     }
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t init_locked(void)
+{
+    if (g_refcount > 0) {
+        g_refcount++;
+        return NVML_SUCCESS;
+    }
+    /* First init (again): re-read the file so tests can change it. */
+    nvmlReturn_t ret = load_locked();
+    if (ret != NVML_SUCCESS) {
+        g_topo.gpu_count = 0;
+        return ret;
+    }
+    g_reload_error = NVML_SUCCESS;
     g_refcount = 1;
     return NVML_SUCCESS;
+}
+
+/* With FAKE_NVML_RELOAD set, a file changed since it was read is read again, as a
+ * driver that changes under a running monitor; a failing file (malformed, or an
+ * init_error: the driver went away) fails the device count until it is fixed. */
+static nvmlReturn_t reload_if_changed(void)
+{
+    const char *reload = getenv(FK_RELOAD_ENV);
+    if (!reload || !*reload)
+        return NVML_SUCCESS;
+    pthread_mutex_lock(&g_lock);
+    if (fk_topology_stamp((const void *)&load_locked) != g_stamp) {
+        g_reload_error = load_locked();
+        if (g_reload_error != NVML_SUCCESS)
+            g_topo.gpu_count = 0;
+    }
+    nvmlReturn_t ret = g_reload_error;
+    pthread_mutex_unlock(&g_lock);
+    return ret;
 }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
@@ -264,6 +301,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
         return NVML_ERROR_UNINITIALIZED;
     if (!deviceCount)
         return NVML_ERROR_INVALID_ARGUMENT;
+    RETURN_IF_FAILED(reload_if_changed());
     *deviceCount = g_topo.gpu_count; /* lost GPUs included, as in real NVML */
     return NVML_SUCCESS;
 }
@@ -743,7 +781,9 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensor
     RETURN_IF_FAILED(check_gpu(device, temp));
     if (sensorType != NVML_TEMPERATURE_GPU)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *temp = 35 + device->gpu->utilization_gpu / 2;
+    if (!device->gpu->sensors_supported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *temp = device->gpu->temperature_c;
     return NVML_SUCCESS;
 }
 
@@ -757,7 +797,9 @@ nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
 {
     RETURN_IF_FAILED(check_gpu(device, power));
-    *power = 20000 + 2000 * device->gpu->utilization_gpu; /* milliwatts */
+    if (!device->gpu->sensors_supported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *power = device->gpu->power_mw; /* milliwatts */
     return NVML_SUCCESS;
 }
 

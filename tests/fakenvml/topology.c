@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Bind dladdr to its oldest symbol version so the library still loads in
@@ -207,6 +208,11 @@ static void load_gpu(loader *ld, const json_value *obj, const char *where,
     gpu->utilization_gpu = (unsigned)get_uint(ld, obj, where, "utilization_gpu_percent", 0, 100);
     gpu->utilization_memory =
         (unsigned)get_uint(ld, obj, where, "utilization_memory_percent", 0, 100);
+    gpu->sensors_supported = get_bool(ld, obj, where, "sensors_supported", true);
+    gpu->temperature_c = (unsigned)get_uint(ld, obj, where, "temperature_c",
+                                            35 + gpu->utilization_gpu / 2, 200);
+    gpu->power_mw = 1000 * (unsigned)get_uint(ld, obj, where, "power_w",
+                                              20 + 2 * gpu->utilization_gpu, 2000);
     gpu->minor_number = (unsigned)get_uint(ld, obj, where, "minor_number", NO_MINOR, 255);
     gpu->multiprocessor_count =
         (unsigned)get_uint(ld, obj, where, "multiprocessor_count", 16, 100000);
@@ -386,6 +392,15 @@ static bool find_topology(const void *anchor, char *path, size_t size)
     const char *dir = slash ? info.dli_fname : ".";
     snprintf(path, size, "%.*s/%s", dir_len, dir, FK_TOPOLOGY_BESIDE_LIB);
     return access(path, F_OK) == 0;
+}
+
+long long fk_topology_stamp(const void *anchor)
+{
+    char path[4096];
+    struct stat st;
+    if (!find_topology(anchor, path, sizeof path) || stat(path, &st) != 0)
+        return 0;
+    return (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
 }
 
 bool fk_topology_load(fk_topology *topo, const char *tag, const void *anchor)

@@ -17,6 +17,7 @@
 
 #define FK_TOPOLOGY_ENV "FAKE_NVML_TOPOLOGY"
 #define FK_TOPOLOGY_BESIDE_LIB "fake-nvml-topology.json"
+#define FK_RELOAD_ENV "FAKE_NVML_RELOAD" /* non-empty: re-read a changed file while open */
 
 typedef struct {
     unsigned domain, bus, device, function;
@@ -50,6 +51,8 @@ typedef struct {
     unsigned long long memory_total_mib, memory_used_mib;
     int cc_major, cc_minor;
     unsigned utilization_gpu, utilization_memory; /* percent */
+    bool sensors_supported; /* false: temperature and power are NOT_SUPPORTED */
+    unsigned temperature_c, power_mw;
     unsigned minor_number;
     unsigned multiprocessor_count;
     bool persistence_mode;
@@ -89,6 +92,10 @@ bool fk_missing(const fk_topology *topo, const char *name);
  * Returns false for a malformed or unreadable file, after printing
  * "<tag>: <why>" on stderr. */
 bool fk_topology_load(fk_topology *topo, const char *tag, const void *anchor);
+
+/* The modification time (ns) of the topology file the next load would read; 0 when
+ * there is none. */
+long long fk_topology_stamp(const void *anchor);
 
 /* Accepts "00000000:81:00.0", "0000:81:00.0" and "81:00.0" (any hex case). */
 bool fk_parse_pci(const char *text, fk_pci *out);

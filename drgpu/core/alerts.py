@@ -1,0 +1,85 @@
+"""`status --watch --on-violation CMD`: which violations are new at a refresh, and which of
+them may run CMD now (rate limits), as the JSON and `DRGPU_VIOLATION_*` variables CMD gets.
+
+Pure: the previous state, a snapshot and the time come in; a new state and the runs due
+come out. A violation is known by its message (it names the kind, PID, run, service and
+GPU); it is new when the refresh before did not have it.
+
+Rate limits: one violation runs CMD at most once every `PER_VIOLATION_S` seconds (one that
+goes and comes back sooner does not run it again), and CMD runs at most `RUNS_PER_MINUTE`
+times in any minute; what the limits hold back is counted, never queued.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from drgpu.core.gpu_usage import Status, Violation
+from drgpu.core.metrics import violation_service
+
+PER_VIOLATION_S = 600.0
+RUNS_PER_MINUTE = 6
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One new violation that runs CMD."""
+
+    violation: Violation
+    service: str
+    time: float  # seconds since the epoch
+
+    def document(self) -> dict[str, Any]:
+        """The JSON CMD reads on stdin."""
+        v = self.violation
+        return {
+            "kind": str(v.kind),
+            "message": v.message,
+            "run": v.run_id,
+            "service": self.service or None,
+            "pid": v.pid,
+            "gpu_index": v.gpu_index,
+            "time": self.time,
+        }
+
+    def environment(self) -> dict[str, str]:
+        """`DRGPU_VIOLATION_KIND`, `_MESSAGE`, `_RUN`, `_SERVICE`, `_PID`, `_GPU_INDEX`,
+        `_TIME` (empty when the violation has none)."""
+        return {
+            f"DRGPU_VIOLATION_{key.upper()}": "" if value is None else str(value)
+            for key, value in self.document().items()
+        }
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """What the limits remember: the violations of the last refresh, when each last ran
+    CMD, the times of the runs of the last minute, and how many were held back."""
+
+    present: frozenset[str] = frozenset()
+    last_run: dict[str, float] = field(default_factory=dict)
+    recent: tuple[float, ...] = ()
+    held_back: int = 0
+
+
+def due(state: AlertState, status: Status, now: float) -> tuple[AlertState, tuple[Alert, ...]]:
+    """The new state, and the alerts to run for the violations new in `status` at `now`."""
+    recent = tuple(t for t in state.recent if now - t < 60.0)
+    last_run = {k: t for k, t in state.last_run.items() if now - t < PER_VIOLATION_S}
+    alerts: list[Alert] = []
+    held_back = state.held_back
+    for violation in status.violations:
+        key = violation.message
+        if key in state.present or key in last_run:
+            continue
+        if len(recent) >= RUNS_PER_MINUTE:
+            held_back += 1
+            continue
+        recent += (now,)
+        last_run[key] = now
+        alerts.append(Alert(violation, violation_service(status, violation), now))
+    present = frozenset(v.message for v in status.violations)
+    return replace(
+        state, present=present, last_run=last_run, recent=recent, held_back=held_back
+    ), tuple(alerts)

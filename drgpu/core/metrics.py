@@ -1,0 +1,264 @@
+"""The series `drgpu status --watch` exports (InfluxDB line protocol, Prometheus), from one
+snapshot: per GPU, per container process on a GPU, and the violations. docs/metrics.md
+names each one.
+
+Pure: a `core.gpu_usage.Status` comes in (and the time, for line protocol), series and
+lines come out; where they are sent is drgpu/host/metrics_export's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from drgpu.core import labels
+from drgpu.core.gpu_usage import ProcessStatus, Status, Violation
+from drgpu.core.model import Gpu, Role
+from drgpu.errors import ConfigError
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One exported quantity: its Prometheus name, its InfluxDB measurement and field."""
+
+    name: str
+    measurement: str
+    field: str
+    help: str
+    integer: bool = False  # an InfluxDB integer field (bytes, counts), else a float
+
+
+GPU_UTILIZATION = Metric(
+    "drgpu_gpu_utilization_percent", "drgpu_gpu", "utilization_percent", "GPU utilisation (0-100)"
+)
+GPU_MEMORY_USED = Metric(
+    "drgpu_gpu_memory_used_bytes", "drgpu_gpu", "memory_used_bytes", "GPU memory used", True
+)
+GPU_MEMORY_TOTAL = Metric(
+    "drgpu_gpu_memory_total_bytes", "drgpu_gpu", "memory_total_bytes", "GPU memory in all", True
+)
+GPU_TEMPERATURE = Metric(
+    "drgpu_gpu_temperature_celsius", "drgpu_gpu", "temperature_celsius", "GPU temperature"
+)
+GPU_POWER = Metric("drgpu_gpu_power_watts", "drgpu_gpu", "power_watts", "GPU power draw")
+PROCESS_MEMORY = Metric(
+    "drgpu_process_memory_used_bytes",
+    "drgpu_process",
+    "memory_used_bytes",
+    "GPU memory used by a service's processes on one GPU",
+    True,
+)
+VIOLATIONS = Metric(
+    "drgpu_violations", "drgpu_violations", "count", "Violations now, per kind", True
+)
+METRICS = (
+    GPU_UTILIZATION,
+    GPU_MEMORY_USED,
+    GPU_MEMORY_TOTAL,
+    GPU_TEMPERATURE,
+    GPU_POWER,
+    PROCESS_MEMORY,
+    VIOLATIONS,
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One value of a metric, with its labels in the metric's label order."""
+
+    metric: Metric
+    labels: tuple[tuple[str, str], ...]
+    value: float
+    message: str = ""  # line protocol only: a string field `message` beside the value
+
+
+def samples(status: Status) -> tuple[Sample, ...]:
+    """Every sample of one snapshot: each GPU NVML can read (a lost GPU has none), each
+    (run, service, role, GPU) with processes in a container, each (kind, run, service) of
+    the violations."""
+    found: list[Sample] = []
+    for gpu in status.inventory.gpus:
+        if not gpu.lost:
+            found += _gpu_samples(gpu)
+    found += _process_samples(status)
+    found += _violation_samples(status)
+    return tuple(found)
+
+
+def _gpu_samples(gpu: Gpu) -> list[Sample]:
+    tags = (("gpu_uuid", gpu.uuid), ("gpu_index", str(gpu.index)), ("gpu_name", gpu.name))
+    values = (
+        (GPU_UTILIZATION, gpu.utilization_gpu_percent),
+        (GPU_MEMORY_USED, gpu.memory_used_mib * MIB),
+        (GPU_MEMORY_TOTAL, gpu.memory_total_mib * MIB),
+        (GPU_TEMPERATURE, gpu.temperature_c),
+        (GPU_POWER, gpu.power_w),
+    )
+    return [Sample(metric, tags, float(value)) for metric, value in values if value is not None]
+
+
+def _process_samples(status: Status) -> list[Sample]:
+    """Memory per (run, service, role, GPU), summed over that service's processes there."""
+    roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
+    memory: dict[tuple[tuple[str, str], ...], int] = {}
+    for process in status.processes:
+        if process.container is None:
+            continue  # on the host: a violation (stray) or a display, not a container's
+        key = (
+            ("run", process.run_id or ""),
+            ("service", process.service or process.container),
+            ("role", _role(process, roles)),
+            ("gpu_uuid", process.gpu.uuid),
+        )
+        memory[key] = memory.get(key, 0) + process.used_memory_mib * MIB
+    return [Sample(PROCESS_MEMORY, key, float(value)) for key, value in memory.items()]
+
+
+def _role(process: ProcessStatus, roles: Mapping[str, str]) -> str:
+    """The role drgpu wrote on the container; a SageMaker trainer (`rl_coach/algo-...`) is
+    the trainer; a container drgpu did not start has none."""
+    if process.service is not None and "/" in process.service:
+        return Role.TRAINER.value
+    return roles.get(process.container or "", "")
+
+
+def _violation_samples(status: Status) -> list[Sample]:
+    counts: dict[tuple[tuple[str, str], ...], int] = {}
+    first: dict[tuple[tuple[str, str], ...], str] = {}
+    for violation in status.violations:
+        key = (
+            ("kind", str(violation.kind)),
+            ("run", violation.run_id or ""),
+            ("service", violation_service(status, violation)),
+        )
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, violation.message)
+    return [Sample(VIOLATIONS, key, float(n), first[key]) for key, n in counts.items()]
+
+
+def violation_service(status: Status, violation: Violation) -> str:
+    """The service a violation is about: its process's service (or container), else the
+    service its message names (`... service NAME (...)`); empty when none is."""
+    if violation.pid is not None:
+        for process in status.processes:
+            if process.pid == violation.pid:
+                return process.service or process.container or ""
+    match = re.search(r"\bservice (\S+) \(", violation.message)
+    return match[1] if match else ""
+
+
+# --- InfluxDB line protocol ----------------------------------------------------------
+
+_TAG_SPECIALS = re.compile(r"([,= ])")
+_MEASUREMENT_SPECIALS = re.compile(r"([, ])")
+
+
+def escape_tag(text: str) -> str:
+    """A tag key or value in line protocol: commas, equals signs and spaces escaped with a
+    backslash; line breaks (which line protocol cannot carry) become spaces, and a
+    trailing backslash is dropped (it would escape the separator after it)."""
+    flat = " ".join(text.splitlines()).rstrip("\\")
+    return _TAG_SPECIALS.sub(r"\\\1", flat)
+
+
+def escape_measurement(text: str) -> str:
+    """A measurement name in line protocol: commas and spaces escaped."""
+    return _MEASUREMENT_SPECIALS.sub(r"\\\1", text)
+
+
+def quote_field(text: str) -> str:
+    """A string field value in line protocol: in double quotes, `"` and `\\` escaped."""
+    flat = " ".join(text.splitlines())
+    return '"' + flat.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def line_protocol(found: Iterable[Sample], time_ns: int) -> list[str]:
+    """One line per measurement and tag set, its fields together (a violation's first
+    message as the string field `message`), stamped `time_ns` (nanoseconds since the
+    epoch). Empty tag values are left out, as line protocol requires."""
+    points: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+    for sample in found:
+        metric = sample.metric
+        value = f"{round(sample.value)}i" if metric.integer else _float(sample.value)
+        fields = points.setdefault((metric.measurement, sample.labels), [])
+        fields.append(f"{metric.field}={value}")
+        if sample.message:
+            fields.append(f"message={quote_field(sample.message)}")
+    return [
+        f"{_series_key(measurement, tags)} {','.join(fields)} {time_ns}"
+        for (measurement, tags), fields in points.items()
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _series_key(measurement: str, tags: tuple[tuple[str, str], ...]) -> str:
+    """`measurement,tag=value,...` escaped (the same few every refresh: kept)."""
+    tag_text = "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
+    return f"{escape_measurement(measurement)}{tag_text}"
+
+
+def _float(value: float) -> str:
+    """A float field: always with a decimal point, so InfluxDB keeps the field a float."""
+    text = repr(float(value))
+    return text if "." in text or "e" in text else f"{text}.0"
+
+
+# --- Where the series go --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InfluxTarget:
+    """An InfluxDB line-protocol receiver: UDP (Telegraf's socket_listener, InfluxDB's UDP
+    listener) or HTTP(S) `/write?db=NAME` (InfluxDB 1.x's write API)."""
+
+    scheme: str  # udp, http or https
+    host: str
+    port: int
+    path: str = ""  # http(s): the path and query, e.g. /write?db=influx
+
+    @property
+    def url(self) -> str:
+        """The URL as given back (no credentials: none are taken)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+
+def influx_target(text: str) -> InfluxTarget:
+    """`udp://HOST:PORT` or `http(s)://HOST:PORT/write?db=NAME` (ConfigError otherwise)."""
+    usage = "--influx takes udp://HOST:PORT or http(s)://HOST:PORT/write?db=NAME"
+    try:
+        url = urllib.parse.urlsplit(text.strip())
+        port = url.port
+    except ValueError as exc:
+        raise ConfigError(f"--influx {text!r}: {exc}", hint=usage) from None
+    if url.scheme not in ("udp", "http", "https") or not url.hostname or port is None:
+        raise ConfigError(f"--influx {text!r} is not a URL drgpu can send to", hint=usage)
+    if url.username or url.password:
+        raise ConfigError(
+            "--influx: credentials in the URL are not taken (they would show in `ps`)",
+            hint=usage,
+        )
+    if url.scheme == "udp":
+        if url.path not in ("", "/") or url.query:
+            raise ConfigError(f"--influx {text!r}: a UDP URL has no path", hint=usage)
+        return InfluxTarget("udp", url.hostname, port)
+    database = urllib.parse.parse_qs(url.query).get("db", [""])[0]
+    if url.path.rstrip("/") != "/write" or not database:
+        raise ConfigError(f"--influx {text!r}: an HTTP URL is .../write?db=NAME", hint=usage)
+    return InfluxTarget(url.scheme, url.hostname, port, f"{url.path}?{url.query}")
+
+
+def prometheus_address(text: str) -> tuple[str, int]:
+    """Where `--prometheus` listens: `PORT` or `:PORT` is 127.0.0.1 (this host only); any
+    other address is written out (`0.0.0.0:9400`, `[::]:9400`)."""
+    usage = "--prometheus takes PORT, :PORT (127.0.0.1) or ADDRESS:PORT, e.g. 0.0.0.0:9400"
+    host, _, port = text.strip().rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
+        raise ConfigError(f"--prometheus {text!r} is no address and port", hint=usage)
+    return host, int(port)
