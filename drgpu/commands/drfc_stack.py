@@ -154,6 +154,7 @@ def drfc_env(*, evaluation: bool) -> str:
             hint="source bin/activate.sh in your DRfC checkout first",
         )
     config = settings(target)
+    config.refuse_key_mistakes()
     if config.deploys_to_swarm():
         raise ConfigError(
             "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"

@@ -130,10 +130,14 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
                 f"{inventory_file}: NVML failed on that machine ({inventory.init_error})"
             )
         return inventory
-    if not config.wants_gpu:
-        return Inventory(gpus=())
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file (as below)
 
+    if not config.wants_gpu:
+        # Nothing needs NVML, but a trainer on the CPU of a machine with GPUs is said.
+        try:
+            return nvml.read_inventory()
+        except NvmlUnavailableError as exc:
+            return Inventory(gpus=(), init_error=exc.message)
     inventory = nvml.read_inventory()
     asks_index = any(bare_indices(r) for r in (config.trainer_devices, config.simulator_devices))
     if asks_index and len(inventory.gpus) > 1:
@@ -141,6 +145,17 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
 
         inventory = replace(inventory, cuda_order=default_order(inventory))
     return inventory
+
+
+@contextmanager
+def inventory_file_offered() -> Iterator[None]:
+    """For commands that take --inventory: NVML failing inside the block hints at it."""
+    try:
+        yield
+    except NvmlUnavailableError as exc:
+        offer = "plan for a machine described in a file: --inventory FILE"
+        hint = f"{exc.hint}; or {offer}" if exc.hint else offer
+        raise NvmlUnavailableError(exc.message, hint=hint) from None
 
 
 @contextmanager

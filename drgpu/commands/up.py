@@ -53,6 +53,7 @@ def up(options: UpOptions) -> Started | Deployed:
     the stack brought back down)."""
     target = resolved(options.inputs)
     config = settings(target)
+    config.refuse_key_mistakes()
     explicit_files = options.inputs.compose_files is not None
     if config.deploys_to_swarm(options.swarm):
         drfc_stack.warn_swarm_skips_scripts(target, explicit_files=explicit_files)

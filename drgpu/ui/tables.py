@@ -233,7 +233,7 @@ def gpus_table(
             *held,
         )
     _print(table)
-    if order.differs(inventory):
+    if order.reorders:
         guessed = (
             " (guessed, marked ?: the CUDA driver could not be asked)" if not order.known else ""
         )
