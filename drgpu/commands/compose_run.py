@@ -129,3 +129,15 @@ def _compose_down(
 ) -> Completed:
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
     return process.run(command, env=environment)
+
+
+def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
+    """What a `down` removed, from the project's (containers, networks) before and after."""
+    containers, networks = (max(b - a, 0) for b, a in zip(before, after, strict=True))
+    if not containers and not networks:
+        return f"nothing of {project} was there to remove"
+    return f"removed {_count(containers, 'container')}, {_count(networks, 'network')} of {project}"
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'' if number == 1 else 's'}"

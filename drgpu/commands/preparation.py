@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.state_files import override_path, state_dir
+from drgpu.commands.state_files import new_state_dir, override_path, removed_on_failure
 from drgpu.core.compose_stack import Stack
 from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
@@ -66,13 +66,15 @@ def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
 
-    state_dir(target.env_file)
     with ExitStack() as held:
+        held.enter_context(removed_on_failure(made=new_state_dir(target.env_file)))
         # The NVML binding takes a while to import: do it while the engine creates the lock.
         with meanwhile(nvml.preload):
             stack = _checked_stack(config, target)  # bad input: no lock
             held.enter_context(run_lock.locked("up", config.project, config.values))
-        yield _prepare(config, target, stack, None, strict=True)
+        override = override_path(target.env_file, config.project)
+        with removed_on_failure(override):  # under the lock: no other up's file
+            yield _prepare(config, target, stack, None, strict=True)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:

@@ -3,9 +3,11 @@ there (or by `render -o`) atomically, never over a file drgpu did not write."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from drgpu.errors import ConfigError
@@ -23,6 +25,13 @@ def state_dir(env_file: Path, *, create: bool = True) -> Path:
     """The `.drgpu` folder beside the settings file (created when missing and `create`);
     never followed when it is a symbolic link, never used when it is not a folder."""
     return _checked_state_dir(env_file.resolve().parent / STATE_DIR, create=create)
+
+
+def new_state_dir(env_file: Path) -> Path | None:
+    """`state_dir`, created; the folder when this call made it, else None."""
+    there = state_dir(env_file, create=False).exists()
+    folder = state_dir(env_file)
+    return None if there else folder
 
 
 def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
@@ -91,3 +100,21 @@ def written_by_drgpu(path: Path) -> bool:
             return stream.readline().startswith(HEADER_MARK)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+@contextlib.contextmanager
+def removed_on_failure(*paths: Path, made: Path | None = None) -> Iterator[None]:
+    """On any failure inside the block, remove each of `paths` that drgpu wrote there (a
+    file that was there before stays, as does any file drgpu did not write), then the
+    folder this `up` `made` when nothing else is left in it: a failed `up` leaves no file."""
+    existed = {path for path in paths if path.exists() or path.is_symlink()}
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            if path not in existed and not path.is_symlink() and written_by_drgpu(path):
+                path.unlink(missing_ok=True)
+        if made is not None:
+            with contextlib.suppress(OSError):
+                made.rmdir()  # only when empty
+        raise

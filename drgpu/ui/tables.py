@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
 
 PLAN_SCHEMA_VERSION = 1
+DOCTOR_WIDTH = 100  # the doctor's findings are prose: folded to fit, piped or not
 
 
 def print_json(document: Any) -> None:
@@ -254,16 +255,16 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _print(table: RenderableType) -> None:
-    console().print(table)
+def _print(table: RenderableType, *, piped_width: int = 240) -> None:
+    console(piped_width).print(table)
 
 
-def console() -> Console:
-    """The stdout console of every table."""
+def console(piped_width: int = 240) -> Console:
+    """The stdout console of every table: a terminal's width, else `piped_width`."""
     from rich.console import Console
 
     # Piped output is not folded to 80 columns: a table line stays one line.
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else piped_width)
 
 
 def check_table(project: str, results: list[CheckResult]) -> None:
@@ -388,7 +389,7 @@ def doctor_table(checks: list[Check]) -> None:
     for check in checks:
         fix = f"\nfix: {check.fix}" if check.fix and check.status != CheckStatus.PASS else ""
         table.add_row(check.status.upper(), check.id, check.summary + fix)
-    _print(table)
+    _print(table, piped_width=DOCTOR_WIDTH)
 
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
