@@ -133,10 +133,11 @@ def _compose_down(
 
 def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
     """What a `down` removed, from the project's (containers, networks) before and after."""
-    containers, networks = (max(b - a, 0) for b, a in zip(before, after, strict=True))
-    if not containers and not networks:
+    gone = [max(b - a, 0) for b, a in zip(before, after, strict=True)]
+    said = [_count(n, thing) for n, thing in zip(gone, ("container", "network"), strict=True) if n]
+    if not said:
         return f"nothing of {project} was there to remove"
-    return f"removed {_count(containers, 'container')}, {_count(networks, 'network')} of {project}"
+    return f"removed {', '.join(said)} of {project}"
 
 
 def _count(number: int, thing: str) -> str:
