@@ -91,7 +91,9 @@ def _prepare(
     inventory = _inventory(config, inventory_file)
     claims: tuple[Claim, ...] = ()
     blind: str | None = None
-    if inventory_file is None and config.wants_gpu:
+    # (a trainer whose key is not set chooses a GPU too: never one another run holds)
+    chooses = config.trainer_defaulted and bool(inventory.gpus)
+    if inventory_file is None and (config.wants_gpu or chooses):
         claims, blind = _claims(strict)
     plan = make_plan(config, stack, inventory, claims)
     if blind is not None:
