@@ -9,8 +9,6 @@ from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.run_lock import down_locked
 from drgpu.commands.state_files import override_path
-from drgpu.host import engine
-from drgpu.ui.talk import note
 
 
 @dataclass(frozen=True)
@@ -33,9 +31,7 @@ def down(options: DownOptions) -> None:
         with down_locked(config, target):
             swarm_deploy.down(config, stack)
         return
-    before = engine.project_resources(config.project)
     if drfc_stack.runs_scripts(target, explicit_files=options.inputs.compose_files is not None):
         drfc_stack.down(config, drfc_stack.script_target(target, config))
-    else:
-        compose_run.down(config, target)
-    note(compose_run.removed_note(config.project, before, engine.project_resources(config.project)))
+        return
+    compose_run.down(config, target)
