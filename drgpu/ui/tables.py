@@ -112,7 +112,7 @@ def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
     for service in view.services:
         gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
         table.add_row(service.name, service.role.value, gpus, gets)
-    table.caption = ORDER_NOTE
+    table.caption = plan.index_note or ORDER_NOTE
     _print(table)
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")

@@ -290,3 +290,10 @@ def test_no_nvml_hints_at_an_inventory_file(
     assert result.err.splitlines()[1].endswith(
         "; or plan for a machine described in a file: --inventory FILE"
     )
+
+
+def test_on_swarm_too_the_footnote_says_how_indices_were_read(cli: Cli, settings: Settings) -> None:
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DRGPU_INDEX_ORDER="cuda", DR_DOCKER_STYLE="swarm")
+    result = cli("plan", "--env-file", env, "--inventory", THREE.inventory)
+    assert result.code == 0, result.err
+    assert "bare indices in the settings are read in CUDA's" in " ".join(result.out.split())
