@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,11 +18,11 @@ from drgpu.core.model import Plan
 from drgpu.core.redaction import holds_secret
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
-from drgpu.host import compose, process
+from drgpu.host import compose, engine, process
 from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json_progress
 from drgpu.host.files import override_header_template
 from drgpu.targets.compose_override import render_override
-from drgpu.ui.talk import preload_rich, spinner, warn
+from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -104,18 +106,18 @@ def down(config: Config, target: Inputs) -> None:
     files: tuple[Path, ...] = tuple(stack_files(target))
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
-    with down_locked(config, target):
+    with down_locked(config, target), said_removed(config.project):
         if override.is_file():
             files = (*files, override)
         with spinner(f"stopping {config.project}"):
             stopped = _compose_down(
                 binary, config.project, files, compose.compose_environment(config.values)
             )
-    if not stopped.ok:
-        raise DockerError(
-            f"compose down failed for {config.project}: {stopped.last_error_line()}",
-            hint="pass the compose files (-f) and settings that `drgpu up` started it with",
-        )
+        if not stopped.ok:
+            raise DockerError(
+                f"compose down failed for {config.project}: {stopped.last_error_line()}",
+                hint="pass the compose files (-f) and settings that `drgpu up` started it with",
+            )
 
 
 def bring_down(
@@ -129,3 +131,24 @@ def _compose_down(
 ) -> Completed:
     command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
     return process.run(command, env=environment)
+
+
+@contextmanager
+def said_removed(project: str) -> Iterator[None]:
+    """Say on stderr what of `project` the block removed (when it ends without failing)."""
+    before = engine.project_resources(project)
+    yield
+    note(removed_note(project, before, engine.project_resources(project)))
+
+
+def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
+    """What a `down` removed, from the project's (containers, networks) before and after."""
+    gone = [max(b - a, 0) for b, a in zip(before, after, strict=True)]
+    said = [_count(n, thing) for n, thing in zip(gone, ("container", "network"), strict=True) if n]
+    if not said:
+        return f"nothing of {project} was there to remove"
+    return f"removed {', '.join(said)} of {project}"
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'' if number == 1 else 's'}"

@@ -11,7 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.compose_run import bring_down, show_compose_warnings, write_override
+from drgpu.commands.compose_run import (
+    bring_down,
+    said_removed,
+    show_compose_warnings,
+    write_override,
+)
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, meanwhile, prepare_with
 from drgpu.commands.proving import verified
@@ -156,6 +161,7 @@ def drfc_env(*, evaluation: bool) -> str:
             hint="source bin/activate.sh in your DRfC checkout first",
         )
     config = settings(target)
+    config.refuse_key_mistakes()
     if config.deploys_to_swarm():
         raise ConfigError(
             "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
@@ -182,7 +188,7 @@ def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override (and orphans) included; then whatever is
     left of the project goes too, and the override file drgpu wrote (under the
     engine-wide lock: see `run_lock`)."""
-    with down_locked(config, target):
+    with down_locked(config, target), said_removed(config.project):
         _down(config, target)
 
 

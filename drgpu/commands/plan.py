@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.commands.preparation import prepare_with
+from drgpu.commands.preparation import inventory_file_offered, prepare_with
 from drgpu.core.model import Plan
 from drgpu.core.redaction import masked_plan
 
@@ -38,7 +38,8 @@ class PlanResult:
 def plan(options: PlanOptions) -> PlanResult:
     """Read the settings, stack and inventory, and plan."""
     target = resolved(options.inputs)
-    prepared = prepare_with(settings(target), target, options.inventory)
+    with inventory_file_offered():
+        prepared = prepare_with(settings(target), target, options.inventory)
     if prepared.config.deploys_to_swarm(options.swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of a plan on Compose
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.state_files import override_path, state_dir
+from drgpu.commands.state_files import new_state_dir, override_path, removed_on_failure
 from drgpu.core.compose_stack import Stack
 from drgpu.core.device_driver import choose, unnamed_in_spec
 from drgpu.core.index_order import bare_indices
@@ -74,13 +74,15 @@ def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
 
-    state_dir(target.env_file)
     with ExitStack() as held:
+        held.enter_context(removed_on_failure(made=new_state_dir(target.env_file)))
         # The NVML binding takes a while to import: do it while the engine creates the lock.
         with meanwhile(nvml.preload):
             stack = _checked_stack(config, target)  # bad input: no lock
             held.enter_context(run_lock.locked("up", config.project, config.values))
-        yield _prepare(config, target, stack, None, strict=True)
+        override = override_path(target.env_file, config.project)
+        with removed_on_failure(override):  # under the lock: no other up's file
+            yield _prepare(config, target, stack, None, strict=True)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:
@@ -97,7 +99,9 @@ def _prepare(
     inventory = _inventory(config, inventory_file)
     claims: tuple[Claim, ...] = ()
     blind: str | None = None
-    if inventory_file is None and config.wants_gpu:
+    # (a trainer whose key is not set chooses a GPU too: never one another run holds)
+    chooses = config.trainer_defaulted and bool(inventory.gpus)
+    if inventory_file is None and (config.wants_gpu or chooses):
         claims, blind = _claims(strict)
     plan = make_plan(config, stack, inventory, claims)
     if blind is not None:
@@ -164,10 +168,14 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
                 f"{inventory_file}: NVML failed on that machine ({inventory.init_error})"
             )
         return inventory
-    if not config.wants_gpu:
-        return Inventory(gpus=())
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file (as below)
 
+    if not config.wants_gpu:
+        # Nothing needs NVML, but a trainer on the CPU of a machine with GPUs is said.
+        try:
+            return nvml.read_inventory()
+        except NvmlUnavailableError as exc:
+            return Inventory(gpus=(), init_error=exc.message)
     inventory = nvml.read_inventory()
     asks_index = any(bare_indices(r) for r in (config.trainer_devices, config.simulator_devices))
     if asks_index and len(inventory.gpus) > 1:
@@ -175,6 +183,17 @@ def _inventory(config: Config, inventory_file: Path | None) -> Inventory:
 
         inventory = replace(inventory, cuda_order=default_order(inventory))
     return inventory
+
+
+@contextmanager
+def inventory_file_offered() -> Iterator[None]:
+    """For commands that take --inventory: NVML failing inside the block hints at it."""
+    try:
+        yield
+    except NvmlUnavailableError as exc:
+        offer = "plan for a machine described in a file: --inventory FILE"
+        hint = f"{exc.hint}; or {offer}" if exc.hint else offer
+        raise NvmlUnavailableError(exc.message, hint=hint) from None
 
 
 @contextmanager

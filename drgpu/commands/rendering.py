@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.commands.preparation import Prepared, prepare_with
+from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
 from drgpu.commands.state_files import write_owned_file
 from drgpu.core.redaction import masked_plan
 from drgpu.errors import ConfigError
@@ -40,7 +40,10 @@ def render(options: RenderOptions) -> Rendered:
     """Plan and render the target the options ask for; written to `options.output` (real
     values, mode 600 when it holds a secret) when given. Its warnings include the plan's."""
     target = resolved(options.inputs)
-    prepared = prepare_with(settings(target), target, options.inventory)
+    config = settings(target)
+    config.refuse_key_mistakes()
+    with inventory_file_offered():
+        prepared = prepare_with(config, target, options.inventory)
     result = _rendered(
         prepared,
         swarm=options.swarm,

@@ -12,11 +12,13 @@ Compose reads for one that mounts `/` into a root container."""
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from drgpu.errors import ConfigError
@@ -36,6 +38,13 @@ def state_dir(env_file: Path, *, create: bool = True) -> Path:
     never followed when it is a symbolic link, never used when it is not a folder or
     when anyone but this user (or root) could change it or the folders above it."""
     return _checked_state_dir(env_file.resolve().parent / STATE_DIR, create=create)
+
+
+def new_state_dir(env_file: Path) -> Path | None:
+    """`state_dir`, created; the folder when this call made it, else None."""
+    there = state_dir(env_file, create=False).exists()
+    folder = state_dir(env_file)
+    return None if there else folder
 
 
 def _checked_state_dir(folder: Path, *, create: bool = True) -> Path:
@@ -197,3 +206,21 @@ def written_by_drgpu(path: Path) -> bool:
     starts with the header drgpu writes on its own files; only that header is read."""
     head = read_head(path, len(HEADER_MARK.encode()))
     return head is not None and head.startswith(HEADER_MARK.encode())
+
+
+@contextlib.contextmanager
+def removed_on_failure(*paths: Path, made: Path | None = None) -> Iterator[None]:
+    """On any failure inside the block, remove each of `paths` that drgpu wrote there (a
+    file that was there before stays, as does any file drgpu did not write), then the
+    folder this `up` `made` when nothing else is left in it: a failed `up` leaves no file."""
+    existed = {path for path in paths if path.exists() or path.is_symlink()}
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            if path not in existed and not path.is_symlink() and written_by_drgpu(path):
+                path.unlink(missing_ok=True)
+        if made is not None:
+            with contextlib.suppress(OSError):
+                made.rmdir()  # only when empty
+        raise

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from drgpu.commands import compose_run, drfc_stack, run_lock, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import prepare_locked, prepare_with
-from drgpu.commands.state_files import state_dir
+from drgpu.commands.state_files import new_state_dir, removed_on_failure
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Plan
@@ -53,6 +53,7 @@ def up(options: UpOptions) -> Started | Deployed:
     the stack brought back down)."""
     target = resolved(options.inputs)
     config = settings(target)
+    config.refuse_key_mistakes()
     explicit_files = options.inputs.compose_files is not None
     if config.deploys_to_swarm(options.swarm):
         drfc_stack.warn_swarm_skips_scripts(target, explicit_files=explicit_files)
@@ -79,10 +80,11 @@ def up(options: UpOptions) -> Started | Deployed:
 def _swarm_up(config: Config, target: Inputs) -> Deployed:
     """`up` on Docker Swarm: deploy the stack, wait for its tasks, verify them (under the
     engine-wide lock, as every `up` and `down`)."""
-    state_dir(target.env_file)
-    with run_lock.locked("up", config.project, config.values):
+    made = new_state_dir(target.env_file)
+    with removed_on_failure(made=made), run_lock.locked("up", config.project, config.values):
         prepared = prepare_with(config, target, None)
         for message in prepared.plan.warnings:
             warn(message)
-        stack, tasks = swarm_deploy.up(prepared)
+        with removed_on_failure(swarm_deploy.stack_file(prepared)):  # a failed deploy's file
+            stack, tasks = swarm_deploy.up(prepared)
     return Deployed(stack, tasks)

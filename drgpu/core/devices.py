@@ -25,6 +25,7 @@ class SelectorKind(str, Enum):
     GPU_UUID = "gpu-uuid"
     MIG_UUID = "mig-uuid"
     PCI_BUS_ID = "pci-bus-id"
+    CUDA_ORDINAL = "cuda-ordinal"  # torch's `cuda:N`: only ever named, to say what to write
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,9 @@ class Selector:
 
     @property
     def index(self) -> int:
-        """The number a bare index names (its key's, so leading zeros never count)."""
-        return int(self.key.removeprefix("index:"))
+        """The number a bare index (or `cuda:N`) names (its key's: leading zeros never
+        count)."""
+        return int(self.key.split(":", 1)[1])
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,6 @@ def parse_devices(value: str) -> DeviceRequest:
         return DeviceRequest(all=True)
     if text.lower() == "auto":
         return DeviceRequest(auto=True)
-    cuda = _CUDA_PREFIX.match(text)
-    if cuda is not None:
-        raise DeviceSyntaxError(
-            f"{text!r} is not a device list (torch's 'cuda:N' device strings do not belong"
-            f" here): write {cuda['rest'].strip() or '0'!r}"
-        )
     tokens = [token.strip() for token in text.split(",")]
     if "" in tokens:
         cleaned = ",".join(token for token in tokens if token)
@@ -105,6 +101,15 @@ MAX_INDEX = 1023
 
 
 def _parse_token(token: str) -> Selector:
+    cuda = _CUDA_PREFIX.match(token)
+    if cuda is not None:
+        ordinal = whole_number(cuda["rest"].strip(), 0, MAX_INDEX)
+        if ordinal is None:
+            raise DeviceSyntaxError(
+                f"{token!r} is not a device (torch's 'cuda:N' device strings do not belong"
+                " here): write an nvidia-smi index (0, 1, ...) or a GPU UUID"
+            )
+        return Selector(SelectorKind.CUDA_ORDINAL, token, f"cuda:{ordinal}")
     if _INDEX.match(token):
         index = whole_number(token, 0, MAX_INDEX)
         if index is None:
@@ -179,6 +184,8 @@ def _everything(inventory: Inventory) -> list[Assignment]:
 
 
 def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
+    if selector.kind is SelectorKind.CUDA_ORDINAL:
+        return None, f"{selector.text!r} is torch's device string, not a device list"
     if selector.kind is SelectorKind.MIG_UUID:
         return _resolve_mig(selector, inventory)
     gpus = _matching_gpus(selector, inventory)

@@ -33,6 +33,12 @@ class CudaOrder:
         """Whether CUDA ordinal N is not NVML index N for some N."""
         return self.indices != tuple(gpu.index for gpu in inventory.gpus)
 
+    @property
+    def reorders(self) -> bool:
+        """Whether CUDA ranks the GPUs otherwise than nvidia-smi (not merely numbering
+        around a GPU it cannot use: a lost one)."""
+        return self.indices != tuple(sorted(self.indices))
+
 
 def cuda_order(inventory: Inventory) -> CudaOrder:
     """CUDA's default order on the machine of `inventory`: as recorded, else guessed."""
@@ -110,25 +116,24 @@ def index_notes(
     inventory: Inventory,
     order: CudaOrder,
     index_order: IndexOrder,
+    *,
+    chosen: bool = False,
 ) -> tuple[str | None, str | None]:
     """(a warning, an explanation) when device values (key, request) use bare indices whose
-    meaning differs between nvidia-smi's and CUDA's order here, naming both GPUs per index.
+    meaning differs between nvidia-smi's and CUDA's order here: per index, the GPU each
+    order gives, with its number in the other.
 
-    Read in nvidia-smi's order (the default), or in a CUDA order drgpu only guessed, it is
-    a warning; read in the CUDA order the driver reported, an explanation."""
+    Read in nvidia-smi's order by default, or in a CUDA order drgpu only guessed, it is a
+    warning; read in the order the user `chosen` (DRGPU_INDEX_ORDER=pci written), or in
+    the CUDA order the driver reported, an explanation."""
     if not order.differs(inventory):
         return None, None
-    by_index = {gpu.index: gpu for gpu in inventory.gpus}
-    meanings = []
-    for key, request in requests:
-        for selector in bare_indices(request):
-            number = selector.index
-            smi = by_index.get(number)
-            cuda = by_index.get(order.indices[number]) if number < len(order.indices) else None
-            if smi is not cuda:
-                meanings.append(
-                    f"{key}={number} is nvidia-smi's {_named(smi)}, CUDA's {_named(cuda)}"
-                )
+    meanings = [
+        meaning
+        for key, request in requests
+        for selector in bare_indices(request)
+        if (meaning := _meaning(key, selector.index, inventory, order)) is not None
+    ]
     if not meanings:
         return None, None
     guessed = "" if order.known else " (guessed: the CUDA driver's own is not known)"
@@ -137,14 +142,40 @@ def index_notes(
         return None, f"bare indices read in CUDA's order (DRGPU_INDEX_ORDER=cuda): {differs}"
     if index_order == IndexOrder.CUDA:
         return f"{differs}; read in that guessed order (DRGPU_INDEX_ORDER=cuda)", None
+    if chosen:
+        return None, f"bare indices read in nvidia-smi's order (DRGPU_INDEX_ORDER=pci): {differs}"
     return (
         f"{differs}; drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's"
-        " 'CUDA number'); a GPU UUID means one GPU in every order"
+        " 'CUDA number'; DRGPU_INDEX_ORDER=pci: nvidia-smi's, without this warning);"
+        " a GPU UUID means one GPU in every order"
     ), None
 
 
-def _named(gpu: Gpu | None) -> str:
-    return "no GPU" if gpu is None else f"GPU {gpu.index} ({gpu.name or 'lost'})"
+def _meaning(key: str, number: int, inventory: Inventory, order: CudaOrder) -> str | None:
+    """`KEY=N: nvidia-smi's GPU N is the X (CUDA's M), CUDA's GPU N the Y (nvidia-smi's K)`,
+    or None when both orders give the same GPU."""
+    by_index = {gpu.index: gpu for gpu in inventory.gpus}
+    smi = by_index.get(number)
+    cuda = by_index.get(order.indices[number]) if number < len(order.indices) else None
+    if smi is cuda:
+        return None
+    cuda_of = ordinals(order)
+    if smi is None:
+        in_smi = f"nvidia-smi has no GPU {number}"
+    else:
+        again = ",".join(map(str, cuda_of.get(smi.index, ()))) or "none: CUDA cannot use it"
+        in_smi = f"nvidia-smi's GPU {number} is {_named(smi)} (CUDA's {again})"
+    if cuda is None:
+        in_cuda = f"CUDA has no GPU {number}"
+    else:
+        in_cuda = f"CUDA's GPU {number} {_named(cuda)} (nvidia-smi's {cuda.index})"
+    return f"{key}={number}: {in_smi}, {in_cuda}"
+
+
+def _named(gpu: Gpu) -> str:
+    return (
+        f"the {gpu.name}" if not gpu.lost else f"a lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
+    )
 
 
 def ordinals(order: CudaOrder) -> dict[int, tuple[int, ...]]:

@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
-from drgpu.core.devices import DeviceRequest, describe_gpu, resolve
+from drgpu.core.devices import (
+    DeviceRequest,
+    SelectorKind,
+    describe_gpu,
+    describe_inventory,
+    resolve,
+)
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
 from drgpu.core.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
@@ -44,8 +50,9 @@ ORDER_NOTE = (
     " drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
 )
 CUDA_ORDER_NOTE = (
-    "GPU indices are CUDA's default fastest-first order (DRGPU_INDEX_ORDER=cuda), not"
-    " nvidia-smi's; drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
+    "bare indices in the settings are read in CUDA's default fastest-first order"
+    " (DRGPU_INDEX_ORDER=cuda); the GPUs shown here carry nvidia-smi's index (PCI bus"
+    " order); drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
 )
 RUNS_HINT = (
     "stop the other run first (`drgpu down` with its settings), choose another GPU,"
@@ -60,6 +67,11 @@ class _Notes:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     explanations: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)  # what helps with the problems found
+
+    def hint(self, fallback: str) -> str:
+        """The hints of the problems found, else `fallback`."""
+        return "; or ".join(dict.fromkeys(self.hints)) or fallback
 
 
 @dataclass(frozen=True)
@@ -90,8 +102,10 @@ def make_plan(
     Every problem is collected and raised at once as a `GpuValidationError`.
     """
     own = service_requests(config, stack)
-    notes = _Notes()
+    _refuse_cuda_strings(config, inventory)
+    notes = _Notes(warnings=list(config.key_mistakes))
     _index_notes(config, inventory, notes)
+    trains = _trains(config, stack)
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     if config.evaluation and trainer:
         # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
@@ -102,7 +116,11 @@ def make_plan(
         name: _resolve(config, request.key, request.request, inventory, notes)
         for name, request in own.items()
     }
-    trainer, simulator = _auto(config, inventory, claims, (trainer, simulator), own, owned, notes)
+    trainer, simulator = _auto(
+        config, inventory, claims, (trainer, simulator), own, owned, notes, trains=trains
+    )
+    if trains:
+        _cpu_trainer_warning(config, inventory, trainer, notes)
     requests = [
         _Request("the trainer", config.trainer_key, trainer),
         _Request("the simulator", config.simulator_key, simulator),
@@ -110,7 +128,7 @@ def make_plan(
     ]
     _check_overlaps(config, requests, notes)
     if notes.problems:
-        raise GpuValidationError(notes.problems, hint=_order_note(config))
+        raise GpuValidationError(notes.problems, hint=notes.hint(_order_note(config)))
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
     notes.problems.extend(shared.problems)
@@ -119,7 +137,7 @@ def make_plan(
     conflicts = _other_runs(config, shared.services, inventory, claims, notes)
     if notes.problems:
         raise GpuValidationError(
-            notes.problems, hint=RUNS_HINT if conflicts else _order_note(config)
+            notes.problems, hint=RUNS_HINT if conflicts else notes.hint(_order_note(config))
         )
     _memory_warnings(trainer, shared.services, notes)
     notes.warnings.extend(_unused_requests(config, stack))
@@ -143,10 +161,13 @@ def _auto(
     own: Mapping[str, ServiceDevices],
     owned: dict[str, tuple[Assignment, ...]],
     notes: _Notes,
+    *,
+    trains: bool,
 ) -> tuple[tuple[Assignment, ...], tuple[Assignment, ...]]:
-    """Choose the devices of every `auto` request: the trainer first, then each service
-    with a key of its own (`own`; its devices in `owned`, updated in place), then the
-    simulators take the rest. `roles` and the result: the trainer's and the simulators'."""
+    """Choose the devices of every `auto` request: the trainer first (where the stack
+    `trains`), then each service with a key of its own (`own`; its devices in `owned`,
+    updated in place), then the simulators take the rest. `roles` and the result: the
+    trainer's and the simulators'."""
     trainer, simulator = roles
     busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != Sharing.EXCLUSIVE
@@ -154,12 +175,15 @@ def _auto(
     def uuids(*groups: tuple[Assignment, ...]) -> set[str]:
         return {device.gpu.uuid for devices in groups for device in devices}
 
-    if config.trainer_devices.auto and not config.evaluation:
+    if config.trainer_devices.auto and trains:
         others = uuids(*owned.values())
         taken_by = "another service of this stack" if others else "the simulator"
         taken = uuids(simulator) | others
         choice = choose_trainer(inventory, busy, taken, may_share, taken_by=taken_by)
-        trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
+        if config.trainer_defaulted:
+            trainer = _defaulted_trainer(config, inventory, choice, notes)
+        else:
+            trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
     for name, request in own.items():
         if not request.request.auto or notes.problems:
             continue
@@ -180,6 +204,89 @@ def _auto(
     return trainer, simulator
 
 
+def _trains(config: Config, stack: Stack) -> bool:
+    """Whether the plan has a trainer to give GPUs: a training (no evaluation) of a stack
+    with a trainer, or its launcher."""
+    return not config.evaluation and bool(
+        stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
+    )
+
+
+def _defaulted_trainer(
+    config: Config, inventory: Inventory, choice: Choice, notes: _Notes
+) -> tuple[Assignment, ...]:
+    """The trainer's GPU when its key is not set: chosen as `auto` would, said in one
+    warning; on the CPU only where no GPU is free (also said)."""
+    key = config.trainer_key
+    if choice.problem is None:
+        chosen = ", ".join(short(device) for device in choice.devices)
+        notes.warnings.append(
+            f"{key} is not set: the trainer gets {chosen}, as `auto` chooses"
+            f" (DeepRacer-for-cloud would give it every GPU); set {key} to choose"
+        )
+        return choice.devices
+    if not inventory.gpus:
+        if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
+            notes.warnings.append(
+                f"{key} is not set and NVML cannot tell this machine's GPUs"
+                f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
+            )
+        return ()
+    notes.warnings.append(
+        f"{key} is not set and no GPU is free for the trainer ({choice.problem}):"
+        f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
+    )
+    return ()
+
+
+def _cpu_trainer_warning(
+    config: Config, inventory: Inventory, trainer: tuple[Assignment, ...], notes: _Notes
+) -> None:
+    """A trainer planned without a GPU on a machine that has GPUs is never silent."""
+    usable = [gpu for gpu in inventory.gpus if not gpu.lost]
+    if trainer or not usable or config.trainer_defaulted:
+        return  # (an unset key says so itself: `_defaulted_trainer`)
+    written = config.values.get(config.trainer_key, "").strip() or "empty"
+    notes.warnings.append(
+        f"the trainer runs on the CPU ({config.where(config.trainer_key)}={written}) though"
+        f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
+        f" not hours; set {config.trainer_key} to its GPU(s), or auto"
+    )
+
+
+def _refuse_cuda_strings(config: Config, inventory: Inventory) -> None:
+    """torch's `cuda:N` in a device value is a `ConfigError` naming what to write instead:
+    the nvidia-smi index and UUID of CUDA's GPU N here (or N itself, read in CUDA's order)."""
+    requests = [
+        (config.trainer_key, config.trainer_devices),
+        (config.simulator_key, config.simulator_devices),
+        *((own.key, own.request) for own in config.service_devices),
+    ]
+    for key, request in requests:
+        for selector in request.selectors:
+            if selector.kind is SelectorKind.CUDA_ORDINAL:
+                raise ConfigError(
+                    f"{config.where(key)}: {selector.text!r} is torch's device string,"
+                    f" not a device list: {_cuda_meaning(config, inventory, selector.index)}",
+                    hint="`drgpu gpus` shows each GPU's nvidia-smi index and CUDA's (column CUDA)",
+                )
+
+
+def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
+    """What to write for CUDA's GPU `ordinal` on this machine."""
+    if config.index_order == IndexOrder.CUDA:
+        return f"write {str(ordinal)!r} (DRGPU_INDEX_ORDER=cuda reads it in CUDA's order)"
+    order = cuda_order(inventory)
+    if ordinal >= len(order.indices):
+        return f"CUDA has no GPU {ordinal} here; {describe_inventory(inventory)}"
+    gpu = next(gpu for gpu in inventory.gpus if gpu.index == order.indices[ordinal])
+    guessed = "" if order.known else " (CUDA's order guessed)"
+    return (
+        f"CUDA's GPU {ordinal}{guessed} is the {gpu.name}: write its nvidia-smi index"
+        f" {str(gpu.index)!r} or its UUID {gpu.uuid}"
+    )
+
+
 def _order_note(config: Config) -> str:
     return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
 
@@ -193,7 +300,9 @@ def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:
     ]
     if any(bare_indices(request) for _key, request in requests):
         order = cuda_order(inventory)
-        warning, explanation = index_notes(requests, inventory, order, config.index_order)
+        warning, explanation = index_notes(
+            requests, inventory, order, config.index_order, chosen=config.index_order_chosen
+        )
         notes.warnings.extend([warning] if warning else [])
         notes.explanations.extend([explanation] if explanation else [])
 
@@ -206,6 +315,12 @@ def _resolve(
         notes.problems.extend(f"{config.where(key)}: {problem}" for problem in unread)
     assignments, found = resolve(request, inventory)
     notes.problems.extend(f"{config.where(key)}: {problem}" for problem in found)
+    if any(problem.startswith("no GPU matches") for problem in found):
+        notes.hints.append(
+            "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
+            if config.index_order == IndexOrder.PCI
+            else "`drgpu gpus` lists this machine's GPUs, CUDA's order in column CUDA"
+        )
     if request.all and not assignments:
         notes.problems.append(
             f"{config.where(key)}: 'all' asks for GPUs, but this machine has none"
@@ -243,6 +358,10 @@ def _overlap(
     )
     if config.sharing == Sharing.EXCLUSIVE:
         notes.problems.append(f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them")
+        notes.hints.append(
+            f"give {first.who} or {second.who} another GPU, or set DRGPU_SHARING=timeslice"
+            " to let them share it"
+        )
     elif config.sharing == Sharing.TIMESLICE:
         notes.warnings.append(
             f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
@@ -585,7 +704,7 @@ def _memory_warnings(
 def _unused_requests(config: Config, stack: Stack) -> list[str]:
     warnings = []
     has_trainer = stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
-    if config.trainer_devices.wants_gpu and not has_trainer:
+    if config.trainer_devices.wants_gpu and not has_trainer and not config.trainer_defaulted:
         trainers = (
             "sagemaker or rl_coach service"
             if config.trainer_key == TRAINER_DEVICES_KEY

@@ -126,6 +126,9 @@ class Config:
     simulator_key: str = SIMULATOR_DEVICES_KEY
     service_devices: tuple[ServiceDevices, ...] = ()
     device_driver: DeviceDriver = DeviceDriver.AUTO
+    key_mistakes: tuple[str, ...] = ()
+    trainer_defaulted: bool = False
+    index_order_chosen: bool = False
 
     @property
     def project(self) -> str:
@@ -146,11 +149,21 @@ class Config:
         """Whether the stack goes to Docker Swarm: DR_DOCKER_STYLE=swarm, or `--swarm`."""
         return swarm_flag or self.docker_style == DockerStyle.SWARM
 
+    def refuse_key_mistakes(self) -> None:
+        """Raise a `ConfigError` for the first key that looks like a GPU key but is none
+        (`up`, `render` and `drfc-env` refuse them; `plan` shows them as warnings)."""
+        if self.key_mistakes:
+            raise ConfigError(
+                self.key_mistakes[0],
+                hint="fix the key (`drgpu plan` lists every such key); see system.env.example",
+            )
+
     @property
     def wants_gpu(self) -> bool:
-        """Whether any service asks for a GPU (and NVML is therefore needed)."""
+        """Whether any service asks for a GPU (and NVML is therefore needed; a trainer
+        whose key is not set asks for one only where NVML answers)."""
         return (
-            self.trainer_devices.wants_gpu
+            (self.trainer_devices.wants_gpu and not self.trainer_defaulted)
             or self.simulator_devices.wants_gpu
             or any(own.request.wants_gpu for own in self.service_devices)
         )
@@ -326,11 +339,12 @@ def config_from_values(
         host_x=host_x in _TRUE,
         docker_style=docker_style,
         sharing=choice("DRGPU_SHARING", Sharing.EXCLUSIVE),
-        trainer_devices=devices(trainer_key),
+        trainer_devices=devices(trainer_key) if trainer_key in values else TRAINER_DEFAULT,
         simulator_devices=devices(simulator_key),
         worker_placement=choice("DRGPU_WORKER_PLACEMENT", WorkerPlacement.SPREAD),
         mps=mps,
         index_order=choice("DRGPU_INDEX_ORDER", IndexOrder.PCI),
+        index_order_chosen=bool(values.get("DRGPU_INDEX_ORDER", "").strip()),
         evaluation=evaluation,
         trainer_key=trainer_key,
         simulator_key=simulator_key,
@@ -338,7 +352,67 @@ def config_from_values(
             ServiceDevices(key, devices(key)) for key in values if is_service_key(key)
         ),
         device_driver=choice("DRGPU_DEVICE_DRIVER", DeviceDriver.AUTO),
+        key_mistakes=gpu_key_mistakes(values, origins),
+        trainer_defaulted=trainer_key not in values,
     )
+
+
+# Keys that look like GPU keys but are none (issue 20): a typo there would plan a
+# service on the CPU without a word.
+
+TRAINER_DEFAULT = DeviceRequest(auto=True)  # the trainer's devices when its key is not set
+GPU_KEYS = (
+    TRAINER_DEVICES_KEY,
+    SIMULATOR_DEVICES_KEY,
+    "DRGPU_TRAINER_DEVICES",
+    "DRGPU_SIMULATOR_DEVICES",
+)
+CONTAINER_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+_GPU_WORDS = re.compile(r"CUDA|GPU|DEVICE")
+
+
+def gpu_key_mistakes(values: Mapping[str, str], origins: Mapping[str, Origin]) -> tuple[str, ...]:
+    """One line for each key of the settings that looks like a GPU key of drgpu or
+    DeepRacer-for-cloud but is none (a typo, another case, a missing S), naming the key
+    meant; and for CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES, the keys to use."""
+    found = []
+    for key in values:
+        origin = origins.get(key)
+        if origin == ENVIRONMENT or key in (*GPU_KEYS, *DRGPU_KEYS) or is_service_key(key):
+            continue  # the shell's environment is its own: only what the files say counts
+        where = f"{origin}: {key}" if origin else key
+        if key.upper() in CONTAINER_GPU_KEYS:
+            found.append(
+                f"{where} is not read from the settings: drgpu sets it in each container;"
+                f" write {TRAINER_DEVICES_KEY} (the trainer) and {SIMULATOR_DEVICES_KEY}"
+                " (the simulators) instead"
+            )
+        elif (meant := meant_gpu_key(key)) is not None:
+            found.append(
+                f"{where} is not a GPU key drgpu or DeepRacer-for-cloud reads;"
+                f" did you mean {meant}?"
+            )
+    return tuple(found)
+
+
+def meant_gpu_key(key: str) -> str | None:
+    """The GPU key `key` is probably a mistake for, if any."""
+    upper = key.upper()
+    if upper in GPU_KEYS or (upper != key and is_service_key(upper)):
+        return upper
+    if not upper.startswith("DR"):
+        return None
+    close = difflib.get_close_matches(upper, GPU_KEYS, n=1, cutoff=0.85)
+    if close:
+        return close[0]
+    if not _GPU_WORDS.search(upper.removeprefix("DRGPU_")):
+        return None
+    if "SAGEMAKER" in upper or "TRAINER" in upper:
+        return TRAINER_DEVICES_KEY
+    if "ROBOMAKER" in upper or "SIMULATOR" in upper:
+        return SIMULATOR_DEVICES_KEY
+    close = difflib.get_close_matches(upper, GPU_KEYS, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 # Devices per role and per service (issue 15): DRGPU_TRAINER_DEVICES and

@@ -87,6 +87,15 @@ def _engine_choice(
     return labels.with_engine_choice(container_labels, environment(config.get("Env")))
 
 
+def project_resources(project: str) -> tuple[int, int]:
+    """How many containers (running or not) and networks a compose project has: two calls."""
+    with docker_api.connected() as engine:
+        found = listing(engine, {"label": f"{PROJECT_LABEL}={project}"})
+        query = _label_filter(project)
+        networks = engine.call("GET", f"/networks?filters={query}").checked("list networks", 200)
+    return len(found), len(networks) if isinstance(networks, list) else 0
+
+
 def project_exists(project: str) -> bool:
     """Whether a compose project has any container (running or not): one quick call."""
     with docker_api.connected() as engine:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
 
 PLAN_SCHEMA_VERSION = 1
+DOCTOR_WIDTH = 100  # the doctor's findings are prose: folded to fit, piped or not
 
 
 def print_json(document: Any) -> None:
@@ -113,7 +114,7 @@ def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
     for service in view.services:
         gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
         table.add_row(service.name, service.role.value, gpus, gets)
-    table.caption = ORDER_NOTE
+    table.caption = plan.index_note or ORDER_NOTE
     _print(table)
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")
@@ -235,7 +236,7 @@ def gpus_table(
             *held,
         )
     _print(table)
-    if order.differs(inventory):
+    if order.reorders:
         guessed = (
             " (guessed, marked ?: the CUDA driver could not be asked)" if not order.known else ""
         )
@@ -256,16 +257,16 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _print(table: RenderableType) -> None:
-    console().print(table)
+def _print(table: RenderableType, *, piped_width: int = 240) -> None:
+    console(piped_width).print(table)
 
 
-def console() -> Console:
-    """The stdout console of every table."""
+def console(piped_width: int = 240) -> Console:
+    """The stdout console of every table: a terminal's width, else `piped_width`."""
     from rich.console import Console
 
     # Piped output is not folded to 80 columns: a table line stays one line.
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else piped_width)
 
 
 def check_table(project: str, results: list[CheckResult]) -> None:
@@ -391,7 +392,7 @@ def doctor_table(checks: list[Check]) -> None:
     for check in checks:
         fix = f"\nfix: {check.fix}" if check.fix and check.status != CheckStatus.PASS else ""
         table.add_row(check.status.upper(), check.id, check.summary + fix)
-    _print(table)
+    _print(table, piped_width=DOCTOR_WIDTH)
 
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:

@@ -87,9 +87,10 @@ def test_gpus_shows_both_orders_and_writes_cudas_into_the_inventory(
     )
     assert planned.returncode == 0, planned.stderr
     assert "guessed" not in planned.stderr
-    assert "DR_SAGEMAKER_CUDA_DEVICES=0 is nvidia-smi's GPU 0 (Tesla T4), CUDA's GPU 2" in (
-        planned.stderr
-    )
+    assert (
+        "DR_SAGEMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the Tesla T4 (CUDA's 2), CUDA's GPU 0"
+        " the NVIDIA GeForce RTX 3090 (nvidia-smi's 2)"
+    ) in planned.stderr
 
 
 def test_plan_on_the_host_warns_naming_both_gpus_of_each_index(
@@ -100,7 +101,10 @@ def test_plan_on_the_host_warns_naming_both_gpus_of_each_index(
     assert done.returncode == 0, done.stderr
     warning = next(w for w in json.loads(done.stdout)["warnings"] if w.startswith("CUDA's"))
     assert warning.startswith("CUDA's order differs from nvidia-smi's here: ")
-    assert "DR_ROBOMAKER_CUDA_DEVICES=0 is nvidia-smi's GPU 0 (Tesla T4), CUDA's GPU 2" in warning
+    assert (
+        "DR_ROBOMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the Tesla T4 (CUDA's 2), CUDA's GPU 0"
+        " the NVIDIA GeForce RTX 3090 (nvidia-smi's 2)"
+    ) in warning
     # Index 1 is the A100 in both orders: nothing to say about it.
     assert "DR_SAGEMAKER_CUDA_DEVICES" not in warning
     assert f"drgpu: warning: {warning}" in done.stderr
@@ -127,9 +131,10 @@ def test_the_driver_knows_what_drgpus_guess_cannot(lib_dir: Path, tmp_path: Path
     env = write_env(tmp_path, "0", "1")
     done = drgpu(lib_dir, topology, "plan", "--env-file", str(env))
     assert done.returncode == 0, done.stderr
-    assert "DR_SAGEMAKER_CUDA_DEVICES=0 is nvidia-smi's GPU 0 (Small), CUDA's GPU 1 (Big)" in (
-        done.stderr
-    )
+    assert (
+        "DR_SAGEMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the Small (CUDA's 1), CUDA's GPU 0"
+        " the Big (nvidia-smi's 1)"
+    ) in done.stderr
     # The same box as an inventory file without cuda_order: drgpu guesses, and says so.
     inventory = tmp_path / "twins-inventory.json"
     inventory.write_text(json.dumps(TWINS))

@@ -107,7 +107,11 @@ BAD_INPUTS = {
         ("plan", *INV), 2, env="DRGPU_SHARNG=exclusive\n", says="did you mean DRGPU_SHARING"
     ),
     "torch device string": BadInput(
-        ("plan", *INV), 2, env="DR_SAGEMAKER_CUDA_DEVICES=cuda:1,2\n", says="write '1,2'"
+        ("plan", *INV),
+        2,
+        env="DR_SAGEMAKER_CUDA_DEVICES=cuda:1,2\n",
+        says="CUDA's GPU 1 (CUDA's order guessed) is the Tesla M40 24GB: write its"
+        " nvidia-smi index '0'",
     ),
     "empty list entry": BadInput(
         ("plan", *INV), 2, env="DR_ROBOMAKER_CUDA_DEVICES=1,,0\n", says="write '1,0'"
@@ -194,10 +198,12 @@ def test_two_bad_keys_are_both_reported(cli: Cli, settings: Settings) -> None:
     assert "no GPU matches 'GPU-ffff'" in line
 
 
-def test_gpu_validation_error_hints_at_index_order(cli: Cli, settings: Settings) -> None:
+def test_a_gpu_that_does_not_exist_hints_at_the_machines_gpus(cli: Cli, settings: Settings) -> None:
     env = settings(DR_SAGEMAKER_CUDA_DEVICES="5")
     result = cli("plan", "--env-file", env, "--inventory", GTX_M40)
-    assert result.err.splitlines()[1].startswith("  hint: GPU indices are nvidia-smi's")
+    assert result.err.splitlines()[1] == (
+        "  hint: `drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
+    )
 
 
 # --- the installed entry points (subprocesses) -----------------------------------------------

@@ -62,3 +62,20 @@ def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None
     document = json.loads(out)
     assert document["ok"] is True
     assert {c["status"] for c in document["checks"]} == {"pass", "warn"}
+
+
+def test_doctor_without_an_engine_says_so_in_a_sentence_within_100_columns(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    Path("system.env").write_text("DR_SAGEMAKER_CUDA_DEVICES=0\n")
+    code, out, _err = cli("doctor")
+    assert code == 6
+    assert all(len(line) <= 100 for line in out.splitlines()), out
+    finding = " ".join(
+        line.split("│")[3].strip() for line in out.splitlines() if line.count("│") == 4
+    )
+    assert "Docker: cannot reach the Docker engine at /" in finding  # (its path folded)
+    assert "No such file or directory" in finding
+    for repr_mark in ("('", "Error(", "Connection aborted"):
+        assert repr_mark not in out

@@ -62,8 +62,9 @@ def test_up_in_an_activated_shell_and_eval_beside_it(
         # The bed's CUDA driver enumerates fastest first (L4, GTX 1650, M40): DRfC's
         # "CUDA number" 1 would be the GTX 1650, nvidia-smi's 1 is the M40.
         assert (
-            "CUDA's order differs from nvidia-smi's here: DR_SAGEMAKER_CUDA_DEVICES=1 is"
-            " nvidia-smi's GPU 1 (Tesla M40 24GB), CUDA's GPU 0 (NVIDIA GeForce GTX 1650)"
+            "CUDA's order differs from nvidia-smi's here: DR_SAGEMAKER_CUDA_DEVICES=1:"
+            " nvidia-smi's GPU 1 is the Tesla M40 24GB (CUDA's 2), CUDA's GPU 1 the NVIDIA"
+            " GeForce GTX 1650 (nvidia-smi's 0)"
         ) in started.stderr
         coach = container_of(bed, training, "rl_coach")
         assert env_of(coach)["CUDA_VISIBLE_DEVICES"] == TRAINER  # DR_SAGEMAKER_CUDA_DEVICES=1

@@ -164,6 +164,7 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
 
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, "deepracer-0") == []
+    assert "drgpu: removed " in stopped.stderr and " of deepracer-0\n" in stopped.stderr
     assert sagemaker_trainers(bed) == []  # DRfC's stop script stops rl_coach's trainer
     assert not (checkout.root / ".drgpu").exists()
 

@@ -227,3 +227,19 @@ def test_auto_on_a_mixed_box_breaks_ties_by_compute_and_skips_mig_and_held_gpus(
     )
     assert refused.returncode == 3
     assert "GPU 1 (held by run" in refused.stderr and "GPU 2 (in MIG mode" in refused.stderr
+
+
+def test_a_trainer_whose_key_is_unset_gets_a_gpu_no_other_run_holds(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    bed.set_topology(THREE_GPUS)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed)})
+    first, second = new_run("a"), new_run("b")
+    settled = [settings(tmp_path / run_id, run_id) for run_id in (first, second)]
+
+    for env in settled:
+        started = run_drgpu("up", "--env-file", str(env), "-f", str(stack), env=bed.env())
+        assert started.returncode == 0, started.stderr
+        assert "DR_SAGEMAKER_CUDA_DEVICES is not set: the trainer gets GPU" in started.stderr
+
+    assert trainer_gpu(bed, first) != trainer_gpu(bed, second)

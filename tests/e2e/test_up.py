@@ -68,6 +68,10 @@ def test_up_gives_each_container_exactly_its_gpu_and_down_removes_all(
 
     assert stopped.returncode == 0, stopped.stderr
     assert containers(bed, name) == []
+    assert f"drgpu: removed 3 containers of {name}\n" in stopped.stderr  # (no network)
+    again = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+    assert again.returncode == 0, again.stderr
+    assert f"drgpu: nothing of {name} was there to remove\n" in again.stderr
 
 
 def test_a_start_that_fails_leaves_nothing_running(
@@ -95,6 +99,7 @@ def test_a_start_that_fails_leaves_nothing_running(
     assert "unknown device" in started.stderr
     assert "Traceback" not in started.stderr
     assert containers(bed, f"deepracer-{project}") == []
+    assert not (tmp_path / ".drgpu").exists()  # no override left, nor the folder made for it
 
 
 def test_invalid_request_starts_nothing(bed: Any, tmp_path: Path, new_run: NewRun) -> None:

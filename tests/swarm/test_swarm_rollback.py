@@ -70,6 +70,7 @@ def test_a_signal_during_swarm_up_removes_the_stack(
     assert stderr.splitlines()[-1] == f"drgpu: error: interrupted ({signum.name})"
     assert "Traceback" not in stderr
     assert leftovers(swarm_bed, project) == []
+    assert not (tmp_path / ".drgpu").exists()  # no stack file left, nor the folder made
 
 
 def test_a_killed_swarm_up_is_removed_by_the_next_command(

@@ -97,11 +97,12 @@ def test_forms_mix_in_one_list() -> None:
     ]
 
 
-def test_torch_device_string_is_refused_with_the_list_to_write() -> None:
-    message = syntax_error("cuda:1,2")
-    assert message == (
-        "'cuda:1,2' is not a device list (torch's 'cuda:N' device strings do not belong here):"
-        " write '1,2'"
+def test_torch_device_strings_are_kept_to_be_answered_with_the_machine() -> None:
+    # Which GPU `cuda:1` is depends on the machine: planning says what to write.
+    assert kinds("cuda:1, CUDA:0") == [SelectorKind.CUDA_ORDINAL, SelectorKind.CUDA_ORDINAL]
+    assert syntax_error("cuda:x") == (
+        "'cuda:x' is not a device (torch's 'cuda:N' device strings do not belong here):"
+        " write an nvidia-smi index (0, 1, ...) or a GPU UUID"
     )
 
 

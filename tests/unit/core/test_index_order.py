@@ -27,6 +27,7 @@ from drgpu.core.topology import inventory_from_json, inventory_to_json
 from drgpu.errors import ConfigError, GpuValidationError
 from drgpu.host.files import base_stack_file, load_inventory, load_stack
 
+THREE_ORDERS = Path(__file__).parents[2] / "topologies" / "gtx1650-rtx3090-m40-orders.json"
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # index 0 (bus 03), compute 5.2
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # index 1 (bus 81), compute 7.5
 
@@ -75,9 +76,18 @@ def test_the_warning_names_both_gpus_of_each_index(gtx_m40: Inventory) -> None:
     assert explanation is None
     assert warning == (
         "CUDA's order (guessed: the CUDA driver's own is not known) differs from nvidia-smi's"
-        " here: DR_SAGEMAKER_CUDA_DEVICES=0 is nvidia-smi's GPU 0 (Tesla M40 24GB), CUDA's GPU 1"
-        " (NVIDIA GeForce GTX 1650); drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's,"
-        " DRfC's 'CUDA number'); a GPU UUID means one GPU in every order"
+        " here: DR_SAGEMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the Tesla M40 24GB (CUDA's 1),"
+        " CUDA's GPU 0 the NVIDIA GeForce GTX 1650 (nvidia-smi's 1); drgpu reads nvidia-smi's"
+        " (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's 'CUDA number'; DRGPU_INDEX_ORDER=pci:"
+        " nvidia-smi's, without this warning); a GPU UUID means one GPU in every order"
+    )
+    # Written DRGPU_INDEX_ORDER=pci: the same words, once, as an explanation.
+    warning, explanation = index_notes(
+        requests, gtx_m40, cuda_order(gtx_m40), IndexOrder.PCI, chosen=True
+    )
+    assert warning is None
+    assert explanation is not None and explanation.startswith(
+        "bare indices read in nvidia-smi's order (DRGPU_INDEX_ORDER=pci): CUDA's order"
     )
     known = replace(gtx_m40, cuda_order=(1, 0))
     warning, explanation = index_notes(requests, known, cuda_order(known), IndexOrder.CUDA)
@@ -104,7 +114,8 @@ def test_planning_in_cuda_order_gives_cudas_gpu(gtx_m40: Inventory) -> None:
     plan = make_plan(config, base_stack, replace(gtx_m40, cuda_order=(1, 0)))
     assert [d.uuid for d in plan.service("sagemaker").devices] == [GTX1650]
     assert [d.uuid for d in plan.service("robomaker").devices] == [M40]
-    assert plan.index_note.startswith("GPU indices are CUDA's default fastest-first order")
+    assert plan.index_note.startswith("bare indices in the settings are read in CUDA's default")
+    assert "the GPUs shown here carry nvidia-smi's index" in plan.index_note
     too_far = config_from_values(
         {"DR_SAGEMAKER_CUDA_DEVICES": "5", "DRGPU_INDEX_ORDER": "cuda"}, {}
     )
@@ -139,3 +150,21 @@ def test_gpus_json_shows_both_orders_and_says_when_cudas_is_guessed(gtx_m40: Inv
     known = document(replace(gtx_m40, cuda_order=(0, 1)), None)
     assert (known["cuda_order"], known["cuda_order_guessed"]) == ([0, 1], False)
     assert [gpu["cuda_indices"] for gpu in known["gpus"]] == [[0], [1]]
+
+
+def test_a_lost_gpu_is_no_reordering() -> None:
+    # CUDA numbers around a GPU it cannot use: the orders do not rank GPUs otherwise.
+    lost = load_inventory(Path(__file__).parents[2] / "topologies" / "lost.json")
+    assert not cuda_order(lost).reorders
+    assert cuda_order(load_inventory(THREE_ORDERS)).reorders
+
+
+def test_each_index_names_the_gpu_of_each_order_with_its_number_in_the_other() -> None:
+    box = load_inventory(THREE_ORDERS)
+    request = [("DR_ROBOMAKER_CUDA_DEVICES", parse_devices("0"))]
+    warning, _ = index_notes(request, box, cuda_order(box), IndexOrder.PCI)
+    assert warning is not None
+    assert (
+        "DR_ROBOMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the NVIDIA GeForce GTX 1650"
+        " (CUDA's 1), CUDA's GPU 0 the NVIDIA GeForce RTX 3090 (nvidia-smi's 1);"
+    ) in warning

@@ -200,12 +200,14 @@ def test_problems_name_the_file_and_line(
     assert found[0].startswith(f"DR_SAGEMAKER_CUDA_DEVICES ({env_file}:2): no GPU matches '9'")
 
 
-def test_validation_error_carries_the_index_order_hint(
+def test_a_gpu_that_does_not_exist_hints_at_the_machines_gpus(
     make_config: MakeConfig, base_stack: Stack, gtx_m40: Inventory
 ) -> None:
     with pytest.raises(GpuValidationError) as caught:
         make_plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="5"), base_stack, gtx_m40)
-    assert caught.value.hint is not None and "PCI bus order" in caught.value.hint
+    assert (
+        caught.value.hint == "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
+    )
 
 
 def test_all_on_a_machine_without_gpus_is_refused(
@@ -240,8 +242,10 @@ def test_trainer_with_8_gib_or_more_is_not_warned(
 def test_mig_slice_memory_is_judged_by_the_slice_not_its_gpu(
     make_config: MakeConfig, base_stack: Stack, mig_l4: Inventory
 ) -> None:
-    config = make_config(DR_ROBOMAKER_CUDA_DEVICES=A100_MIG_2, DR_WORKERS="10")
-    assert plan(config, base_stack, mig_l4).warnings == (
+    config = make_config(
+        DR_SAGEMAKER_CUDA_DEVICES="1", DR_ROBOMAKER_CUDA_DEVICES=A100_MIG_2, DR_WORKERS="10"
+    )
+    assert order_free(plan(config, base_stack, mig_l4).warnings) == (
         "the simulator's GPU 0 (NVIDIA A100-SXM4-40GB, 9856 MiB) has under 1 GiB"
         " for each of 10 worker(s)",
     )
@@ -256,7 +260,11 @@ def test_simulator_needs_1_gib_per_worker(
     warned: bool,
 ) -> None:
     result = plan(
-        make_config(DR_ROBOMAKER_CUDA_DEVICES="1", DR_WORKERS=workers), base_stack, gtx_m40
+        make_config(
+            DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1", DR_WORKERS=workers
+        ),
+        base_stack,
+        gtx_m40,
     )
     expected = (
         f"the simulator's GPU 1 (NVIDIA GeForce GTX 1650, 4096 MiB) has under 1 GiB"
@@ -279,8 +287,8 @@ def test_simulator_request_without_a_simulator_service_is_warned(
     make_config: MakeConfig, write_stack: WriteStack, gtx_m40: Inventory
 ) -> None:
     stack = write_stack("services:\n  sagemaker: {image: trainer}\n")
-    result = plan(make_config(DR_ROBOMAKER_CUDA_DEVICES="1"), stack, gtx_m40)
-    assert order_free(result.warnings) == (
+    config = make_config(DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1")
+    assert order_free(plan(config, stack, gtx_m40).warnings) == (
         "DR_ROBOMAKER_CUDA_DEVICES is set, but the stack has no robomaker service",
     )
 
@@ -342,7 +350,7 @@ def test_service_with_device_requests_but_no_gpu_gets_them_reset(
                       capabilities: [gpu]
         """
     )
-    result = plan(make_config(), stack, gtx_m40)
+    result = plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="none"), stack, gtx_m40)
     assert result.service("sagemaker").reset_keys == ("deploy.resources.reservations.devices",)
 
 

@@ -219,10 +219,9 @@ def test_bad_host_x_is_refused(tmp_path: Path) -> None:
 
 
 def test_bad_device_value_names_file_line_and_the_fix(tmp_path: Path) -> None:
-    env = write(tmp_path / "system.env", "DR_RUN_ID=0\nDR_SAGEMAKER_CUDA_DEVICES=cuda:1\n")
+    env = write(tmp_path / "system.env", "DR_RUN_ID=0\nDR_SAGEMAKER_CUDA_DEVICES=1,,2\n")
     assert config_error(env).message == (
-        f"{env}:2: DR_SAGEMAKER_CUDA_DEVICES: 'cuda:1' is not a device list"
-        " (torch's 'cuda:N' device strings do not belong here): write '1'"
+        f"{env}:2: DR_SAGEMAKER_CUDA_DEVICES: '1,,2' has an empty entry between commas: write '1,2'"
     )
 
 
