@@ -21,6 +21,7 @@ from drgpu.core.settings import run_key
 from drgpu.errors import CheckFailedError
 from drgpu.host import engine, nvml
 from drgpu.host.cgroups import read_cgroup
+from drgpu.host.procs import read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
 
@@ -103,7 +104,10 @@ class Reader:
         others = [c for c in listed if c.state == "running"]
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
         cgroups = {pid: read_cgroup(pid) for pid in pids}
-        return build_status(inventory, ours, others, cgroups, self._run_id, sagemaker=sagemaker)
+        commands = {pid: read_process(pid) for pid in pids}
+        return build_status(
+            inventory, ours, others, cgroups, self._run_id, sagemaker=sagemaker, commands=commands
+        )
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of
