@@ -10,7 +10,7 @@
 Targets (issue 3): render at most 4x compose config; up at most 1.15x bare compose up.
 Beside the ratio, what up adds beyond the verification's 0.25 s settle: up's median minus
 bare compose up's, minus the settle (target under 0.15 s, issue 18).
-It starts its own private engine with scripts/testbed (see README) and stops it after.
+It starts its own private engine with scripts/testbed (see docs/testing.md) and stops it after.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ removal of the SageMaker trainers rl_coach started. Interleaved, medians.
 Inputs (issue 10): at most 1.15x. Beside the ratio, what drgpu up adds beyond the
 verification's 0.25 s settle: its median minus DRfC start's, minus the settle (target under
 0.15 s, issue 18). It starts its own private engine with scripts/testbed
-(see README) and stops it after.
+(see docs/testing.md) and stops it after.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def measure(refreshes: int) -> None:
     from drgpu.core.gpu_board import build_board, new_history, recorded
     from drgpu.core.gpu_usage import Status
     from drgpu.host import nvml
-    from drgpu.ui.live import board_view
+    from drgpu.ui.live import board_text
 
     receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     receiver.bind(("127.0.0.1", 0))
@@ -89,7 +89,7 @@ def measure(refreshes: int) -> None:
     def show(snapshot: Status) -> None:
         nonlocal history, shown, start
         history = recorded(history, snapshot)
-        board_view(build_board(snapshot, history), stamp="00:00:00", interval_s=1, width=200)
+        board_text(build_board(snapshot, history), stamp="00:00:00", interval_s=1, width=200)
         shown += 1
         if shown % 100 == 0:  # a scrape every 100 refreshes
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read()

@@ -552,6 +552,24 @@ def swarm_setup(
     _raise(result.failure)
 
 
+@_command("example-env", examples=("drgpu example-env -o system.env", "drgpu example-env | less"))
+def example_env(
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write it to this new file (never over one)."),
+    ] = None,
+) -> None:
+    """Print system.env.example: every setting drgpu reads, with its default."""
+    from drgpu.host.files import example_settings, write_new_file  # lazy: start-up time
+
+    text = example_settings()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_new_file(output, text)
+        sys.stderr.write(f"drgpu: wrote {output}\n")
+
+
 @_command("version", examples=("drgpu version", "drgpu --version"))
 def version() -> None:
     """Print drgpu's version."""

@@ -26,6 +26,7 @@ from drgpu.core.settings import run_key
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml
 from drgpu.host.cgroups import read_cgroup
+from drgpu.host.procs import read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
 from drgpu.ui.talk import note, warn
@@ -117,6 +118,7 @@ class Reader:
         others = [c for c in listed if c.state == "running"]
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
         cgroups = {pid: read_cgroup(pid) for pid in pids}
+        commands = {pid: read_process(pid) for pid in pids}
         judged = build_status(
             inventory,
             ours,
@@ -124,6 +126,7 @@ class Reader:
             cgroups,
             self._run_id,
             sagemaker=sagemaker,
+            commands=commands,
             had_processes=self._had_processes,
             now=time.time(),
         )

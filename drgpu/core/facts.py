@@ -104,3 +104,34 @@ class EngineFacts:
     node_labels: Mapping[str, str] | None = None
     node_id: str = ""
     swarm_nodes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+_SECRET_WORDS = ("pass", "secret", "token", "key", "auth", "credential")
+
+
+@dataclass(frozen=True)
+class ProcessFacts:
+    """What /proc says about a host process: its command line and the user owning it."""
+
+    argv: tuple[str, ...]
+    user: str
+
+    @property
+    def command(self) -> str:
+        """The command line on one line, values of secret-looking options (`--password x`,
+        `TOKEN=x`, `--api-key=x`) hidden as `***`; `[name]` for a kernel thread."""
+        words: list[str] = []
+        hide_next = False
+        for arg in self.argv:
+            if hide_next:
+                words.append("***")
+                hide_next = False
+                continue
+            name, equals, _ = arg.partition("=")
+            secret = any(word in name.lower() for word in _SECRET_WORDS)
+            if secret and equals:
+                words.append(f"{name}=***")
+            else:
+                words.append(" ".join(arg.split()))
+                hide_next = secret and arg.startswith("-")
+        return " ".join(words)

@@ -1,6 +1,7 @@
 """What the live view of `drgpu status --watch` shows: one row per GPU in nvidia-smi order
 with its utilisation and memory, and under each GPU what runs there (run, role, process,
-memory), every violation marked where it happens.
+memory; a stray process by its command and user), every violation marked where it
+happens. A lost GPU keeps its row, with the containers given a GPU NVML no longer lists.
 
 Pure: built from a `core.gpu_usage.Status`; drgpu/ui draws it.
 """
@@ -12,12 +13,16 @@ from dataclasses import dataclass, replace
 
 from drgpu.core import labels
 from drgpu.core.gpu_usage import (
+    LIVE_STATES,
     Holder,
     ProcessStatus,
     Status,
     Verdict,
     ViolationKind,
     WarningKind,
+    forwarded_uuids,
+    given_uuids,
+    gpu_of,
 )
 from drgpu.core.model import Gpu, Role
 
@@ -34,6 +39,8 @@ class Occupant:
     pid: int | None = None
     memory_mib: int | None = None
     problem: str = ""
+    command: str = ""  # a stray process's command line (secrets hidden)
+    user: str = ""  # and the host user owning it
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,8 @@ def build_board(status: Status, history: History | None = None) -> Board:
     """The live view of one snapshot; with a run filter, only that run's containers; with
     a history, each GPU's recent utilisation and memory."""
     roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
-    rows = tuple(_row(status, gpu, roles) for gpu in status.inventory.gpus)
+    missing = _missing(status, roles)
+    rows = tuple(_row(status, gpu, roles, missing) for gpu in status.inventory.gpus)
     if history is not None:
         rows = tuple(
             _with_history(row, gpu, history)
@@ -97,7 +105,29 @@ def build_board(status: Status, history: History | None = None) -> Board:
     )
 
 
-def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
+def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
+    """Live containers (of the run shown) given a GPU that NVML does not list: they belong
+    on a lost GPU's row (NVML no longer tells which GPU a lost one was)."""
+    found = []
+    for container in status.containers:
+        if container.state not in LIVE_STATES:
+            continue
+        for uuid in given_uuids(container) + forwarded_uuids(container):
+            if gpu_of(status.inventory, uuid) is None:
+                found.append(
+                    Occupant(
+                        run_id=container.labels.get(labels.RUN_ID),
+                        role=roles.get(container.name, "") or "-",
+                        name=container.service,
+                        problem=f"MISSING-GPU: given {uuid}",
+                    )
+                )
+    return tuple(found)
+
+
+def _row(
+    status: Status, gpu: Gpu, roles: Mapping[str, str], missing: tuple[Occupant, ...]
+) -> GpuRow:
     index = gpu.index
     holders = [
         h
@@ -116,6 +146,10 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str]) -> GpuRow:
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
+        lost = [g.index for g in status.inventory.gpus if g.lost]
+        if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
+            more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
+            occupants += [replace(o, problem=o.problem + more) for o in missing]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(v.kind == ViolationKind.SHARED_GPU and v.gpu_index == index for v in status.violations):
@@ -149,6 +183,7 @@ def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
         name, role = "? (not visible here)", ""
     else:
         name, role = process.container or "host", ""
+    stray = process.verdict == Verdict.STRAY
     return Occupant(
         run_id=process.run_id,
         role=role or "-",
@@ -156,6 +191,8 @@ def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
         pid=process.pid,
         memory_mib=process.used_memory_mib,
         problem=problem,
+        command=process.command if stray else "",
+        user=process.user if stray else "",
     )
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.cgroup_owner import owner_from_cgroup
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
 from drgpu.core.modes import Sharing, StrEnum
 
@@ -121,6 +121,8 @@ class ProcessStatus:
     service: str | None = None
     reason: str = ""
     message: str = ""
+    command: str = ""  # its command line (secrets hidden), where /proc shows it
+    user: str = ""  # the host user owning it
 
 
 @dataclass(frozen=True)
@@ -279,14 +281,16 @@ def build_status(
     cgroups: Mapping[int, str | None],
     run_id: str | None = None,
     sagemaker: Iterable[ContainerFacts] = (),
+    commands: Mapping[int, ProcessFacts | None] | None = None,
     had_processes: Collection[str] = frozenset(),
     now: float | None = None,
 ) -> Status:
     """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
     not readable); `run_id` narrows the view to one run, its GPUs and their processes;
-    `sagemaker` are the SageMaker local-mode trainers, with their environment;
-    `had_processes`: the containers with GPU processes in an earlier refresh (a watch);
-    `now`: the time, for the note on long-idle containers (None: no such note)."""
+    `sagemaker` are the SageMaker local-mode trainers, with their environment; `commands`
+    each PID's command line and user, where /proc shows them; `had_processes`: the
+    containers with GPU processes in an earlier refresh (a watch); `now`: the time, for
+    the note on long-idle containers (None: no such note)."""
     ours = sorted(
         (c for c in drgpu_containers if labels.RUN_ID in c.labels),
         key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
@@ -297,7 +301,7 @@ def build_status(
     launchers = tuple(_live_launchers(ours))
     judge = _Judge(inventory, by_id, others, launchers)
     processes = [
-        judge(gpu, proc, cgroups.get(proc.pid))
+        _with_command(judge(gpu, proc, cgroups.get(proc.pid)), (commands or {}).get(proc.pid))
         for gpu in inventory.gpus
         if not gpu.lost
         for proc in gpu.processes
@@ -536,6 +540,10 @@ def is_sagemaker_local(container: ContainerFacts) -> bool:
 
 def _with(process: ProcessStatus, **changes: Any) -> ProcessStatus:
     return replace(process, **changes)
+
+
+def _with_command(process: ProcessStatus, facts: ProcessFacts | None) -> ProcessStatus:
+    return process if facts is None else _with(process, command=facts.command, user=facts.user)
 
 
 def _violation(process: ProcessStatus) -> Violation:

@@ -26,6 +26,7 @@ from drgpu.errors import ConfigError
 
 BASE_STACK_NAME = "docker-compose.yml"
 OVERRIDE_HEADER_NAME = "override-header.txt"
+EXAMPLE_SETTINGS_NAME = "system.env.example"
 
 _MIB = 1024 * 1024
 
@@ -207,6 +208,28 @@ def override_header_template() -> str | None:
     None where this installation lacks it."""
     found = _packaged("templates", OVERRIDE_HEADER_NAME)
     return None if found is None else read_text_bounded(found, Bound.OWN, "drgpu's template")
+
+
+def example_settings() -> str:
+    """`system.env.example`: every setting drgpu reads, with its default (installed, or in
+    the source tree)."""
+    found = _packaged(".", EXAMPLE_SETTINGS_NAME)
+    if found is None:
+        raise ConfigError(
+            f"{EXAMPLE_SETTINGS_NAME} is missing from this installation", hint="reinstall"
+        )
+    return found.read_text(encoding="utf-8")
+
+
+def write_new_file(path: Path, text: str) -> None:
+    """Write `text` to a file that must not exist yet (nothing the user wrote is replaced)."""
+    try:
+        with path.open("x", encoding="utf-8") as file:
+            file.write(text)
+    except FileExistsError:
+        raise ConfigError(f"{path} exists; drgpu never writes over it") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _packaged(folder: str, name: str) -> Path | None:

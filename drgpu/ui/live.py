@@ -10,10 +10,11 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, ConsoleOptions, RenderableType
     from rich.text import Text
 
     from drgpu.core.gpu_board import Board, GpuRow, Occupant
@@ -33,13 +34,9 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return text.ljust(width, "·")
 
 
-def _mib(value: int) -> str:
-    return f"{value / 1024:.1f}G" if value >= 10240 else f"{value}M"
-
-
 def memory_text(row: GpuRow) -> str:
-    """`1200M/22.4G` of a GPU."""
-    return f"{_mib(row.memory_used_mib)}/{_mib(row.memory_total_mib)}"
+    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines)."""
+    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB"
 
 
 def utilization_text(row: GpuRow) -> str:
@@ -48,41 +45,177 @@ def utilization_text(row: GpuRow) -> str:
 
 
 def occupant_text(occupant: Occupant) -> str:
-    """`run 0 · trainer · sagemaker`."""
+    """`run 0 · trainer · sagemaker`; a stray process `alice · python train.py` (its user
+    and command: where it runs, its marker says)."""
+    return _occupant_texts(occupant)[0]
+
+
+def _occupant_texts(occupant: Occupant) -> tuple[str, ...]:
+    """How an occupant can be named, longest first (the narrowest that fits is drawn)."""
+    if occupant.command:
+        return (f"{occupant.user or '?'} · {occupant.command}",)
     run = f"run {occupant.run_id}" if occupant.run_id is not None else "no run"
-    return f"{run} · {occupant.role} · {occupant.name}"
+    short = occupant.run_id if occupant.run_id is not None else "-"
+    return (
+        f"{run} · {occupant.role} · {occupant.name}",
+        f"{short} · {occupant.role} · {occupant.name}",
+        f"{short} · {occupant.name}",
+    )
 
 
+def short_gpu_name(name: str) -> str:
+    """A GPU's name without the vendor and brand words (`GTX 1650`, `Tesla M40 24GB`)."""
+    words = [word for word in name.split() if word not in ("NVIDIA", "GeForce")]
+    return " ".join(words) or name
+
+
+def _gpu_names(row: GpuRow) -> tuple[str, ...]:
+    if row.lost:
+        return ("? (lost)",)
+    return (row.name, short_gpu_name(row.name))
+
+
+_PID_WIDTH = 7
+_UTIL_WIDTH = 4  # `100%`
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The widths of the board's columns on a terminal `width` cells wide: GPU index,
+    name (a GPU, or `└ run · role · service` under it), PID, utilisation (bar and
+    percent), memory (bar and MiB), then what is wrong (the rest of the line)."""
+
+    width: int
+    name: int
+    bar: int
+    memory: int
+
+    @property
+    def before_marker(self) -> int:
+        """Cells before the marker column."""
+        bars = 2 * (self.bar + 1) if self.bar else 0
+        return 4 + self.name + 1 + _PID_WIDTH + 1 + _UTIL_WIDTH + 1 + self.memory + 1 + bars
+
+    @property
+    def marker(self) -> int:
+        """Cells left for what is wrong."""
+        return max(0, self.width - self.before_marker)
+
+
+def layout(board: Board, width: int) -> Layout:
+    """Columns that fit `width`: bars shrink and names are shortened before the memory
+    column or a marker is cut (a marker keeps at least its first word; the violations
+    under the board say each in full)."""
+    full = max(
+        [len(NAME_HEADER)]
+        + [len(_gpu_names(row)[0]) for row in board.gpus]
+        + [len("└ " + occupant_text(o)) for row in board.gpus for o in row.occupants],
+    )
+    short = max(
+        [len(NAME_HEADER) - 9]
+        + [len(_gpu_names(row)[-1]) for row in board.gpus]
+        + [
+            len("└ " + _occupant_texts(o)[-1])
+            for row in board.gpus
+            for o in row.occupants
+            if not o.command  # a command is cut as needed
+        ]
+    )
+    short = min(short, full)
+    memory = max(
+        [len("Memory")]
+        + [len(memory_text(row)) for row in board.gpus]
+        + [len(_occupant_memory(o)) for row in board.gpus for o in row.occupants]
+    )
+    markers = _markers(board)
+    marker_full = min(MARKER_WIDTH, max(map(len, markers), default=0))
+    marker_min = min(marker_full, max((len(m.split()[0]) + 1 for m in markers), default=0))
+    # (bar width, shortest name width, marker width), most wanted first: the bars go
+    # before a marker is cut
+    choices = (
+        (BAR_WIDTH, min(full, 36), marker_full),
+        (12, min(full, 28), marker_full),
+        (8, min(short, 24), marker_full),
+        (4, min(short, 20), marker_full),
+        (0, min(short, 16), marker_full),
+        (0, min(short, 16), marker_min),
+    )
+    for bar_width, name_min, marker in choices:
+        room = width - Layout(width, 0, bar_width, memory).before_marker - marker
+        if room >= name_min:  # markers get their full width before names grow
+            name = max(name_min, min(full, NAME_WIDTH, room + marker - marker_full))
+            return Layout(width, name, bar_width, memory)
+    return Layout(width, min(short, 12), 0, memory)
+
+
+def _markers(board: Board) -> list[str]:
+    """What the marker column says on the board's lines."""
+    markers = [p for row in board.gpus if not row.lost for p in row.problems]
+    return markers + [o.problem for row in board.gpus for o in row.occupants if o.problem]
+
+
+def _health_room(board: Board, grid: Layout) -> int:
+    """Cells the temperature, power and history may take: what the marker column does not
+    need, once the bars have their full width (they go first as the terminal narrows)."""
+    if grid.bar < BAR_WIDTH:
+        return 0
+    need = min(MARKER_WIDTH, max(map(len, _markers(board)), default=0))
+    return max(0, grid.marker - need - 1)
+
+
+MARKER_WIDTH = 24  # the most a marker needs (`WRONG-GPU: given GPU 1`)
 NAME_WIDTH = 44
+NAME_HEADER = "Name / run · role · service"
 
 
-def board_view(
-    board: Board, *, stamp: str, interval_s: float, width: int | None = None
-) -> RenderableType:
-    """The board for a terminal: a header, one line per GPU (bars for utilisation and
-    memory) and one per occupant under it, then every violation in full; what is wrong in
-    bold red. Laid out in fixed columns by hand: one Text, cheap to redraw every tick.
-    Where the terminal (`width` columns) has room, each GPU also shows its temperature,
-    power and history (`health_columns`)."""
+class BoardView:
+    """The board for a terminal, laid out for the width rich renders it at (a resized
+    terminal gets a new layout on the next refresh)."""
+
+    def __init__(self, board: Board, *, stamp: str, interval_s: float) -> None:
+        self.board, self.stamp, self.interval_s = board, stamp, interval_s
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        """rich's protocol: the board as one Text, `options.max_width` wide."""
+        yield board_text(
+            self.board, stamp=self.stamp, interval_s=self.interval_s, width=options.max_width
+        )
+
+
+def board_view(board: Board, *, stamp: str, interval_s: float) -> RenderableType:
+    """The board for a terminal, at whatever width the terminal has (`board_text`)."""
+    return BoardView(board, stamp=stamp, interval_s=interval_s)
+
+
+def board_text(board: Board, *, stamp: str, interval_s: float, width: int) -> Text:
+    """The board in `width` cells: a header, one line per GPU (bars for utilisation and
+    memory) and one per occupant under it, then every violation in full (wrapped); what is
+    wrong in bold red. Laid out in fixed columns by hand: one Text, cheap to redraw every
+    tick; no line is longer than `width`."""
     from rich.text import Text
 
-    room = 0 if width is None else width - BASE_WIDTH
+    grid = layout(board, width)
+    health = _health_room(board, grid)
     view = Text(no_wrap=True, overflow="ellipsis")
+    title = f"  {board.scope} · {stamp} · every {interval_s:g}s · Ctrl-C quits"
     view.append("drgpu status", "bold")
-    view.append(f"  {board.scope} · {stamp} · every {interval_s:g}s · Ctrl-C quits\n\n")
-    view.append(
-        f"{'GPU':>3} {'Name / run · role · service':<{NAME_WIDTH}} {'PID':>7}"
-        f" {'GPU-Util':<{BAR_WIDTH + 6}} {'Memory':<{BAR_WIDTH + 13}}"
-        f"{health_header(room)}\n",
-        "bold",
+    view.append(_cut(title, width - len("drgpu status")) + "\n\n")
+    util_header = "GPU-Util" if grid.bar + 1 + _UTIL_WIDTH >= len("GPU-Util") else "Util"
+    bars = grid.bar + 1 if grid.bar else 0
+    header = (
+        f"{'GPU':>3} {_cell(NAME_HEADER, grid.name)} {'PID':>{_PID_WIDTH}}"
+        f" {util_header:<{bars + _UTIL_WIDTH}} {'Memory':<{bars + grid.memory}} "
+        f"{health_header(health)}"
     )
+    view.append(_cut(header, width).rstrip() + "\n", "bold")
+    form = _occupant_form(board, grid.name)
     for row in board.gpus:
-        _append_gpu(view, row, room)
+        _append_gpu(view, row, grid, form, health)
     view.append("\n")
     for problem in board.problems:
-        view.append(f"VIOLATION: {problem}\n", _ALERT)
+        view.append(_wrapped(f"VIOLATION: {problem}", width), _ALERT)
     for note in board.notes:
-        view.append(f"note: {note}\n", "dim")
+        view.append(_wrapped(f"note: {note}", width), "dim")
     if board.violation_count:
         view.append(f"{board.violation_count} violation(s)", _ALERT)
     else:
@@ -92,41 +225,91 @@ def board_view(
 
 def _cell(text: str, width: int) -> str:
     """`text` cut (with an ellipsis) or padded to `width`."""
-    return text[: width - 1] + "…" if len(text) > width else text.ljust(width)
+    return _cut(text, width).ljust(width)
 
 
-def _append_gpu(view: Text, row: GpuRow, room: int = 0) -> None:
+def _cut(text: str, width: int) -> str:
+    """`text`, cut with an ellipsis where it is longer than `width`."""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + "…" if width > 0 else ""
+
+
+def _fitting(texts: tuple[str, ...], width: int) -> str:
+    """The first of `texts` that fits `width`, else the last one cut."""
+    return next((text for text in texts if len(text) <= width), texts[-1])
+
+
+def _wrapped(text: str, width: int) -> str:
+    """`text` in lines of at most `width` cells, the later ones indented."""
+    import textwrap  # lazy: only violations and notes need it
+
+    lines = textwrap.wrap(text, width=max(width, 20), subsequent_indent="  ")
+    return "".join(_cut(line, width) + "\n" for line in lines)
+
+
+def _occupant_memory(occupant: Occupant) -> str:
+    return "" if occupant.memory_mib is None else f"{occupant.memory_mib} MiB"
+
+
+def _occupant_form(board: Board, width: int) -> int:
+    """Which of `_occupant_texts` every occupant is named by: the longest form in which
+    all fit `width` (one form for the whole board, easier to read)."""
+    names = [o for row in board.gpus for o in row.occupants if not o.command]
+    return next(
+        (
+            form
+            for form in range(2)
+            if all(len("└ " + _occupant_texts(o)[form]) <= width for o in names)
+        ),
+        2,
+    )
+
+
+def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int, health: int = 0) -> None:
+    """A GPU's line and its occupants' lines; `health` cells for its temperature, power and
+    history (`_health_room`)."""
+    health_width = health_columns_width(health)
     style = _ALERT if row.problems else "bold"
     view.append(f"{row.index:>3} ", style)
-    view.append(_cell(row.name if not row.lost else "?", NAME_WIDTH), style)
-    view.append(" " * 9)
-    if not row.lost:
-        _append_bar(view, row.utilization_percent or 0, utilization_text(row), BAR_WIDTH + 6)
-        _append_bar(view, round(row.memory_fraction * 100), memory_text(row), BAR_WIDTH + 13)
-        _append_health(view, row, room)
-    view.append("; ".join(row.problems), _ALERT)
+    view.append(_cell(_fitting(_gpu_names(row), grid.name), grid.name), style)
+    view.append(" " * (_PID_WIDTH + 2))
+    if row.lost:
+        room = grid.width - 4 - grid.name - _PID_WIDTH - 2
+        view.append(_cut("; ".join(row.problems), room), _ALERT)
+    else:
+        _append_bar(view, row.utilization_percent or 0, utilization_text(row), _UTIL_WIDTH, grid)
+        view.append(" ")
+        percent = round(row.memory_fraction * 100)
+        _append_bar(view, percent, memory_text(row), grid.memory, grid)
+        view.append(" ")
+        _append_health(view, row, health)
+        view.append(_cut("; ".join(row.problems), grid.marker - health_width), _ALERT)
     view.append("\n")
+    bars = grid.bar + 1 if grid.bar else 0
     for occupant in row.occupants:
         style = _ALERT if occupant.problem else ""
         pid = "" if occupant.pid is None else str(occupant.pid)
-        memory = "" if occupant.memory_mib is None else f"{occupant.memory_mib}M"
+        texts = _occupant_texts(occupant)
+        name = "└ " + texts[min(form, len(texts) - 1)]
         view.append(
-            f"    {_cell('└ ' + occupant_text(occupant), NAME_WIDTH)} {pid:>7}"
-            f" {'':<{BAR_WIDTH + 6}} {memory:<{BAR_WIDTH + 13}}",
+            f"    {_cell(name, grid.name)} {pid:>{_PID_WIDTH}} {'':<{bars + _UTIL_WIDTH}}"
+            f" {'':<{bars}}{_occupant_memory(occupant):>{grid.memory}} {'':<{health_width}}",
             style,
         )
-        view.append(f"{occupant.problem}\n", style)
+        view.append(_cut(occupant.problem, grid.marker - health_width) + "\n", style)
 
 
-def _append_bar(view: Text, percent: int, label: str, width: int) -> None:
-    color = "green" if percent < 60 else "yellow" if percent < 90 else "red"
-    view.append(bar(percent / 100), color)
-    view.append(f" {label}".ljust(width - BAR_WIDTH) + " ")
+def _append_bar(view: Text, percent: int, label: str, label_width: int, grid: Layout) -> None:
+    if grid.bar:
+        color = "green" if percent < 60 else "yellow" if percent < 90 else "red"
+        view.append(bar(percent / 100, grid.bar), color)
+        view.append(" ")
+    view.append(f"{label:>{label_width}}")
 
 
 # --- Temperature, power and history: shown where the terminal has room ----------------
 
-BASE_WIDTH = 118  # a GPU line up to its memory column
 SENSORS_WIDTH = 12  # ` 100°C  250W`
 _SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -139,7 +322,7 @@ def sparkline(values: tuple[int, ...], width: int) -> str:
 
 
 def health_columns(room: int) -> tuple[bool, int, int]:
-    """What `room` columns beyond BASE_WIDTH hold, dropped in this order as it shrinks:
+    """What `room` spare columns hold, dropped in this order as it shrinks:
     the memory history, the utilisation history (each up to HISTORY_POINTS wide, at least
     8), then the temperature and power. (sensors shown, utilisation width, memory width)"""
     from drgpu.core.gpu_board import HISTORY_POINTS
@@ -155,6 +338,14 @@ def health_columns(room: int) -> tuple[bool, int, int]:
     return True, 0, 0
 
 
+def health_columns_width(room: int) -> int:
+    """The cells `_append_health` takes in `room` (0: none fit)."""
+    sensors, util, memory = health_columns(room)
+    if not sensors:
+        return 0
+    return SENSORS_WIDTH + (util and 1 + util) + (memory and 1 + memory) + 1
+
+
 def health_header(room: int) -> str:
     """The header over the temperature, power and history columns that fit."""
     sensors, util, memory = health_columns(room)
@@ -165,7 +356,7 @@ def health_header(room: int) -> str:
         text += f" {'Util hist.'[:util]:<{util}}"
     if memory:
         text += f" {'Mem hist.'[:memory]:<{memory}}"
-    return text
+    return text + " "
 
 
 def _append_health(view: Text, row: GpuRow, room: int) -> None:
@@ -243,7 +434,6 @@ def _with_history(
 ) -> Callable[[Status], None]:
     """Draws each snapshot on the terminal, with each GPU's history of the snapshots
     before where the terminal is wide enough."""
-    import shutil
     import time
 
     from drgpu.core.gpu_board import build_board, new_history, recorded
@@ -253,10 +443,9 @@ def _with_history(
     def show(status: Status) -> None:
         nonlocal history
         history = recorded(history, status)
-        width = shutil.get_terminal_size().columns
         stamp = time.strftime("%H:%M:%S")
         board = build_board(status, history)
-        redraw(board_view(board, stamp=stamp, interval_s=interval_s, width=width))
+        redraw(board_view(board, stamp=stamp, interval_s=interval_s))
 
     return show
 

@@ -12,7 +12,8 @@ from tests.support.runners import Result
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "examples" / "inventories"
-GTX_M40 = INVENTORIES / "gtx1650-m40.json"  # 0: Tesla M40 (bus 03), 1: GTX 1650 (bus 81)
+# 0: Tesla M40 (bus 03), 1: GTX 1650 (bus 81); DRfC's own box is INVENTORIES / "gtx1650-m40.json"
+GTX_M40 = REPO / "tests" / "inventories" / "m40-first.json"
 MIG_L4 = INVENTORIES / "a100-mig-plus-l4.json"
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"

@@ -15,7 +15,9 @@ from tests.support.runners import Cli
 def settings(tmp_path: Path, driver: str) -> Path:
     env = tmp_path / "system.env"
     text = (REPO / "system.env.example").read_text()
-    env.write_text(f"{text}\nDRGPU_DEVICE_DRIVER={driver}\n")
+    # GTX_M40 (tests/inventories/m40-first.json): 0 is the Tesla M40, 1 the GTX 1650
+    devices = "DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=1\n"
+    env.write_text(f"{text}\n{devices}DRGPU_DEVICE_DRIVER={driver}\n")
     return env
 
 

@@ -48,12 +48,12 @@ def test_plan_json_of_the_example_gives_each_service_exactly_its_gpu(cli: Cli) -
     assert services["redis"]["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
 
 
-def test_the_readme_shows_the_examples_plan_as_it_is(cli: Cli) -> None:
+def test_the_docs_show_the_examples_plan_as_it_is(cli: Cli) -> None:
     code, out, err = cli("plan", *EXAMPLE_ARGS)
     assert (code, order_free_text(err)) == (0, "")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"```\n(drgpu plan --env-file examples/learner-carla/[^`]*?)```", readme)
-    assert command is not None, "the README's section on examples/learner-carla is missing"
+    page = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
+    command = re.search(r"```\n(drgpu plan --env-file examples/learner-carla/[^`]*?)```", page)
+    assert command is not None, "docs/settings.md's section on examples/learner-carla is missing"
     shown = [line.strip() for line in command[1].splitlines()]
     for line in out.splitlines():
         assert line.strip() in shown, line

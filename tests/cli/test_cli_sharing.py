@@ -15,7 +15,7 @@ from tests.plan_warnings import order_free_text
 from tests.support.runners import Cli
 
 REPO = Path(__file__).resolve().parents[2]
-GTX_M40 = REPO / "examples" / "inventories" / "gtx1650-m40.json"  # 0: Tesla M40, 1: GTX 1650
+GTX_M40 = REPO / "tests" / "inventories" / "m40-first.json"  # 0: Tesla M40, 1: GTX 1650
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX1650 = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
 

@@ -22,7 +22,8 @@ from tests.support.runners import Cli, run_main
 def test_render_prints_the_override(cli: Cli, tmp_path: Path) -> None:
     env = tmp_path / "system.env"
     env.write_text((REPO / "system.env.example").read_text())
-    result = cli("render", "--env-file", env, "--inventory", GTX_M40)
+    drfc_box = REPO / "examples" / "inventories" / "gtx1650-m40.json"  # DRfC's multi-GPU page
+    result = cli("render", "--env-file", env, "--inventory", drfc_box)
     assert (result.code, order_free_text(result.err)) == (0, "")
     assert result.out == (REPO / "tests" / "golden" / "gtx1650-m40.yml").read_text()
 

@@ -1,13 +1,16 @@
 """`drgpu status --watch` in a real terminal (tmux) on the bed: the live board shows the
 bed's GPUs, the stack's services on their GPUs and the violations the test provokes (one
-in NVML's process list before it starts, one by another run's container while it runs),
-and Ctrl-C leaves the terminal as it was (main screen, cursor shown, the exit code of the
-last refresh)."""
+in NVML's process list before it starts, a stray host process shown by its command and
+user, one by another run's container while it runs); at 120, 100 and 80 columns every
+column that matters stays and no line is longer than the terminal; and Ctrl-C leaves the
+terminal as it was (main screen, cursor shown, the exit code of the last refresh)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -58,7 +61,13 @@ class Terminal:
         self.tmux("new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", f"bash {script}")
 
     def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", self.name)
+        """The visible screen; a line the terminal wrapped is joined back into one (`-J`,
+        which also keeps trailing spaces: they are cut)."""
+        captured = self.tmux("capture-pane", "-p", "-J", "-t", self.name)
+        return "".join(line.rstrip() + "\n" for line in captured.splitlines())
+
+    def resize(self, width: int) -> None:
+        self.tmux("resize-window", "-t", self.name, "-x", str(width), "-y", "50")
 
     def flag(self, name: str) -> str:
         return self.tmux("display-message", "-p", "-t", self.name, f"#{{{name}}}").strip()
@@ -105,11 +114,21 @@ def stack(bed: Any, tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
 
 
 def test_the_live_view_in_a_terminal(
-    bed: Any, stack: tuple[Path, int, int], terminal: Terminal, tmp_path: Path
+    bed: Any,
+    stack: tuple[Path, int, int],
+    terminal: Terminal,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     _, trainer_pid, simulator_pid = stack
+    stray = subprocess.Popen(["sleep", "600"])  # a process on the host
+    request.addfinalizer(stray.kill)
     topology = copy.deepcopy(THREE_GPUS)
-    placed = {TRAINER: [trainer_pid], SIMULATOR: [simulator_pid], SPARE: [simulator_pid]}
+    placed = {
+        TRAINER: [trainer_pid],
+        SIMULATOR: [simulator_pid],
+        SPARE: [simulator_pid, stray.pid],
+    }
     for gpu in topology["gpus"]:
         gpu["processes"] = [{"pid": pid, "used_memory_mib": 300} for pid in placed[gpu["uuid"]]]
         gpu["utilization_gpu_percent"] = 40
@@ -121,8 +140,8 @@ def test_the_live_view_in_a_terminal(
         for key, value in bed.env().items()
         if key.isidentifier()
     )
-    script.write_text(
-        f"{exports}export TERM=xterm-256color\nclear\necho before-the-view\n"
+    script.write_text(  # the terminal's size is the window's, never a fixed COLUMNS
+        f"{exports}export TERM=xterm-256color\nunset COLUMNS LINES\nclear\necho before-the-view\n"
         f"{DRGPU_COMMAND} status --watch --interval 0.5\n"
         'echo "exit=$?"\nsleep 600\n'
     )
@@ -137,6 +156,8 @@ def test_the_live_view_in_a_terminal(
     assert "WRONG-GPU: given GPU 0" in screen
     assert "GPU-Util" in screen and "█" in screen  # utilisation bars
     assert str(trainer_pid) in screen
+    user = pwd.getpwuid(os.getuid()).pw_name
+    assert f"{user} · sleep 600" in screen and "STRAY: on the host" in screen
 
     # Another run's container takes the trainer's GPU while the view runs.
     bed.docker(
@@ -148,6 +169,11 @@ def test_the_live_view_in_a_terminal(
     screen = terminal.wait_for(lambda s: "held by runs live, other" in s)
     assert "run other · trainer · intruder" in screen
 
+    for width in (120, 100, 80):
+        terminal.resize(width)
+        check = functools.partial(_laid_out_for, width=width, stray=stray.pid, user=user)
+        terminal.wait_for(check, timeout_s=30)
+
     terminal.tmux("send-keys", "-t", terminal.name, "C-c")
     screen = terminal.wait_for(lambda s: "exit=" in s, timeout_s=30)
     assert "exit=6" in screen  # the last refresh had violations
@@ -156,3 +182,31 @@ def test_the_live_view_in_a_terminal(
     assert "drgpu: error: " in screen  # the first violation, on stderr
     assert terminal.flag("alternate_on") == "0"
     assert terminal.flag("cursor_flag") == "1"
+
+
+def _laid_out_for(screen: str, width: int, stray: int, user: str) -> bool:
+    """Whether `screen` shows a whole board drawn since the terminal became `width` wide
+    (until the next refresh, tmux shows the wider one cut)."""
+    try:
+        _assert_every_column_that_matters(screen, width, stray, user)
+    except (AssertionError, KeyError, ValueError):
+        return False
+    return True
+
+
+def _assert_every_column_that_matters(screen: str, width: int, stray: int, user: str) -> None:
+    """Each GPU's row has its name (shortened at worst), utilisation and memory in MiB;
+    each process its PID and memory; what is wrong is marked on its line."""
+    lines = screen.splitlines()
+    assert max(map(len, lines)) <= width, screen  # no line wrapped (`capture-pane -J`)
+    assert "violation(s)" in lines[-1] or "violation(s)" in screen, screen
+    rows = {line.split()[0]: line for line in lines if line[:4].strip().isdigit()}
+    for index, name in enumerate(("GTX 1650", "Tesla M40 24GB", "L4")):
+        assert name in rows[str(index)] and "40%" in rows[str(index)], screen
+        assert "1024/" in rows[str(index)] and " MiB" in rows[str(index)], screen
+    assert "held by runs" in rows["1"], screen  # the trainer's GPU, taken by run other
+    processes = [line for line in lines if "└ " in line and "300 MiB" in line]
+    assert len(processes) == 4, screen  # trainer, simulator twice, the stray
+    assert any("WRONG-GPU" in line for line in processes), screen
+    (stray_line,) = (line for line in processes if f" {stray} " in line)
+    assert f"{user} · sleep" in stray_line and "STRAY" in stray_line, screen

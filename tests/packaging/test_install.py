@@ -1,6 +1,8 @@
 """drgpu as people install it: `python -m build` makes an sdist and a wheel (built from that
-sdist) that carry the base stack and the templates; a clean venv and pipx install the
-wheel, and the installed `drgpu` plans the README's example box and knows its version.
+sdist) that carry the base stack, the templates and system.env.example; a clean venv and
+pipx install the wheel, and the installed `drgpu` plans the README's example box and knows
+its version; the README's "Try it" commands, run as written in a fresh copy of the source
+tree, work.
 
 Offline and quick: the build runs without isolation (the build backend is in the test
 venv), and the clean venvs get drgpu's dependencies from the test venv through a `.pth`
@@ -10,6 +12,7 @@ line instead of an index (pip installs nothing but the wheel).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -30,7 +33,11 @@ README_COMMAND = (
     "--inventory",
     "examples/inventories/gtx1650-m40.json",
 )
-DATA_FILES = ("drgpu/_data/compose/docker-compose.yml", "drgpu/_data/templates/override-header.txt")
+DATA_FILES = (
+    "drgpu/_data/compose/docker-compose.yml",
+    "drgpu/_data/templates/override-header.txt",
+    "drgpu/_data/system.env.example",
+)
 
 
 def run(
@@ -149,3 +156,55 @@ def test_pipx_installs_the_wheel(dist: Path, dependencies: Path, tmp_path: Path)
 
     assert run(bin_dir / "drgpu", "--version", env=env).stdout == f"{__version__}\n"
     assert "Tesla M40 24GB" in run(bin_dir / "drgpu", *README_COMMAND, env=env).stdout
+
+
+def try_commands() -> list[str]:
+    """The commands of the README's "Try it" section, in order (each line of its `sh`
+    blocks)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Try it\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_readmes_try_commands_work_as_written(
+    dist: Path, dependencies: Path, tmp_path: Path
+) -> None:
+    """In a copy of the source tree (the sdist), each command of "Try it" in turn: the
+    venv, the install (drgpu's dependencies come from the test venv, offline), the plans."""
+    with tarfile.open(the(dist, f"drgpu-{__version__}.tar.gz")) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    checkout = tmp_path / f"drgpu-{__version__}"
+    shims = tmp_path / "shims"  # `python3` is this Python, whose packages are shared
+    shims.mkdir()
+    (shims / "python3").symlink_to(sys.executable)
+    env = {
+        "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(dependencies),
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
+    }
+    commands = try_commands()
+    assert commands[0].startswith("python3 -m venv .venv") and "pip install" in commands[0]
+    assert len(commands) >= 3, commands
+    done = [
+        run("bash", "-euo", "pipefail", "-c", command, cwd=checkout, env=env)
+        for command in commands
+    ]
+
+    assert (checkout / ".venv" / "bin" / "drgpu").exists()
+    box, crossed = done[1].stdout, done[2].stdout
+    assert "1: Tesla M40 24GB (00000000:81:00.0)" in box
+    assert "0: NVIDIA GeForce GTX 1650 (00000000:04:00.0)" in box
+    assert "1: NVIDIA GeForce RTX 3090 (00000000:0A:00.0)" in crossed
+    assert "RTX 3090" in done[2].stderr  # the warning: the orders differ there
+
+
+def test_the_installed_drgpu_prints_the_example_settings(
+    dist: Path, dependencies: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    share(dependencies, venv / "bin" / "python")
+    run(venv / "bin" / "pip", "install", "--quiet", the(dist, "*.whl"))
+    printed = run(venv / "bin" / "drgpu", "example-env", cwd=tmp_path).stdout
+    assert printed == (REPO / "system.env.example").read_text(encoding="utf-8")

@@ -22,8 +22,9 @@ GOLDEN_HELPER = REPO / "tests" / "golden" / "golden.py"
 
 @pytest.fixture
 def gtx_m40() -> Inventory:
-    """A GTX 1650 (bus 81) listed before a Tesla M40 (bus 03): the M40 is index 0."""
-    return load_inventory(INVENTORIES / "gtx1650-m40.json")
+    """A GTX 1650 (bus 81) listed before a Tesla M40 (bus 03): the M40 is index 0
+    (tests/inventories/m40-first.json; DRfC's own box is examples/inventories/gtx1650-m40.json)."""
+    return load_inventory(REPO / "tests" / "inventories" / "m40-first.json")
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.gpu_board import build_board
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
@@ -133,3 +133,40 @@ def test_the_run_filter_keeps_only_that_runs_containers() -> None:
     board = build_board(build_status(inventory, [*STACK, other], [], {}, run_id="7"))
     assert board.scope == "run 7"
     assert [len(row.occupants) for row in board.gpus] == [0, 0, 1]
+
+
+def test_a_stray_process_is_shown_by_its_command_and_user() -> None:
+    inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(300, 64), GpuProcess(100, 32)),))
+    commands = {300: ProcessFacts(("python3", "bench.py", "--token", "t0p"), "alice")}
+    status = build_status(
+        inventory,
+        [container(TRAINER, "sagemaker", G0)],
+        [],
+        {300: "0::/user.slice\n", 100: cgroup(TRAINER)},
+        commands={**commands, 100: ProcessFacts(("python3", "-m", "rl_coach"), "root")},
+    )
+    stray, placed = sorted(build_board(status).gpus[0].occupants, key=lambda o: o.run_id or "")
+    assert (stray.command, stray.user) == ("python3 bench.py --token ***", "alice")
+    assert (placed.command, placed.user) == ("", "")  # drgpu's own are named by their service
+    lines = board_lines(build_board(status), stamp="t")
+    assert "t   ! alice · python3 bench.py --token *** pid 300 64 MiB STRAY: on the host" in lines
+
+
+def test_a_lost_gpu_keeps_its_row_with_the_containers_given_it() -> None:
+    lost = Gpu(index=1, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
+    board = build_board(build_status(Inventory(gpus=(gpu(0, G0), lost)), STACK, [], {}))
+    (trainer,) = board.gpus[1].occupants
+    assert (trainer.run_id, trainer.role, trainer.name) == ("0", "trainer", "sagemaker")
+    assert trainer.problem == f"MISSING-GPU: given {G1}"
+    assert board.gpus[1].flagged
+
+
+def test_with_several_lost_gpus_the_row_says_which_it_may_have_been() -> None:
+    lost = [
+        Gpu(index=n, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
+        for n in (1, 2)
+    ]
+    board = build_board(build_status(Inventory(gpus=(gpu(0, G0), *lost)), STACK, [], {}))
+    (trainer,) = board.gpus[1].occupants
+    assert trainer.problem.endswith("(one of GPUs 1, 2)")
+    assert board.gpus[2].occupants == ()

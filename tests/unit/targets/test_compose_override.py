@@ -159,14 +159,14 @@ def _sharing_plan_for(scenario: str, tmp_path: Path) -> Plan:
         return make(env_file, load_inventory(THREE_GPUS))
     if scenario == "timeslice":
         env_file = stack_settings(
-            tmp_path, "DR_ROBOMAKER_CUDA_DEVICES=0\nDRGPU_SHARING=timeslice\n"
+            tmp_path, "DR_ROBOMAKER_CUDA_DEVICES=1\nDRGPU_SHARING=timeslice\n"
         )
         return make(env_file, load_inventory(GTX_M40))
     if scenario == "mps":
         env_file = stack_settings(
             tmp_path,
             """\
-            DR_ROBOMAKER_CUDA_DEVICES=0
+            DR_ROBOMAKER_CUDA_DEVICES=1
             DR_WORKERS=2
             DRGPU_SHARING=mps
             DRGPU_MPS_SAGEMAKER_THREADS=60

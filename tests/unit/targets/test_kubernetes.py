@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[3]
 INVENTORIES = REPO / "examples" / "inventories"
 DRFC_TRAINING = REPO / "tests" / "golden" / "stacks" / "drfc-training.yml"
 A100_MIG_1 = "MIG-a1000000-0000-4000-8000-0000000000a1"
-M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # index 0 of gtx1650-m40.json
-GTX = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # index 1
+M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"  # index 1 of gtx1650-m40.json (bus 81)
+GTX = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"  # index 0 (bus 04)
 # scenario: (run.env, inventory, compose file or None for drgpu's base stack, DRGPU_SHARING)
 SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
     "exclusive": ("", "gtx1650-m40.json", None, "exclusive"),
@@ -48,7 +48,7 @@ SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
 # DRA scenarios: the same, rendered with --dra.
 DRA_SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
     "dra-workers": (
-        "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=1\n",
+        "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=0\n",
         "gtx1650-m40.json",
         None,
         "exclusive",
@@ -242,7 +242,7 @@ def stack_with(tmp_path: Path, body: str, run_env: str = "") -> Manifests:
     compose = tmp_path / "docker-compose.yml"
     compose.write_text(body)
     env_file = tmp_path / "system.env"
-    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=1\n" + run_env)
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=0\n" + run_env)
     config = load_config(env_file)
     stack = load_stack([compose])
     plan = make_plan(config, stack, load_inventory(INVENTORIES / "gtx1650-m40.json"))
@@ -287,7 +287,7 @@ def test_more_workers_than_gpus_is_refused_without_sharing(tmp_path: Path) -> No
         stack_with(
             tmp_path,
             body,
-            "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=0,1\nDR_SAGEMAKER_CUDA_DEVICES=\n",
+            "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=1,0\nDR_SAGEMAKER_CUDA_DEVICES=\n",
         )
     assert "robomaker: 3 pod(s) of 1 GPU(s) need 3 GPUs of their own" in refused.value.message
     assert refused.value.hint is not None and "--dra" in refused.value.hint

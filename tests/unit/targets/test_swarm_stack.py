@@ -33,7 +33,7 @@ from drgpu.targets.swarm_stack import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-# gtx1650-m40.json in NVML (PCI) order: index 0 is the M40 (03:00.0), 1 the GTX (81:00.0).
+# gtx1650-m40.json in NVML (PCI) order: index 0 is the GTX (04:00.0), 1 the M40 (81:00.0).
 M40 = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 GTX = "GPU-3b1d9c52-7a4e-4f0b-8c6d-2e9f1a7b5c30"
 VARIABLE = RESOURCE_VARIABLE
@@ -70,7 +70,7 @@ def stack_for(scenario: str, tmp_path: Path, layout: SwarmLayout = ONE_NODE) -> 
     env_file = tmp_path / "system.env"
     shutil.copyfile(REPO / "system.env.example", env_file)
     run_env = {
-        "workers": "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=0,1\nDR_SAGEMAKER_CUDA_DEVICES=\n",
+        "workers": "DR_WORKERS=3\nDR_ROBOMAKER_CUDA_DEVICES=1,0\nDR_SAGEMAKER_CUDA_DEVICES=\n",
         "workers-generic": "DR_WORKERS=3\n",
         "rl-coach": "",
         "compose-only": "",
@@ -180,7 +180,7 @@ def test_secrets_are_masked_when_shown_and_kept_in_the_file(tmp_path: Path) -> N
         "      AWS_SECRET_ACCESS_KEY: s3cr3t\n      RUN_ID: '1'\n"
     )
     env_file = tmp_path / "system.env"
-    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=\n")
     config = load_config(env_file)
     stack = load_stack([tmp_path / "docker-compose.yml"])
     plan = make_plan(config, stack, load_inventory(GTX_M40))
