@@ -45,9 +45,10 @@ class Bound(IntEnum):
 def read_bounded(
     path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
 ) -> bytes:
-    """The bytes of the regular file `path`, at most `bound` of them: a ConfigError naming
-    `what` and the path for anything else (a FIFO, a device, a socket, a folder, a file
-    over the bound; a symbolic link where `follow_links` is false)."""
+    """The bytes of the regular file `path` (or of the pipe that is drgpu's own standard
+    input, `/dev/stdin`), at most `bound` of them: a ConfigError naming `what` and the path
+    for anything else (another FIFO, a device, a socket, a folder, a file over the bound; a
+    symbolic link where `follow_links` is false)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
         descriptor = os.open(path, flags)
@@ -55,7 +56,10 @@ def read_bounded(
         raise ConfigError(f"cannot read {what} {path}: {_reason(exc)}") from None
     try:
         found = os.fstat(descriptor)
-        if not stat.S_ISREG(found.st_mode):
+        piped = _our_stdin(found)
+        if piped:  # `drgpu gpus --json | drgpu plan --inventory /dev/stdin`: what the user piped
+            os.set_blocking(descriptor, True)
+        elif not stat.S_ISREG(found.st_mode):
             raise ConfigError(
                 f"{what} {path} is {_kind(found.st_mode)}, not a regular file: drgpu reads"
                 " only regular files"
@@ -74,6 +78,19 @@ def read_bounded(
     if size > bound:
         raise ConfigError(_too_large(what, path, bound))
     return b"".join(chunks)
+
+
+def _our_stdin(found: os.stat_result) -> bool:
+    """Whether `found` is the pipe this process reads as its standard input (a FIFO that
+    anyone else names is refused: nothing may keep drgpu waiting)."""
+    try:
+        ours = os.fstat(0)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(found.st_mode) and (found.st_dev, found.st_ino) == (
+        ours.st_dev,
+        ours.st_ino,
+    )
 
 
 def read_text_bounded(
