@@ -23,7 +23,7 @@ from drgpu.core.swarm_node import (
 )
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import nvml, swarm_engine
-from drgpu.host.files import base_stack_file, load_inventory, load_stack
+from drgpu.host.files import base_stack_file, is_file, load_inventory, load_stack
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def swarm_setup(options: SwarmSetupOptions) -> SwarmSetupResult:
     else:
         gpus = nvml.read_inventory()
     target = resolved(InputOptions(env_file=options.env_file, needs_files=False))
-    config = settings(target) if target.env_file.is_file() else None
+    config = settings(target) if is_file(target.env_file) else None
     kept = trainer_gpus(config, gpus)
     state = read_node(options.daemon_json, options.toolkit_config)
     wanted = wanted_resources(gpus, kept)

@@ -42,20 +42,42 @@ def load_config(
     evaluate them against `environ` (default: this process's environment, never changed)
     as `drgpu.core.settings.config_from_texts` says."""
     run_settings = run_env_beside(env_file) if run_env is None else run_env
-    existing = {path for path in (env_file, run_settings) if path.is_file()}
+    existing = {path for path in (env_file, run_settings) if is_file(path)}
     chosen = settings_files(env_file, run_env, existing, drfc=drfc)
     return config_from_texts(
         [(path, _settings_text(path)) for path in chosen.paths],
-        os.environ if environ is None else environ,
+        shell_environment() if environ is None else environ,
         evaluation=evaluation,
         drfc=drfc,
         warnings=chosen.warnings,
     )
 
 
+def shell_environment() -> dict[str, str]:
+    """This process's environment and the variables bash sets itself whose values are
+    certain here (UID, EUID, HOSTNAME), as DRfC's activation (a bash) sees them."""
+    import socket  # lazy: only where settings are read
+
+    return {
+        **os.environ,
+        "UID": str(os.getuid()),
+        "EUID": str(os.geteuid()),
+        "HOSTNAME": socket.gethostname(),
+    }
+
+
+def is_file(path: Path) -> bool:
+    """Whether `path` is a file; a name the system refuses (too long) is a `ConfigError`."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
+
+
 def _settings_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        # Its bytes as written: a CR stays (read_text would turn it into a newline).
+        return path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
 
