@@ -366,3 +366,24 @@ def test_mps_renders_the_daemon_its_clients_and_tmpfs_volumes(tmp_path: Path) ->
         name: {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
         for name in ("drgpu-mps-pipe", "drgpu-mps-log")
     }
+
+
+def test_values_reach_compose_as_written_never_interpolated() -> None:
+    from drgpu.core.model import Role, ServicePlan
+
+    service = ServicePlan(
+        name="mps",
+        role=Role.OTHER,
+        devices=(),
+        capabilities=(),
+        environment=(("NOTE", "cost $5 ${HOME}"),),
+        labels=(("drgpu.note", "$USER"),),
+        image="${MPS_IMAGE:-evil}",
+        command=("sh", "-c", "echo $$"),
+    )
+    plan = Plan(project="deepracer-0", run_id="0", services=(service,))
+    body = yaml.load(render_override(plan, None), Loader=OverrideLoader)["services"]["mps"]
+    assert body["image"] == "$${MPS_IMAGE:-evil}"
+    assert body["command"] == ["sh", "-c", "echo $$$$"]
+    assert body["environment"] == {"NOTE": "cost $$5 $${HOME}"}
+    assert body["labels"] == {"drgpu.note": "$$USER"}
