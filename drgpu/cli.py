@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -16,9 +17,10 @@ import click
 import typer
 
 from drgpu import __version__
-from drgpu.errors import DrgpuError, ExitCode
+from drgpu.errors import ConfigError, DrgpuError, ExitCode
 from drgpu.host import signals, trace
 from drgpu.ui.redacting import redacting_output
+from drgpu.ui.talk import one_line
 
 if TYPE_CHECKING:
     from drgpu.commands.options import InputOptions
@@ -334,6 +336,17 @@ def gpus(
         tables.gpus_table(inventory, full=full, holders=holders)
 
 
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 86400.0  # a day
+
+
+def _a_number(value: float) -> float:
+    """A float option that is a number (click's range lets `nan` through)."""
+    if math.isnan(value):
+        raise typer.BadParameter("nan is not a number of seconds")
+    return value
+
+
 @_command(
     examples=(
         "drgpu status --watch",
@@ -355,7 +368,14 @@ def status(
         ),
     ] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.1, help="Seconds between refreshes.")
+        float,
+        typer.Option(
+            "--interval",
+            min=MIN_INTERVAL_S,
+            max=MAX_INTERVAL_S,
+            callback=_a_number,
+            help="Seconds between refreshes.",
+        ),
     ] = 1.0,
     count: Annotated[
         int | None, typer.Option("--count", min=1, help="With --watch: stop after N refreshes.")
@@ -502,7 +522,7 @@ def cuda_check(
         for uuid in expect_uuid or []:
             argv += ["--expect-uuid", uuid]
         argv += ["--frameworks", frameworks] if frameworks else []
-        raise typer.Exit(probe.main(argv))
+        raise typer.Exit(probe.main(argv, usage_error=_usage_error))
     from drgpu.commands import cuda_check as cuda_check_command  # lazy: start-up time
     from drgpu.ui.results import show_cuda_check  # lazy: start-up time
 
@@ -576,16 +596,16 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def _usage_error(message: str) -> NoReturn:
+    """A usage problem the probe finds, as drgpu's own one-line error (exit 2)."""
+    raise ConfigError(message)
+
+
 def _fail(message: str, hint: str | None, code: int) -> NoReturn:
-    sys.stderr.write(f"drgpu: error: {_one_line(message)}\n")
+    sys.stderr.write(f"drgpu: error: {one_line(message)}\n")
     if hint:
-        sys.stderr.write(f"  hint: {hint}\n")
+        sys.stderr.write(f"  hint: {one_line(hint)}\n")
     raise SystemExit(code)
-
-
-def _one_line(text: str) -> str:
-    """`text` on one line, its control characters (a NUL, an escape) written visibly."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
 
 
 def main(argv: list[str] | None = None) -> None:

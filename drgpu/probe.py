@@ -60,7 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from typing import NoReturn
 
 SCHEMA_VERSION = 1
 
@@ -1270,9 +1271,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the probe; returns the exit code (argparse exits 2 itself on bad usage)."""
+def main(
+    argv: Sequence[str] | None = None, *, usage_error: Callable[[str], NoReturn] | None = None
+) -> int:
+    """Run the probe; returns the exit code (argparse exits 2 itself on bad usage, or
+    `usage_error` is called with the problem: drgpu's own one-line error)."""
     parser = build_parser()
+    if usage_error is not None:
+        parser.error = usage_error  # type: ignore[method-assign, assignment]
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.expect is not None and args.expect < 0:
         parser.error("--expect must be 0 or more")

@@ -10,6 +10,7 @@ from pathlib import Path
 from drgpu.commands.preparation import load_settings
 from drgpu.core.inputs import Inputs, resolve_inputs
 from drgpu.core.settings import Config
+from drgpu.host.files import is_file
 from drgpu.ui.talk import warn
 
 
@@ -48,6 +49,6 @@ def settings(target: Inputs) -> Config:
 
 def run_id_of(target: Inputs) -> str:
     """DR_RUN_ID of the target's settings, when there are any; else 0."""
-    if not target.env_file.is_file():
+    if not is_file(target.env_file):
         return "0"
     return settings(target).run_id

@@ -9,9 +9,10 @@ from pathlib import Path
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
 from drgpu.commands.state_files import write_owned_file
-from drgpu.core.redaction import masked_plan
+from drgpu.core.redaction import masked_plan, secret_values
+from drgpu.core.seal import is_sealed, sealed
 from drgpu.errors import ConfigError
-from drgpu.host.files import override_header_template
+from drgpu.host.files import override_header_template, read_own_output
 from drgpu.targets.compose_override import render_override
 
 
@@ -38,7 +39,8 @@ class Rendered:
 
 def render(options: RenderOptions) -> Rendered:
     """Plan and render the target the options ask for; written to `options.output` (real
-    values, mode 600 when it holds a secret) when given. Its warnings include the plan's."""
+    values, mode 600 when it holds a secret, a checksum line last) when given. Its
+    warnings include the plan's."""
     target = resolved(options.inputs)
     config = settings(target)
     config.refuse_key_mistakes()
@@ -52,8 +54,24 @@ def render(options: RenderOptions) -> Rendered:
         this_host=options.inventory is None,
     )
     if options.output is not None:
-        write_owned_file(options.output, result.text, private=result.shown != result.text)
+        _refuse_edited(options.output)
+        write_owned_file(options.output, sealed(result.text), private=result.shown != result.text)
     return replace(result, warnings=(*prepared.plan.warnings, *result.warnings))
+
+
+def _refuse_edited(path: Path) -> None:
+    """Refuse to replace `path` unless drgpu wrote it and no one changed it since (its
+    checksum line, `drgpu.core.seal`): nothing a person wrote is lost."""
+    try:
+        data = read_own_output(path)
+    except ConfigError:  # larger than any file drgpu writes, or unreadable: not drgpu's
+        data = b""
+    if data is not None and not is_sealed(data.decode("utf-8", "replace")):
+        raise ConfigError(
+            f"refusing to overwrite {path}: drgpu did not write it, or it was changed since"
+            " (its last line, drgpu's checksum, no longer matches)",
+            hint="move that file away or remove it, or pass another --output path",
+        )
 
 
 def _rendered(
@@ -63,6 +81,7 @@ def _rendered(
     so the Swarm stack is laid out for this engine's swarm."""
     if swarm and k8s:
         raise ConfigError("--swarm and --k8s exclude each other")
+    secrets = secret_values(prepared.config.values)  # masked in the data, before encoding
     if dra and not k8s:
         raise ConfigError("--dra goes with --k8s (Kubernetes dynamic resource allocation)")
     if k8s:
@@ -76,6 +95,7 @@ def _rendered(
             workers=prepared.config.workers,
             sharing=prepared.config.sharing,
             dra=dra,
+            secrets=secrets,
         )
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
     if prepared.config.deploys_to_swarm(swarm):
@@ -86,5 +106,5 @@ def _rendered(
         warnings = (*stack.warnings, *([blind] if blind else []))
         return Rendered(stack.shown_text, stack.text, warnings)
     header = override_header_template()
-    shown = render_override(masked_plan(prepared.plan), header)
+    shown = render_override(masked_plan(prepared.plan, secrets), header)
     return Rendered(shown, render_override(prepared.plan, header), ())

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from drgpu.commands.state_files import state_dir
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
+from drgpu.core.numbers import whole_number
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, swarm
@@ -59,11 +60,12 @@ def _seconds(settings: Mapping[str, str], key: str, default: float) -> float:
     text = (settings.get(key) or os.environ.get(key) or "").strip()
     if not text:
         return default
-    if not text.isdigit() or len(text) > 6 or int(text) > MAX_LOCK_TIMEOUT_S:
+    seconds = whole_number(text, 0, MAX_LOCK_TIMEOUT_S)
+    if seconds is None:
         raise ConfigError(
             f"{key}: {text[:40]!r} is not a whole number of seconds from 0 to {MAX_LOCK_TIMEOUT_S}"
         )
-    return float(text)
+    return float(seconds)
 
 
 MAX_LOCK_TIMEOUT_S = 86400

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.state_files import write_owned_file, written_by_drgpu
+from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import RUNTIME, SWARM_GPUS_KEY, swarm_gpu_mode, swarm_layout
 from drgpu.errors import DockerError, GpuValidationError
@@ -39,7 +40,8 @@ def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
     model = compose.resolve_stack(prepared.config, prepared.stack.files)
     services = swarm_services(prepared.plan, model["services"], prepared.config.workers, layout)
-    return render_stack(prepared.plan, model, services, layout)
+    secrets = secret_values(prepared.config.values)
+    return render_stack(prepared.plan, model, services, layout, secrets)
 
 
 def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:

@@ -26,7 +26,7 @@ from drgpu.core.swarm_node import (
 from drgpu.core.toolkit import ToolkitFacts
 from drgpu.errors import CheckFailedError, ConfigError, DockerError
 from drgpu.host import files, nvml, process, swarm_engine
-from drgpu.host.files import base_stack_file, load_inventory, load_stack
+from drgpu.host.files import base_stack_file, is_file, load_inventory, load_stack
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def swarm_setup(options: SwarmSetupOptions) -> SwarmSetupResult:
     else:
         gpus = nvml.read_inventory()
     target = resolved(InputOptions(env_file=options.env_file, needs_files=False))
-    config = settings(target) if target.env_file.is_file() else None
+    config = settings(target) if is_file(target.env_file) else None
     kept = trainer_gpus(config, gpus)
     state = read_node(options.daemon_json, options.toolkit_config)
     wanted = wanted_resources(gpus, kept)

@@ -10,6 +10,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from drgpu.core.numbers import is_digits
+
 # Compose's objects that are no service of the stack: not shown, unless they fail.
 _QUIET_KINDS = ("Network", "Volume")
 
@@ -90,7 +92,7 @@ def service_of(container: str, project: str) -> str:
     if rest == container:
         return container
     service, _, number = rest.rpartition("-")
-    return service if service and number.isdigit() else rest
+    return service if service and is_digits(number) else rest
 
 
 def verification_events(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from drgpu.core.numbers import whole_number
 from drgpu.errors import ConfigError
 
 FILE_FLAGS = ("-f", "-c", "--file", "--compose-file")
@@ -96,7 +97,7 @@ def activation_exports(values: Mapping[str, str]) -> dict[str, str]:
     run_id = values.get("DR_RUN_ID", "") or "0"
     derived = {"DR_RUN_ID": run_id, "AWS_DEFAULT_REGION": values.get("DR_AWS_APP_REGION", "")}
     if values.get("DR_DOCKER_STYLE", "").lower() == "swarm":
-        number = int(run_id) if run_id.isdigit() and len(run_id) < 10 else None
+        number = whole_number(run_id, 0, 999_999_999)
         for key, base in (("TRAIN", 8080), ("EVAL", 8180), ("GUI", 5900)):
             derived[f"DR_ROBOMAKER_{key}_PORT"] = "" if number is None else str(base + number)
     else:

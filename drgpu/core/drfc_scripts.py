@@ -29,6 +29,7 @@ from pathlib import Path
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.model import Plan, ServicePlan
+from drgpu.core.numbers import whole_number
 
 QUIET = "-q"
 REMOVE_ORPHANS = "COMPOSE_REMOVE_ORPHANS"
@@ -113,7 +114,8 @@ def shell_exports(checkout: DrfcCheckout, override: Path) -> str:
 
 def _workers(values: Mapping[str, str]) -> int:
     text = values.get("DR_WORKERS", "1").strip()
-    return int(text) if text.isdigit() and len(text) < 7 else 1
+    workers = whole_number(text, 0, 999_999)
+    return 1 if workers is None else workers
 
 
 def _swarm(values: Mapping[str, str]) -> bool:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from drgpu.core.secrets import is_secret
 from drgpu.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -47,6 +48,13 @@ _REFUSED = {
     "[": "a `[` is a glob DRfC's loop expands against the current directory",
 }
 _SPECIAL_PARAMETERS = set("@*#?-$!0123456789")
+# Variables bash sets itself whose value drgpu cannot know: DRfC's eval reads a value of
+# its own shell's (a random number, a clock, its process). UID and EUID bash sets too, but
+# their values are certain: the host passes them in with the environment.
+_SHELL_ONLY = frozenset(
+    ("RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "PPID", "EPOCHSECONDS", "EPOCHREALTIME")
+)
+_READ_ONLY = frozenset(("UID", "EUID", "PPID", "BASHPID"))
 _QUOTE_HINT = "quote it ('...') or write it another way"
 
 
@@ -74,12 +82,17 @@ class EnvFiles:
 
 
 class _Unreadable(Exception):
-    """A value outside what drgpu reads with certainty: why, and how to write it."""
+    """A value outside what drgpu reads with certainty: why, and how to write it; `echoes`:
+    the reason quotes a part of the line (never shown for a secret's line)."""
 
-    def __init__(self, reason: str, hint: str | None = None) -> None:
+    def __init__(
+        self, reason: str, hint: str | None = None, *, echoes: bool = False, plain: str = ""
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.hint = hint
+        self.echoes = echoes or bool(plain)  # the reason quotes a part of the line
+        self.plain = plain  # the reason told without quoting the line, where it can be
 
 
 def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) -> EnvFiles:
@@ -95,6 +108,8 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
         return values[name] if name in values else environ.get(name)
 
     for path, text in texts:
+        # Split at newlines alone, as bash's `read` does (str.splitlines also splits at CR,
+        # form feeds and Unicode separators, where DRfC reads one line).
         for number, line in enumerate(text.split("\n"), start=1):
             origin = Origin(path, number)
             try:
@@ -116,18 +131,50 @@ def _read_line(
     line: str, lookup: Callable[[str], str | None]
 ) -> tuple[str, str, str | None] | None:
     """(key, value, a warning or None) of one line; None for a comment or a blank line."""
+    if "\r" in line:
+        raise _Unreadable(
+            "a carriage return (CR, a Windows line ending): DRfC's activate.sh keeps it in"
+            " the value",
+            "convert the file: dos2unix FILE (or sed -i 's/\\r$//' FILE)",
+        )
     if line.startswith("#"):
         return None
     if "\0" in line:
         raise _Unreadable("a NUL byte", "settings files are text")
-    if line.endswith("\r"):
-        raise _Unreadable(
-            "a Windows line ending (CR): DRfC's activate.sh keeps it in the value",
-            "convert the file: dos2unix FILE (or sed -i 's/\\r$//' FILE)",
-        )
     words = [word for word in _WORD_SEPARATORS.split(line) if word]
     if not words:
         return None
+    secret = _secret_name(words)
+    if secret is not None:
+        try:
+            return _read_words(line, words, lookup)
+        except _Unreadable as exc:
+            raise _Unreadable(_secret_reason(secret, exc), exc.hint) from None
+    return _read_words(line, words, lookup)
+
+
+def _secret_name(words: list[str]) -> str | None:
+    """The first secret name (`drgpu.core.secrets`) a line's words assign or name, if any:
+    an error about such a line names it, never a word of its value."""
+    for word in words:
+        name = word.partition("=")[0]
+        if is_secret(name):
+            return name
+    return None
+
+
+def _secret_reason(name: str, exc: _Unreadable) -> str:
+    """Why a line holding secret `name` is unreadable, without a word of what it holds."""
+    if not exc.echoes:
+        return exc.reason
+    why = exc.plain or "it is not a setting DRfC's activate.sh reads as written"
+    return f"the line of secret {name} (its value is not shown): {why}"
+
+
+def _read_words(
+    line: str, words: list[str], lookup: Callable[[str], str | None]
+) -> tuple[str, str, str | None] | None:
+    """`_read_line` for a line split into its words."""
     if words[0].startswith("#"):  # indented: DRfC's grep keeps it, its loop reads each word
         _check_side_words(words, "this indented comment")
         return None
@@ -141,6 +188,7 @@ def _read_line(
                 f"{_shown(line)} has a space in its value: DRfC's activate.sh splits a line"
                 " at spaces and reads each word as a setting of its own",
                 "write the value without spaces (quotes do not help: DRfC splits them too)",
+                plain="a space in the value: DRfC's activate.sh splits a line at spaces",
             )
         _check_side_words(rest, "the comment after the value")
         warning = (
@@ -150,22 +198,28 @@ def _read_line(
     key, equals, value = assignment.partition("=")
     if not equals:
         raise _Unreadable(
-            f"{_shown(line)} is not a setting (KEY=VALUE)", "comment it out with # at the start"
+            f"{_shown(line)} is not a setting (KEY=VALUE)",
+            "comment it out with # at the start",
+            echoes=True,
         )
     if not _KEY.match(key):
         raise _Unreadable(
-            f"{_shown(key)} is not a variable name (letters, digits and _, not first a digit)"
+            f"{_shown(key)} is not a variable name (letters, digits and _, not first a digit)",
+            echoes=True,
         )
+    if key in _READ_ONLY:
+        raise _Unreadable(f"{key} is read-only in bash: DRfC's activate.sh fails on the line")
     if "=" in value:
         kept = value.split("=", 1)[0]
         raise _Unreadable(
             f"{key}'s value has a second '=': DRfC's activate.sh keeps only {_shown(kept)}",
             "write the value without '='",
+            plain="a second '=' in the value: DRfC's activate.sh keeps only what is before it",
         )
     try:
         return key, expand(value, lookup), warning
     except _Unreadable as exc:
-        raise _Unreadable(f"{key}: {exc.reason}", exc.hint) from None
+        raise _Unreadable(f"{key}: {exc.reason}", exc.hint, echoes=exc.echoes) from None
 
 
 def _check_side_words(words: list[str], what: str) -> None:
@@ -182,6 +236,7 @@ def _check_side_words(words: list[str], what: str) -> None:
                 f"{what} is read by DRfC's activate.sh word by word, and {_shown(word)}"
                 " would be evaluated as a setting (only lines starting with # are comments)",
                 "put the comment on a line of its own, with # as its first character",
+                plain=f"{what} holds a word DRfC's activate.sh would evaluate as a setting",
             )
 
 
@@ -328,15 +383,17 @@ class _Word:
         following = text[i] if i < len(text) else ""
         name = _NAME.match(text, i)
         if name is not None:
-            return self.lookup(name[0]) or "", name.end()
+            return self._value(name[0]) or "", name.end()
         if following == "{":
             return self.braced(i + 1, quoted=quoted)
         if following == "(":
             raise _Unreadable("$( runs a command", "drgpu runs no command from a settings file")
         if following in ("'", '"') and not quoted:
-            raise _Unreadable(f"${following}...{following} quoting", "use plain quotes")
+            raise _Unreadable(
+                f"${following}...{following} quoting", "use plain quotes", echoes=True
+            )
         if following and following in _SPECIAL_PARAMETERS:
-            raise _Unreadable(f"${following} is a shell parameter, not a setting")
+            raise _Unreadable(f"${following} is a shell parameter, not a setting", echoes=True)
         return "$", i  # a lone `$` is itself
 
     def braced(self, start: int, *, quoted: bool) -> tuple[str, int]:
@@ -346,14 +403,15 @@ class _Word:
         if name is None:
             raise _Unreadable("${...} without a variable name", "write ${NAME}")
         i = name.end()
-        current = self.lookup(name[0])
+        current = self._value(name[0])
         if text.startswith("}", i):
             return current or "", i + 1
         operator = next((op for op in (":-", ":+", "-", "+") if text.startswith(op, i)), None)
         if operator is None:
             raise _Unreadable(
-                f"${{{name[0]}{text[i : i + 2]}...}}: drgpu reads ${{NAME}}, ${{NAME:-default}}"
-                " and ${NAME:+alternative} (with or without the colon)"
+                f"${{{name[0]}...}} with an operator drgpu does not read: it reads ${{NAME}},"
+                " ${NAME:-default} and ${NAME:+alternative} (with or without the colon)",
+                echoes=True,
             )
         word_start = i + len(operator)
         if quoted:
@@ -364,6 +422,15 @@ class _Word:
         if operator.endswith("-"):
             return (current or "" if is_set else word), end + 1
         return (word if is_set else ""), end + 1
+
+    def _value(self, name: str) -> str | None:
+        """A variable's value; one only DRfC's own shell knows is refused."""
+        if name in _SHELL_ONLY:
+            raise _Unreadable(
+                f"${name} is set by DRfC's own shell (bash), with a value drgpu cannot know",
+                "write the value itself",
+            )
+        return self.lookup(name)
 
     def _tilde(self, following: int, stop: str | None) -> str:
         text = self.text

@@ -1,17 +1,26 @@
-"""Whole numbers as users write them, checked against their bounds before any conversion."""
+"""Whole numbers as users write them, checked against their bounds before any conversion.
+
+Only ASCII digits are digits here: `str.isdigit` also takes superscripts (`²`, which
+`int` refuses) and other scripts' digits (`٣`, which `int` reads as 3), where a shell
+or Compose reads neither as a number."""
 
 from __future__ import annotations
 
 import re
 
-_WHOLE_NUMBER = re.compile(r"^[0-9]+$")
+_WHOLE_NUMBER = re.compile(r"[0-9]+")
+
+
+def is_digits(text: str) -> bool:
+    """Whether `text` is one or more ASCII digits, and nothing else."""
+    return _WHOLE_NUMBER.fullmatch(text) is not None
 
 
 def whole_number(text: str, low: int, high: int) -> int | None:
     """`text` as a whole number from `low` to `high`, else None (never converting a number
     longer than `high` could be written: Python refuses ints of over 4300 digits)."""
     digits = text.lstrip("0") or "0"
-    if not _WHOLE_NUMBER.match(text) or len(digits) > len(str(high)):
+    if not is_digits(text) or len(digits) > len(str(high)):
         return None
     number = int(digits)
     return number if low <= number <= high else None

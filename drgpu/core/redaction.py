@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from drgpu.core.model import Plan
 from drgpu.core.secrets import MASK, is_secret, masked
@@ -35,15 +36,45 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def masked_plan(plan: Plan) -> Plan:
-    """`plan` as drgpu may print it: every secret environment value masked."""
+def masked_plan(plan: Plan, secrets: Iterable[str] = ()) -> Plan:
+    """`plan` as drgpu may print it: every secret environment value masked, and every
+    value holding one of `secrets` (a secret passed on under another name)."""
+    found = plan_secrets(plan, secrets)
     return replace(
         plan,
         services=tuple(
-            replace(service, environment=masked_items(service.environment))
+            replace(
+                service,
+                environment=tuple(
+                    (name, redact(value, found))
+                    for name, value in masked_items(service.environment)
+                ),
+            )
             for service in plan.services
         ),
     )
+
+
+def plan_secrets(plan: Plan, secrets: Iterable[str] = ()) -> tuple[str, ...]:
+    """`secrets` and the plan's own secret values (`secret_values`), longest first."""
+    own = secret_values(
+        {name: value for service in plan.services for name, value in service.environment}
+    )
+    return tuple(sorted({*secrets, *own}, key=len, reverse=True))
+
+
+def masked_data(data: Any, secrets: Iterable[str]) -> Any:
+    """A document (mappings, lists, text) with each of `secrets` masked in every text it
+    holds: masked before it is encoded, since YAML or JSON may escape a value (`\\xE4`)
+    where a mask looking for it in the encoded text would miss it."""
+    found = tuple(secrets)
+    if isinstance(data, str):
+        return redact(data, found)
+    if isinstance(data, Mapping):
+        return {key: masked_data(value, found) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [masked_data(item, found) for item in data]
+    return data
 
 
 def holds_secret(plan: Plan) -> bool:

@@ -101,7 +101,7 @@ def project_name(run_id: str, *, evaluation: bool) -> str:
 def run_key(run_id: str, *, evaluation: bool) -> str:
     """A run as drgpu's labels name it: an evaluation (`eval-<id>`) holds its GPUs apart
     from the training of the same `DR_RUN_ID`."""
-    return f"eval-{run_id}" if evaluation else run_id
+    return f"{EVALUATION_PREFIX}{run_id}" if evaluation else run_id
 
 
 @dataclass(frozen=True)
@@ -279,11 +279,7 @@ def config_from_values(
             raise fail(key, f"{value!r} is not one of {choices(type(default))}")
         return mode
 
-    run_id = values.get("DR_RUN_ID", "0").strip() or "0"
-    if not _RUN_ID.match(run_id):
-        raise fail("DR_RUN_ID", f"{_shown(run_id)} must be lowercase letters, digits, '-' or '_'")
-    if len(run_id) > MAX_RUN_ID_LENGTH:
-        raise fail("DR_RUN_ID", f"is {len(run_id)} characters long, more than {MAX_RUN_ID_LENGTH}")
+    run_id = _run_id(values, fail)
     workers_text = values.get("DR_WORKERS", "1").strip() or "1"
     workers = whole_number(workers_text, 1, MAX_WORKERS)
     if workers is None:
@@ -462,6 +458,33 @@ def role_devices_key(
                 " they name the same role's GPUs; keep one of them",
             )
     return alias
+
+
+EVALUATION_PREFIX = "eval-"
+
+
+def _run_id(values: Mapping[str, str], fail: Callable[..., ConfigError]) -> str:
+    """DR_RUN_ID (default 0), checked: its spelling, its length, and `run_id_problem`."""
+    run_id = values.get("DR_RUN_ID", "0").strip() or "0"
+    if not _RUN_ID.match(run_id):
+        raise fail("DR_RUN_ID", f"{_shown(run_id)} must be lowercase letters, digits, '-' or '_'")
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise fail("DR_RUN_ID", f"is {len(run_id)} characters long, more than {MAX_RUN_ID_LENGTH}")
+    if (problem := run_id_problem(run_id)) is not None:
+        raise fail("DR_RUN_ID", problem, "choose a run id that does not start with 'eval-'")
+    return run_id
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why `run_id` cannot be a run's id beyond its spelling: `eval-N` is how drgpu's
+    labels name the evaluation of run N (`run_key`), so a run called so would be taken
+    for it (its GPUs, its `down`)."""
+    if run_id.startswith(EVALUATION_PREFIX):
+        return (
+            f"{_shown(run_id)} starts with {EVALUATION_PREFIX!r}, which names the evaluation"
+            f" of run {_shown(run_id.removeprefix(EVALUATION_PREFIX))} in drgpu's labels"
+        )
+    return None
 
 
 def _shown(text: str, limit: int = 40) -> str:

@@ -18,6 +18,24 @@ _PCI_BUS_ID = re.compile(
     r"(?P<device>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])$"
 )
 
+# NVIDIA's UUIDs, as NVML and nvidia-smi -L write them: a GPU's `GPU-<uuid>`; a MIG
+# device's `MIG-<uuid>` (R470 and later) or, before, `MIG-GPU-<gpu uuid>/<gi>/<ci>`.
+_HEX_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_GPU_UUID = re.compile(rf"GPU-{_HEX_UUID}")
+_MIG_UUID = re.compile(rf"MIG-{_HEX_UUID}|MIG-GPU-{_HEX_UUID}/[0-9]{{1,3}}/[0-9]{{1,3}}")
+GPU_UUID_FORM = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, x a hex digit"
+MIG_UUID_FORM = "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or MIG-GPU-<GPU's uuid>/<gi>/<ci>"
+
+
+def is_gpu_uuid(text: str) -> bool:
+    """Whether `text` is a GPU UUID as NVIDIA writes it (`GPU_UUID_FORM`)."""
+    return _GPU_UUID.fullmatch(text) is not None
+
+
+def is_mig_uuid(text: str) -> bool:
+    """Whether `text` is a MIG device UUID as NVIDIA writes it (`MIG_UUID_FORM`)."""
+    return _MIG_UUID.fullmatch(text) is not None
+
 
 def parse_pci_bus_id(text: str) -> tuple[int, int, int, int] | None:
     """(domain, bus, device, function) of a PCI bus id, or None if `text` is not one."""
@@ -202,9 +220,12 @@ def _gpu_from_json(item: Any) -> Gpu:
     migs = item.get("mig_devices") or []
     if not isinstance(migs, list) or not all(isinstance(mig, dict) for mig in migs):
         raise ValueError("mig_devices is not a list of objects")
+    uuid = _text(item, "uuid", "")
+    if (error is None or uuid) and not is_gpu_uuid(uuid):
+        raise ValueError(f"uuid {_short(repr(uuid))} is not a GPU UUID ({GPU_UUID_FORM})")
     return Gpu(
         index=_whole(item, "index", -1, -1, MAX_GPUS),
-        uuid=_text(item, "uuid", ""),
+        uuid=uuid,
         name=_text(item, "name", "GPU"),
         pci_bus_id=pci_bus_id,
         memory_total_mib=_whole(item, "memory_total_mib", 0, 0, MAX_MEMORY_MIB),
@@ -214,7 +235,7 @@ def _gpu_from_json(item: Any) -> Gpu:
         mig_mode=mig_mode,
         mig_devices=tuple(
             MigDevice(
-                uuid=_text(mig, "uuid", ""),
+                uuid=_mig_uuid(mig),
                 memory_total_mib=_whole(mig, "memory_total_mib", None, 0, MAX_MEMORY_MIB),
             )
             for mig in migs
@@ -223,6 +244,13 @@ def _gpu_from_json(item: Any) -> Gpu:
         processes_unknown=item.get("processes_error") or None,
         error=error,
     )
+
+
+def _mig_uuid(mig: dict[str, Any]) -> str:
+    uuid = _text(mig, "uuid", "")
+    if not is_mig_uuid(uuid):
+        raise ValueError(f"MIG uuid {_short(repr(uuid))} is not a MIG UUID ({MIG_UUID_FORM})")
+    return uuid
 
 
 def _processes_from_json(item: dict[str, Any]) -> tuple[GpuProcess, ...]:

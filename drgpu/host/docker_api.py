@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from drgpu.core.numbers import whole_number
 from drgpu.errors import DockerError
 from drgpu.host import trace
 
@@ -59,7 +60,7 @@ def engine_address(environment: Mapping[str, str]) -> Address:
     name, _, port = host.removeprefix("tcp://").partition("/")[0].rpartition(":")
     verify = bool(environment.get("DOCKER_TLS_VERIFY"))
     tls = verify or bool(environment.get("DOCKER_CERT_PATH"))
-    if not name or not port.isdigit():
+    if not name or whole_number(port, 0, 65535) is None:
         name, port = name or port, "2376" if tls else "2375"
     return Address(
         host=name.strip("[]"),

@@ -179,15 +179,61 @@ def load_config(
     evaluate them against `environ` (default: this process's environment, never changed)
     as `drgpu.core.settings.config_from_texts` says."""
     run_settings = run_env_beside(env_file) if run_env is None else run_env
-    existing = {path for path in (env_file, run_settings) if path.exists()}
+    existing = {path for path in (env_file, run_settings) if exists(path)}
     chosen = settings_files(env_file, run_env, existing, drfc=drfc)
     return config_from_texts(
         [(path, _settings_text(path)) for path in chosen.paths],
-        os.environ if environ is None else environ,
+        shell_environment() if environ is None else environ,
         evaluation=evaluation,
         drfc=drfc,
         warnings=chosen.warnings,
     )
+
+
+def shell_environment() -> dict[str, str]:
+    """This process's environment and the variables bash sets itself whose values are
+    certain here (UID, EUID, HOSTNAME), as DRfC's activation (a bash) sees them."""
+    import socket  # lazy: only where settings are read
+
+    return {
+        **os.environ,
+        "UID": str(os.getuid()),
+        "EUID": str(os.geteuid()),
+        "HOSTNAME": socket.gethostname(),
+    }
+
+
+def exists(path: Path) -> bool:
+    """Whether anything is at `path` (a FIFO or a device too: reading it is refused with
+    what it is); a name the system refuses (too long) is a `ConfigError`."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
+
+
+def read_own_output(path: Path) -> bytes | None:
+    """What is at an output path drgpu may replace (`render -o`): None when nothing, or
+    something other than a regular file, is there (the writer refuses that); its bytes,
+    bounded and with no link followed, when a file is (a ConfigError when it is larger
+    than drgpu's own files ever are)."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    return read_bounded(path, Bound.OWN, "file", follow_links=False)
+
+
+def is_file(path: Path) -> bool:
+    """Whether `path` is a file; a name the system refuses (too long) is a `ConfigError`."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
 
 
 def _settings_text(path: Path) -> str:

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from drgpu.core.numbers import whole_number
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import trace
 
+if TYPE_CHECKING:
+    import threading
+
 # How long a program drgpu stops (on a signal or a timeout) may take to exit before it is killed.
 STOP_GRACE_S = 10
+# How long any program may run when its call names no limit of its own (Compose's `up`,
+# DRfC's start script, which may pull images): DRGPU_COMMAND_TIMEOUT in the environment.
+DEFAULT_TIMEOUT_S = 1800
+TIMEOUT_KEY = "DRGPU_COMMAND_TIMEOUT"
+MAX_TIMEOUT_S = 7 * 86400
 
 
 @dataclass(frozen=True)
@@ -50,20 +63,45 @@ def run(
     drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
     it is killed when drgpu is (a kill -9 leaves no program running on its own).
     """
+    limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=stdin is not None)
     try:
-        stdout, stderr = child.communicate(stdin, timeout=timeout)
+        stdout, stderr = child.communicate(stdin, timeout=limit)
     except subprocess.TimeoutExpired:
         _stop(child)
         _log_end(args, "stopped: timed out", started)
-        raise DockerError(f"{' '.join(args[:3])} did not finish in {timeout:.0f}s") from None
+        raise _timed_out(args, limit, named=timeout is None) from None
     except BaseException:  # a signal (see drgpu.host.signals): stop the program first
         _stop(child)
         _log_end(args, "stopped: interrupted", started)
         raise
     _log_end(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, stdout, stderr)
+
+
+def default_timeout() -> float:
+    """The limit of a call that names none: DRGPU_COMMAND_TIMEOUT seconds, else 30 min."""
+    text = os.environ.get(TIMEOUT_KEY, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    seconds = whole_number(text, 1, MAX_TIMEOUT_S)
+    if seconds is None:
+        raise ConfigError(
+            f"{TIMEOUT_KEY}: {text[:40]!r} is not a whole number of seconds"
+            f" from 1 to {MAX_TIMEOUT_S}"
+        )
+    return seconds
+
+
+def _timed_out(args: Sequence[str], limit: float, *, named: bool) -> DockerError:
+    """The error of a program stopped at its time limit (it and its process group)."""
+    return DockerError(
+        f"{' '.join(args[:3])} did not finish in {limit:.0f}s: stopped",
+        hint=f"set {TIMEOUT_KEY} (seconds) in the environment for a longer limit"
+        if named
+        else None,
+    )
 
 
 def _log_end(args: Sequence[str], how: str, started: float) -> None:
@@ -99,6 +137,8 @@ def _started(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
+            errors="replace",  # a program's output is talk: a stray byte is no error
             start_new_session=True,
             preexec_fn=_die_with_parent(),  # noqa: PLW1509 (one prctl call, no Python work)
         )
@@ -111,18 +151,40 @@ def _started(
 
 
 def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
-    """SIGTERM, a grace period, then SIGKILL; reaped either way. `drain`: read what is
-    left in its pipes meanwhile (not where another thread reads them)."""
+    """SIGTERM to the program's process group (the session it leads: a script's children
+    too), a grace period, then SIGKILL; reaped either way. `drain`: read what is left in
+    its pipes meanwhile (not where another thread reads them)."""
     from drgpu.host.signals import shielded
 
     finish = child.communicate if drain else child.wait
     with shielded(lambda name: None):
-        child.terminate()
+        _signal_group(child, signal.SIGTERM)
         try:
             finish(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            child.kill()
+            _signal_group(child, signal.SIGKILL)
             finish()
+        _signal_group(child, signal.SIGKILL)  # what of the group outlived its leader
+
+
+def _expire(child: subprocess.Popen[str], expired: threading.Event) -> None:
+    """Stop a program at its time limit, from a timer thread (which catches no signal)."""
+    expired.set()
+    _signal_group(child, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=STOP_GRACE_S)
+    _signal_group(child, signal.SIGKILL)
+
+
+def _signal_group(child: subprocess.Popen[str], signum: signal.Signals) -> None:
+    """Send `signum` to the group the program leads (started in a session of its own)."""
+    try:
+        os.killpg(child.pid, signum)
+    except ProcessLookupError:  # the whole group has ended
+        pass
+    except PermissionError:  # a member runs as another user: the leader at least
+        if child.poll() is None:
+            child.send_signal(signum)
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -153,12 +215,15 @@ def stream(
     *,
     env: Mapping[str, str] | None = None,
     on_line: Callable[[str], str | None],
+    timeout: float | None = None,
 ) -> Completed:
-    """Run a program to its end as `run` does (a session of its own, stopped on a signal),
+    """Run a program to its end as `run` does (a session of its own, stopped on a signal
+    or at `timeout`),
     handing each stderr line to `on_line` as it comes; the captured stderr holds what
     `on_line` returns for each line (None: nothing)."""
     import threading
 
+    limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=False)
     assert child.stdout is not None and child.stderr is not None
@@ -166,16 +231,26 @@ def stream(
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
     reader.start()
+    expired = threading.Event()
+    # At the limit, a timer stops the program: its stderr then ends, and so does the loop.
+    timer = threading.Timer(limit, _expire, (child, expired))
+    timer.daemon = True
+    timer.start()
     try:
         for line in child.stderr:
             keep = on_line(line.rstrip("\n"))
             if keep is not None:
                 kept.append(keep + "\n")
         child.wait()
-    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
+    except BaseException:
+        timer.cancel()  # a signal (see drgpu.host.signals): stop the program first
         _stop(child, drain=False)  # the reader thread still reads its stdout
         _log_end(args, "stopped: interrupted", started)
         raise
+    timer.cancel()
     reader.join()
+    if expired.is_set():
+        _log_end(args, "stopped: timed out", started)
+        raise _timed_out(args, limit, named=timeout is None)
     _log_end(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))

@@ -88,9 +88,9 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     if service.extends is not None:
         body["extends"] = {"file": service.extends.files[-1], "service": service.extends.service}
     if service.image is not None:
-        body["image"] = service.image
+        body["image"] = _literal(service.image)
     if service.command:
-        body["command"] = list(service.command)
+        body["command"] = [_literal(word) for word in service.command]
     if service.placeholder:
         # Each replica a start script's `--scale` asks for runs `true` and exits: the
         # numbered workers are the simulators (see docs/drfc.md).
@@ -103,8 +103,8 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
         body["network_mode"] = service.network_mode
     if service.ipc is not None:
         body["ipc"] = service.ipc
-    body["environment"] = dict(service.environment)
-    body["labels"] = dict(service.labels)
+    body["environment"] = {name: _literal(value) for name, value in service.environment}
+    body["labels"] = {name: _literal(value) for name, value in service.labels}
     if service.volumes:
         body["volumes"] = list(service.volumes)
     if service.depends_on:
@@ -128,6 +128,12 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     elif ".".join(_DEVICES_PATH) in service.reset_keys:
         _put(body, _DEVICES_PATH, _Tagged("!reset", []))
     return body
+
+
+def _literal(text: str) -> str:
+    """A value Compose reads as written: it interpolates `$NAME` in every file it reads,
+    and reads `$$` as one `$` (the values here are settled: settings already expanded)."""
+    return text.replace("$", "$$")
 
 
 def _put(body: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

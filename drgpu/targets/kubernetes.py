@@ -10,12 +10,13 @@ Everything here is pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from drgpu.core.model import Assignment, Plan, Role, ServicePlan
 from drgpu.core.modes import Sharing
+from drgpu.core.redaction import masked_data, secret_values
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.errors import ConfigError, GpuValidationError
 from drgpu.targets.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
@@ -43,7 +44,7 @@ SHARING_COMMENT = """\
 DRA_API = "resource.k8s.io/v1"
 DRA_DRIVER = "gpu.nvidia.com"
 DEVICE_CLASSES = {False: "gpu.nvidia.com", True: "mig.nvidia.com"}  # by MIG or not
-UUID_SELECTOR = 'device.attributes["{driver}"].uuid == "{uuid}"'
+UUID_SELECTOR = "device.attributes[{driver}].uuid == {uuid}"  # each a CEL string literal
 DRA_HEADER = """\
 # Written by drgpu for {project}: Kubernetes manifests, one Deployment per service and
 # per simulator worker. GPUs come from dynamic resource allocation ({api}, Kubernetes
@@ -73,12 +74,19 @@ class Manifests:
 
 
 def render_manifests(
-    plan: Plan, model: Mapping[str, Any], *, workers: int, sharing: Sharing, dra: bool = False
+    plan: Plan,
+    model: Mapping[str, Any],
+    *,
+    workers: int,
+    sharing: Sharing,
+    dra: bool = False,
+    secrets: Iterable[str] = (),
 ) -> Manifests:
     """The manifests of a plan; `model` is the stack as Compose resolves it.
 
     With `dra`, GPUs come from ResourceClaims that name them by UUID; else from the
-    NVIDIA device plugin, which picks among the node's GPUs.
+    NVIDIA device plugin, which picks among the node's GPUs. The shown text masks the
+    Secrets' values, and `secrets` (the settings' secret values) wherever they appear.
     """
     bodies: Mapping[str, Any] = model.get("services") or {}
     shapes = service_gpus(plan, bodies, workers)
@@ -91,8 +99,9 @@ def render_manifests(
     else:
         parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
         header = HEADER.format(project=plan.project, resource=GPU_RESOURCE, label=PRODUCT_LABEL)
-    text = "---\n".join([header, *(part.text(masked=False) for part in parts)])
-    shown = "---\n".join([header, *(part.text(masked=True) for part in parts)])
+    hidden = _hidden_values(parts, secrets)
+    text = "---\n".join([header, *(part.text() for part in parts)])
+    shown = "---\n".join([header, *(part.text(masked=hidden) for part in parts)])
     return Manifests(text=text, warnings=tuple(warnings), shown_text=shown)
 
 
@@ -103,13 +112,38 @@ class _Part:
     document: Mapping[str, Any]
     comment: str = ""
 
-    def text(self, *, masked: bool) -> str:
+    def text(self, *, masked: tuple[str, ...] | None = None) -> str:
+        """The manifest; `masked`: the values to mask (masked before YAML escapes them), a
+        Secret's values all masked; None: the real values."""
         document = dict(self.document)
+        if masked is not None:
+            document = masked_data(document, masked)
         if document.get("kind") != "Secret":
             return self.comment + _dump(document)
-        if masked:
+        if masked is not None:
             document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
-        return self.comment.format(masked=MASKED_NOTE if masked else "") + _dump(document)
+        return self.comment.format(masked="" if masked is None else MASKED_NOTE) + _dump(document)
+
+
+def _hidden_values(parts: list[_Part], secrets: Iterable[str]) -> tuple[str, ...]:
+    """`secrets` and the values of every Secret of `parts`: masked wherever they appear."""
+    own = secret_values(
+        {
+            str(key): str(value)
+            for part in parts
+            if part.document.get("kind") == "Secret"
+            for key, value in (part.document.get("stringData") or {}).items()
+        }
+    )
+    return tuple(sorted({*secrets, *own}, key=len, reverse=True))
+
+
+def cel_string(text: str) -> str:
+    """`text` as a CEL string literal: quoted, its quotes, backslashes and control
+    characters escaped (JSON's escapes are CEL's)."""
+    import json  # lazy: only DRA manifests quote CEL
+
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _plugin_parts(
@@ -236,7 +270,7 @@ def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, 
                                 {
                                     "cel": {
                                         "expression": UUID_SELECTOR.format(
-                                            driver=DRA_DRIVER, uuid=uuid
+                                            driver=cel_string(DRA_DRIVER), uuid=cel_string(uuid)
                                         )
                                     }
                                 }

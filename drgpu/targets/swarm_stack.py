@@ -14,13 +14,15 @@ runtime reads in place of NVIDIA_VISIBLE_DEVICES when its config.toml says
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role
 from drgpu.core.modes import Sharing
+from drgpu.core.numbers import is_digits
+from drgpu.core.redaction import masked_data, secret_values
 from drgpu.core.secrets import masked
 from drgpu.core.swarm_node import (
     GPU_KIND,
@@ -242,10 +244,29 @@ def _swarm_service(plan: Plan, shape: ServiceGpus, layout: SwarmLayout) -> Swarm
 def slot_template(pinned: tuple[tuple[str, ...], ...]) -> str:
     """A Swarm template naming each slot's GPUs, `void` (none) for any other slot."""
     branches = "".join(
-        f'{{{{{"if" if slot == 1 else "else if"} eq .Task.Slot "{slot}"}}}}{",".join(gpus)}'
+        f'{{{{{"if" if slot == 1 else "else if"} eq .Task.Slot "{slot}"}}}}'
+        + template_text(",".join(gpus))
         for slot, gpus in enumerate(pinned, 1)
     )
     return branches + "{{else}}void{{end}}"
+
+
+def template_text(text: str) -> str:
+    """`text` as literal text of a Go template (Swarm's service templates): each `{` is
+    written as an action printing it, so that no `{{` in it starts an action."""
+    return text.replace("{", '{{"{"}}')
+
+
+def compose_text(data: Any) -> Any:
+    """A document whose every text has each `$` doubled: `docker stack deploy` (as
+    Compose) interpolates `$NAME` in the file, and reads `$$` as one `$`."""
+    if isinstance(data, str):
+        return data.replace("$", "$$")
+    if isinstance(data, Mapping):
+        return {key: compose_text(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [compose_text(item) for item in data]
+    return data
 
 
 def gpu_environment(gpus: int) -> dict[str, str]:
@@ -281,11 +302,14 @@ def render_stack(
     model: Mapping[str, Any],
     services: tuple[SwarmService, ...],
     layout: SwarmLayout = ONE_NODE,
+    secrets: Iterable[str] = (),
 ) -> SwarmStack:
-    """The stack file for `docker stack deploy`: Compose's resolved model, made Swarm's.
+    """The stack file for `docker stack deploy`: Compose's resolved model (its values
+    literal, so each `$` is written `$$`), made Swarm's.
 
     The file keeps the real values of secret settings (it is written for deploy, mode
-    600); `shown_text` masks them for printing.
+    600); `shown_text` masks them for printing: the values of secret keys, and `secrets`
+    (the settings' secret values) wherever they appear.
     """
     mine = {service.name: service for service in services}
     warnings: list[str] = []
@@ -302,12 +326,13 @@ def render_stack(
     header = HEADER.format(
         project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
     )
-    text = header + _dump(document)
+    text = header + _dump(compose_text(document))
     masked = {
         **document,
         "services": {name: _masked_service(body) for name, body in document["services"].items()},
     }
-    shown = header + _dump(masked)
+    hidden = (*secrets, *_secret_values(document["services"]))
+    shown = header + _dump(compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True))))
     return SwarmStack(
         project=plan.project,
         text=text,
@@ -323,6 +348,19 @@ def _dump(document: Mapping[str, Any]) -> str:
     import yaml
 
     return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
+
+
+def _secret_values(services: Mapping[str, Any]) -> tuple[str, ...]:
+    """The values of the secret keys of every service's environment."""
+    return secret_values(
+        {
+            str(key): str(value)
+            for body in services.values()
+            if isinstance(body.get("environment"), Mapping)
+            for key, value in body["environment"].items()
+            if value is not None
+        }
+    )
 
 
 def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -387,7 +425,7 @@ def _port(port: Any) -> Any:
     if not isinstance(port, dict):
         return port
     kept = {key: port[key] for key in _PORT_KEYS if port.get(key) is not None}
-    if isinstance(kept.get("published"), str) and kept["published"].isdigit():
+    if isinstance(kept.get("published"), str) and is_digits(kept["published"]):
         kept["published"] = int(kept["published"])
     return kept
 

@@ -27,9 +27,17 @@ def preload_rich() -> None:
 
 def warn(message: str) -> None:
     """One warning line on stderr."""
-    sys.stderr.write(f"drgpu: warning: {message}\n")
+    sys.stderr.write(f"drgpu: warning: {one_line(message)}\n")
 
 
 def note(message: str) -> None:
     """One line of talk on stderr."""
-    sys.stderr.write(f"drgpu: {message}\n")
+    sys.stderr.write(f"drgpu: {one_line(message)}\n")
+
+
+def one_line(text: str) -> str:
+    """`text` as one line a terminal shows as written: its whitespace runs (a newline)
+    one space, its other control characters (an escape, a NUL) written visibly (`\\x1b`).
+    What others wrote (a lock's labels, Compose's messages) cannot fake a line of drgpu's
+    or drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))

@@ -215,18 +215,21 @@ def test_an_override_path_that_is_a_fifo_is_refused_without_waiting(
     assert "it is not a regular file" in err
 
 
-def test_a_huge_sparse_render_target_with_drgpus_header_is_not_read_whole(
+def test_a_huge_sparse_render_target_with_drgpus_header_is_refused_unread(
     env: Path, tmp_path: Path
 ) -> None:
+    """drgpu's header alone does not make a file drgpu's (its checksum line does): a 16 GiB
+    file is refused at once, not read whole, and stays."""
     target = tmp_path / "out.yml"
     with target.open("wb") as stream:
         stream.write(b"# Written by drgpu for compose project deepracer-0.\n")
         stream.truncate(16 * 1024**3)
     started = time.monotonic()
     ran = run_main("render", "--env-file", env, "--inventory", GTX_M40, "-o", target)
-    assert_sound(ran, ExitCode.OK)
+    assert_sound(ran, ExitCode.CONFIG)
+    assert f"refusing to overwrite {target}" in ran.err
     assert time.monotonic() - started < 5
-    assert target.stat().st_size < 1024**2
+    assert target.stat().st_size == 16 * 1024**3
 
 
 # --- one way in: every read goes through drgpu/host/files.py ---------------------------------

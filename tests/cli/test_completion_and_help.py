@@ -86,4 +86,5 @@ def test_each_help_is_plain_and_ends_with_examples(name: str) -> None:
 
 def test_defaults_show_without_a_backslash() -> None:
     _, out, _ = run_main("status", "--help")
-    assert "[default: 1.0; x>=0.1]" in out
+    assert "[default: 1.0;" in out
+    assert "0.1<=x<=86400.0]" in out

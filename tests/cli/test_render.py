@@ -3,6 +3,7 @@ written, and a file it will not overwrite."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,10 +60,34 @@ def test_render_refuses_to_overwrite_a_file_drgpu_did_not_write(
     env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
     result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
     assert result.code == 2
-    assert assert_one_error_line(result) == (
+    assert assert_one_error_line(result).startswith(
         f"drgpu: error: refusing to overwrite {output}: drgpu did not write it"
     )
     assert output.read_text() == "services: {mine: {}}\n"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace("capabilities:", "capabilities: # mine\n"),
+        lambda text: text + "# a note of mine\n",
+        lambda text: text.rpartition("# drgpu-sha256:")[0],  # the checksum line removed
+        lambda text: text.split("\n", 1)[0] + "\nservices: {mine: {}}\n",  # the header kept
+    ],
+)
+def test_render_never_overwrites_a_file_edited_since_drgpu_wrote_it(
+    cli: Cli, settings: Settings, tmp_path: Path, edit: Callable[[str], str]
+) -> None:
+    output = tmp_path / "override.yml"
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0")
+    assert cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output).code == 0
+    assert output.read_text().splitlines()[-1].startswith("# drgpu-sha256: ")
+    edited = edit(output.read_text())
+    output.write_text(edited)
+    result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
+    assert result.code == 2
+    assert "it was changed since" in assert_one_error_line(result)
+    assert output.read_text() == edited
 
 
 def test_render_failing_midway_keeps_the_old_file(

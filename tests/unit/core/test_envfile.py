@@ -212,3 +212,85 @@ def test_generated_lines_read_as_bash_reads_them_or_are_refused(
     assert ours == {key: theirs.get(key) for key in ours}
     drfc_keys = {key: value for key, value in theirs.items() if key.startswith("DR_")}
     assert drfc_keys == {key: value for key, value in ours.items() if key.startswith("DR_")}
+
+
+# --- issue 23: carriage returns, secrets in errors, bash's own variables -------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "DR_RUN_ID=a\rDR_WORKERS=3\n",  # a lone CR: bash reads one line, one value
+        "DR_A=1\r\nDR_B=2\r\n",
+        "\rDR_A=1\n",
+        "# a comment\r\nDR_A=1\n",  # CR in a comment line too
+        "DR_A=1\nDR_B='x\ry'\n",
+    ],
+)
+def test_a_carriage_return_anywhere_is_refused_with_its_place(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"0\.env:\d+: a carriage return") as refused:
+        read_env_texts([(Path("0.env"), text)], ENVIRON)
+    assert refused.value.hint is not None and "dos2unix" in refused.value.hint
+
+
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x85", "\u2028"])
+def test_lines_split_at_newlines_alone_as_bash_reads_them(tmp_path: Path, separator: str) -> None:
+    text = f"DR_A=a{separator}b\nDR_B=2\n"
+    assert drgpu_values(tmp_path, [text]) == {"DR_A": f"a{separator}b", "DR_B": "2"}
+    assert bash_values(tmp_path, [text])["DR_A"] == f"a{separator}b"
+
+
+SECRET_VALUE = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Q8w0v"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"AWS_SECRET_ACCESS_KEY={SECRET_VALUE[:20]} {SECRET_VALUE[20:]}",  # a space
+        "MY_API_TOKEN=abcdEFGH12345678==",  # base64 ends in =
+        f"export DR_LOCAL_S3_PASSWORD={SECRET_VALUE}=",
+        f"AWS_SECRET_ACCESS_KEY {SECRET_VALUE}",  # no =
+        f"AWS_SECRET_ACCESS_KEY={SECRET_VALUE} # {SECRET_VALUE}=x",
+        f"AWS_SECRET_ACCESS_KEY=$1{SECRET_VALUE}",
+        f"AWS_SECRET_ACCESS_KEY=${{{SECRET_VALUE[:8]}%x}}",
+        f"AWS_SECRET_ACCESS_KEY=$'{SECRET_VALUE}'",
+        f"AWS_SECRET_ACCESS_KEY='{SECRET_VALUE}",
+    ],
+)
+def test_an_error_about_a_secrets_line_names_it_and_never_shows_its_value(line: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_env_texts([(Path("system.env"), line + "\n")], ENVIRON)
+    said = refused.value.message + (refused.value.hint or "")
+    assert "system.env:1: " in said
+    value = line.partition("=")[2] or line.partition(" ")[2]
+    for start in range(len(value) - 3):
+        chunk = value[start : start + 4]
+        assert chunk not in said or not any(c.isalnum() for c in chunk), (chunk, said)
+    assert any(name in said for name in ("SECRET", "TOKEN", "PASSWORD")), said
+
+
+def test_an_error_about_another_line_still_quotes_it() -> None:
+    with pytest.raises(ConfigError, match="keeps only 'abc'"):
+        read_env_texts([(Path("0.env"), "DR_A=abc=d\n")], ENVIRON)
+
+
+def test_bash_s_uid_and_euid_read_as_bash_reads_them(tmp_path: Path) -> None:
+    shell = {**ENVIRON, "UID": str(os.getuid()), "EUID": str(os.geteuid())}
+    text = "DR_A=$UID\nDR_B=${EUID}-x\n"
+    read = read_env_texts([(tmp_path / "0.env", text)], shell)
+    theirs = bash_values(tmp_path, [text])
+    assert dict(read.values) == {"DR_A": theirs["DR_A"], "DR_B": theirs["DR_B"]}
+    assert read.values["DR_A"] == str(os.getuid())
+
+
+@pytest.mark.parametrize("name", ["RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "PPID"])
+def test_a_variable_only_bash_knows_is_refused(name: str) -> None:
+    for line in (f"DR_A=${name}", f"DR_A=${{{name}:-1}}", f'DR_A="x${name}"'):
+        with pytest.raises(ConfigError, match=f"0.env:1: DR_A: \\${name} is set by"):
+            read_env_texts([(Path("0.env"), line + "\n")], {name: "7"})
+
+
+@pytest.mark.parametrize("name", ["UID", "EUID"])
+def test_setting_a_read_only_variable_of_bash_is_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match=f"{name} is read-only in bash"):
+        read_env_texts([(Path("0.env"), f"{name}=5\n")], ENVIRON)

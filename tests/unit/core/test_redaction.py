@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from drgpu.core.model import Plan, Role, ServicePlan
-from drgpu.core.redaction import holds_secret, masked_plan, redact, secret_values
+from drgpu.core.redaction import holds_secret, masked_data, masked_plan, redact, secret_values
 from drgpu.core.secrets import MASK, is_secret, masked
 
 
@@ -48,3 +48,32 @@ def test_a_plan_shown_masks_secret_environment_values() -> None:
         ("API_TOKEN", MASK),
         ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
     )
+
+
+def test_a_plan_shown_masks_a_secret_passed_on_under_another_name() -> None:
+    service = ServicePlan(
+        name="sagemaker",
+        role=Role.TRAINER,
+        devices=(),
+        capabilities=(),
+        environment=(("PASS_ON", "p\u00e4ssw\u00f6rd98765"), ("URL", "s3://u:t0ken-value@h")),
+        labels=(),
+    )
+    plan = Plan(project="deepracer-0", run_id="0", services=(service,))
+    shown = masked_plan(plan, ("p\u00e4ssw\u00f6rd98765", "t0ken-value"))
+    assert shown.services[0].environment == (("PASS_ON", MASK), ("URL", f"s3://u:{MASK}@h"))
+
+
+def test_a_document_is_masked_in_its_data_before_any_encoding() -> None:
+    document = {
+        "services": {
+            "a": {"environment": {"X": "p\u00e4ssw\u00f6rd98765"}, "command": ["-p", "x"]}
+        },
+        "n": 3,
+        "list": ("p\u00e4ssw\u00f6rd98765-tail",),
+    }
+    assert masked_data(document, ("p\u00e4ssw\u00f6rd98765",)) == {
+        "services": {"a": {"environment": {"X": MASK}, "command": ["-p", "x"]}},
+        "n": 3,
+        "list": [f"{MASK}-tail"],
+    }

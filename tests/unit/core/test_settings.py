@@ -313,3 +313,18 @@ def test_every_drgpu_key_is_documented_in_the_example_settings() -> None:
     example = (Path(__file__).resolve().parents[3] / "system.env.example").read_text()
     for key in DRGPU_KEYS:
         assert f"{key}=" in example, key
+
+
+@pytest.mark.parametrize("run_id", ["eval-1", "eval-", "eval-abc"])
+def test_a_run_id_naming_an_evaluation_is_refused(tmp_path: Path, run_id: str) -> None:
+    env = write(tmp_path / "system.env", f"DR_RUN_ID={run_id}\n")
+    with pytest.raises(ConfigError, match="starts with 'eval-'") as refused:
+        load_config(env)
+    assert refused.value.exit_code == ExitCode.CONFIG
+    assert refused.value.message.startswith(f"{env}:1: DR_RUN_ID: ")
+
+
+def test_a_run_id_with_eval_elsewhere_is_a_run_id(tmp_path: Path) -> None:
+    assert (
+        load_config(write(tmp_path / "system.env", "DR_RUN_ID=my-eval-1\n")).run_id == "my-eval-1"
+    )

@@ -14,6 +14,13 @@ from drgpu.errors import ConfigError
 from drgpu.host.files import load_inventory
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "inventories"
+GPU_A = "GPU-0000000a-0000-4000-8000-000000000000"
+GPU_B = "GPU-0000000b-0000-4000-8000-000000000000"
+GPU_C = "GPU-0000000c-0000-4000-8000-000000000000"
+GPU_FIRST = "GPU-00000001-0000-4000-8000-000000000000"
+GPU_SECOND = "GPU-00000002-0000-4000-8000-000000000000"
+MIG_A1 = "MIG-000000a1-0000-5000-8000-000000000000"
+MIG_A2 = f"MIG-{GPU_A}/1/0"  # the form of drivers before R470
 
 
 def gpu_entry(uuid: str, pci_bus_id: str, **fields: Any) -> dict[str, Any]:
@@ -28,27 +35,27 @@ def test_gpus_listed_out_of_pci_order_get_indices_in_pci_order() -> None:
     inventory = inventory_from_json(
         {
             "gpus": [
-                gpu_entry("GPU-c", "00000000:81:00.0", index=0),
-                gpu_entry("GPU-a", "00000000:03:00.0", index=1),
-                gpu_entry("GPU-b", "00000000:41:00.0", index=2),
+                gpu_entry(GPU_C, "00000000:81:00.0", index=0),
+                gpu_entry(GPU_A, "00000000:03:00.0", index=1),
+                gpu_entry(GPU_B, "00000000:41:00.0", index=2),
             ]
         }
     )
-    assert indexed(inventory) == [(0, "GPU-a"), (1, "GPU-b"), (2, "GPU-c")]
+    assert indexed(inventory) == [(0, GPU_A), (1, GPU_B), (2, GPU_C)]
 
 
 def test_pci_order_sorts_by_domain_before_bus() -> None:
     inventory = inventory_from_json(
-        {"gpus": [gpu_entry("GPU-second", "0001:01:00.0"), gpu_entry("GPU-first", "ff:00.0")]}
+        {"gpus": [gpu_entry(GPU_SECOND, "0001:01:00.0"), gpu_entry(GPU_FIRST, "ff:00.0")]}
     )
-    assert indexed(inventory) == [(0, "GPU-first"), (1, "GPU-second")]
+    assert indexed(inventory) == [(0, GPU_FIRST), (1, GPU_SECOND)]
 
 
 def test_pci_order_is_numeric_not_textual() -> None:
     inventory = inventory_from_json(
-        {"gpus": [gpu_entry("GPU-b", "10:00.0"), gpu_entry("GPU-a", "9:00.0")]}
+        {"gpus": [gpu_entry(GPU_B, "10:00.0"), gpu_entry(GPU_A, "9:00.0")]}
     )
-    assert indexed(inventory) == [(0, "GPU-a"), (1, "GPU-b")]
+    assert indexed(inventory) == [(0, GPU_A), (1, GPU_B)]
 
 
 def test_example_inventory_puts_the_m40_first(gtx_m40: Inventory) -> None:
@@ -62,16 +69,16 @@ def test_lost_gpu_without_a_bus_id_keeps_its_written_index() -> None:
     inventory = inventory_from_json(
         {
             "gpus": [
-                gpu_entry("GPU-b", "02:00.0"),
+                gpu_entry(GPU_B, "02:00.0"),
                 {"index": 0, "error": "GPU is lost", "pci_bus_id": ""},
-                gpu_entry("GPU-a", "01:00.0"),
+                gpu_entry(GPU_A, "01:00.0"),
             ]
         }
     )
     assert [(gpu.index, gpu.uuid, gpu.lost) for gpu in inventory.gpus] == [
         (0, "", True),
-        (1, "GPU-a", False),
-        (2, "GPU-b", False),
+        (1, GPU_A, False),
+        (2, GPU_B, False),
     ]
 
 
@@ -87,7 +94,7 @@ def test_json_round_trip_keeps_every_field() -> None:
         gpus=(
             Gpu(
                 index=0,
-                uuid="GPU-a",
+                uuid=GPU_A,
                 name="NVIDIA A30",
                 pci_bus_id="00000000:01:00.0",
                 memory_total_mib=24576,
@@ -95,7 +102,7 @@ def test_json_round_trip_keeps_every_field() -> None:
                 compute_capability=(8, 0),
                 utilization_gpu_percent=42,
                 mig_mode=True,
-                mig_devices=(MigDevice("MIG-a1", 6016), MigDevice("MIG-a2", 6016)),
+                mig_devices=(MigDevice(MIG_A1, 6016), MigDevice(MIG_A2, 6016)),
                 processes=(GpuProcess(pid=4242, used_memory_mib=90),),
             ),
             Gpu(1, "", "GPU", "", 0, error="GPU is lost"),
@@ -109,12 +116,12 @@ def test_json_round_trip_keeps_every_field() -> None:
 
 
 def test_missing_fields_take_defaults() -> None:
-    inventory = inventory_from_json({"gpus": [{"uuid": "GPU-a", "pci_bus_id": "3:00.0"}]})
+    inventory = inventory_from_json({"gpus": [{"uuid": GPU_A, "pci_bus_id": "3:00.0"}]})
     assert inventory == Inventory(
         gpus=(
             Gpu(
                 index=0,
-                uuid="GPU-a",
+                uuid=GPU_A,
                 name="GPU",
                 pci_bus_id="00000000:03:00.0",
                 memory_total_mib=0,
@@ -159,15 +166,15 @@ def test_bus_ids_are_normalized_to_nvml_spelling(text: str, spelling: str) -> No
     ("document", "fragment"),
     [
         ([], "expected an object with a 'gpus' list"),
-        ({"gpus": {"uuid": "GPU-a"}}, "expected an object with a 'gpus' list"),
+        ({"gpus": {"uuid": GPU_A}}, "expected an object with a 'gpus' list"),
         ({"gpus": None}, "expected an object with a 'gpus' list"),
-        ({"gpus": ["GPU-a"]}, "bad GPU entry"),
+        ({"gpus": [GPU_A]}, "bad GPU entry"),
         ({"gpus": [{"pci_bus_id": "01:00.0"}]}, "bad GPU entry ('uuid')"),
-        ({"gpus": [{"uuid": "GPU-a"}]}, "bad GPU entry (not a PCI bus id: '')"),
-        ({"gpus": [gpu_entry("GPU-a", "bus 1")]}, "bad GPU entry"),
-        ({"gpus": [gpu_entry("GPU-a", "01:00.0", memory_total_mib="lots")]}, "bad GPU entry"),
-        ({"gpus": [gpu_entry("GPU-a", "01:00.0", compute_capability=[8])]}, "bad GPU entry"),
-        ({"gpus": [gpu_entry("GPU-a", "01:00.0", mig_devices=[{"uuid": "M"}])]}, "bad GPU"),
+        ({"gpus": [{"uuid": GPU_A}]}, "bad GPU entry (not a PCI bus id: '')"),
+        ({"gpus": [gpu_entry(GPU_A, "bus 1")]}, "bad GPU entry"),
+        ({"gpus": [gpu_entry(GPU_A, "01:00.0", memory_total_mib="lots")]}, "bad GPU entry"),
+        ({"gpus": [gpu_entry(GPU_A, "01:00.0", compute_capability=[8])]}, "bad GPU entry"),
+        ({"gpus": [gpu_entry(GPU_A, "01:00.0", mig_devices=[{"uuid": "M"}])]}, "bad GPU"),
         ({"gpus": [], "cuda_driver_version": "twelve"}, "cuda_driver_version 'twelve'"),
     ],
 )
@@ -200,7 +207,54 @@ def test_binary_inventory_file_is_a_config_error(tmp_path: Path) -> None:
 def test_processes_that_could_not_be_listed_stay_unknown_in_an_inventory_file() -> None:
     """`gpus --json` on a machine whose NVML cannot list a GPU's processes: a plan on that
     file must not read the empty list as "no process"."""
-    gpu = Gpu(0, "GPU-a", "Tesla T4", "00000000:01:00.0", 15360, processes_unknown="Unknown Error")
+    gpu = Gpu(0, GPU_A, "Tesla T4", "00000000:01:00.0", 15360, processes_unknown="Unknown Error")
     document = json.loads(json.dumps(inventory_to_json(Inventory(gpus=(gpu,)))))
     assert document["gpus"][0]["processes_error"] == "Unknown Error"
     assert inventory_from_json(document).gpus[0].processes_unknown == "Unknown Error"
+
+
+@pytest.mark.parametrize(
+    "uuid",
+    [
+        'GPU-x" || true || "x',
+        "}}{{",
+        "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a1",  # a digit short
+        "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11\n",
+        "gpu-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11",
+        "MIG-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11",  # a MIG device's, for a GPU
+        "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a1g",
+        "GPU-$HOME",
+    ],
+)
+def test_a_gpu_uuid_outside_nvidias_grammar_is_refused(uuid: str) -> None:
+    with pytest.raises(ConfigError, match="is not a GPU UUID"):
+        inventory_from_json({"gpus": [gpu_entry(uuid, "01:00.0")]})
+
+
+@pytest.mark.parametrize(
+    ("uuid", "valid"),
+    [
+        ("MIG-5c8a3f20-1d4b-5e6f-8a9b-0c1d2e3f4a5b", True),
+        (f"MIG-{GPU_A}/7/0", True),  # before R470
+        ("MIG-5c8a3f20", False),
+        (f"MIG-{GPU_A}/7", False),
+        ('MIG-x" || "x', False),
+        ("GPU-5c8a3f20-1d4b-5e6f-8a9b-0c1d2e3f4a5b", False),
+    ],
+)
+def test_mig_uuids_follow_nvidias_grammar(uuid: str, valid: bool) -> None:
+    document = {"gpus": [gpu_entry(GPU_A, "01:00.0", mig_mode=True, mig_devices=[mig(uuid)])]}
+    if valid:
+        assert inventory_from_json(document).gpus[0].mig_devices[0].uuid == uuid
+    else:
+        with pytest.raises(ConfigError, match="is not a MIG UUID"):
+            inventory_from_json(document)
+
+
+def mig(uuid: str) -> dict[str, Any]:
+    return {"uuid": uuid, "memory_total_mib": 4864}
+
+
+def test_a_lost_gpu_may_have_no_uuid() -> None:
+    lost = {"index": 0, "error": "GPU is lost", "pci_bus_id": ""}
+    assert inventory_from_json({"gpus": [lost]}).gpus[0].uuid == ""

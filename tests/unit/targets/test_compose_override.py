@@ -384,3 +384,24 @@ def test_a_cdi_request_names_each_gpu_by_its_cdi_name(tmp_path: Path) -> None:
     assert request["driver"] == "cdi"
     assert request["device_ids"] == [f"nvidia.com/gpu={A100_MIG_1}"]
     assert services["sagemaker"]["labels"]["drgpu.gpus"] == A100_MIG_1
+
+
+def test_values_reach_compose_as_written_never_interpolated() -> None:
+    from drgpu.core.model import Role, ServicePlan
+
+    service = ServicePlan(
+        name="mps",
+        role=Role.OTHER,
+        devices=(),
+        capabilities=(),
+        environment=(("NOTE", "cost $5 ${HOME}"),),
+        labels=(("drgpu.note", "$USER"),),
+        image="${MPS_IMAGE:-evil}",
+        command=("sh", "-c", "echo $$"),
+    )
+    plan = Plan(project="deepracer-0", run_id="0", services=(service,))
+    body = yaml.load(render_override(plan, None), Loader=OverrideLoader)["services"]["mps"]
+    assert body["image"] == "$${MPS_IMAGE:-evil}"
+    assert body["command"] == ["sh", "-c", "echo $$$$"]
+    assert body["environment"] == {"NOTE": "cost $$5 $${HOME}"}
+    assert body["labels"] == {"drgpu.note": "$$USER"}

@@ -21,6 +21,7 @@ from drgpu.targets.kubernetes import (
     PRODUCT_LABEL,
     SHARING_CONFIG_MAP,
     Manifests,
+    cel_string,
     kubernetes_text,
     render_manifests,
 )
@@ -291,3 +292,15 @@ def test_more_workers_than_gpus_is_refused_without_sharing(tmp_path: Path) -> No
         )
     assert "robomaker: 3 pod(s) of 1 GPU(s) need 3 GPUs of their own" in refused.value.message
     assert refused.value.hint is not None and "--dra" in refused.value.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "literal"),
+    [
+        ("GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11", '"GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"'),
+        ('GPU-x" || true || "x', r'"GPU-x\" || true || \"x"'),
+        ("a\\b\nc", r'"a\\b\nc"'),
+    ],
+)
+def test_text_in_a_cel_selector_is_a_quoted_string_literal(text: str, literal: str) -> None:
+    assert cel_string(text) == literal

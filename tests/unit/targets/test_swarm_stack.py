@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -25,9 +26,12 @@ from drgpu.host.files import base_stack_file, load_config, load_inventory, load_
 from drgpu.targets.swarm_stack import (
     ONE_NODE,
     SwarmStack,
+    compose_text,
     exposed_gpus,
     render_stack,
+    slot_template,
     swarm_services,
+    template_text,
     verify_tasks,
     waiting_on,
 )
@@ -308,3 +312,25 @@ def test_a_pending_task_without_a_node_is_stuck(generic: SwarmStack) -> None:
     waiting, stuck = waiting_on(generic, tasks)
     assert waiting == ["robomaker: 1/3 running"]
     assert stuck == [f"robomaker: {error}"]
+
+
+def _literal_text(template: str) -> str:
+    """A Go template's literal text, its actions left out (`{{...}}`, as Go's lexer)."""
+    return re.sub(r"\{\{.*?\}\}", "", template)
+
+
+@pytest.mark.parametrize("uuid", ["}}{{", "{{.Node.Hostname}}", "a{b", "{", "GPU-{{{x"])
+def test_a_slot_template_writes_braces_of_a_uuid_as_text_never_as_actions(uuid: str) -> None:
+    template = slot_template(((uuid,), ("GPU-b",)))
+    assert "{" not in _literal_text(template)
+    assert template.startswith('{{if eq .Task.Slot "1"}}')
+    assert template.endswith("{{else}}void{{end}}")
+    assert template_text(uuid).replace('{{"{"}}', "{") == uuid
+
+
+def test_a_stack_file_writes_each_dollar_as_compose_reads_one() -> None:
+    assert compose_text({"a": ["$HOME", "${X}"], "b": 1, "c": {"d": "$$"}}) == {
+        "a": ["$$HOME", "$${X}"],
+        "b": 1,
+        "c": {"d": "$$$$"},
+    }
