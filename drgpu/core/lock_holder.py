@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drgpu.core.numbers import is_digits
+
 PREFIX = "drgpu.lock."
 LOCK_LABEL = "drgpu.lock"
 MARK_PREFIX = "drgpu.down."
@@ -68,14 +70,22 @@ def holder_labels(holder: Holder) -> dict[str, str]:
     }
 
 
+def _label_number(text: str) -> int:
+    """A whole number written in a label: ASCII digits only (`int` would take `٣`), else
+    ValueError."""
+    if not is_digits(text) or len(text) > 20:
+        raise ValueError(text)
+    return int(text)
+
+
 def holder_from_labels(labels: Mapping[str, str]) -> Holder | None:
     """The holder the labels of a lock object name, or None when they name none (a lock
     object drgpu did not create, or one written by another version)."""
     try:
         volumes = json.loads(labels.get(f"{PREFIX}volumes_before", "[]"))
         process = Process(
-            pid=int(labels[f"{PREFIX}pid"]),
-            start_ticks=int(labels[f"{PREFIX}start_ticks"]),
+            pid=_label_number(labels[f"{PREFIX}pid"]),
+            start_ticks=_label_number(labels[f"{PREFIX}start_ticks"]),
             boot_id=labels[f"{PREFIX}boot_id"],
             pid_namespace=labels[f"{PREFIX}pid_namespace"],
             host=labels[f"{PREFIX}host"],
@@ -147,7 +157,7 @@ def superseded(marks: Mapping[str, str], project: str, up: Process) -> bool:
     boot: start times in clock ticks, then pids for two started in one tick."""
     try:
         boot_id, ticks, pid = marks[f"{MARK_PREFIX}{project}"].split()
-        down = (int(ticks), int(pid))
+        down = (_label_number(ticks), _label_number(pid))
     except (KeyError, ValueError):
         return False
     return boot_id == up.boot_id and down > (up.start_ticks, up.pid)

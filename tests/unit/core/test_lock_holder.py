@@ -89,3 +89,13 @@ def test_a_down_after_an_up_began_supersedes_it() -> None:
     assert not superseded({}, "deepracer-0", up)
     old = down_marks({}, "deepracer-1", down(9, 2000, "old"))
     assert list(down_marks(old, "deepracer-0", down(1, 1))) == ["drgpu.down.deepracer-0"]
+
+
+def test_a_lock_label_number_in_other_digits_names_no_holder() -> None:
+    """`int` reads Arabic-Indic `٣` as 3: a planted label with such digits names no holder."""
+    from drgpu.core.lock_holder import holder_from_labels, holder_labels
+
+    labels = dict(holder_labels(HOLDER))
+    assert holder_from_labels(labels) is not None
+    labels["drgpu.lock.pid"] = "٣"
+    assert holder_from_labels(labels) is None
