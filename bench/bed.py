@@ -49,12 +49,17 @@ class Bed:
 
 
 @contextmanager
-def private_engine() -> Iterator[Bed]:
-    """Start a private engine with scripts/testbed, and stop it after."""
+def private_engine(**settings: str) -> Iterator[Bed]:
+    """Start a private engine with scripts/testbed (its TESTBED_* `settings`), and stop it
+    after."""
     folder = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
     try:
         started = subprocess.run(
-            [str(TESTBED), "start", str(folder)], capture_output=True, text=True, check=False
+            [str(TESTBED), "start", str(folder)],
+            env={**os.environ, **settings},
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if started.returncode != 0:
             sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -117,12 +119,23 @@ def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
 
     finish = child.communicate if drain else child.wait
     with shielded(lambda name: None):
-        child.terminate()
+        _signal_session(child, signal.SIGTERM)
         try:
             finish(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            child.kill()
+            _signal_session(child, signal.SIGKILL)
             finish()
+
+
+def _signal_session(child: subprocess.Popen[str], signum: signal.Signals) -> None:
+    """Signal the child's whole session (a script's own programs too: one left running
+    would keep its pipes open); the child alone where that fails."""
+    try:
+        os.killpg(child.pid, signum)  # its session's process group: start_new_session
+    except ProcessLookupError:
+        return  # every process of it has ended
+    except OSError:
+        child.send_signal(signum)
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -131,7 +144,6 @@ def _die_with_parent() -> Callable[[], None] | None:
     With a pre-exec hook the child runs Python's after-fork handlers: no thread may import
     a module that registers one (`logging` does) while a program starts."""
     import ctypes
-    import signal
     import sys
 
     if not sys.platform.startswith("linux"):

@@ -308,3 +308,19 @@ def test_a_pending_task_without_a_node_is_stuck(generic: SwarmStack) -> None:
     waiting, stuck = waiting_on(generic, tasks)
     assert waiting == ["robomaker: 1/3 running"]
     assert stuck == [f"robomaker: {error}"]
+
+
+def test_a_service_without_gpus_may_end_well_a_gpu_service_may_not(pinned: SwarmStack) -> None:
+    tasks, _containers = matching(pinned)
+    ended = [
+        replace(t, state="complete", desired_state="shutdown") if t.id == "redis1" else t
+        for t in tasks
+    ]
+    assert waiting_on(pinned, ended) == ([], [])
+    stopped = [
+        replace(t, state="complete", desired_state="shutdown") if t.id == "robomaker2" else t
+        for t in tasks
+    ]
+    waiting, stuck = waiting_on(pinned, stopped)
+    assert waiting == ["robomaker: 2/3 running"]
+    assert stuck == []  # two replicas still run: the engine may start another
