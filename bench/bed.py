@@ -74,7 +74,7 @@ def run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> str:
     """Run a command and return its stdout; a failure ends the benchmark with its output."""
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
+        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{(done.stdout + done.stderr)[-2000:]}")
     return done.stdout
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -148,13 +149,27 @@ def tasks_running(env: dict[str, str], count: int) -> None:
 
 
 def stack_gone(env: dict[str, str]) -> None:
-    """Wait until the stack's services, containers and network are gone."""
+    """Wait until the stack's services, tasks, containers and network are gone (as `drgpu
+    down` does: DRfC's start refuses while `docker stack ps` lists a task)."""
     while (
         run(["docker", "service", "ls", "-q", "--filter", STACK], env).split()
+        or stack_tasks(env)
         or run(["docker", "ps", "-aq", "--filter", STACK], env).split()
         or run(["docker", "network", "ls", "-q", "--filter", STACK], env).split()
     ):
         time.sleep(0.1)
+
+
+def stack_tasks(env: dict[str, str]) -> list[str]:
+    """The stack's tasks, as DRfC's start script counts them (`docker stack ps`)."""
+    listed = subprocess.run(
+        ["docker", "stack", "ps", "-q", PROJECT],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return listed.stdout.split()  # "nothing found in stack" (exit 1): none
 
 
 if __name__ == "__main__":
