@@ -49,12 +49,17 @@ class Bed:
 
 
 @contextmanager
-def private_engine() -> Iterator[Bed]:
-    """Start a private engine with scripts/testbed, and stop it after."""
+def private_engine(**settings: str) -> Iterator[Bed]:
+    """Start a private engine with scripts/testbed (its TESTBED_* `settings`), and stop it
+    after."""
     folder = Path(tempfile.mkdtemp(prefix="drgpu-bench-", dir="/tmp"))
     try:
         started = subprocess.run(
-            [str(TESTBED), "start", str(folder)], capture_output=True, text=True, check=False
+            [str(TESTBED), "start", str(folder)],
+            env={**os.environ, **settings},
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if started.returncode != 0:
             sys.exit(f"bench: scripts/testbed start failed:\n{started.stderr[-2000:]}")
@@ -69,7 +74,7 @@ def run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> str:
     """Run a command and return its stdout; a failure ends the benchmark with its output."""
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{done.stderr[-2000:]}")
+        sys.exit(f"bench: {' '.join(argv[:4])} failed:\n{(done.stdout + done.stderr)[-2000:]}")
     return done.stdout
 
 

@@ -14,6 +14,7 @@ from drgpu.core.host_checks import (
     ComposeFacts,
     DeviceNodeFacts,
     DockerFacts,
+    DrfcSwarmFacts,
     HostFacts,
     ImageCheck,
     NvmlFacts,
@@ -101,7 +102,24 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
         probe_facts,
         toolkit=read_toolkit(),
         device_nodes=DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
+        drfc_swarm=_gather_drfc_swarm(config, target),
     )
+
+
+def _gather_drfc_swarm(config: Config | None, target: Inputs) -> DrfcSwarmFacts | None:
+    """In a swarm-style DRfC shell, what would stop DRfC's swarm start (`jq`, node labels)."""
+    from drgpu.commands import drfc_stack  # lazy: start-up time of doctor outside DRfC
+    from drgpu.host import swarm_engine  # lazy: as above
+
+    if config is None or target.checkout is None or not drfc_stack.swarm_style(config):
+        return None
+    try:
+        facts = swarm_engine.engine_facts()
+    except DockerError as exc:
+        return DrfcSwarmFacts(error=exc.message)
+    if facts.swarm_state != "active":
+        return DrfcSwarmFacts(error="this engine is in no swarm")
+    return DrfcSwarmFacts(problems=tuple(drfc_stack.swarm_preflight(target.checkout, facts)))
 
 
 def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:

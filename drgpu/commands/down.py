@@ -1,5 +1,5 @@
-"""`drgpu down`: stop and remove the stack the way `up` started it: its Swarm stack,
-DRfC's own stop script in an activated DRfC shell, or Compose."""
+"""`drgpu down`: stop and remove the stack the way `up` started it: DRfC's own stop script
+in an activated DRfC shell (Compose or swarm style), drgpu's Swarm stack, or Compose."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def down(options: DownOptions) -> None:
     (under the engine-wide lock: see `run_lock`)."""
     target = resolved(options.inputs)
     config = settings(target)
+    scripts = drfc_stack.runs_scripts(
+        target, explicit_files=options.inputs.compose_files is not None
+    )
+    if scripts and drfc_stack.swarm_style(config):
+        drfc_stack.swarm_down(config, target)
+        return
     if config.deploys_to_swarm(options.swarm):
         stack = swarm_deploy.stack_path(
             override_path(target.env_file, config.project), config.project
@@ -31,7 +37,7 @@ def down(options: DownOptions) -> None:
         with down_locked(config, target):
             swarm_deploy.down(config, stack)
         return
-    if drfc_stack.runs_scripts(target, explicit_files=options.inputs.compose_files is not None):
+    if scripts:
         drfc_stack.down(config, drfc_stack.script_target(target, config))
         return
     compose_run.down(config, target)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drgpu.commands import swarm_deploy
 from drgpu.commands.compose_run import (
     bring_down,
     said_removed,
@@ -28,16 +30,20 @@ from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Role
+from drgpu.core.modes import DockerStyle
+from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
 from drgpu.errors import ConfigError, DockerError
-from drgpu.host import compose, engine, process
+from drgpu.host import compose, engine, process, swarm, swarm_engine
 from drgpu.host.compose_output import talk_lines
 from drgpu.host.files import override_header_template
 from drgpu.targets.compose_override import render_override
+from drgpu.targets.swarm_override import render_swarm_override
+from drgpu.targets.swarm_stack import SwarmStack, swarm_services
 from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
-    from drgpu.core.facts import ContainerFacts
+    from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
     from drgpu.core.model import Plan
     from drgpu.core.settings import Config
     from drgpu.host.process import Completed
@@ -61,18 +67,6 @@ def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
         " stops the compose files itself, without DRfC's setup (ROBOMAKER_COMMAND ...)"
     )
     return False
-
-
-def warn_swarm_skips_scripts(target: Inputs, *, explicit_files: bool) -> None:
-    """In a DRfC shell in swarm style, `up` deploys drgpu's own stack file: say that DRfC's
-    start script, and its setup, does not run."""
-    if target.checkout is None or explicit_files:
-        return
-    warn(
-        "DR_DOCKER_STYLE=swarm: drgpu deploys its own stack file of DRfC's compose files,"
-        f" without {target.checkout.start_script.name} (no ROBOMAKER_COMMAND, no configuration"
-        " upload, no comms folder): for DRfC's own start, DR_DOCKER_STYLE=compose"
-    )
 
 
 def script_target(target: Inputs, config: Config) -> Inputs:
@@ -152,8 +146,8 @@ def _hearing(
 
 def drfc_env(*, evaluation: bool) -> str:
     """Plan in the activated DRfC shell (its evaluation with `evaluation`), warn about the
-    plan, write the override `drgpu up` would use, and return the exports that make DRfC's
-    own scripts read it (`shell_exports`); refused outside a DRfC shell, and in swarm style."""
+    plan, write the override `drgpu up` would use (swarm-shaped in swarm style), and return
+    the exports that make DRfC's own scripts read it; refused outside a DRfC shell."""
     target = resolved(InputOptions(evaluation=evaluation))
     if target.checkout is None:
         raise ConfigError(
@@ -162,16 +156,11 @@ def drfc_env(*, evaluation: bool) -> str:
         )
     config = settings(target)
     config.refuse_key_mistakes()
-    if config.deploys_to_swarm():
-        raise ConfigError(
-            "drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's scripts run"
-            " `docker stack deploy`, which cannot take drgpu's Compose override",
-            hint="set DR_DOCKER_STYLE=compose in system.env and activate again; or `drgpu up`,"
-            " which deploys drgpu's own stack file without DRfC's start script (docs/drfc.md)",
-        )
     prepared = prepare_with(config, script_target(target, config), None)
     for message in prepared.plan.warnings:
         warn(message)
+    if swarm_style(config):
+        return swarm_shell_exports(prepared)
     return shell_exports(prepared)
 
 
@@ -268,3 +257,117 @@ def _name(script: Path, checkout: DrfcCheckout) -> str:
 def _remove_if_empty(folder: Path) -> None:
     with contextlib.suppress(OSError):
         folder.rmdir()
+
+
+# --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
+
+
+def swarm_style(config: Config) -> bool:
+    """Whether DRfC's scripts deploy to Swarm (`DR_DOCKER_STYLE=swarm`, DRfC's default)."""
+    return config.docker_style == DockerStyle.SWARM
+
+
+def swarm_override_file(prepared: Prepared) -> Path:
+    """drgpu's swarm-shaped override, `.drgpu/<project>.swarm-override.yml`."""
+    return swarm_deploy.swarm_override_path(prepared.override_path, prepared.plan.project)
+
+
+def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
+    """What would stop DRfC's swarm start script (`jq`, the node labels), each with its fix."""
+    return drfc_scripts.swarm_preflight(
+        checkout,
+        jq_found=shutil.which(drfc_scripts.JQ) is not None,
+        node_labels=facts.swarm_nodes,
+        this_node=facts.node_id,
+    )
+
+
+def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
+    """The swarm-shaped override of the prepared plan, laid out for this swarm."""
+    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
+    names = [service.name for service in prepared.stack.services]
+    services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
+    return render_swarm_override(prepared.plan, services, layout)
+
+
+def swarm_shell_exports(prepared: Prepared) -> str:
+    """Write the swarm override `drgpu up` would deploy with, and return the export that
+    makes DRfC's own `dr-start-*` hand it to `docker stack deploy`."""
+    facts, _blind = swarm_deploy.this_swarm()
+    path = swarm_override_file(prepared)
+    write_owned_file(path, render_swarm(prepared, facts).text)
+    return drfc_scripts.shell_exports(_checkout(prepared.target), path, swarm=True)
+
+
+def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack, list[TaskFacts]]:
+    """DRfC's swarm start script with drgpu's override appended to its `-c` list, then every
+    task waited for and verified (`swarm_deploy.proven`); on any failure (or a caught
+    signal) DRfC's stop script, then drgpu's cleanup, remove the stack. Refused before
+    anything starts when `jq` or a node label is missing."""
+    checkout = _checkout(prepared.target)
+    facts = swarm_engine.engine_facts()
+    problems = swarm_preflight(checkout, facts)
+    if problems:
+        raise DockerError(
+            "; ".join(problem for problem, _fix in problems),
+            hint="\n  ".join(fix for _problem, fix in problems),
+        )
+    stack = render_swarm(prepared, facts)
+    swarm_deploy.check_node(stack, facts)
+    path = swarm_override_file(prepared)
+    write_owned_file(path, stack.text)
+    environment = drfc_scripts.script_environment(
+        os.environ, prepared.config.values, checkout, path
+    )
+    project = prepared.plan.project
+    script = _name(checkout.start_script, checkout)
+    was_up = swarm_engine.stack_service_count(project) > 0
+    with rolled_back(
+        project,
+        lambda: _take_down_swarm(checkout, environment, project),
+        keep_on=_StartFailed if was_up else None,
+    ):
+        with spinner(f"deploying {project} with {script}"):
+            started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)
+        said = _relay(started, checkout.start_script, checkout)
+        last = said[-1] if said else f"exit status {started.returncode}"
+        if not started.ok:
+            raise _StartFailed(
+                f"{script} failed: {last}",
+                hint="its arguments follow `--`: `drgpu up -- -w` wipes the model prefix"
+                if "-w option" in last
+                else None,
+            )
+        # With -q DRfC's start script exits 0 whatever `docker stack deploy` said.
+        if not swarm_engine.stack_service_count(project):
+            raise DockerError(f"{script} deployed no service of {project}: {last}")
+        with spinner(f"verifying {project}"):
+            tasks = swarm_deploy.proven(prepared, stack)
+    return stack, tasks
+
+
+def swarm_down(config: Config, target: Inputs) -> None:
+    """DRfC's stop script (`docker stack rm`), then until the stack's services, tasks and
+    network are gone (a quick `up` must not meet the old network), then drgpu's override
+    (under the engine-wide lock: see `run_lock`)."""
+    with down_locked(config, target):
+        checkout = _checkout(target)
+        override = swarm_deploy.swarm_override_path(
+            override_path(target.env_file, config.project), config.project
+        )
+        written = override.is_file() and written_by_drgpu(override)
+        environment = drfc_scripts.script_environment(
+            os.environ, config.values, checkout, override if written else None
+        )
+        with spinner(f"stopping {config.project} with {_name(checkout.stop_script, checkout)}"):
+            _take_down_swarm(checkout, environment, config.project)
+        if written:
+            override.unlink(missing_ok=True)
+            _remove_if_empty(override.parent)
+
+
+def _take_down_swarm(checkout: DrfcCheckout, environment: dict[str, str], project: str) -> None:
+    """DRfC's stop script, then `docker stack rm` until nothing of the stack is left."""
+    stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
+    _relay(stopped, checkout.stop_script, checkout)
+    swarm.remove_stack(project, environment)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 180.0
 STUCK_GRACE_S = 5.0
-POLL_S = 0.5
+POLL_S = 0.1  # a few cheap API calls; every 0.1 s of waiting counts in `up`
 
 
 def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
@@ -93,15 +93,18 @@ def stack_path(override: Path, project: str) -> Path:
     return override.with_name(f"{project}.swarm.yml")
 
 
+def swarm_override_path(override: Path, project: str) -> Path:
+    """drgpu's override of DRfC's swarm files for `project`, beside its compose override."""
+    return override.with_name(f"{project}.swarm-override.yml")
+
+
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
     """Render, deploy, wait for every task, let each run as long as a Compose stack's
     containers must (`proving.settle`) and verify what each really got; on any failure
     or caught signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited
     for, then the run's containers and networks)."""
     # lazy: start-up time of plan and render, which never deploy
-    from drgpu.commands.proving import settle, stopped_logs
     from drgpu.commands.rollback import rolled_back
-    from drgpu.core.verification import state_problems
 
     facts = swarm_engine.engine_facts()
     stack = render(prepared, facts)
@@ -115,27 +118,41 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
         spinner(f"deploying {project} to the swarm"),
     ):
         swarm.deploy(project, path, environment)
-        tasks = _wait_running(stack)
+        tasks = proven(prepared, stack)
+    return stack, tasks
+
+
+def proven(prepared: Prepared, stack: SwarmStack) -> list[TaskFacts]:
+    """The running tasks of the deployed `stack`, once every one runs and has run as long
+    as a Compose stack's containers must (`proving.settle`), each verified against the
+    plan; a DockerError naming every difference (with the last log lines of each task
+    that stopped) if not."""
+    # lazy: start-up time of plan and render, which never deploy
+    from drgpu.commands.proving import settle, stopped_logs
+    from drgpu.core.verification import state_problems
+
+    project = prepared.plan.project
+    tasks = _wait_running(stack)
+    containers = swarm_engine.stack_containers(project)
+    if settle(containers.values()):  # a task whose command fails at once has ended
+        tasks = swarm_engine.stack_tasks(project)
         containers = swarm_engine.stack_containers(project)
-        if settle(containers.values()):  # a task whose command fails at once has ended
-            tasks = swarm_engine.stack_tasks(project)
-            containers = swarm_engine.stack_containers(project)
-        problems = [
-            *waiting_on(stack, tasks)[0],
-            *state_problems(prepared.plan, containers.values()),
-            *verify_tasks(stack, tasks, containers),
-        ]
-        if problems:
-            raise DockerError(
-                f"the deployed stack does not match the plan: {'; '.join(problems)}",
-                hint="\n  ".join(
-                    [
-                        *stopped_logs(prepared.plan, containers.values()),
-                        "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
-                    ]
-                ),
-            )
-    return stack, [task for task in tasks if task.state == "running"]
+    problems = [
+        *waiting_on(stack, tasks)[0],
+        *state_problems(prepared.plan, containers.values()),
+        *verify_tasks(stack, tasks, containers),
+    ]
+    if problems:
+        raise DockerError(
+            f"the deployed stack does not match the plan: {'; '.join(problems)}",
+            hint="\n  ".join(
+                [
+                    *stopped_logs(prepared.plan, containers.values()),
+                    "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
+                ]
+            ),
+        )
+    return [task for task in tasks if task.state == "running"]
 
 
 def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:

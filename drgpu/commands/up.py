@@ -1,6 +1,7 @@
 """`drgpu up`: check, render, start the stack and prove it, by the way its settings ask
-for: Docker Swarm (`swarm_deploy`), DRfC's own start script in an activated DRfC shell
-(`drfc_stack`), or Compose (`compose_run`)."""
+for: DRfC's own start script in an activated DRfC shell (`drfc_stack`: Compose or, in
+swarm style, `docker stack deploy`), drgpu's own Swarm stack file (`swarm_deploy`), or
+Compose (`compose_run`)."""
 
 from __future__ import annotations
 
@@ -55,10 +56,12 @@ def up(options: UpOptions) -> Started | Deployed:
     config = settings(target)
     config.refuse_key_mistakes()
     explicit_files = options.inputs.compose_files is not None
-    if config.deploys_to_swarm(options.swarm):
-        drfc_stack.warn_swarm_skips_scripts(target, explicit_files=explicit_files)
-        return _swarm_up(config, target)
     scripts = drfc_stack.runs_scripts(target, explicit_files=explicit_files)
+    if scripts and drfc_stack.swarm_style(config):
+        script_target = drfc_stack.script_target(target, config)
+        return _drfc_swarm_up(config, script_target, options.script_args)
+    own_swarm = config.deploys_to_swarm(options.swarm)  # `--swarm` outside DRfC's swarm style
+    scripts = scripts and not own_swarm
     if scripts:
         target = drfc_stack.script_target(target, config)
     elif options.script_args:
@@ -66,6 +69,8 @@ def up(options: UpOptions) -> Started | Deployed:
             f"unexpected argument {options.script_args[0]!r}",
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
+    if own_swarm:
+        return _swarm_up(config, target)
     with prepare_locked(config, target) as prepared:
         for message in prepared.plan.warnings:
             warn(message)
@@ -75,6 +80,16 @@ def up(options: UpOptions) -> Started | Deployed:
             else:
                 plan, containers = prepared.plan, compose_run.up(prepared, progress)
     return Started(plan, containers)
+
+
+def _drfc_swarm_up(config: Config, target: Inputs, script_args: tuple[str, ...]) -> Deployed:
+    """`up` in a swarm-style DRfC shell: DRfC's start script deploys, with drgpu's override
+    appended to its `-c` list (under the engine-wide lock, as every `up` and `down`)."""
+    with prepare_locked(config, target) as prepared:
+        for message in prepared.plan.warnings:
+            warn(message)
+        stack, tasks = drfc_stack.swarm_up(prepared, script_args)
+    return Deployed(stack, tasks)
 
 
 def _swarm_up(config: Config, target: Inputs) -> Deployed:

@@ -17,6 +17,14 @@ GPUs (docker/compose#11863), so drgpu's workers are the services `robomaker-1..N
 asks for runs `true` and exits at once, with no GPU; `drgpu up` removes them once the
 stack is verified. `COMPOSE_REMOVE_ORPHANS=1` makes the stop script's `down`, which
 reads only the first file, also remove the workers.
+
+In swarm style (`DR_DOCKER_STYLE=swarm`, the list written `-c a.yml -c b.yml`) the start
+scripts check with `jq` that some swarm node carries each of the labels `Robomaker` and
+`Sagemaker` (training only), then run `docker stack deploy $FILES [--detach=true]
+<project>` (`--detach=true` when `DR_DOCKER_MAJOR_VERSION` > 24); the stop scripts run
+`docker stack rm <project>`. drgpu appends its swarm-shaped override
+(`targets.swarm_override`) to the `-c` list; DRfC's `replicas: ${DR_WORKERS}` stays, so
+there is no placeholder.
 """
 
 from __future__ import annotations
@@ -30,11 +38,14 @@ from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.model import Plan, ServicePlan
 from drgpu.core.numbers import whole_number
+from drgpu.core.swarm_node import NODE_LABELS
 
 QUIET = "-q"
 REMOVE_ORPHANS = "COMPOSE_REMOVE_ORPHANS"
 MOUNT_FILE = "docker-compose-mount.yml"
 MULTI_WORKER_FILE = "docker-compose-robomaker-multi.yml"
+JQ = "jq"
+LABEL_FIX = "docker node update --label-add {label}=true {node}"
 
 
 def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path, ...]:
@@ -103,13 +114,52 @@ def stop_command(checkout: DrfcCheckout) -> list[str]:
     return ["bash", str(checkout.stop_script)]
 
 
-def shell_exports(checkout: DrfcCheckout, override: Path) -> str:
+def shell_exports(checkout: DrfcCheckout, override: Path, *, swarm: bool = False) -> str:
     """Lines for `eval "$(drgpu drfc-env)"`: DRfC's own `dr-start-*` and `dr-stop-*` then
-    read drgpu's override too, and the stop scripts remove drgpu's workers."""
-    return (
-        f"export {checkout.compose_variable}={shlex.quote(compose_file_list(checkout, override))}\n"
-        f"export {REMOVE_ORPHANS}=1\n"
-    )
+    read drgpu's override too, and (Compose style) the stop scripts remove drgpu's
+    workers."""
+    files = shlex.quote(compose_file_list(checkout, override))
+    orphans = "" if swarm else f"export {REMOVE_ORPHANS}=1\n"
+    return f"export {checkout.compose_variable}={files}\n{orphans}"
+
+
+def swarm_preflight(
+    checkout: DrfcCheckout,
+    *,
+    jq_found: bool,
+    node_labels: Mapping[str, Mapping[str, str]],
+    this_node: str,
+) -> list[tuple[str, str]]:
+    """What stops DRfC's swarm start script before it deploys, each with the command that
+    fixes it: no `jq` (its label check needs it), or (training) no swarm node labelled
+    `Robomaker=true` or `Sagemaker=true` (`node_labels`: each node's labels, by id)."""
+    problems: list[tuple[str, str]] = []
+    if not jq_found:
+        problems.append(
+            (
+                f"{JQ} is not installed: DRfC's swarm start checks the node labels with it",
+                f"sudo apt-get install {JQ} (or your distribution's {JQ} package)",
+            )
+        )
+    if checkout.evaluation:
+        return problems
+    if not node_labels:
+        problems.append(
+            (
+                "this engine is no swarm manager: DRfC's stacks deploy from one",
+                "docker swarm init (or run it on a manager node)",
+            )
+        )
+        return problems
+    for label in sorted(NODE_LABELS):  # Robomaker, then Sagemaker, as DRfC checks
+        if not any(labels.get(label) == "true" for labels in node_labels.values()):
+            problems.append(
+                (
+                    f"no swarm node is labelled {label}=true: DRfC's start script refuses",
+                    LABEL_FIX.format(label=label, node=this_node or "<node>"),
+                )
+            )
+    return problems
 
 
 def _workers(values: Mapping[str, str]) -> int:

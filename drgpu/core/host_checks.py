@@ -148,6 +148,16 @@ class HostFacts:
     probe: ProbeFacts | None = None
     toolkit: ToolkitFacts | None = None
     device_nodes: DeviceNodeFacts | None = None
+    drfc_swarm: DrfcSwarmFacts | None = None  # in a swarm-style DRfC shell only
+
+
+@dataclass(frozen=True)
+class DrfcSwarmFacts:
+    """What would stop DRfC's swarm start script (`core.drfc_scripts.swarm_preflight`),
+    each with its fix; or why the swarm could not be asked."""
+
+    problems: tuple[tuple[str, str], ...] = ()
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,7 +189,19 @@ def run_checks(facts: HostFacts) -> list[Check]:
         *check_default_runtime(facts.docker, facts.images),
         *check_compose(facts.compose),
         *check_image_cuda(facts.nvml, facts.docker, facts.images),
+        *check_drfc_swarm(facts.drfc_swarm),
     ]
+
+
+def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Check]:
+    """In DRfC's swarm style: `jq` and the node labels its start script checks."""
+    if facts is None:
+        return []
+    if facts.error is not None:
+        return [Check("drfc-swarm", FAIL, f"DRfC's swarm: {facts.error}", "docker swarm init")]
+    if not facts.problems:
+        return [Check("drfc-swarm", PASS, "DRfC's swarm start: jq and the node labels are there")]
+    return [Check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.problems]
 
 
 def check_settings(settings: SettingsFacts) -> list[Check]:

@@ -193,7 +193,6 @@ def _die_with_parent() -> Callable[[], None] | None:
     With a pre-exec hook the child runs Python's after-fork handlers: no thread may import
     a module that registers one (`logging` does) while a program starts."""
     import ctypes
-    import signal
     import sys
 
     if not sys.platform.startswith("linux"):

@@ -50,7 +50,7 @@ def remove_stack(project: str, environment: Mapping[str, str]) -> None:
         if time.monotonic() >= deadline:
             what = ", ".join(f"{count} {kind}" for kind, count in left.items() if count)
             raise DockerError(f"{project} is not gone after {REMOVE_TIMEOUT_S:.0f}s: {what} left")
-        if not left["services"] and not left["containers"]:
+        if not left["services"] and not left["tasks"] and not left["containers"]:
             process.run(command, env=environment)  # networks still in use a moment ago
         time.sleep(POLL_S)
 

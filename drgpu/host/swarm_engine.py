@@ -75,12 +75,16 @@ def _resource_text(resource: Mapping[str, Any]) -> str:
 
 
 def stack_leftovers(namespace: str) -> dict[str, int]:
-    """How many services, containers (on this node) and networks of a stack are left."""
+    """How many services, tasks, containers (on this node) and networks of a stack are left
+    (a removed service's tasks linger a moment: `docker stack ps`, which DRfC's start
+    script asks, still lists them)."""
     label = {"label": f"{STACK_LABEL}={namespace}"}
     with docker_api.connected() as engine:
         networks = engine.call("GET", f"/networks?filters={filters(label)}")
+        tasks = engine.call("GET", f"/tasks?filters={filters(label)}")
         return {
             "services": len(_services(engine, namespace)),
+            "tasks": len(tasks.checked("list tasks", 200) or []),
             "containers": len(listing(engine, label)),
             "networks": len(networks.checked("list networks", 200) or []),
         }

@@ -326,13 +326,15 @@ def render_stack(
     header = HEADER.format(
         project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
     )
-    text = header + _dump(compose_text(document))
+    text = header + dump_document(compose_text(document))
     masked = {
         **document,
         "services": {name: _masked_service(body) for name, body in document["services"].items()},
     }
     hidden = (*secrets, *_secret_values(document["services"]))
-    shown = header + _dump(compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True))))
+    shown = header + dump_document(
+        compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True)))
+    )
     return SwarmStack(
         project=plan.project,
         text=text,
@@ -344,7 +346,8 @@ def render_stack(
     )
 
 
-def _dump(document: Mapping[str, Any]) -> str:
+def dump_document(document: Mapping[str, Any]) -> str:
+    """A stack file's YAML, keys in their order."""
     import yaml
 
     return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
@@ -445,16 +448,25 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
             task for task in tasks if task.service == full and task.desired_state == "running"
         ]
         running = [task for task in wanted if task.state == "running"]
-        if len(running) < (service.replicas or 1) or len(running) < len(wanted):
+        # A service without GPUs whose command ended well is done, as in Compose style
+        # (DRfC's evaluation rl_coach echoes and exits); a GPU service must keep running.
+        finished = [t for t in tasks if t.service == full and t.state == "complete"]
+        done = [] if service.gpus else finished
+        if len(running) + len(done) < (service.replicas or 1) or len(running) < len(
+            [task for task in wanted if task.state != "complete"]
+        ):
             waiting.append(f"{service.name}: {len(running)}/{service.replicas or 1} running")
         stuck.extend(
             f"{service.name}: {task.error}"
             for task in wanted
             if task.state == "pending" and task.error.startswith("no suitable node")
         )
-        ended = [t for t in tasks if t.service == full and t.state in ("failed", "rejected")]
+        ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
+        ended = [t for t in tasks if t.service == full and t.state in ended_states]
         if ended and not running:
-            stuck.append(f"{service.name}: task {ended[-1].state}: {ended[-1].error or '?'}")
+            stuck.append(
+                f"{service.name}: task {ended[-1].state}: {ended[-1].error or 'its command ended'}"
+            )
     return waiting, stuck
 
 

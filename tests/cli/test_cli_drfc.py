@@ -287,29 +287,34 @@ def swarm_style(checkout: Path) -> None:
     (checkout / "system.env").write_text(system)
 
 
-def test_drfc_env_in_swarm_style_is_refused_with_what_to_do(
-    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch
+def test_drfc_env_in_swarm_style_appends_the_swarm_override_to_the_c_list(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     swarm_style(checkout)
-    enter(monkeypatch, activated(checkout))
-    result = cli("drfc-env")
-    assert (result.code, result.out) == (2, "")
-    assert assert_one_error_line(result) == (
-        "drgpu: error: drgpu drfc-env is for DR_DOCKER_STYLE=compose: in swarm style DRfC's"
-        " scripts run `docker stack deploy`, which cannot take drgpu's Compose override"
+    system = (checkout / "system.env").read_text()
+    (checkout / "system.env").write_text(
+        system.replace("DR_SAGEMAKER_CUDA_DEVICES=1", "DR_SAGEMAKER_CUDA_DEVICES=none").replace(
+            "DR_ROBOMAKER_CUDA_DEVICES=0", "DR_ROBOMAKER_CUDA_DEVICES=none"
+        )
     )
-    assert "DR_DOCKER_STYLE=compose in system.env" in result.err
+    shell = activated(checkout)
+    enter(monkeypatch, shell)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    result = cli("drfc-env")
+    assert result.code == 0, result.err
+    override = checkout / ".drgpu" / "deepracer-0.swarm-override.yml"
+    files = f"{shell['DR_TRAIN_COMPOSE_FILE']} -c {override}"
+    assert result.out == f"export DR_TRAIN_COMPOSE_FILE='{files}'\n"
+    assert override.read_text().startswith("# Written by drgpu for swarm stack deepracer-0")
 
 
-def test_up_in_swarm_style_says_drfcs_start_script_does_not_run(
+def test_up_in_swarm_style_without_an_engine_is_one_error_line(
     cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     swarm_style(checkout)
     enter(monkeypatch, activated(checkout))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     result = cli("up")
-    assert result.code == 5  # no engine here; the warning comes first
-    assert (
-        "drgpu: warning: DR_DOCKER_STYLE=swarm: drgpu deploys its own stack file of DRfC's"
-        " compose files, without start.sh (no ROBOMAKER_COMMAND" in result.err
-    )
+    assert result.code == 5
+    assert "drgpu: warning: DR_DOCKER_STYLE=swarm" not in result.err
+    assert_one_error_line(result)

@@ -130,3 +130,52 @@ def test_an_evaluation_plans_no_trainer_gpu_and_one_simulator(
     assert not plan.service("sagemaker").devices
     assert len(plan.service("robomaker").devices) == 1
     assert "evaluation: no trainer, DR_SAGEMAKER_CUDA_DEVICES is not used" in plan.explanations
+
+
+def swarm_checkout(*, evaluation: bool = False) -> DrfcCheckout:
+    return DrfcCheckout(
+        root=ROOT,
+        system_env=ROOT / "system.env",
+        run_env=ROOT / "run.env",
+        evaluation=evaluation,
+        compose_files=(ROOT / "docker/docker-compose-training.yml",),
+        file_flag="-c",
+    )
+
+
+def test_swarm_exports_append_the_override_to_the_c_list_without_orphans() -> None:
+    override = ROOT / ".drgpu/deepracer-0.swarm-override.yml"
+    exports = drfc_scripts.shell_exports(swarm_checkout(), override, swarm=True)
+    assert exports == (
+        f"export DR_TRAIN_COMPOSE_FILE='-c {ROOT}/docker/docker-compose-training.yml"
+        f" -c {override}'\n"
+    )
+
+
+def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
+    labelled = {"n1": {"Sagemaker": "true", "Robomaker": "true"}}
+    assert (
+        drfc_scripts.swarm_preflight(
+            swarm_checkout(), jq_found=True, node_labels=labelled, this_node="n1"
+        )
+        == []
+    )
+    problems = drfc_scripts.swarm_preflight(
+        swarm_checkout(), jq_found=False, node_labels={"n1": {"Sagemaker": "false"}}, this_node="n1"
+    )
+    assert [fix for _, fix in problems] == [
+        "sudo apt-get install jq (or your distribution's jq package)",
+        "docker node update --label-add Robomaker=true n1",
+        "docker node update --label-add Sagemaker=true n1",
+    ]
+    # An evaluation's start checks no label (DRfC's does not); a worker node sees none.
+    assert (
+        drfc_scripts.swarm_preflight(
+            swarm_checkout(evaluation=True), jq_found=True, node_labels={}, this_node="n1"
+        )
+        == []
+    )
+    (problem,) = drfc_scripts.swarm_preflight(
+        swarm_checkout(), jq_found=True, node_labels={}, this_node="n1"
+    )
+    assert problem[0].startswith("this engine is no swarm manager")

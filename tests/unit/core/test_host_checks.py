@@ -14,6 +14,7 @@ from drgpu.core.host_checks import (
     Check,
     ComposeFacts,
     DockerFacts,
+    DrfcSwarmFacts,
     HostFacts,
     ImageCheck,
     NvmlFacts,
@@ -23,6 +24,7 @@ from drgpu.core.host_checks import (
     check_default_runtime,
     check_device_requests,
     check_docker,
+    check_drfc_swarm,
     check_image_cuda,
     check_lost_gpus,
     check_nvml,
@@ -405,3 +407,12 @@ def test_resolved_images_list_each_once_and_probe_the_simulators() -> None:
         "a",
     )
     assert resolved_images({}) == ((), None)
+
+
+def test_drfc_swarm_checks_only_in_swarm_style_each_problem_with_its_fix() -> None:
+    assert check_drfc_swarm(None) == []
+    assert only(check_drfc_swarm(DrfcSwarmFacts())).status == PASS
+    fix = "docker node update --label-add Robomaker=true n1"
+    failed = only(check_drfc_swarm(DrfcSwarmFacts(problems=(("no Robomaker node", fix),))))
+    assert (failed.id, failed.status, failed.fix) == ("drfc-swarm", FAIL, fix)
+    assert only(check_drfc_swarm(DrfcSwarmFacts(error="in no swarm"))).status == FAIL

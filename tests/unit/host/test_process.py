@@ -75,3 +75,12 @@ def test_a_bad_limit_is_a_config_error(monkeypatch: pytest.MonkeyPatch, text: st
     monkeypatch.setenv(process.TIMEOUT_KEY, text)
     with pytest.raises(ConfigError, match=process.TIMEOUT_KEY):
         process.default_timeout()
+
+
+def test_a_stopped_script_takes_the_programs_it_started_along() -> None:
+    # A script's own program (DRfC's start script runs docker) keeps the pipes open: the
+    # stop must reach it too, or drgpu would wait for it.
+    began = time.monotonic()
+    with pytest.raises(DockerError, match="did not finish"):
+        process.run(["bash", "-c", "sleep 30; echo done"], timeout=0.5)
+    assert time.monotonic() - began < 10

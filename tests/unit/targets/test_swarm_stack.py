@@ -334,3 +334,19 @@ def test_a_stack_file_writes_each_dollar_as_compose_reads_one() -> None:
         "b": 1,
         "c": {"d": "$$$$"},
     }
+
+
+def test_a_service_without_gpus_may_end_well_a_gpu_service_may_not(pinned: SwarmStack) -> None:
+    tasks, _containers = matching(pinned)
+    ended = [
+        replace(t, state="complete", desired_state="shutdown") if t.id == "redis1" else t
+        for t in tasks
+    ]
+    assert waiting_on(pinned, ended) == ([], [])
+    stopped = [
+        replace(t, state="complete", desired_state="shutdown") if t.id == "robomaker2" else t
+        for t in tasks
+    ]
+    waiting, stuck = waiting_on(pinned, stopped)
+    assert waiting == ["robomaker: 2/3 running"]
+    assert stuck == []  # two replicas still run: the engine may start another

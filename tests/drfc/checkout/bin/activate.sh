@@ -9,6 +9,8 @@
 #   - DR_LOCAL_ACCESS_KEY_ID / DR_LOCAL_SECRET_ACCESS_KEY (DRfC reads them from the AWS
 #     profile; here a fixed stand-in) and DR_LOCAL_S3_AUTH_MODE
 #   - DR_TRAIN_COMPOSE_FILE / DR_EVAL_COMPOSE_FILE: "-f a.yml -f b.yml" (or -c ...)
+#   - DR_DOCKER_MAJOR_VERSION, the docker CLI's major version (the swarm start scripts
+#     add --detach=true above 24)
 # and creates the external network sagemaker-local (internal here: the tests use no
 # outside network). It also defines dr-update-env and, from scripts_wrapper.sh,
 # dr-start-training, dr-stop-training, dr-start-evaluation and dr-stop-evaluation.
@@ -106,6 +108,9 @@ DR_EVAL_COMPOSE_FILE="$DR_EVAL_COMPOSE_FILE $DR_DOCKER_FILE_SEP $DR_DIR/docker/d
 
 export DR_TRAIN_COMPOSE_FILE
 export DR_EVAL_COMPOSE_FILE
+
+DR_DOCKER_MAJOR_VERSION=$(docker --version | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 | cut -d. -f1)
+export DR_DOCKER_MAJOR_VERSION
 export DR_LOCAL_PROFILE_ENDPOINT_URL=""
 
 source "$DR_DIR/bin/scripts_wrapper.sh"

@@ -60,7 +60,10 @@ echo "Creating Robomaker configuration in $S3_PATH/$DR_CURRENT_PARAMS_FILE"
 python3 $DR_DIR/scripts/training/prepare-config.py >/dev/null
 
 if [[ "${DR_DOCKER_STYLE,,}" == "swarm" ]]; then
-  docker stack deploy $COMPOSE_FILES $STACK_NAME
+  if [ "$DR_DOCKER_MAJOR_VERSION" -gt 24 ]; then
+    DETACH_FLAG="--detach=true"
+  fi
+  docker stack deploy $COMPOSE_FILES $DETACH_FLAG $STACK_NAME
 else
   docker compose $COMPOSE_FILES -p $STACK_NAME up -d
 fi

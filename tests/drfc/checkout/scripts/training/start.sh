@@ -95,7 +95,20 @@ fi
 echo "Creating Robomaker configuration in $S3_PATH/$DR_LOCAL_S3_TRAINING_PARAMS_FILE"
 
 if [[ "${DR_DOCKER_STYLE,,}" == "swarm" ]]; then
-  docker stack deploy $COMPOSE_FILES $STACK_NAME
+  # As DRfC's: some node must carry each placement label (read with jq), then the deploy.
+  for ROLE in Robomaker Sagemaker; do
+    NODES=$(docker node ls --format '{{.ID}}' | xargs docker inspect |
+      jq ".[] | select (.Spec.Labels.$ROLE == \"true\") | .ID" | wc -l)
+    if [[ "$NODES" -eq 0 ]]; then
+      echo "ERROR: No Swarm Nodes labelled for placement of $ROLE. Please add $ROLE node."
+      echo "       Example: docker node update --label-add $ROLE=true $(docker node inspect self | jq .[0].ID -r)"
+      exit 1
+    fi
+  done
+  if [ "$DR_DOCKER_MAJOR_VERSION" -gt 24 ]; then
+    DETACH_FLAG="--detach=true"
+  fi
+  docker stack deploy $COMPOSE_FILES $DETACH_FLAG $STACK_NAME
 else
   docker compose $COMPOSE_FILES -p $STACK_NAME up -d --scale robomaker=$DR_WORKERS
 fi

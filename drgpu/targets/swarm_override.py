@@ -1,0 +1,74 @@
+"""DeepRacer-for-cloud's swarm style: drgpu's override, appended to the `-c` list DRfC's
+start script hands `docker stack deploy` (`-c a.yml -c b.yml -c <override>`).
+
+The docker CLI merges the files (environment per key, `deploy.placement.constraints`
+appended, labels per key, other keys replaced) in its Compose file format 3 schema,
+which has no device requests, no `gpus`, no `runtime`, no `extends` and no `!reset`:
+so the override carries only what merges. Each GPU service gets its GPUs through
+NVIDIA_VISIBLE_DEVICES, which the node's default runtime (nvidia) obeys, and
+CUDA_VISIBLE_DEVICES (DRfC's robomaker replicas each their own, by `{{.Task.Slot}}`
+templates), rl_coach the trainer's UUID to forward, every other service `void`; drgpu's
+labels; the constraint that pins a GPU service to this node, or with
+DRGPU_SWARM_GPUS=generic the simulators' generic-resource reservations. DRfC's files
+keep their replicas (`${DR_WORKERS}`) and node-label constraints. Everything here is pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drgpu.core.model import Plan
+from drgpu.core.swarm_node import (
+    GPU_KIND,
+    SIMULATOR_CONSTRAINT,
+    TRAINER_CONSTRAINT,
+    SwarmLayout,
+)
+from drgpu.targets.compose_override import HEADER_MARK
+from drgpu.targets.swarm_stack import ONE_NODE, SwarmService, SwarmStack, dump_document
+
+VERSION = "3.7"  # DRfC's own files' format
+HEADER = f"""\
+{HEADER_MARK} for swarm stack {{project}}: appended to DRfC's -c list.
+# Do not edit: `drgpu up` (or `drgpu drfc-env`) writes it anew; `drgpu down` removes it.
+# Each GPU service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
+# runtime (nvidia) obeys; DRfC's files keep their replicas and node-label constraints.
+"""
+# DRfC's swarm files carry these already (docker-compose-*-swarm.yml).
+_DRFC_CONSTRAINTS = frozenset([SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT])
+
+
+def render_swarm_override(
+    plan: Plan, services: tuple[SwarmService, ...], layout: SwarmLayout = ONE_NODE
+) -> SwarmStack:
+    """The override of `plan`'s services as Swarm gets them (`swarm_stack.swarm_services`),
+    and what drgpu expects of the deployed stack."""
+    document: dict[str, Any] = {
+        "version": VERSION,
+        "services": {service.name: _service(service) for service in services},
+    }
+    return SwarmStack(
+        project=plan.project,
+        text=HEADER.format(project=plan.project) + dump_document(document),
+        services=services,
+        warnings=(),
+        layout=layout,
+        sharing=plan.sharing,
+    )
+
+
+def _service(service: SwarmService) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "environment": dict(service.environment),
+        "labels": dict(service.labels),
+    }
+    deploy: dict[str, Any] = {}
+    constraints = [c for c in service.constraints if c not in _DRFC_CONSTRAINTS]
+    if constraints:
+        deploy["placement"] = {"constraints": constraints}
+    if service.reserves:
+        generic = [{"discrete_resource_spec": {"kind": GPU_KIND, "value": service.gpus}}]
+        deploy["resources"] = {"reservations": {"generic_resources": generic}}
+    if deploy:
+        body["deploy"] = deploy
+    return body
