@@ -327,13 +327,9 @@ def gpus(
     """List this host's GPUs in nvidia-smi (PCI bus) order, with CUDA's order beside, and which
     drgpu run holds each."""
     from drgpu.commands import gpus as gpus_command  # lazy: start-up time
-    from drgpu.ui import tables  # lazy: start-up time
+    from drgpu.ui.results import show_gpus  # lazy: start-up time
 
-    inventory, holders = gpus_command.read()
-    if json_output:
-        tables.print_json(gpus_command.document(inventory, holders))
-    else:
-        tables.gpus_table(inventory, full=full, holders=holders)
+    show_gpus(gpus_command.gpus(), json_output=json_output, full=full)
 
 
 MIN_INTERVAL_S = 0.1

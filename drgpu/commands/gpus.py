@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core.facts import ContainerFacts
@@ -18,6 +18,24 @@ from drgpu.ui.talk import warn
 if TYPE_CHECKING:
     from drgpu.core.gpu_usage import Holder
     from drgpu.core.model import Inventory
+
+
+@dataclass(frozen=True)
+class GpusResult:
+    """This host's GPUs and, for each GPU index, its holders (None: the engine could not
+    be asked)."""
+
+    inventory: Inventory
+    holders: dict[int, tuple[Holder, ...]] | None
+
+    def document(self) -> dict[str, Any]:
+        """`drgpu gpus --json`'s document."""
+        return document(self.inventory, self.holders)
+
+
+def gpus() -> GpusResult:
+    """`drgpu gpus`: read NVML and the engine."""
+    return GpusResult(*read())
 
 
 def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:

@@ -129,7 +129,7 @@ def proven(prepared: Prepared, stack: SwarmStack) -> list[TaskFacts]:
     that stopped) if not."""
     # lazy: start-up time of plan and render, which never deploy
     from drgpu.commands.proving import settle, stopped_logs
-    from drgpu.core.verification import state_problems
+    from drgpu.core.verification import state_problems  # lazy: start-up time of plan --swarm
 
     project = prepared.plan.project
     tasks = _wait_running(stack)

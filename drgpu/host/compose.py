@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drgpu.errors import ConfigError, DockerError
+from drgpu.host import process
 
 if TYPE_CHECKING:
     from drgpu.core.settings import Config
@@ -88,8 +89,6 @@ def compose_environment(settings: Mapping[str, str]) -> dict[str, str]:
 
 def resolve_stack(config: Config, files: tuple[Path, ...]) -> dict[str, Any]:
     """`compose config --format json` of the stack's files, with system.env's values."""
-    from drgpu.host import process
-
     binary = find_compose(config.values)
     command = compose_command(binary, config.project, files, "config", "--format", "json")
     done = process.run(command, env=compose_environment(config.values), timeout=60)

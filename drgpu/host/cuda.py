@@ -17,6 +17,7 @@ _ORDER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 def default_order(inventory: Inventory) -> tuple[int, ...] | None:
     """The NVML index of each CUDA device in CUDA's default order; None when the CUDA
     driver cannot be asked (no libcuda, cuInit fails) or its devices do not match NVML's."""
+    # lazy: the probe is large; only a bare index asks CUDA's order
     from drgpu.probe import probe_cuda
 
     saved = {name: os.environ.pop(name) for name in _ORDER_VARIABLES if name in os.environ}

@@ -4,10 +4,12 @@ The Swarm's services, tasks and nodes are `swarm_engine`'s."""
 
 from __future__ import annotations
 
+import io
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from drgpu.core import labels
@@ -165,8 +167,6 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
 
 def _timestamp(text: str) -> float | None:
     """Seconds since the epoch of the engine's RFC 3339 time (nanoseconds cut to micro)."""
-    from datetime import datetime
-
     match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
     if match is None or text.startswith("0001-"):
         return None
@@ -228,7 +228,6 @@ def run_file_in_container(
     container_id: str, source: bytes, args: list[str], interpreter: str = "python3"
 ) -> ExecResult:
     """Copy `source` into the container and run it there with `interpreter` (its stdout)."""
-    import io
     import tarfile  # only here: its import takes a while
 
     folder, name = PROBE_PATH_IN_CONTAINER.rsplit("/", 1)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from drgpu.core.lock_holder import Holder, Process, holder_from_labels, holder_labels, is_stale
 from drgpu.errors import DockerError
+from drgpu.host import engine
 from drgpu.host.files import read_system
 from drgpu.host.signals import shielded
 
@@ -119,8 +120,6 @@ def engine_lock(
     run it left); `on_wait` is told once, naming the holder, when this one waits. After
     `timeout_s` seconds of waiting, a DockerError names the holder.
     """
-    from drgpu.host import engine
-
     here = this_process()
     deadline = time.monotonic() + timeout_s
     told = False

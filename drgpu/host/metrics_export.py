@@ -115,7 +115,7 @@ class PrometheusEndpoint:
 
     def collect(self) -> Iterator[Any]:
         """prometheus-client's collector call: one gauge family per metric."""
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily  # lazy: only --prometheus needs it
 
         with self._lock:
             found = self._samples

@@ -51,7 +51,7 @@ def preload() -> None:
 def nvml_session() -> Iterator[Any]:
     """An initialised pynvml module, shut down on exit; NVML failures become errors."""
     try:
-        import pynvml
+        import pynvml  # lazy: the NVML binding is heavy
     except ImportError:
         raise NvmlUnavailableError(
             "the NVML binding is missing", hint="pip install nvidia-ml-py"

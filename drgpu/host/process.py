@@ -6,17 +6,16 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from drgpu.core.numbers import whole_number
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import trace
-
-if TYPE_CHECKING:
-    import threading
+from drgpu.host.signals import shielded
 
 # How long a program drgpu stops (on a signal or a timeout) may take to exit before it is killed.
 STOP_GRACE_S = 10
@@ -154,8 +153,6 @@ def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
     """SIGTERM to the program's process group (the session it leads: a script's children
     too), a grace period, then SIGKILL; reaped either way. `drain`: read what is left in
     its pipes meanwhile (not where another thread reads them)."""
-    from drgpu.host.signals import shielded
-
     finish = child.communicate if drain else child.wait
     with shielded(lambda name: None):
         _signal_group(child, signal.SIGTERM)
@@ -192,8 +189,7 @@ def _die_with_parent() -> Callable[[], None] | None:
 
     With a pre-exec hook the child runs Python's after-fork handlers: no thread may import
     a module that registers one (`logging` does) while a program starts."""
-    import ctypes
-    import sys
+    import ctypes  # lazy: only the Linux parent-death hook needs it
 
     if not sys.platform.startswith("linux"):
         return None
@@ -220,8 +216,6 @@ def stream(
     or at `timeout`),
     handing each stderr line to `on_line` as it comes; the captured stderr holds what
     `on_line` returns for each line (None: nothing)."""
-    import threading
-
     limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=False)

@@ -31,7 +31,7 @@ def configure(environment: Mapping[str, str]) -> None:
             f"DRGPU_LOG={wanted[:20]!r} is not a log level",
             hint=f"use one of: {', '.join(LEVELS)} (or leave it unset)",
         )
-    import logging
+    import logging  # lazy: logging is imported only when DRGPU_LOG is set
 
     class ToStderr(logging.Handler):
         """Writes to the stderr of the moment (the redacting one, under `cli.main`)."""
@@ -69,6 +69,6 @@ def info(logger: str, message: str, *args: Any) -> None:
 
 
 def _log(logger: str, level: int, message: str, args: tuple[Any, ...]) -> None:
-    import logging
+    import logging  # lazy: logging is imported only when DRGPU_LOG is set
 
     logging.getLogger(logger).log(level, message, *args)

@@ -10,6 +10,7 @@ Everything here is pure.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -286,7 +287,7 @@ def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, 
 
 def _dump(document: dict[str, Any]) -> str:
     """YAML without anchors, multi-line strings as literal blocks."""
-    import yaml
+    import yaml  # lazy: PyYAML is heavy; only rendering needs it
 
     class _Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:
@@ -320,7 +321,7 @@ def _users_per_gpu(plan: Plan, shapes: tuple[ServiceGpus, ...]) -> dict[str, int
 
 
 def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
-    import yaml
+    import yaml  # lazy: PyYAML is heavy; only rendering needs it
 
     config = {
         "version": "v1",
@@ -484,7 +485,5 @@ def _dns_label(text: str) -> str:
 
 def _words(value: Any) -> list[str]:
     if isinstance(value, str):
-        import shlex
-
         return shlex.split(value)
     return [str(word) for word in value]

@@ -348,7 +348,7 @@ def render_stack(
 
 def dump_document(document: Mapping[str, Any]) -> str:
     """A stack file's YAML, keys in their order."""
-    import yaml
+    import yaml  # lazy: PyYAML is heavy; only rendering needs it
 
     return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
 

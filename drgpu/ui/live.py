@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
+from drgpu.core.gpu_usage import document
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -192,7 +196,7 @@ def board_text(board: Board, *, stamp: str, interval_s: float, width: int) -> Te
     memory) and one per occupant under it, then every violation in full (wrapped); what is
     wrong in bold red. Laid out in fixed columns by hand: one Text, cheap to redraw every
     tick; no line is longer than `width`."""
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
     health = _health_room(board, grid)
@@ -325,8 +329,6 @@ def health_columns(room: int) -> tuple[bool, int, int]:
     """What `room` spare columns hold, dropped in this order as it shrinks:
     the memory history, the utilisation history (each up to HISTORY_POINTS wide, at least
     8), then the temperature and power. (sensors shown, utilisation width, memory width)"""
-    from drgpu.core.gpu_board import HISTORY_POINTS
-
     if room < SENSORS_WIDTH:
         return False, 0, 0
     left = room - SENSORS_WIDTH
@@ -408,11 +410,6 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
 def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[Status], None]]:
     """How `status --watch` shows each snapshot: one JSON document per line (`--json`), the
     live board on a terminal, plain lines elsewhere."""
-    import time
-
-    from drgpu.core.gpu_board import build_board
-    from drgpu.core.gpu_usage import document
-
     if json_lines:
 
         def show_json(status: Status) -> None:
@@ -434,10 +431,6 @@ def _with_history(
 ) -> Callable[[Status], None]:
     """Draws each snapshot on the terminal, with each GPU's history of the snapshots
     before where the terminal is wide enough."""
-    import time
-
-    from drgpu.core.gpu_board import build_board, new_history, recorded
-
     history = new_history(interval_s)
 
     def show(status: Status) -> None:
@@ -454,8 +447,8 @@ def _with_history(
 def live_screen() -> Iterator[Callable[[RenderableType], None]]:
     """A function that redraws the terminal in place, on the alternate screen; on leaving
     (also on Ctrl-C) the screen and the cursor are as they were."""
-    from rich.console import Console
-    from rich.live import Live
+    from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
+    from rich.live import Live  # lazy: rich is heavy; only drawn output needs it
 
     console = Console(file=sys.stdout)
     with Live(console=console, screen=True, auto_refresh=False, redirect_stderr=False) as live:

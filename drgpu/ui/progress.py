@@ -35,8 +35,8 @@ class UpProgress:
     def __enter__(self) -> UpProgress:
         self._start = time.monotonic()
         if not self._quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.live import Live
+            from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
+            from rich.live import Live  # lazy: rich is heavy; only drawn output needs it
 
             self._live = Live(console=Console(stderr=True), auto_refresh=False, transient=False)
             self._live.__enter__()
@@ -68,7 +68,7 @@ class UpProgress:
             )
 
     def _view(self) -> Text:
-        from rich.text import Text
+        from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
         width = max(len(subject) for subject in self._lines)
         view = Text()

@@ -12,6 +12,7 @@ from drgpu.ui import tables
 if TYPE_CHECKING:
     from drgpu.commands.cuda_check import CudaCheckResult
     from drgpu.commands.doctor import DoctorResult
+    from drgpu.commands.gpus import GpusResult
     from drgpu.commands.plan import PlanResult
     from drgpu.commands.rendering import Rendered
     from drgpu.commands.status import StatusResult
@@ -49,6 +50,14 @@ def show_up(result: Started | Deployed) -> None:
         tables.swarm_up_table(result.stack, result.tasks)
     else:
         tables.up_table(result.plan, result.containers)
+
+
+def show_gpus(result: GpusResult, *, json_output: bool, full: bool) -> None:
+    """`drgpu gpus`: each GPU in nvidia-smi order, CUDA's beside, and who holds it."""
+    if json_output:
+        tables.print_json(result.document())
+    else:
+        tables.gpus_table(result.inventory, full=full, holders=result.holders)
 
 
 def show_status(result: StatusResult, *, json_output: bool) -> None:

@@ -8,9 +8,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
+from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
 from drgpu.core.host_checks import Check, CheckStatus
+from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
+from drgpu.core.swarm_node import GPU_KIND
 from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
@@ -194,8 +197,6 @@ def gpus_table(
     holders: Mapping[int, tuple[Holder, ...]] | None = None,
 ) -> None:
     """This host's GPUs as a table on stdout; with `holders`, which run and service has each."""
-    from drgpu.core.index_order import cuda_order, ordinals
-
     order = cuda_order(inventory)
     cuda_indices = ordinals(order)
     columns = ["Index", "CUDA", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC"]
@@ -249,7 +250,7 @@ def gpus_table(
 
 
 def _table(title: str, *columns: str) -> Table:
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich is heavy; only drawn output needs it
 
     table = Table(title=title, title_justify="left")
     for column in columns:
@@ -263,7 +264,7 @@ def _print(table: RenderableType, *, piped_width: int = 240) -> None:
 
 def console(piped_width: int = 240) -> Console:
     """The stdout console of every table: a terminal's width, else `piped_width`."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
 
     # Piped output is not folded to 80 columns: a table line stays one line.
     return Console(soft_wrap=False, width=None if sys.stdout.isatty() else piped_width)
@@ -301,10 +302,8 @@ def holders_text(holders: Iterable[Holder], *, full: bool = False) -> str:
 
 def status_view(status: Status) -> RenderableType:
     """`drgpu status` for people: the runs, then every GPU process with its verdict."""
-    from rich.console import Group
-    from rich.text import Text
-
-    from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
+    from rich.console import Group  # lazy: rich is heavy; only drawn output needs it
+    from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     parts: list[RenderableType] = []
@@ -397,7 +396,7 @@ def doctor_table(checks: list[Check]) -> None:
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
     """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
-    from drgpu.core.swarm_node import GPU_KIND
+    # lazy: only the swarm plan table needs it
     from drgpu.targets.swarm_stack import stack_service_name
 
     services = {stack_service_name(stack.project, s.name): s for s in stack.services}

@@ -13,7 +13,7 @@ def spinner(message: str) -> Iterator[None]:
     if not sys.stderr.isatty():
         yield
         return
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
 
     with Console(stderr=True).status(message):
         yield
@@ -21,7 +21,7 @@ def spinner(message: str) -> Iterator[None]:
 
 def preload_rich() -> None:
     """Import what the tables need ahead of use, e.g. in a thread."""
-    import rich.console
+    import rich.console  # lazy: rich is heavy; only drawn output needs it
     import rich.table  # noqa: F401
 
 

@@ -126,7 +126,7 @@ def test_a_port_in_use_is_a_config_error() -> None:
         first.close()
 
 
-DASHBOARD = Path(__file__).resolve().parents[3] / "examples" / "grafana" / "drgpu-gpus.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana" / "drgpu-gpus.json"
 
 
 def test_the_grafana_dashboards_queries_find_the_points(tmp_path: Path) -> None:
