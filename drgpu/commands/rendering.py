@@ -9,8 +9,10 @@ from pathlib import Path
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
 from drgpu.commands.state_files import write_owned_file
+from drgpu.core.inputs import Inputs
 from drgpu.core.redaction import masked_plan, secret_values
 from drgpu.core.seal import is_sealed, sealed
+from drgpu.core.settings import Config
 from drgpu.errors import ConfigError
 from drgpu.host.files import override_header_template, read_own_output
 from drgpu.targets.compose_override import render_override
@@ -44,19 +46,47 @@ def render(options: RenderOptions) -> Rendered:
     target = resolved(options.inputs)
     config = settings(target)
     config.refuse_key_mistakes()
+    drfc_swarm = _drfc_swarm(options, target, config)
+    if drfc_swarm:  # what `up` hands DRfC's start script: the override of its own files
+        from drgpu.commands import drfc_stack  # lazy: start-up time outside DRfC
+
+        target = drfc_stack.script_target(target, config)
     with inventory_file_offered():
         prepared = prepare_with(config, target, options.inventory)
-    result = _rendered(
-        prepared,
-        swarm=options.swarm,
-        k8s=options.k8s,
-        dra=options.dra,
-        this_host=options.inventory is None,
-    )
+    if drfc_swarm:
+        result = _drfc_swarm_override(prepared, this_host=options.inventory is None)
+    else:
+        result = _rendered(
+            prepared,
+            swarm=options.swarm,
+            k8s=options.k8s,
+            dra=options.dra,
+            this_host=options.inventory is None,
+        )
     if options.output is not None:
         _refuse_edited(options.output)
         write_owned_file(options.output, sealed(result.text), private=result.shown != result.text)
     return replace(result, warnings=(*prepared.plan.warnings, *result.warnings))
+
+
+def _drfc_swarm(options: RenderOptions, target: Inputs, config: Config) -> bool:
+    """Whether `up` would run the activated swarm-style DRfC checkout's own start script
+    with drgpu's swarm override (then that override is what render shows)."""
+    if options.k8s or options.inputs.compose_files is not None or target.checkout is None:
+        return False
+    from drgpu.commands import drfc_stack  # lazy: start-up time outside DRfC
+
+    return drfc_stack.swarm_style(config) and drfc_stack.runs_scripts(target, explicit_files=False)
+
+
+def _drfc_swarm_override(prepared: Prepared, *, this_host: bool) -> Rendered:
+    """The swarm-shaped override DRfC's `docker stack deploy -c ...` merges into its stack."""
+    from drgpu.commands import drfc_stack, swarm_deploy  # lazy: start-up time outside DRfC
+
+    engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)
+    stack = drfc_stack.render_swarm(prepared, engine)
+    warnings = (*stack.warnings, *([blind] if blind else []))
+    return Rendered(stack.shown_text, stack.text, warnings)
 
 
 def _refuse_edited(path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from drgpu.core.inputs import resolve_inputs
 from drgpu.host.files import load_target_config
 from tests.cli.conftest import GTX_M40, M40, assert_one_error_line
-from tests.drfc import RUN_ENV, activated, make_checkout
+from tests.drfc import RUN_ENV, activated, make_checkout, set_values
 from tests.support.runners import Cli
 
 
@@ -318,3 +318,24 @@ def test_up_in_swarm_style_without_an_engine_is_one_error_line(
     assert result.code == 5
     assert "drgpu: warning: DR_DOCKER_STYLE=swarm" not in result.err
     assert_one_error_line(result)
+
+
+def test_render_in_swarm_style_shows_the_override_drfcs_stack_deploy_merges(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What `up` appends with -c to DRfC's own files, not drgpu's own complete stack."""
+    import yaml
+
+    swarm_style(checkout)
+    set_values(
+        checkout / "system.env", DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1"
+    )
+    enter(monkeypatch, activated(checkout))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    result = cli("render", "--inventory", GTX_M40)
+    assert result.code == 0, result.err
+    assert result.out.startswith("# Written by drgpu for swarm stack deepracer-0")
+    services = yaml.safe_load(result.out)["services"]
+    assert services["rl_coach"]["environment"]["CUDA_VISIBLE_DEVICES"] == M40
+    assert services["rl_coach"]["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert "image" not in services["robomaker"]  # DRfC's files keep what they say
