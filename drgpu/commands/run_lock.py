@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from drgpu.commands.state_files import state_dir
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
-from drgpu.core.numbers import whole_number
+from drgpu.core.numbers import whole_seconds
 from drgpu.core.settings import Config
-from drgpu.errors import ConfigError, DockerError
+from drgpu.errors import DockerError
 from drgpu.host import compose, engine, swarm
 from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
 from drgpu.ui.talk import note, warn
@@ -60,12 +60,7 @@ def _seconds(settings: Mapping[str, str], key: str, default: float) -> float:
     text = (settings.get(key) or os.environ.get(key) or "").strip()
     if not text:
         return default
-    seconds = whole_number(text, 0, MAX_LOCK_TIMEOUT_S)
-    if seconds is None:
-        raise ConfigError(
-            f"{key}: {text[:40]!r} is not a whole number of seconds from 0 to {MAX_LOCK_TIMEOUT_S}"
-        )
-    return float(seconds)
+    return float(whole_seconds(key, text, 0, MAX_LOCK_TIMEOUT_S))
 
 
 MAX_LOCK_TIMEOUT_S = 86400

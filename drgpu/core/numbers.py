@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from drgpu.errors import ConfigError
+
 _WHOLE_NUMBER = re.compile(r"[0-9]+")
 
 
@@ -24,3 +26,14 @@ def whole_number(text: str, low: int, high: int) -> int | None:
         return None
     number = int(digits)
     return number if low <= number <= high else None
+
+
+def whole_seconds(key: str, text: str, low: int, high: int) -> int:
+    """The setting `key`'s value `text` as whole seconds from `low` to `high`; a
+    ConfigError naming the key and the bounds if it is not."""
+    seconds = whole_number(text, low, high)
+    if seconds is None:
+        raise ConfigError(
+            f"{key}: {text[:40]!r} is not a whole number of seconds from {low} to {high}"
+        )
+    return seconds

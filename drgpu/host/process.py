@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from drgpu.core.numbers import whole_number
+from drgpu.core.numbers import whole_seconds
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import trace
 from drgpu.host.signals import shielded
@@ -84,13 +84,7 @@ def default_timeout() -> float:
     text = os.environ.get(TIMEOUT_KEY, "").strip()
     if not text:
         return DEFAULT_TIMEOUT_S
-    seconds = whole_number(text, 1, MAX_TIMEOUT_S)
-    if seconds is None:
-        raise ConfigError(
-            f"{TIMEOUT_KEY}: {text[:40]!r} is not a whole number of seconds"
-            f" from 1 to {MAX_TIMEOUT_S}"
-        )
-    return seconds
+    return whole_seconds(TIMEOUT_KEY, text, 1, MAX_TIMEOUT_S)
 
 
 def _timed_out(args: Sequence[str], limit: float, *, named: bool) -> DockerError:

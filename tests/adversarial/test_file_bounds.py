@@ -21,14 +21,7 @@ from drgpu.host.files import Bound
 from tests.adversarial.helpers import GTX_M40, PROPERTY, SECRET, assert_sound
 from tests.support.runners import run_drgpu, run_main
 
-
-@pytest.fixture(autouse=True)
-def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No Docker engine and a Compose that does nothing: only drgpu's own checks run."""
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    monkeypatch.setenv("DRGPU_COMPOSE", "/bin/true")
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
+pytestmark = pytest.mark.usefixtures("no_engine")
 
 
 @pytest.fixture

@@ -19,13 +19,7 @@ from tests.support.runners import run_main
 Write = Callable[..., Path]
 
 
-@pytest.fixture(autouse=True)
-def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No Docker engine and a Compose that does nothing: only drgpu's own checks run."""
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    monkeypatch.setenv("DRGPU_COMPOSE", "/bin/true")
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
+pytestmark = pytest.mark.usefixtures("no_engine")
 
 
 @pytest.fixture

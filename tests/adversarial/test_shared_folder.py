@@ -18,17 +18,11 @@ from tests.support.runners import run_main
 
 NOBODY = 65534
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files of another user")
 
-
-@pytest.fixture(autouse=True)
-def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No Docker engine and a Compose that does nothing: only drgpu's own checks run."""
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    monkeypatch.setenv("DRGPU_COMPOSE", "/bin/true")
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.delenv("DRGPU_DEBUG", raising=False)
-    monkeypatch.delenv("SUDO_UID", raising=False)
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files of another user"),
+    pytest.mark.usefixtures("no_engine"),
+]
 
 
 def shared(tmp_path: Path, mode: int) -> Path:
