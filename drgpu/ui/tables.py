@@ -8,12 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
-from drgpu.core.host_checks import Check, CheckStatus
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
-from drgpu.core.swarm_node import GPU_KIND
 from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
@@ -23,6 +20,7 @@ if TYPE_CHECKING:
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder, Status, Violation
+    from drgpu.core.host_checks import Check
     from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
 
 PLAN_SCHEMA_VERSION = 1
@@ -305,6 +303,9 @@ def status_view(status: Status) -> RenderableType:
     from rich.console import Group  # lazy: rich is heavy; only drawn output needs it
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
+    # lazy: start-up time of plan and render, which show no status
+    from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
+
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     parts: list[RenderableType] = []
     if status.containers:
@@ -387,6 +388,8 @@ def status_table(status: Status) -> None:
 
 def doctor_table(checks: list[Check]) -> None:
     """The doctor's checklist: one line per check, its fix under a failure or warning."""
+    from drgpu.core.host_checks import CheckStatus  # lazy: start-up time of other commands
+
     table = _table("drgpu doctor", "Result", "Check", "Finding")
     for check in checks:
         fix = f"\nfix: {check.fix}" if check.fix and check.status != CheckStatus.PASS else ""
@@ -396,7 +399,8 @@ def doctor_table(checks: list[Check]) -> None:
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
     """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
-    # lazy: only the swarm plan table needs it
+    # lazy: only the swarm tables need them
+    from drgpu.core.swarm_node import GPU_KIND
     from drgpu.targets.swarm_stack import stack_service_name
 
     services = {stack_service_name(stack.project, s.name): s for s in stack.services}
