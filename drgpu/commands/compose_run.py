@@ -7,11 +7,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.preparation import Prepared, meanwhile, stack_files
+from drgpu.commands.preparation import Prepared, stack_files
 from drgpu.commands.proving import verified
 from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
-from drgpu.commands.state_files import override_path, write_owned_file
 from drgpu.core.compose_progress import compose_event, log_line
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Plan
@@ -21,6 +20,7 @@ from drgpu.errors import DockerError
 from drgpu.host import compose, engine, process
 from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json_progress
 from drgpu.host.files import override_header_template
+from drgpu.host.state_files import override_path, write_owned_file
 from drgpu.targets.compose_override import render_override
 from drgpu.ui.talk import note, preload_rich, spinner, warn
 
@@ -55,7 +55,7 @@ def up(
                 f"compose up failed: {started.last_error_line()}",
                 hint=failure_hint(started.stderr),
             )
-        with meanwhile(preload_rich):  # the tables' import, while verification waits
+        with process.meanwhile(preload_rich):  # the tables' import, while verification waits
             containers = verified(prepared.plan, progress)
     return containers
 

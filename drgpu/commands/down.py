@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.run_lock import down_locked
-from drgpu.commands.state_files import override_path
+from drgpu.host.state_files import override_path
 
 
 @dataclass(frozen=True)

@@ -20,25 +20,26 @@ from drgpu.commands.compose_run import (
     write_override,
 )
 from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.commands.preparation import Prepared, meanwhile, prepare_with
+from drgpu.commands.preparation import Prepared, prepare_with
 from drgpu.commands.proving import verified
 from drgpu.commands.rollback import rolled_back, run_trainers
 from drgpu.commands.run_lock import down_locked
-from drgpu.commands.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Role
 from drgpu.core.modes import DockerStyle
+from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, process, swarm, swarm_engine
 from drgpu.host.compose_output import talk_lines
 from drgpu.host.files import override_header_template
+from drgpu.host.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.targets.compose_override import render_override
 from drgpu.targets.swarm_override import render_swarm_override
-from drgpu.targets.swarm_stack import SwarmStack, swarm_services
+from drgpu.targets.swarm_stack import swarm_services
 from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def up(
                 else None,
             )
         try:
-            with meanwhile(preload_rich):  # the tables' import, while verification waits
+            with process.meanwhile(preload_rich):  # the tables' import, while verification waits
                 containers = verified(plan, progress)
         except DockerError as failure:
             # DRfC's start script exits 0 with -q whatever Compose said: say what it said.

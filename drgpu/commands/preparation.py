@@ -3,14 +3,11 @@ runs hold, read and planned (`Prepared`)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from drgpu.commands.state_files import new_state_dir, override_path, removed_on_failure
 from drgpu.core.compose_stack import Stack
 from drgpu.core.device_driver import choose, unnamed_in_spec
 from drgpu.core.index_order import bare_indices
@@ -29,10 +26,8 @@ from drgpu.host.files import (
     load_stack,
     load_target_config,
 )
+from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure
 from drgpu.ui.redacting import hide
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 
 @dataclass(frozen=True)
@@ -73,6 +68,7 @@ def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
     `drgpu up` or `down` can read or change the runs between this plan and its proof."""
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
+    from drgpu.host.process import meanwhile
 
     with ExitStack() as held:
         held.enter_context(removed_on_failure(made=new_state_dir(target.env_file)))
@@ -194,15 +190,3 @@ def inventory_file_offered() -> Iterator[None]:
         offer = "plan for a machine described in a file: --inventory FILE"
         hint = f"{exc.hint}; or {offer}" if exc.hint else offer
         raise NvmlUnavailableError(exc.message, hint=hint) from None
-
-
-@contextmanager
-def meanwhile(work: Callable[[], object]) -> Iterator[None]:
-    """Run `work` in a thread while the block runs (e.g. an import while a step waits on
-    the engine); the block ends when both are done."""
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()

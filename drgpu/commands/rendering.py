@@ -8,13 +8,13 @@ from pathlib import Path
 
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
-from drgpu.commands.state_files import write_owned_file
 from drgpu.core.inputs import Inputs
 from drgpu.core.redaction import masked_plan, secret_values
 from drgpu.core.seal import is_sealed, sealed
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError
 from drgpu.host.files import override_header_template, read_own_output
+from drgpu.host.state_files import write_owned_file
 from drgpu.targets.compose_override import render_override
 
 

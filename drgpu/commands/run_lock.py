@@ -7,7 +7,6 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from drgpu.commands.state_files import state_dir
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.numbers import whole_seconds
@@ -15,6 +14,7 @@ from drgpu.core.settings import Config
 from drgpu.errors import DockerError
 from drgpu.host import compose, engine, swarm
 from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
+from drgpu.host.state_files import state_dir
 from drgpu.ui.talk import note, warn
 
 

@@ -8,21 +8,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.state_files import write_owned_file, written_by_drgpu
 from drgpu.core.redaction import secret_values
+from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import RUNTIME, SWARM_GPUS_KEY, swarm_gpu_mode, swarm_layout
+from drgpu.core.verification import verify_tasks, waiting_on
 from drgpu.errors import DockerError, GpuValidationError
 from drgpu.host import compose, swarm, swarm_engine
-from drgpu.targets.swarm_stack import (
-    SwarmStack,
-    SwarmView,
-    exposed_gpus,
-    render_stack,
-    swarm_services,
-    verify_tasks,
-    waiting_on,
-)
+from drgpu.host.state_files import write_owned_file, written_by_drgpu
+from drgpu.targets.swarm_stack import SwarmView, exposed_gpus, render_stack, swarm_services
 from drgpu.ui.talk import spinner, warn
 
 if TYPE_CHECKING:

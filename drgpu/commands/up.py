@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from drgpu.commands import compose_run, drfc_stack, run_lock, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import prepare_locked, prepare_with
-from drgpu.commands.state_files import new_state_dir, removed_on_failure
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Plan
+from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError
-from drgpu.targets.swarm_stack import SwarmStack
+from drgpu.host.state_files import new_state_dir, removed_on_failure
 from drgpu.ui.progress import UpProgress
 from drgpu.ui.talk import warn
 

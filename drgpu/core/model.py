@@ -7,6 +7,8 @@ from enum import Enum
 
 from drgpu.core.modes import DeviceDriver, Sharing
 
+HEADER_MARK = "# Written by drgpu"  # the first line of every file drgpu writes
+
 
 @dataclass(frozen=True)
 class MigDevice:

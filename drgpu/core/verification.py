@@ -1,13 +1,16 @@
-"""Prove a started stack matches its plan, from what the engine says of each container."""
+"""Prove a started stack matches its plan: Compose containers from what the engine says of
+each, Swarm tasks from what the engine says of each task and this node's containers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from drgpu.core.device_driver import request_ids
-from drgpu.core.facts import ContainerFacts
-from drgpu.core.model import Plan, ServicePlan
-from drgpu.core.modes import DeviceDriver
+from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.modes import DeviceDriver, Sharing
+from drgpu.core.service_gpus import SwarmService, SwarmStack
+from drgpu.core.swarm_node import GPU_KIND, PINNED_VARIABLE, RESOURCE_VARIABLE
 
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
@@ -126,3 +129,140 @@ def _container_problems(
     if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
         problems.append(f"device request lacks capabilities {sorted(missing)}")
     return problems
+
+
+def stack_service_name(project: str, service: str) -> str:
+    """The name Swarm gives a stack's service."""
+    return f"{project}_{service}"
+
+
+def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], list[str]]:
+    """What the deployed stack still waits for, and what will not resolve by waiting."""
+    waiting: list[str] = []
+    stuck: list[str] = []
+    for service in stack.services:
+        full = stack_service_name(stack.project, service.name)
+        wanted = [
+            task for task in tasks if task.service == full and task.desired_state == "running"
+        ]
+        running = [task for task in wanted if task.state == "running"]
+        # A service without GPUs whose command ended well is done, as in Compose style
+        # (DRfC's evaluation rl_coach echoes and exits); a GPU service must keep running.
+        finished = [t for t in tasks if t.service == full and t.state == "complete"]
+        done = [] if service.gpus else finished
+        if len(running) + len(done) < (service.replicas or 1) or len(running) < len(
+            [task for task in wanted if task.state != "complete"]
+        ):
+            waiting.append(f"{service.name}: {len(running)}/{service.replicas or 1} running")
+        stuck.extend(
+            f"{service.name}: {task.error}"
+            for task in wanted
+            if task.state == "pending" and task.error.startswith("no suitable node")
+        )
+        ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
+        ended = [t for t in tasks if t.service == full and t.state in ended_states]
+        if ended and not running:
+            stuck.append(
+                f"{service.name}: task {ended[-1].state}: {ended[-1].error or 'its command ended'}"
+            )
+    return waiting, stuck
+
+
+def verify_tasks(
+    stack: SwarmStack,
+    tasks: list[TaskFacts],
+    containers: Mapping[str, ContainerFacts] | None = None,
+) -> list[str]:
+    """Every way the running tasks differ from the stack; empty when they match.
+
+    `containers` are this node's containers of the stack by task id: what each task
+    really got (its environment, templates expanded; the engine's resource variable).
+    A pinned task must run here, hold no generic resource and name exactly its GPUs; a
+    reserving task holds its number of GPUs, none pinned for another service.
+    """
+    found = containers or {}
+    node = stack.layout.node_id
+    problems: list[str] = []
+    holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
+    pinned_here = {
+        uuid: service.name for service in stack.services for slot in service.pinned for uuid in slot
+    }
+    for service in stack.services:
+        full = stack_service_name(stack.project, service.name)
+        for task in tasks:
+            if task.service != full or task.state != "running":
+                continue
+            label = f"{service.name}.{task.slot}"
+            container = found.get(task.id)
+            given, found_problems = _task_gpus(service, task, container, node)
+            problems.extend(f"{label}: {problem}" for problem in found_problems)
+            if service.reserves:
+                problems.extend(
+                    f"{label} was given GPU {uuid}, pinned for {pinned_here[uuid]}"
+                    for uuid in given
+                    if uuid in pinned_here and (node is None or task.node_id == node)
+                )
+            for uuid in given:
+                holders.setdefault((task.node_id, uuid), []).append((service, label))
+            environment = container.environment if container else task.environment
+            expected = service.environment_for(task.slot)
+            problems.extend(
+                f"{label}: {key}={environment.get(key, '<unset>')!r}, planned {value!r}"
+                for key, value in expected.items()
+                if environment.get(key) != value and (container or "{{" not in value)
+            )
+    for (node_id, uuid), names in sorted(holders.items()):
+        services = {service.name for service, _label in names}
+        workers_only = all(service.role is Role.SIMULATOR for service, _label in names)
+        if (
+            len(names) > 1
+            and stack.sharing == Sharing.EXCLUSIVE
+            and (len(services) > 1 or not workers_only)
+        ):
+            tasks_text = " and ".join(label for _service, label in names)
+            problems.append(f"GPU {uuid} of node {node_id[:12]} is given to {tasks_text}")
+    return problems
+
+
+def _task_gpus(
+    service: SwarmService, task: TaskFacts, container: ContainerFacts | None, node: str | None
+) -> tuple[tuple[str, ...], list[str]]:
+    """The GPUs a task really got, and what is wrong with them."""
+    reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
+    problems: list[str] = []
+    pinned = service.pinned_for(task.slot)
+    if pinned is None and not service.reserves:
+        if reserved:
+            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
+        return reserved, problems
+    if service.reserves:
+        if len(reserved) != service.gpus:
+            problems.append(f"holds {len(reserved)} {GPU_KIND}, planned {service.gpus}")
+        variable = container.environment.get(RESOURCE_VARIABLE) if container else None
+        if container is not None and sorted(_split(variable)) != sorted(reserved):
+            problems.append(f"{RESOURCE_VARIABLE}={variable!r}, the engine reserved {reserved}")
+        return reserved, problems
+    wanted = ",".join(pinned or ())
+    if reserved:
+        problems.append(
+            f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
+            f" ({RESOURCE_VARIABLE}) instead of its pinned GPUs"
+        )
+    if node is not None and task.node_id != node:
+        problems.append(f"runs on node {task.node_id[:12]}, pinned to this node {node[:12]}")
+    elif container is None:
+        problems.append("no container of it on this node: its GPUs cannot be checked")
+    else:
+        visible = container.environment.get(PINNED_VARIABLE)
+        if visible != wanted:
+            problems.append(f"{PINNED_VARIABLE}={visible!r}, planned {wanted!r}")
+        if RESOURCE_VARIABLE in container.environment:
+            problems.append(
+                f"{RESOURCE_VARIABLE}={container.environment[RESOURCE_VARIABLE]!r}, which the"
+                " NVIDIA runtime prefers to its pinned GPUs"
+            )
+    return pinned or (), problems
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from drgpu.core.numbers import whole_seconds
@@ -241,3 +241,15 @@ def stream(
         raise _timed_out(args, limit, named=timeout is None)
     _log_end(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))
+
+
+@contextlib.contextmanager
+def meanwhile(work: Callable[[], object]) -> Iterator[None]:
+    """Run `work` in a thread while the block runs (e.g. an import while a step waits on
+    the engine); the block ends when both are done."""
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()

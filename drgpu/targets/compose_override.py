@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from drgpu.core.device_driver import request_ids
-from drgpu.core.model import Plan, ServicePlan
+from drgpu.core.model import HEADER_MARK, Plan, ServicePlan
 from drgpu.core.modes import DeviceDriver
 
-HEADER_MARK = "# Written by drgpu"
 PLACEHOLDER_ENTRYPOINT = ("true",)
 _DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
 

@@ -19,8 +19,8 @@ from drgpu.core.model import Assignment, Plan, Role, ServicePlan
 from drgpu.core.modes import Sharing
 from drgpu.core.redaction import masked_data, secret_values
 from drgpu.core.secrets import MASK, is_secret
+from drgpu.core.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 from drgpu.errors import ConfigError, GpuValidationError
-from drgpu.targets.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

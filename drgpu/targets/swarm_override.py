@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from drgpu.core.model import Plan
+from drgpu.core.model import HEADER_MARK, Plan
+from drgpu.core.service_gpus import ONE_NODE, SwarmService, SwarmStack
 from drgpu.core.swarm_node import (
     GPU_KIND,
     SIMULATOR_CONSTRAINT,
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
-from drgpu.targets.compose_override import HEADER_MARK
-from drgpu.targets.swarm_stack import ONE_NODE, SwarmService, SwarmStack, dump_document
+from drgpu.targets.swarm_stack import dump_document
 
 VERSION = "3.7"  # DRfC's own files' format
 HEADER = f"""\

@@ -16,26 +16,29 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role
-from drgpu.core.modes import Sharing
 from drgpu.core.numbers import is_digits
 from drgpu.core.redaction import masked_data, secret_values
 from drgpu.core.secrets import masked
+from drgpu.core.service_gpus import (
+    ONE_NODE,
+    TEMPLATED_KEYS,
+    ServiceGpus,
+    SwarmService,
+    SwarmStack,
+    own_gpus_environment,
+    service_gpus,
+)
 from drgpu.core.swarm_node import (
     GPU_KIND,
-    PINNED_VARIABLE,
     RESOURCE_VARIABLE,
     SIMULATOR_CONSTRAINT,
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
-from drgpu.targets.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
-
-if TYPE_CHECKING:
-    from drgpu.core.facts import ContainerFacts, TaskFacts
 
 HEADER = """\
 # Written by drgpu for swarm stack {project}: {how}.
@@ -45,9 +48,7 @@ HEADER = """\
 """
 PINNED_HOW = "GPU services pinned to their GPUs on this node"
 GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
-TEMPLATED_KEYS = ("CUDA_VISIBLE_DEVICES", PINNED_VARIABLE)
 NODE_CONSTRAINT = "node.id == {node}"
-ONE_NODE = SwarmLayout()
 # The service keys of the Compose file format 3.13 that `docker stack deploy` reads.
 STACK_SERVICE_KEYS = frozenset(
     [
@@ -124,55 +125,6 @@ _PORT_KEYS = ("mode", "target", "published", "protocol")
 _TOP_LEVEL_KEYS = ("networks", "volumes", "secrets", "configs")
 
 
-@dataclass(frozen=True, kw_only=True)
-class SwarmService(ServiceGpus):
-    """What drgpu sets on one service of the stack: its GPUs per task (`pinned` is empty
-    when it reserves `gpus` generic resources), environment, labels and constraints."""
-
-    environment: tuple[tuple[str, str], ...]
-    labels: tuple[tuple[str, str], ...]
-    constraints: tuple[str, ...]
-
-    @property
-    def forwarded(self) -> tuple[str, ...]:
-        """The GPUs this service forwards to the trainer it starts (rl_coach), by UUID."""
-        return tuple(
-            uuid for uuid in dict(self.labels).get(labels.FORWARDED_GPUS, "").split(",") if uuid
-        )
-
-    @property
-    def reserves(self) -> bool:
-        """Whether the engine chooses this service's GPUs (generic resources)."""
-        return self.gpus > 0 and not self.pinned
-
-    def environment_for(self, slot: int) -> dict[str, str]:
-        """The environment a task in `slot` gets, its templates expanded as Swarm does."""
-        environment = dict(self.environment)
-        pinned = self.pinned_for(slot)
-        if len(self.pinned) > 1:
-            for key in TEMPLATED_KEYS:
-                environment[key] = ",".join(pinned) if pinned else "void"
-        return environment
-
-
-@dataclass(frozen=True)
-class SwarmStack:
-    """A rendered stack file and what drgpu expects of it once deployed."""
-
-    project: str
-    text: str
-    services: tuple[SwarmService, ...]
-    warnings: tuple[str, ...]
-    layout: SwarmLayout = ONE_NODE
-    sharing: Sharing = Sharing.EXCLUSIVE
-    secret_text: str | None = None
-
-    @property
-    def shown_text(self) -> str:
-        """The stack file as drgpu may print it: secret values masked."""
-        return self.text if self.secret_text is None else self.secret_text
-
-
 @dataclass(frozen=True)
 class SwarmView:
     """A plan as Swarm would run it: each service's GPUs, pinned or the engine's choice."""
@@ -185,7 +137,7 @@ class SwarmView:
 def swarm_services(
     plan: Plan, names: Collection[str], workers: int, layout: SwarmLayout = ONE_NODE
 ) -> tuple[SwarmService, ...]:
-    """Each planned service of the stack as Swarm gets it (`drgpu.targets.service_gpus`).
+    """Each planned service of the stack as Swarm gets it (`drgpu.core.service_gpus`).
 
     Pinned, each simulator replica gets its worker's GPUs (by slot); reserving, each
     reserves one worker's number. The trainer, and the trainer rl_coach starts, are
@@ -431,140 +383,3 @@ def _port(port: Any) -> Any:
     if isinstance(kept.get("published"), str) and is_digits(kept["published"]):
         kept["published"] = int(kept["published"])
     return kept
-
-
-def stack_service_name(project: str, service: str) -> str:
-    """The name Swarm gives a stack's service."""
-    return f"{project}_{service}"
-
-
-def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], list[str]]:
-    """What the deployed stack still waits for, and what will not resolve by waiting."""
-    waiting: list[str] = []
-    stuck: list[str] = []
-    for service in stack.services:
-        full = stack_service_name(stack.project, service.name)
-        wanted = [
-            task for task in tasks if task.service == full and task.desired_state == "running"
-        ]
-        running = [task for task in wanted if task.state == "running"]
-        # A service without GPUs whose command ended well is done, as in Compose style
-        # (DRfC's evaluation rl_coach echoes and exits); a GPU service must keep running.
-        finished = [t for t in tasks if t.service == full and t.state == "complete"]
-        done = [] if service.gpus else finished
-        if len(running) + len(done) < (service.replicas or 1) or len(running) < len(
-            [task for task in wanted if task.state != "complete"]
-        ):
-            waiting.append(f"{service.name}: {len(running)}/{service.replicas or 1} running")
-        stuck.extend(
-            f"{service.name}: {task.error}"
-            for task in wanted
-            if task.state == "pending" and task.error.startswith("no suitable node")
-        )
-        ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
-        ended = [t for t in tasks if t.service == full and t.state in ended_states]
-        if ended and not running:
-            stuck.append(
-                f"{service.name}: task {ended[-1].state}: {ended[-1].error or 'its command ended'}"
-            )
-    return waiting, stuck
-
-
-def verify_tasks(
-    stack: SwarmStack,
-    tasks: list[TaskFacts],
-    containers: Mapping[str, ContainerFacts] | None = None,
-) -> list[str]:
-    """Every way the running tasks differ from the stack; empty when they match.
-
-    `containers` are this node's containers of the stack by task id: what each task
-    really got (its environment, templates expanded; the engine's resource variable).
-    A pinned task must run here, hold no generic resource and name exactly its GPUs; a
-    reserving task holds its number of GPUs, none pinned for another service.
-    """
-    found = containers or {}
-    node = stack.layout.node_id
-    problems: list[str] = []
-    holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
-    pinned_here = {
-        uuid: service.name for service in stack.services for slot in service.pinned for uuid in slot
-    }
-    for service in stack.services:
-        full = stack_service_name(stack.project, service.name)
-        for task in tasks:
-            if task.service != full or task.state != "running":
-                continue
-            label = f"{service.name}.{task.slot}"
-            container = found.get(task.id)
-            given, found_problems = _task_gpus(service, task, container, node)
-            problems.extend(f"{label}: {problem}" for problem in found_problems)
-            if service.reserves:
-                problems.extend(
-                    f"{label} was given GPU {uuid}, pinned for {pinned_here[uuid]}"
-                    for uuid in given
-                    if uuid in pinned_here and (node is None or task.node_id == node)
-                )
-            for uuid in given:
-                holders.setdefault((task.node_id, uuid), []).append((service, label))
-            environment = container.environment if container else task.environment
-            expected = service.environment_for(task.slot)
-            problems.extend(
-                f"{label}: {key}={environment.get(key, '<unset>')!r}, planned {value!r}"
-                for key, value in expected.items()
-                if environment.get(key) != value and (container or "{{" not in value)
-            )
-    for (node_id, uuid), names in sorted(holders.items()):
-        services = {service.name for service, _label in names}
-        workers_only = all(service.role is Role.SIMULATOR for service, _label in names)
-        if (
-            len(names) > 1
-            and stack.sharing == Sharing.EXCLUSIVE
-            and (len(services) > 1 or not workers_only)
-        ):
-            tasks_text = " and ".join(label for _service, label in names)
-            problems.append(f"GPU {uuid} of node {node_id[:12]} is given to {tasks_text}")
-    return problems
-
-
-def _task_gpus(
-    service: SwarmService, task: TaskFacts, container: ContainerFacts | None, node: str | None
-) -> tuple[tuple[str, ...], list[str]]:
-    """The GPUs a task really got, and what is wrong with them."""
-    reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
-    problems: list[str] = []
-    pinned = service.pinned_for(task.slot)
-    if pinned is None and not service.reserves:
-        if reserved:
-            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
-        return reserved, problems
-    if service.reserves:
-        if len(reserved) != service.gpus:
-            problems.append(f"holds {len(reserved)} {GPU_KIND}, planned {service.gpus}")
-        variable = container.environment.get(RESOURCE_VARIABLE) if container else None
-        if container is not None and sorted(_split(variable)) != sorted(reserved):
-            problems.append(f"{RESOURCE_VARIABLE}={variable!r}, the engine reserved {reserved}")
-        return reserved, problems
-    wanted = ",".join(pinned or ())
-    if reserved:
-        problems.append(
-            f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
-            f" ({RESOURCE_VARIABLE}) instead of its pinned GPUs"
-        )
-    if node is not None and task.node_id != node:
-        problems.append(f"runs on node {task.node_id[:12]}, pinned to this node {node[:12]}")
-    elif container is None:
-        problems.append("no container of it on this node: its GPUs cannot be checked")
-    else:
-        visible = container.environment.get(PINNED_VARIABLE)
-        if visible != wanted:
-            problems.append(f"{PINNED_VARIABLE}={visible!r}, planned {wanted!r}")
-        if RESOURCE_VARIABLE in container.environment:
-            problems.append(
-                f"{RESOURCE_VARIABLE}={container.environment[RESOURCE_VARIABLE]!r}, which the"
-                " NVIDIA runtime prefers to its pinned GPUs"
-            )
-    return pinned or (), problems
-
-
-def _split(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]

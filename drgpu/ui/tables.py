@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder, Status, Violation
     from drgpu.core.host_checks import Check
-    from drgpu.targets.swarm_stack import SwarmService, SwarmStack, SwarmView
+    from drgpu.core.service_gpus import SwarmService, SwarmStack
+    from drgpu.targets.swarm_stack import SwarmView
 
 PLAN_SCHEMA_VERSION = 1
 DOCTOR_WIDTH = 100  # the doctor's findings are prose: folded to fit, piped or not
@@ -401,7 +402,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
     """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
     # lazy: only the swarm tables need them
     from drgpu.core.swarm_node import GPU_KIND
-    from drgpu.targets.swarm_stack import stack_service_name
+    from drgpu.core.verification import stack_service_name
 
     services = {stack_service_name(stack.project, s.name): s for s in stack.services}
     table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")

@@ -236,7 +236,7 @@ ALLOWED = {
     "drgpu/probe.py": READERS,
     "drgpu/host/docker_api.py": {"readline"},
     "drgpu/host/engine.py": {"open"},
-    "drgpu/commands/state_files.py": {"fdopen"},
+    "drgpu/host/state_files.py": {"fdopen"},
     "drgpu/cli.py": {"open"},
 }
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.commands.state_files import state_dir, write_owned_file
 from drgpu.errors import ConfigError, ExitCode
+from drgpu.host.state_files import state_dir, write_owned_file
 from tests.adversarial.helpers import GTX_M40, SECRET, assert_sound
 from tests.support.runners import run_main
 

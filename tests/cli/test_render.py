@@ -101,7 +101,7 @@ def test_render_failing_midway_keeps_the_old_file(
     def broken_replace(source: object, target: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("drgpu.commands.state_files.os.replace", broken_replace)
+    monkeypatch.setattr("drgpu.host.state_files.os.replace", broken_replace)
     env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
     result = cli("render", "--env-file", env, "--inventory", GTX_M40, "-o", output)
     assert result.code == 2

@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.compose_stack import ComposeText, stack_from_texts
-from drgpu.core.model import Role
+from drgpu.core.model import HEADER_MARK, Role
 from drgpu.core.settings import SettingsFiles, config_from_texts, settings_files
 from drgpu.core.topology import inventory_from_text
 from drgpu.errors import ConfigError
 from drgpu.host.files import load_stack, override_header_template
-from drgpu.targets.compose_override import HEADER_MARK
 
 NOWHERE = Path("/nowhere/drgpu")
 SYSTEM_ENV = NOWHERE / "system.env"

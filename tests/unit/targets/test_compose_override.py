@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from drgpu.core.compose_stack import Stack
-from drgpu.core.model import Inventory, Plan
+from drgpu.core.model import HEADER_MARK, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan
 from drgpu.host.files import (
@@ -24,7 +24,7 @@ from drgpu.host.files import (
     load_stack,
     override_header_template,
 )
-from drgpu.targets.compose_override import HEADER_MARK, render_override
+from drgpu.targets.compose_override import render_override
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_ENV = REPO / "system.env.example"

@@ -8,12 +8,13 @@ from typing import Any
 
 import yaml
 
+from drgpu.core.model import HEADER_MARK
 from drgpu.core.planning import make_plan
+from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import GPU_KIND, SwarmLayout
 from drgpu.host.files import load_config, load_inventory, load_stack
-from drgpu.targets.compose_override import HEADER_MARK
 from drgpu.targets.swarm_override import render_swarm_override
-from drgpu.targets.swarm_stack import SwarmStack, swarm_services
+from drgpu.targets.swarm_stack import swarm_services
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKER = REPO / "tests" / "drfc" / "checkout" / "docker"

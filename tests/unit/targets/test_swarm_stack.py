@@ -14,6 +14,7 @@ import yaml
 
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.planning import make_plan
+from drgpu.core.service_gpus import ONE_NODE, SwarmStack
 from drgpu.core.swarm_node import (
     GPU_KIND,
     RESOURCE_VARIABLE,
@@ -21,19 +22,16 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
+from drgpu.core.verification import verify_tasks, waiting_on
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
 from drgpu.targets.swarm_stack import (
-    ONE_NODE,
-    SwarmStack,
     compose_text,
     exposed_gpus,
     render_stack,
     slot_template,
     swarm_services,
     template_text,
-    verify_tasks,
-    waiting_on,
 )
 
 REPO = Path(__file__).resolve().parents[3]

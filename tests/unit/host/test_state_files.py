@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.commands.state_files import (
+from drgpu.core.model import HEADER_MARK
+from drgpu.host.state_files import (
     STATE_DIR,
     new_state_dir,
     removed_on_failure,
     write_owned_file,
 )
-from drgpu.targets.compose_override import HEADER_MARK
 
 
 class Failed(Exception):

@@ -1,7 +1,7 @@
 """A plan's services as an orchestrator (Swarm, Kubernetes) deploys them: the simulator
 workers as replicas of the stack's one simulator service, each replica slot with its
-worker's GPUs, and the CUDA environment of a container that sees only its own GPUs.
-Everything here is pure.
+worker's GPUs, the CUDA environment of a container that sees only its own GPUs, and what
+drgpu expects of a deployed Swarm stack (`SwarmStack`, proved by `core.verification`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from drgpu.core import labels
 from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.modes import Sharing
+from drgpu.core.swarm_node import PINNED_VARIABLE, SwarmLayout
+
+TEMPLATED_KEYS = ("CUDA_VISIBLE_DEVICES", PINNED_VARIABLE)
+ONE_NODE = SwarmLayout()
 
 
 @dataclass(frozen=True)
@@ -96,3 +102,52 @@ def own_gpus_environment(gpus: int) -> dict[str, str]:
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwarmService(ServiceGpus):
+    """What drgpu sets on one service of the stack: its GPUs per task (`pinned` is empty
+    when it reserves `gpus` generic resources), environment, labels and constraints."""
+
+    environment: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str], ...]
+    constraints: tuple[str, ...]
+
+    @property
+    def forwarded(self) -> tuple[str, ...]:
+        """The GPUs this service forwards to the trainer it starts (rl_coach), by UUID."""
+        return tuple(
+            uuid for uuid in dict(self.labels).get(labels.FORWARDED_GPUS, "").split(",") if uuid
+        )
+
+    @property
+    def reserves(self) -> bool:
+        """Whether the engine chooses this service's GPUs (generic resources)."""
+        return self.gpus > 0 and not self.pinned
+
+    def environment_for(self, slot: int) -> dict[str, str]:
+        """The environment a task in `slot` gets, its templates expanded as Swarm does."""
+        environment = dict(self.environment)
+        pinned = self.pinned_for(slot)
+        if len(self.pinned) > 1:
+            for key in TEMPLATED_KEYS:
+                environment[key] = ",".join(pinned) if pinned else "void"
+        return environment
+
+
+@dataclass(frozen=True)
+class SwarmStack:
+    """A rendered stack file and what drgpu expects of it once deployed."""
+
+    project: str
+    text: str
+    services: tuple[SwarmService, ...]
+    warnings: tuple[str, ...]
+    layout: SwarmLayout = ONE_NODE
+    sharing: Sharing = Sharing.EXCLUSIVE
+    secret_text: str | None = None
+
+    @property
+    def shown_text(self) -> str:
+        """The stack file as drgpu may print it: secret values masked."""
+        return self.text if self.secret_text is None else self.secret_text

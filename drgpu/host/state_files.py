@@ -21,9 +21,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from drgpu.core.model import HEADER_MARK
 from drgpu.errors import ConfigError
 from drgpu.host.files import read_head
-from drgpu.targets.compose_override import HEADER_MARK
 
 STATE_DIR = ".drgpu"
 
