@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,16 +11,15 @@ from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.core.compose_progress import compose_event, log_line
 from drgpu.core.inputs import Inputs
-from drgpu.core.model import Plan
 from drgpu.core.redaction import holds_secret
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError
-from drgpu.host import compose, engine, process
+from drgpu.host import compose, process
 from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json_progress
 from drgpu.host.files import override_header_template
 from drgpu.host.state_files import override_path, write_owned_file
 from drgpu.targets.compose_override import render_override
-from drgpu.ui.talk import note, preload_rich, spinner, warn
+from drgpu.ui.talk import preload_rich, spinner, warn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,7 +35,8 @@ def up(
     """Render, start the stack, and verify it; on any failure or caught signal the run
     goes back down (`rollback.rolled_back`). With `progress`, it hears each service's state
     as Compose reports it, then its verification (else a spinner shows)."""
-    write_override(prepared.override_path, prepared.plan)
+    text = render_override(prepared.plan, override_header_template())
+    write_owned_file(prepared.override_path, text, private=holds_secret(prepared.plan))
     files = (*prepared.stack.files, prepared.override_path)
     binary = compose.find_compose(prepared.config.values)
     environment = compose.compose_environment(prepared.config.values)
@@ -47,9 +45,10 @@ def up(
         binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
     )
     project = prepared.plan.project
-    with rolled_back(project, lambda: bring_down(binary, project, files, environment)):
+    with rolled_back(project, lambda: compose.compose_down(binary, project, files, environment)):
         started = _compose_up(command, environment, project, progress)
-        show_compose_warnings(started.stderr)
+        for message in compose_warnings(started.stderr):
+            warn(f"compose: {message}")
         if not started.ok:
             raise DockerError(
                 f"compose up failed: {started.last_error_line()}",
@@ -58,20 +57,6 @@ def up(
         with process.meanwhile(preload_rich):  # the tables' import, while verification waits
             containers = verified(prepared.plan, progress)
     return containers
-
-
-def write_override(path: Path, plan: Plan) -> None:
-    """Write the plan's compose override to `path`, readable by its owner alone when it
-    holds a secret value."""
-    write_owned_file(
-        path, render_override(plan, override_header_template()), private=holds_secret(plan)
-    )
-
-
-def show_compose_warnings(stderr: str) -> None:
-    """Compose's own warnings (unset variables, obsolete keys ...) as drgpu warnings."""
-    for message in compose_warnings(stderr):
-        warn(f"compose: {message}")
 
 
 def _compose_up(
@@ -106,49 +91,14 @@ def down(config: Config, target: Inputs) -> None:
     files: tuple[Path, ...] = tuple(stack_files(target))
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
-    with down_locked(config, target), said_removed(config.project):
+    with down_locked(config, target, say_removed=True):
         if override.is_file():
             files = (*files, override)
         with spinner(f"stopping {config.project}"):
-            stopped = _compose_down(
-                binary, config.project, files, compose.compose_environment(config.values)
-            )
+            environment = compose.compose_environment(config.values)
+            stopped = compose.compose_down(binary, config.project, files, environment)
         if not stopped.ok:
             raise DockerError(
                 f"compose down failed for {config.project}: {stopped.last_error_line()}",
                 hint="pass the compose files (-f) and settings that `drgpu up` started it with",
             )
-
-
-def bring_down(
-    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
-) -> bool:
-    return _compose_down(binary, project, files, environment).ok
-
-
-def _compose_down(
-    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
-) -> Completed:
-    command = compose.compose_command(binary, project, files, "down", "--remove-orphans")
-    return process.run(command, env=environment)
-
-
-@contextmanager
-def said_removed(project: str) -> Iterator[None]:
-    """Say on stderr what of `project` the block removed (when it ends without failing)."""
-    before = engine.project_resources(project)
-    yield
-    note(removed_note(project, before, engine.project_resources(project)))
-
-
-def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
-    """What a `down` removed, from the project's (containers, networks) before and after."""
-    gone = [max(b - a, 0) for b, a in zip(before, after, strict=True)]
-    said = [_count(n, thing) for n, thing in zip(gone, ("container", "network"), strict=True) if n]
-    if not said:
-        return f"nothing of {project} was there to remove"
-    return f"removed {', '.join(said)} of {project}"
-
-
-def _count(number: int, thing: str) -> str:
-    return f"{number} {thing}{'' if number == 1 else 's'}"

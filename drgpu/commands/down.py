@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.commands.run_lock import down_locked
-from drgpu.host.state_files import override_path
 
 
 @dataclass(frozen=True)
@@ -27,17 +25,9 @@ def down(options: DownOptions) -> None:
     scripts = drfc_stack.runs_scripts(
         target, explicit_files=options.inputs.compose_files is not None
     )
-    if scripts and drfc_stack.swarm_style(config):
-        drfc_stack.swarm_down(config, target)
-        return
-    if config.deploys_to_swarm(options.swarm):
-        stack = swarm_deploy.stack_path(
-            override_path(target.env_file, config.project), config.project
-        )
-        with down_locked(config, target):
-            swarm_deploy.down(config, stack)
-        return
-    if scripts:
-        drfc_stack.down(config, drfc_stack.script_target(target, config))
-        return
-    compose_run.down(config, target)
+    if scripts and (drfc_stack.swarm_style(config) or not config.deploys_to_swarm(options.swarm)):
+        drfc_stack.down(config, target)
+    elif config.deploys_to_swarm(options.swarm):
+        swarm_deploy.down(config, target)
+    else:
+        compose_run.down(config, target)

@@ -12,16 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands import swarm_deploy
-from drgpu.commands.compose_run import (
-    bring_down,
-    said_removed,
-    show_compose_warnings,
-    write_override,
-)
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, prepare_with
-from drgpu.commands.proving import verified
+from drgpu.commands.proving import proven_tasks, verified
 from drgpu.commands.rollback import rolled_back, run_trainers
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
@@ -30,13 +23,20 @@ from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Role
 from drgpu.core.modes import DockerStyle
+from drgpu.core.redaction import holds_secret
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
+from drgpu.core.verification import check_node
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, process, swarm, swarm_engine
-from drgpu.host.compose_output import talk_lines
+from drgpu.host.compose_output import compose_warnings, talk_lines
 from drgpu.host.files import override_header_template
-from drgpu.host.state_files import override_path, write_owned_file, written_by_drgpu
+from drgpu.host.state_files import (
+    override_path,
+    swarm_override_path,
+    write_owned_file,
+    written_by_drgpu,
+)
 from drgpu.targets.compose_override import render_override
 from drgpu.targets.swarm_override import render_swarm_override
 from drgpu.targets.swarm_stack import swarm_services
@@ -87,7 +87,8 @@ def up(
     verification (else a spinner shows)."""
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
-    write_override(prepared.override_path, plan)
+    text = render_override(plan, override_header_template())
+    write_owned_file(prepared.override_path, text, private=holds_secret(plan))
     environment = drfc_scripts.script_environment(
         os.environ, prepared.config.values, checkout, prepared.override_path
     )
@@ -107,15 +108,7 @@ def up(
             started = process.stream(
                 command, env=environment, on_line=_hearing(plan.project, progress)
             )
-        said = _relay(started, checkout.start_script, checkout)
-        if not started.ok:
-            last = said[-1] if said else f"exit status {started.returncode}"
-            raise _StartFailed(
-                f"{_name(checkout.start_script, checkout)} failed: {last}",
-                hint="its arguments follow `--`: `drgpu up -- -w` wipes the model prefix"
-                if "-w option" in last
-                else None,
-            )
+        said = _started(started, checkout)
         try:
             with process.meanwhile(preload_rich):  # the tables' import, while verification waits
                 containers = verified(plan, progress)
@@ -128,6 +121,20 @@ def up(
         _remove_placeholders(plan, containers)
     placeholders = _placeholder_services(plan)
     return plan, [c for c in containers if c.service not in placeholders]
+
+
+def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
+    """What the start script said (shown); a `_StartFailed` when it failed."""
+    said = _relay(started, checkout.start_script, checkout)
+    if not started.ok:
+        last = said[-1] if said else f"exit status {started.returncode}"
+        raise _StartFailed(
+            f"{_name(checkout.start_script, checkout)} failed: {last}",
+            hint="its arguments follow `--`: `drgpu up -- -w` wipes the model prefix"
+            if "-w option" in last
+            else None,
+        )
+    return said
 
 
 def _hearing(
@@ -175,28 +182,31 @@ def shell_exports(prepared: Prepared) -> str:
 
 
 def down(config: Config, target: Inputs) -> None:
-    """DRfC's stop script with drgpu's override (and orphans) included; then whatever is
-    left of the project goes too, and the override file drgpu wrote (under the
-    engine-wide lock: see `run_lock`)."""
-    with down_locked(config, target), said_removed(config.project):
-        _down(config, target)
-
-
-def _down(config: Config, target: Inputs) -> None:
-    checkout = _checkout(target)
+    """DRfC's stop script with drgpu's override included; then whatever is left of the
+    project goes too (Compose style: `compose down --remove-orphans`; swarm style:
+    `docker stack rm` until its services, tasks and network are gone, so that a quick `up`
+    meets no old network), and the override file drgpu wrote (under the engine-wide lock:
+    see `run_lock`)."""
+    swarm = swarm_style(config)
+    target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
-    written = override.is_file() and written_by_drgpu(override)
-    environment = drfc_scripts.script_environment(
-        os.environ, config.values, checkout, override if written else None
-    )
-    files = (*(target.compose_files or ()), *([override] if written else []))
-    with spinner(f"stopping {config.project} with {_name(checkout.stop_script, checkout)}"):
-        stopped = _take_down(checkout, environment, config.project, files)
-    if not stopped:
-        raise DockerError(f"{_name(checkout.stop_script, checkout)} left {config.project} up")
-    if written:
-        override.unlink(missing_ok=True)
-        _remove_if_empty(override.parent)
+    override = swarm_override_path(override, config.project) if swarm else override
+    with down_locked(config, target, say_removed=not swarm):
+        checkout = _checkout(target)
+        written = override.is_file() and written_by_drgpu(override)
+        environment = drfc_scripts.script_environment(
+            os.environ, config.values, checkout, override if written else None
+        )
+        files = (*(target.compose_files or ()), *([override] if written else []))
+        with spinner(f"stopping {config.project} with {_name(checkout.stop_script, checkout)}"):
+            if not _take_down(checkout, environment, config.project, None if swarm else files):
+                raise DockerError(
+                    f"{_name(checkout.stop_script, checkout)} left {config.project} up"
+                )
+        if written:
+            override.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                override.parent.rmdir()  # only when empty
 
 
 def _checkout(target: Inputs) -> DrfcCheckout:
@@ -206,16 +216,22 @@ def _checkout(target: Inputs) -> DrfcCheckout:
 
 
 def _take_down(
-    checkout: DrfcCheckout, environment: dict[str, str], project: str, files: tuple[Path, ...]
+    checkout: DrfcCheckout,
+    environment: dict[str, str],
+    project: str,
+    files: tuple[Path, ...] | None = None,
 ) -> bool:
-    """DRfC's stop script, then `compose down --remove-orphans` for anything it left;
-    whether nothing is left."""
+    """DRfC's stop script, then what it left goes: in swarm style (no `files`) `docker
+    stack rm` until nothing of the stack is left, else `compose down --remove-orphans`
+    of `files`; whether nothing is left."""
     stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
     _relay(stopped, checkout.stop_script, checkout)
+    if files is None:
+        swarm.remove_stack(project, environment)
+        return True
     if stopped.ok and not engine.project_containers(project):
         return True
-    binary = compose.find_compose(environment)
-    return bring_down(binary, project, files, environment)
+    return compose.compose_down(compose.find_compose(environment), project, files, environment).ok
 
 
 def _trainers(config: Config, plan: Plan) -> Callable[[], list[ContainerFacts]] | None:
@@ -229,7 +245,8 @@ def _trainers(config: Config, plan: Plan) -> Callable[[], list[ContainerFacts]] 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
     """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
-    show_compose_warnings(done.stderr)
+    for message in compose_warnings(done.stderr):
+        warn(f"compose: {message}")
     said = talk_lines(done.stdout, done.stderr)
     for line in said:
         note(f"{_name(script, checkout)}: {line}")
@@ -255,11 +272,6 @@ def _name(script: Path, checkout: DrfcCheckout) -> str:
         return str(script)
 
 
-def _remove_if_empty(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        folder.rmdir()
-
-
 # --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
 
 
@@ -270,7 +282,7 @@ def swarm_style(config: Config) -> bool:
 
 def swarm_override_file(prepared: Prepared) -> Path:
     """drgpu's swarm-shaped override, `.drgpu/<project>.swarm-override.yml`."""
-    return swarm_deploy.swarm_override_path(prepared.override_path, prepared.plan.project)
+    return swarm_override_path(prepared.override_path, prepared.plan.project)
 
 
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
@@ -294,7 +306,7 @@ def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
 def swarm_shell_exports(prepared: Prepared) -> str:
     """Write the swarm override `drgpu up` would deploy with, and return the export that
     makes DRfC's own `dr-start-*` hand it to `docker stack deploy`."""
-    facts, _blind = swarm_deploy.this_swarm()
+    facts, _blind = swarm_engine.this_swarm()
     path = swarm_override_file(prepared)
     write_owned_file(path, render_swarm(prepared, facts).text)
     return drfc_scripts.shell_exports(_checkout(prepared.target), path, swarm=True)
@@ -302,7 +314,7 @@ def swarm_shell_exports(prepared: Prepared) -> str:
 
 def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack, list[TaskFacts]]:
     """DRfC's swarm start script with drgpu's override appended to its `-c` list, then every
-    task waited for and verified (`swarm_deploy.proven`); on any failure (or a caught
+    task waited for and verified (`proving.proven_tasks`); on any failure (or a caught
     signal) DRfC's stop script, then drgpu's cleanup, remove the stack. Refused before
     anything starts when `jq` or a node label is missing."""
     checkout = _checkout(prepared.target)
@@ -314,7 +326,7 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
             hint="\n  ".join(fix for _problem, fix in problems),
         )
     stack = render_swarm(prepared, facts)
-    swarm_deploy.check_node(stack, facts)
+    check_node(stack, facts)
     path = swarm_override_file(prepared)
     write_owned_file(path, stack.text)
     environment = drfc_scripts.script_environment(
@@ -325,50 +337,16 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
     was_up = swarm_engine.stack_service_count(project) > 0
     with rolled_back(
         project,
-        lambda: _take_down_swarm(checkout, environment, project),
+        lambda: _take_down(checkout, environment, project),
         keep_on=_StartFailed if was_up else None,
     ):
         with spinner(f"deploying {project} with {script}"):
             started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)
-        said = _relay(started, checkout.start_script, checkout)
-        last = said[-1] if said else f"exit status {started.returncode}"
-        if not started.ok:
-            raise _StartFailed(
-                f"{script} failed: {last}",
-                hint="its arguments follow `--`: `drgpu up -- -w` wipes the model prefix"
-                if "-w option" in last
-                else None,
-            )
+        said = _started(started, checkout)
         # With -q DRfC's start script exits 0 whatever `docker stack deploy` said.
         if not swarm_engine.stack_service_count(project):
+            last = said[-1] if said else "exit status 0"
             raise DockerError(f"{script} deployed no service of {project}: {last}")
         with spinner(f"verifying {project}"):
-            tasks = swarm_deploy.proven(prepared, stack)
+            tasks = proven_tasks(prepared.plan, stack)
     return stack, tasks
-
-
-def swarm_down(config: Config, target: Inputs) -> None:
-    """DRfC's stop script (`docker stack rm`), then until the stack's services, tasks and
-    network are gone (a quick `up` must not meet the old network), then drgpu's override
-    (under the engine-wide lock: see `run_lock`)."""
-    with down_locked(config, target):
-        checkout = _checkout(target)
-        override = swarm_deploy.swarm_override_path(
-            override_path(target.env_file, config.project), config.project
-        )
-        written = override.is_file() and written_by_drgpu(override)
-        environment = drfc_scripts.script_environment(
-            os.environ, config.values, checkout, override if written else None
-        )
-        with spinner(f"stopping {config.project} with {_name(checkout.stop_script, checkout)}"):
-            _take_down_swarm(checkout, environment, config.project)
-        if written:
-            override.unlink(missing_ok=True)
-            _remove_if_empty(override.parent)
-
-
-def _take_down_swarm(checkout: DrfcCheckout, environment: dict[str, str], project: str) -> None:
-    """DRfC's stop script, then `docker stack rm` until nothing of the stack is left."""
-    stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
-    _relay(stopped, checkout.stop_script, checkout)
-    swarm.remove_stack(project, environment)

@@ -26,7 +26,7 @@ from drgpu.host.files import (
     load_stack,
     load_target_config,
 )
-from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure
+from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure, stack_path
 from drgpu.ui.redacting import hide
 
 
@@ -63,9 +63,11 @@ def prepare_with(config: Config, target: Inputs, inventory_file: Path | None) ->
 
 
 @contextmanager
-def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
+def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> Iterator[Prepared]:
     """`prepare` for `up`, under the engine-wide lock until the block ends: no other
-    `drgpu up` or `down` can read or change the runs between this plan and its proof."""
+    `drgpu up` or `down` can read or change the runs between this plan and its proof. A
+    failure inside removes the file this `up` writes (the compose override, or with
+    `swarm` drgpu's Swarm stack file, planned as `plan` does) and a `.drgpu` it made."""
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
     from drgpu.host.process import meanwhile
@@ -77,8 +79,9 @@ def prepare_locked(config: Config, target: Inputs) -> Iterator[Prepared]:
             stack = _checked_stack(config, target)  # bad input: no lock
             held.enter_context(run_lock.locked("up", config.project, config.values))
         override = override_path(target.env_file, config.project)
-        with removed_on_failure(override):  # under the lock: no other up's file
-            yield _prepare(config, target, stack, None, strict=True)
+        written = stack_path(override, config.project) if swarm else override
+        with removed_on_failure(written):  # under the lock: no other up's file
+            yield _prepare(config, target, stack, None, strict=not swarm)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:

@@ -81,9 +81,10 @@ def _drfc_swarm(options: RenderOptions, target: Inputs, config: Config) -> bool:
 
 def _drfc_swarm_override(prepared: Prepared, *, this_host: bool) -> Rendered:
     """The swarm-shaped override DRfC's `docker stack deploy -c ...` merges into its stack."""
-    from drgpu.commands import drfc_stack, swarm_deploy  # lazy: start-up time outside DRfC
+    from drgpu.commands import drfc_stack  # lazy: start-up time outside DRfC
+    from drgpu.host.swarm_engine import this_swarm
 
-    engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)
+    engine, blind = this_swarm() if this_host else (None, None)
     stack = drfc_stack.render_swarm(prepared, engine)
     warnings = (*stack.warnings, *([blind] if blind else []))
     return Rendered(stack.shown_text, stack.text, warnings)
@@ -130,8 +131,9 @@ def _rendered(
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
     if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
+        from drgpu.host.swarm_engine import this_swarm
 
-        engine, blind = swarm_deploy.this_swarm() if this_host else (None, None)
+        engine, blind = this_swarm() if this_host else (None, None)
         stack = swarm_deploy.render(prepared, engine)
         warnings = (*stack.warnings, *([blind] if blind else []))
         return Rendered(stack.shown_text, stack.text, warnings)

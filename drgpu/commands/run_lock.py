@@ -67,9 +67,26 @@ MAX_LOCK_TIMEOUT_S = 86400
 
 
 @contextmanager
-def down_locked(config: Config, target: Inputs) -> Iterator[None]:
+def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) -> Iterator[None]:
     """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its
-    `.drgpu` folder checked first (not created)."""
+    `.drgpu` folder checked first (not created); with `say_removed`, say on stderr what of
+    the run the block removed (when it ends without failing)."""
     state_dir(target.env_file, create=False)
     with locked("down", config.project, config.values):
+        before = engine.project_resources(config.project) if say_removed else None
         yield
+        if before is not None:
+            note(removed_note(config.project, before, engine.project_resources(config.project)))
+
+
+def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
+    """What a `down` removed, from the project's (containers, networks) before and after."""
+    gone = [max(b - a, 0) for b, a in zip(before, after, strict=True)]
+    said = [_count(n, thing) for n, thing in zip(gone, ("container", "network"), strict=True) if n]
+    if not said:
+        return f"nothing of {project} was there to remove"
+    return f"removed {', '.join(said)} of {project}"
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'' if number == 1 else 's'}"

@@ -6,11 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from drgpu.core.device_driver import request_ids
-from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
 from drgpu.core.model import Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver, Sharing
 from drgpu.core.service_gpus import SwarmService, SwarmStack
-from drgpu.core.swarm_node import GPU_KIND, PINNED_VARIABLE, RESOURCE_VARIABLE
+from drgpu.core.swarm_node import (
+    GPU_KIND,
+    PINNED_VARIABLE,
+    RESOURCE_VARIABLE,
+    RUNTIME,
+    SWARM_GPUS_KEY,
+    SwarmLayout,
+)
+from drgpu.errors import DockerError, GpuValidationError
 
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
@@ -266,3 +274,43 @@ def _task_gpus(
 
 def _split(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
+    """GPUs pinned for a service that this node also advertises while simulators reserve
+    generic resources: the engine could give a simulator one of them."""
+    if not any(service.reserves for service in services):
+        return []
+    problems: list[str] = []
+    for service in services:
+        uuids = {uuid for slot in service.pinned for uuid in slot}
+        if service.role is Role.TRAINER_LAUNCHER:
+            uuids |= set(service.forwarded)
+        problems.extend(
+            f"GPU {uuid}, pinned for {service.name}, is advertised to Swarm by this node"
+            f" ({GPU_KIND}={uuid}): the engine may give it to a simulator"
+            for uuid in sorted(uuids)
+            if uuid in layout.advertised
+        )
+    return problems
+
+
+def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
+    """Refuse a stack this node would not isolate: pinned GPUs need the nvidia default
+    runtime, and no GPU pinned for one service may be advertised while simulators
+    reserve generic resources (the engine could give it to one of them)."""
+    exposed = exposed_gpus(stack.services, stack.layout)
+    if exposed:
+        raise GpuValidationError(
+            exposed,
+            hint="`drgpu swarm-setup` prints node-generic-resources without the trainer's GPU"
+            f" (then restart dockerd), or {SWARM_GPUS_KEY}=pin runs the simulators on this node",
+        )
+    pinned = [s.name for s in stack.services if s.pinned]
+    # On a node in no swarm, `docker stack deploy` itself says so: that is the error to give.
+    if pinned and facts.swarm_state == "active" and facts.default_runtime != RUNTIME:
+        raise DockerError(
+            f"this node's default runtime is {facts.default_runtime or 'unknown'}, not"
+            f" {RUNTIME}: Swarm tasks would get no GPU ({', '.join(pinned)})",
+            hint="`drgpu swarm-setup` prints the daemon.json this node needs",
+        )

@@ -82,6 +82,14 @@ def compose_command(
     return [*command, *args]
 
 
+def compose_down(
+    binary: tuple[str, ...], project: str, files: tuple[Path, ...], environment: dict[str, str]
+) -> process.Completed:
+    """`compose down --remove-orphans` of the project's files."""
+    command = compose_command(binary, project, files, "down", "--remove-orphans")
+    return process.run(command, env=environment)
+
+
 def compose_environment(settings: Mapping[str, str]) -> dict[str, str]:
     """The environment Compose interpolates from: the process's, with system.env on top."""
     return {**os.environ, **settings}

@@ -33,6 +33,16 @@ def override_path(env_file: Path, project: str) -> Path:
     return env_file.resolve().parent / STATE_DIR / f"{project}.override.yml"
 
 
+def stack_path(override: Path, project: str) -> Path:
+    """drgpu's Swarm stack file of `project`, beside its compose override `override`."""
+    return override.with_name(f"{project}.swarm.yml")
+
+
+def swarm_override_path(override: Path, project: str) -> Path:
+    """drgpu's override of DRfC's swarm files for `project`, beside its compose override."""
+    return override.with_name(f"{project}.swarm-override.yml")
+
+
 def state_dir(env_file: Path, *, create: bool = True) -> Path:
     """The `.drgpu` folder beside the settings file (created when missing and `create`);
     never followed when it is a symbolic link, never used when it is not a folder or

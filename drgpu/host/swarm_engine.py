@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
 from drgpu.host.engine import STACK_LABEL, containers, environment, listing
@@ -98,6 +99,14 @@ def stack_service_count(namespace: str) -> int:
     if answer.status == 503:  # this node is not a swarm manager
         return 0
     return len(answer.checked("list services", 200))
+
+
+def this_swarm() -> tuple[EngineFacts | None, str | None]:
+    """This engine's swarm facts; when it cannot be asked, None and why."""
+    try:
+        return engine_facts(), None
+    except DockerError as exc:
+        return None, f"cannot ask the swarm ({exc.message}): laid out for a one-node swarm"
 
 
 def engine_facts() -> EngineFacts:

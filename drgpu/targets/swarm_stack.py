@@ -230,25 +230,6 @@ def gpu_environment(gpus: int) -> dict[str, str]:
     return {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
 
 
-def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
-    """GPUs pinned for a service that this node also advertises while simulators reserve
-    generic resources: the engine could give a simulator one of them."""
-    if not any(service.reserves for service in services):
-        return []
-    problems: list[str] = []
-    for service in services:
-        uuids = {uuid for slot in service.pinned for uuid in slot}
-        if service.role is Role.TRAINER_LAUNCHER:
-            uuids |= set(service.forwarded)
-        problems.extend(
-            f"GPU {uuid}, pinned for {service.name}, is advertised to Swarm by this node"
-            f" ({GPU_KIND}={uuid}): the engine may give it to a simulator"
-            for uuid in sorted(uuids)
-            if uuid in layout.advertised
-        )
-    return problems
-
-
 def render_stack(
     plan: Plan,
     model: Mapping[str, Any],

@@ -22,12 +22,11 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
-from drgpu.core.verification import verify_tasks, waiting_on
+from drgpu.core.verification import exposed_gpus, verify_tasks, waiting_on
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
 from drgpu.targets.swarm_stack import (
     compose_text,
-    exposed_gpus,
     render_stack,
     slot_template,
     swarm_services,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drgpu.commands.compose_run import removed_note
+from drgpu.commands.run_lock import removed_note
 
 
 def test_down_says_what_it_removed() -> None:
