@@ -90,7 +90,6 @@ MATMUL_SIZE = 256
 _MIB = 1024 * 1024
 
 # NVML return codes (nvml.h)
-_NVML_SUCCESS = 0
 _NVML_ERROR_NOT_SUPPORTED = 3
 _NVML_ERROR_NOT_FOUND = 6
 _NVML_ERROR_INSUFFICIENT_SIZE = 7
@@ -237,11 +236,28 @@ class _NvmlPciInfo(ctypes.Structure):
     ]
 
 
-class _Nvml:
+class _Library:
+    """A C library whose calls return 0 on success, else an error code `describe` names."""
+
     def __init__(self, lib: Any) -> None:
         self.lib = lib
 
-    def error_string(self, code: int) -> str:
+    def describe(self, code: int) -> str:
+        raise NotImplementedError
+
+    def call(self, name: str, *args: Any) -> None:
+        try:
+            fn = getattr(self.lib, name)
+        except AttributeError:
+            raise _CallError(name, None, "function not found in the library") from None
+        fn.restype = ctypes.c_int
+        code = int(fn(*args))
+        if code != 0:  # NVML_SUCCESS, CUDA_SUCCESS
+            raise _CallError(name, code, self.describe(code))
+
+
+class _Nvml(_Library):
+    def describe(self, code: int) -> str:
         try:
             fn = self.lib.nvmlErrorString
             fn.restype = ctypes.c_char_p
@@ -252,16 +268,6 @@ class _Nvml:
         if isinstance(text, bytes) and text:
             return text.decode("utf-8", "replace")
         return f"NVML error {code}"
-
-    def call(self, name: str, *args: Any) -> None:
-        try:
-            fn = getattr(self.lib, name)
-        except AttributeError:
-            raise _CallError(name, None, "function not found in the library") from None
-        fn.restype = ctypes.c_int
-        code = int(fn(*args))
-        if code != _NVML_SUCCESS:
-            raise _CallError(name, code, self.error_string(code))
 
     def call_first(self, names: Sequence[str], *args: Any) -> None:
         """Calls the first of `names` the library exports."""
@@ -466,10 +472,7 @@ class _CuUuid(ctypes.Structure):
     _fields_ = [("bytes", ctypes.c_ubyte * 16)]
 
 
-class _Cuda:
-    def __init__(self, lib: Any) -> None:
-        self.lib = lib
-
+class _Cuda(_Library):
     def describe(self, code: int) -> str:
         name = self._error_text("cuGetErrorName", code) or _CUDA_ERROR_NAMES.get(code)
         text = self._error_text("cuGetErrorString", code)
@@ -485,16 +488,6 @@ class _Cuda:
         if int(fn(ctypes.c_int(code), ctypes.byref(out))) != _CUDA_SUCCESS or not out.value:
             return None
         return out.value.decode("utf-8", "replace")
-
-    def call(self, name: str, *args: Any) -> None:
-        try:
-            fn = getattr(self.lib, name)
-        except AttributeError:
-            raise _CallError(name, None, "function not found in the library") from None
-        fn.restype = ctypes.c_int
-        code = int(fn(*args))
-        if code != _CUDA_SUCCESS:
-            raise _CallError(name, code, self.describe(code))
 
 
 def probe_cuda(library: str = CUDA_LIBRARY) -> Section:
@@ -701,20 +694,45 @@ def order_findings(
 
 _RESULT_MARK = "DRGPU-PROBE-RESULT "
 
-_TORCH_SCRIPT = r"""
-import json, sys, time
+# A framework's child script: HEAD (imports MODULE as NAME, or reports it missing), the
+# framework's own lines, TAIL (each device's matmul result, then the whole result).
+_SCRIPT_HEAD = r"""
+import json, os, sys, time
 MARK = sys.argv[1]
 SIZE = int(sys.argv[2])
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ logs: errors only
 out = {"installed": False}
 try:
-    import torch
+    import MODULE as NAME
 except ImportError as exc:
-    out["error"] = "import torch: %s" % (exc,)
+    out["error"] = "import MODULE: %s" % (exc,)
     print(MARK + json.dumps(out))
     sys.exit(0)
 out["installed"] = True
-out["version"] = str(getattr(torch, "__version__", ""))
-out["cuda_available"] = bool(torch.cuda.is_available())
+out["version"] = str(getattr(NAME, "__version__", ""))
+"""
+_SCRIPT_TAIL = r"""
+        entry["matmul"] = {"ok": True, "device": str(c.device), "ms": round(ms, 3),
+                           "error": None}
+    except Exception as exc:
+        entry["matmul"] = {"ok": False, "device": None, "ms": None,
+                           "error": "%s: %s" % (type(exc).__name__, exc)}
+    devices.append(entry)
+out["devices"] = devices
+print(MARK + json.dumps(out))
+"""
+
+
+def _script(module: str, name: str, body: str) -> str:
+    """The child script of the framework `module` (imported as `name`), `body` its own lines."""
+    head = _SCRIPT_HEAD.replace("MODULE", module).replace("NAME", name)
+    return head + body + _SCRIPT_TAIL.lstrip("\n")
+
+
+_TORCH_SCRIPT = _script(
+    "torch",
+    "torch",
+    r"""out["cuda_available"] = bool(torch.cuda.is_available())
 count = int(torch.cuda.device_count())
 out["device_count"] = count
 devices = []
@@ -736,31 +754,12 @@ for i in range(count):
         c = a @ b
         torch.cuda.synchronize(device)
         ms = (time.perf_counter() - start) * 1000.0
-        entry["matmul"] = {"ok": True, "device": str(c.device), "ms": round(ms, 3),
-                           "error": None}
-    except Exception as exc:
-        entry["matmul"] = {"ok": False, "device": None, "ms": None,
-                           "error": "%s: %s" % (type(exc).__name__, exc)}
-    devices.append(entry)
-out["devices"] = devices
-print(MARK + json.dumps(out))
-"""
-
-_TENSORFLOW_SCRIPT = r"""
-import json, os, sys, time
-MARK = sys.argv[1]
-SIZE = int(sys.argv[2])
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-out = {"installed": False}
-try:
-    import tensorflow as tf
-except ImportError as exc:
-    out["error"] = "import tensorflow: %s" % (exc,)
-    print(MARK + json.dumps(out))
-    sys.exit(0)
-out["installed"] = True
-out["version"] = str(getattr(tf, "__version__", ""))
-gpus = tf.config.list_physical_devices("GPU")
+""",
+)
+_TENSORFLOW_SCRIPT = _script(
+    "tensorflow",
+    "tf",
+    r"""gpus = tf.config.list_physical_devices("GPU")
 for gpu in gpus:
     try:
         tf.config.experimental.set_memory_growth(gpu, True)
@@ -784,15 +783,8 @@ for i, gpu in enumerate(gpus):
             c = tf.matmul(a, b)
             _ = c.numpy()
             ms = (time.perf_counter() - start) * 1000.0
-        entry["matmul"] = {"ok": True, "device": str(c.device), "ms": round(ms, 3),
-                           "error": None}
-    except Exception as exc:
-        entry["matmul"] = {"ok": False, "device": None, "ms": None,
-                           "error": "%s: %s" % (type(exc).__name__, exc)}
-    devices.append(entry)
-out["devices"] = devices
-print(MARK + json.dumps(out))
-"""
+""",
+)
 
 _FRAMEWORK_SCRIPTS = {"torch": _TORCH_SCRIPT, "tensorflow": _TENSORFLOW_SCRIPT}
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
 from drgpu.core.modes import IndexOrder
-from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
 
 
 @dataclass(frozen=True)
@@ -65,24 +65,23 @@ def order_from_cuda_devices(
     inventory: Inventory, devices: Sequence[tuple[str, str]]
 ) -> tuple[int, ...] | None:
     """NVML indices of CUDA devices given as (uuid, PCI bus id) in CUDA's order, matched
-    by GPU or MIG UUID, else bus id; None when one of them matches no GPU."""
-    indices = []
-    for uuid, bus_id in devices:
-        gpu = _match(inventory, uuid.lower(), bus_id)
-        if gpu is None:
-            return None
-        indices.append(gpu.index)
-    return tuple(indices)
+    as the probe matches them (`drgpu.probe.map_cuda_to_nvml`: by GPU or MIG UUID, else
+    bus id); None when one of them matches no GPU."""
+    from drgpu.probe import map_cuda_to_nvml  # lazy: the probe is large; only CUDA's order
 
-
-def _match(inventory: Inventory, uuid: str, bus_id: str) -> Gpu | None:
-    for gpu in inventory.gpus:
-        if uuid and (
-            gpu.uuid.lower() == uuid or any(m.uuid.lower() == uuid for m in gpu.mig_devices)
-        ):
-            return gpu
-    wanted = normalize_pci_bus_id(bus_id) if parse_pci_bus_id(bus_id) else None
-    return next((gpu for gpu in inventory.gpus if wanted and gpu.pci_bus_id == wanted), None)
+    nvml = [
+        {
+            "index": gpu.index,
+            "uuid": gpu.uuid,
+            "pci_bus_id": gpu.pci_bus_id,
+            "mig_devices": [{"uuid": mig.uuid} for mig in gpu.mig_devices],
+        }
+        for gpu in inventory.gpus
+    ]
+    cuda: list[dict[str, Any]] = [{"uuid": u, "pci_bus_id": bus} for u, bus in devices]
+    map_cuda_to_nvml(nvml, cuda)
+    indices = tuple(device["nvml_index"] for device in cuda)
+    return None if None in indices else indices
 
 
 def bare_indices(request: DeviceRequest) -> tuple[Selector, ...]:
