@@ -287,15 +287,9 @@ def _unsupported(exc: _CallError) -> bool:
     return exc.code in (None, _NVML_ERROR_NOT_SUPPORTED, _NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
-def _load_library(name: str) -> tuple[Any, str | None]:
-    try:
-        return ctypes.CDLL(name), None
-    except OSError as exc:
-        return None, f"cannot load {name}: {exc}"
-
-
-def probe_nvml(library: str = NVML_LIBRARY) -> Section:
-    """What NVML shows; every failure is recorded in the section, never raised."""
+def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any]:
+    """A section of `library` with nothing known yet (its own keys `before` the device
+    count and `after` the devices), and the library loaded (None: its `error` says why)."""
     section: Section = {
         "library": library,
         "loaded": False,
@@ -303,15 +297,25 @@ def probe_nvml(library: str = NVML_LIBRARY) -> Section:
         "error": None,
         "error_code": None,
         "driver_version": None,
-        "cuda_driver_version": None,
+        **before,
         "device_count": None,
         "devices": [],
+        **after,
     }
-    lib, error = _load_library(library)
-    if lib is None:
-        section["error"] = error
-        return section
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError as exc:
+        section["error"] = f"cannot load {library}: {exc}"
+        return section, None
     section["loaded"] = True
+    return section, lib
+
+
+def probe_nvml(library: str = NVML_LIBRARY) -> Section:
+    """What NVML shows; every failure is recorded in the section, never raised."""
+    section, lib = _opened(library, {"cuda_driver_version": None}, {})
+    if lib is None:
+        return section
     nvml = _Nvml(lib)
     try:
         if hasattr(lib, "nvmlInitWithFlags"):
@@ -496,23 +500,10 @@ def probe_cuda(library: str = CUDA_LIBRARY) -> Section:
     `available` is true when cuInit succeeded or found no device (CUDA_ERROR_NO_DEVICE,
     e.g. CUDA_VISIBLE_DEVICES=""): then `device_count` is a real count (maybe 0).
     """
-    section: Section = {
-        "library": library,
-        "loaded": False,
-        "available": False,
-        "error": None,
-        "error_code": None,
-        "driver_version": None,
-        "device_count": None,
-        "devices": [],
-        "order_matches_nvml": None,
-        "ordinals_match_nvml_indices": None,
-    }
-    lib, error = _load_library(library)
+    after = {"order_matches_nvml": None, "ordinals_match_nvml_indices": None}
+    section, lib = _opened(library, {}, after)
     if lib is None:
-        section["error"] = error
         return section
-    section["loaded"] = True
     cuda = _Cuda(lib)
     version = ctypes.c_int()
     try:

@@ -1,8 +1,9 @@
 """The one way to the Docker engine: its HTTP API, spoken directly (HTTP/1.1, kept alive)
-on the unix socket of DOCKER_HOST (else /var/run/docker.sock), or on a `tcp://` host,
-with TLS as the docker CLI has it (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). `ssh://` and
-other hosts are refused with a sentence. No SDK: it takes longer to import than
-`drgpu down` may take in all.
+on the unix socket DOCKER_HOST names (else /var/run/docker.sock), or on a `tcp://` host,
+with TLS when DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is set (`engine_address`). Docker
+contexts (DOCKER_CONTEXT, `docker context use`) are not read; `ssh://` and other hosts
+are refused with a sentence. No SDK: it takes longer to import than `drgpu down` may
+take in all.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class Address:
 
 
 def engine_address(environment: Mapping[str, str]) -> Address:
-    """The engine DOCKER_HOST names (the docker CLI's rules), else the local socket."""
+    """The engine DOCKER_HOST names: `unix://PATH` or a bare `/PATH` (a socket), or
+    `tcp://HOST[:PORT]` (port 2376 with TLS, else 2375; a path after it is ignored); unset,
+    the local socket. TLS is on when DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is non-empty."""
     host = environment.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if host.startswith("unix://"):
         return Address(socket_path=host.removeprefix("unix://"))
@@ -225,8 +228,9 @@ def _connect(address: Address) -> socket.socket:
 
 
 def _tls_context(address: Address) -> ssl.SSLContext:
-    """TLS as the docker CLI sets it up: the client certificate of DOCKER_CERT_PATH (when
-    there), and the engine's certificate checked against its ca.pem with DOCKER_TLS_VERIFY."""
+    """The TLS of a `tcp://` engine: the client certificate (cert.pem, key.pem) of the
+    certificate folder (DOCKER_CERT_PATH, else ~/.docker) when there; the engine's
+    certificate checked against that folder's ca.pem with DOCKER_TLS_VERIFY, else not."""
     import ssl  # only for a TLS engine: its import takes a while
 
     def cert_file(name: str) -> str:
