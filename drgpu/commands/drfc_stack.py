@@ -198,11 +198,11 @@ def down(config: Config, target: Inputs) -> None:
             os.environ, config.values, checkout, override if written else None
         )
         files = (*(target.compose_files or ()), *([override] if written else []))
-        with spinner(f"stopping {config.project} with {_name(checkout.stop_script, checkout)}"):
-            if not _take_down(checkout, environment, config.project, None if swarm else files):
-                raise DockerError(
-                    f"{_name(checkout.stop_script, checkout)} left {config.project} up"
-                )
+        script = _name(checkout.stop_script, checkout)
+        with spinner(f"stopping {config.project} with {script}"):
+            stopped = _take_down(checkout, environment, config.project, None if swarm else files)
+        if not stopped:
+            raise DockerError(f"{script} left {config.project} up")
         if written:
             override.unlink(missing_ok=True)
             with contextlib.suppress(OSError):

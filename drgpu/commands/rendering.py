@@ -13,8 +13,8 @@ from drgpu.core.redaction import masked_plan, secret_values
 from drgpu.core.seal import is_sealed, sealed
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError
-from drgpu.host.files import override_header_template, read_own_output
-from drgpu.host.state_files import write_owned_file
+from drgpu.host.files import override_header_template
+from drgpu.host.state_files import read_own_output, write_owned_file
 from drgpu.targets.compose_override import render_override
 
 

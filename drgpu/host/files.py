@@ -212,22 +212,6 @@ def exists(path: Path) -> bool:
         raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
 
 
-def read_own_output(path: Path) -> bytes | None:
-    """What is at an output path drgpu may replace (`render -o`): None when nothing, or
-    something other than a regular file, is there (the writer refuses that); its bytes,
-    bounded and with no link followed, when a file is (a ConfigError when it is larger
-    than drgpu's own files ever are)."""
-    try:
-        found = path.lstat()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(found.st_mode):
-        return None
-    return read_bounded(path, Bound.OWN, "file", follow_links=False)
-
-
 def is_file(path: Path) -> bool:
     """Whether `path` is a file; a name the system refuses (too long) is a `ConfigError`."""
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from drgpu.core.model import HEADER_MARK
 from drgpu.errors import ConfigError
-from drgpu.host.files import read_head
+from drgpu.host.files import Bound, read_bounded, read_head
 
 STATE_DIR = ".drgpu"
 
@@ -200,6 +200,17 @@ def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def read_own_output(path: Path) -> bytes | None:
+    """What is at an output path drgpu may replace (`render -o`): None when nothing, or
+    something other than a regular file, is there (the writer refuses that); its bytes,
+    bounded and with no link followed, when a file is (a ConfigError when it is larger
+    than drgpu's own files ever are)."""
+    found = _existing(path)
+    if found is None or not stat.S_ISREG(found.st_mode):
+        return None
+    return read_bounded(path, Bound.OWN, "file", follow_links=False)
 
 
 def _existing(path: Path) -> os.stat_result | None:
