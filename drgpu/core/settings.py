@@ -3,7 +3,7 @@ evaluates them (`drgpu.core.envfile`), from texts and an environment mapping tha
 `drgpu.host.files` reads.
 
 DeepRacer-for-cloud's `DR_*` keys work unchanged; drgpu's own keys start with
-`DRGPU_` and are documented in `system.env.example`.
+`DRGPU_`. Every key drgpu reads is declared once, in `SETTINGS`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ DEFAULT_MPS_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+EVALUATION_PREFIX = "eval-"
 # The bounds of what a user writes: each message names its bound.
 MAX_RUN_ID_LENGTH = 64  # deepracer-eval-<id>.override.yml stays a short file name
 MAX_WORKERS = 64
@@ -66,13 +67,19 @@ class _Invalid(Exception):
 
 
 def _run_id(text: str) -> str:
-    """DR_RUN_ID checked: its spelling, its length, and `run_id_problem`."""
+    """DR_RUN_ID checked: its spelling, its length, and not `eval-N`, which is how drgpu's
+    labels name the evaluation of run N (`run_key`): a run called so would be taken for
+    it (its GPUs, its `down`)."""
     if not _RUN_ID.match(text):
         raise _Invalid(f"{_shown(text)} must be lowercase letters, digits, '-' or '_'")
     if len(text) > MAX_RUN_ID_LENGTH:
         raise _Invalid(f"is {len(text)} characters long, more than {MAX_RUN_ID_LENGTH}")
-    if (problem := run_id_problem(text)) is not None:
-        raise _Invalid(problem, "choose a run id that does not start with 'eval-'")
+    if text.startswith(EVALUATION_PREFIX):
+        raise _Invalid(
+            f"{_shown(text)} starts with {EVALUATION_PREFIX!r}, which names the evaluation"
+            f" of run {_shown(text.removeprefix(EVALUATION_PREFIX))} in drgpu's labels",
+            "choose a run id that does not start with 'eval-'",
+        )
     return text
 
 
@@ -383,12 +390,7 @@ def config_from_values(
 # service on the CPU without a word.
 
 TRAINER_DEFAULT = DeviceRequest(auto=True)  # the trainer's devices when its key is not set
-GPU_KEYS = (
-    TRAINER_DEVICES_KEY,
-    SIMULATOR_DEVICES_KEY,
-    "DRGPU_TRAINER_DEVICES",
-    "DRGPU_SIMULATOR_DEVICES",
-)
+GPU_KEYS = (TRAINER_DEVICES_KEY, SIMULATOR_DEVICES_KEY, TRAINER_ALIAS_KEY, SIMULATOR_ALIAS_KEY)
 CONTAINER_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 _GPU_WORDS = re.compile(r"CUDA|GPU|DEVICE")
 
@@ -482,21 +484,6 @@ def role_devices_key(
                 " they name the same role's GPUs; keep one of them",
             )
     return alias
-
-
-EVALUATION_PREFIX = "eval-"
-
-
-def run_id_problem(run_id: str) -> str | None:
-    """Why `run_id` cannot be a run's id beyond its spelling: `eval-N` is how drgpu's
-    labels name the evaluation of run N (`run_key`), so a run called so would be taken
-    for it (its GPUs, its `down`)."""
-    if run_id.startswith(EVALUATION_PREFIX):
-        return (
-            f"{_shown(run_id)} starts with {EVALUATION_PREFIX!r}, which names the evaluation"
-            f" of run {_shown(run_id.removeprefix(EVALUATION_PREFIX))} in drgpu's labels"
-        )
-    return None
 
 
 def _shown(text: str, limit: int = 40) -> str:
