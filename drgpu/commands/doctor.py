@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drgpu.commands.options import InputOptions, resolved
-from drgpu.commands.preparation import load_settings, stack_files
+from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.preparation import stack_files
 from drgpu.commands.swarm_setup import read_toolkit
 from drgpu.core.host_checks import (
     FAIL,
@@ -124,7 +124,7 @@ def _gather_drfc_swarm(config: Config | None, target: Inputs) -> DrfcSwarmFacts 
 
 def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
     try:
-        config = load_settings(target)
+        config = settings(target, quiet=True)
     except ConfigError as exc:
         return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
     facts = SettingsFacts(

@@ -7,10 +7,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from drgpu.commands.preparation import load_settings
 from drgpu.core.inputs import Inputs, resolve_inputs
+from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
-from drgpu.host.files import is_file
+from drgpu.host.files import is_file, read_settings
+from drgpu.ui.redacting import hide
 from drgpu.ui.talk import warn
 
 
@@ -38,11 +39,12 @@ def resolved(options: InputOptions) -> Inputs:
     )
 
 
-def settings(target: Inputs) -> Config:
-    """The target's settings (secret values hidden); what reading them noticed goes to
-    stderr at once."""
-    config = load_settings(target)
-    for message in config.warnings:
+def settings(target: Inputs, *, quiet: bool = False) -> Config:
+    """The target's settings; from now on no output shows the value of a secret one. What
+    reading them noticed goes to stderr at once (`quiet`: not at all)."""
+    config = read_settings(target)
+    hide(secret_values(config.values))
+    for message in () if quiet else config.warnings:
         warn(message)
     return config
 

@@ -16,18 +16,10 @@ from drgpu.core.labels import claims
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan, service_requests
-from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.errors import DockerError, NvmlUnavailableError
-from drgpu.host.files import (
-    base_stack_file,
-    hook_installed,
-    load_inventory,
-    load_stack,
-    load_target_config,
-)
+from drgpu.host.files import base_stack_file, hook_installed, load_inventory, load_stack
 from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure, stack_path
-from drgpu.ui.redacting import hide
 
 
 @dataclass(frozen=True)
@@ -41,30 +33,16 @@ class Prepared:
     target: Inputs
 
 
-def prepare(target: Inputs, inventory_file: Path | None) -> Prepared:
-    """Read settings, stack and inventory, and plan; any problem raises its DrgpuError.
-
-    Planned against this host (no inventory file), the plan also respects what other
-    runs hold; when the Docker engine cannot be asked, a warning says so.
-    """
-    return prepare_with(load_settings(target), target, inventory_file)
-
-
-def load_settings(target: Inputs) -> Config:
-    """The target's settings; from now on no output shows the value of a secret one."""
-    config = load_target_config(target)
-    hide(secret_values(config.values))
-    return config
-
-
 def prepare_with(config: Config, target: Inputs, inventory_file: Path | None) -> Prepared:
-    """`prepare` for settings already read from `target`."""
+    """Read the stack and inventory of `target` and plan with `config`; any problem raises
+    its DrgpuError. Planned against this host (no inventory file), the plan also respects
+    what other runs hold; when the Docker engine cannot be asked, a warning says so."""
     return _prepare(config, target, _checked_stack(config, target), inventory_file, strict=False)
 
 
 @contextmanager
 def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> Iterator[Prepared]:
-    """`prepare` for `up`, under the engine-wide lock until the block ends: no other
+    """`prepare_with` for `up`, under the engine-wide lock until the block ends: no other
     `drgpu up` or `down` can read or change the runs between this plan and its proof. A
     failure inside removes the file this `up` writes (the compose override, or with
     `swarm` drgpu's Swarm stack file, planned as `plan` does) and a `.drgpu` it made."""

@@ -22,8 +22,8 @@ class Inputs:
     """The files one command reads, and where they came from."""
 
     env_file: Path
-    run_env: Path | None  # None: run.env beside env_file, when present
-    compose_files: tuple[Path, ...] | None  # None: drgpu's own base stack
+    run_env: Path | None = None  # None: run.env beside env_file, when present
+    compose_files: tuple[Path, ...] | None = None  # None: drgpu's own base stack
     evaluation: bool = False
     checkout: DrfcCheckout | None = None  # an activated DRfC shell, flags or not
     drfc_settings: bool = False  # the settings are the activated checkout's

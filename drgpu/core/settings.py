@@ -3,7 +3,7 @@ evaluates them (`drgpu.core.envfile`), from texts and an environment mapping tha
 `drgpu.host.files` reads.
 
 DeepRacer-for-cloud's `DR_*` keys work unchanged; drgpu's own keys start with
-`DRGPU_` and are documented in `system.env.example`.
+`DRGPU_`. Every key drgpu reads is declared once, in `SETTINGS`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
 from drgpu.core.drfc import activation_exports
@@ -22,8 +23,8 @@ from drgpu.core.modes import (
     DeviceDriver,
     DockerStyle,
     IndexOrder,
-    Mode,
     Sharing,
+    StrEnum,
     WorkerPlacement,
     choices,
     member,
@@ -34,46 +35,22 @@ from drgpu.errors import ConfigError
 
 __all__ = [
     "Config",
-    "MpsSettings",
     "Origin",
     "SettingsFiles",
     "config_from_texts",
     "config_from_values",
-    "run_env_beside",
     "settings_files",
 ]
 
 TRAINER_DEVICES_KEY = "DR_SAGEMAKER_CUDA_DEVICES"
 SIMULATOR_DEVICES_KEY = "DR_ROBOMAKER_CUDA_DEVICES"
-
-DRGPU_KEYS: Mapping[str, str] = MappingProxyType(
-    {
-        "DRGPU_SHARING": "how services may share a GPU: exclusive (the default), timeslice, mps",
-        "DRGPU_WORKER_PLACEMENT": "how simulator workers get GPUs: spread (the default) or pack",
-        "DRGPU_COMPOSE": "the Compose command to run, e.g. 'docker compose' or a path",
-        "DRGPU_SWARM_GPUS": "Swarm: auto (the default), pin (simulators here) or generic",
-        "DRGPU_SAGEMAKER_IMAGE": "full image name of the trainer in drgpu's base stack",
-        "DRGPU_ROBOMAKER_IMAGE": "full image name of the simulator in drgpu's base stack",
-        "DRGPU_LOCK_TIMEOUT": "seconds `up`/`down` wait for another drgpu's engine lock (900)",
-        "DRGPU_LOCK_FILE": "no longer used: drgpu locks the Docker engine itself",
-        "DRGPU_MPS_IMAGE": "the image of the MPS control daemon (DRGPU_SHARING=mps)",
-        "DRGPU_MPS_SAGEMAKER_THREADS": "MPS: the trainer's share of the GPU's SMs, 1 to 100 (%)",
-        "DRGPU_MPS_ROBOMAKER_THREADS": "MPS: each simulator worker's share of SMs, 1 to 100 (%)",
-        "DRGPU_MPS_SAGEMAKER_MEMORY": "MPS: the trainer's pinned memory limit per GPU, e.g. 8G",
-        "DRGPU_MPS_ROBOMAKER_MEMORY": "MPS: each worker's pinned memory limit per GPU, e.g. 2G",
-        "DRGPU_TRAINER_DEVICES": "the trainer's GPUs: an alias of DR_SAGEMAKER_CUDA_DEVICES",
-        "DRGPU_SIMULATOR_DEVICES": "the simulators' GPUs: an alias of DR_ROBOMAKER_CUDA_DEVICES",
-        "DRGPU_INDEX_ORDER": "what a bare GPU index means: pci (nvidia-smi's, the default)"
-        " or cuda (CUDA's default fastest-first order, DRfC's 'CUDA number')",
-        "DRGPU_DEVICE_DRIVER": "how device requests name GPUs: auto (the default), nvidia"
-        " (the toolkit's hook) or cdi (nvidia.com/gpu=<UUID> of a CDI spec)",
-    }
-)
+TRAINER_ALIAS_KEY = "DRGPU_TRAINER_DEVICES"
+SIMULATOR_ALIAS_KEY = "DRGPU_SIMULATOR_DEVICES"
 DEFAULT_MPS_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
-MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
 _TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+_FALSE = ("0", "false", "no", "off")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+EVALUATION_PREFIX = "eval-"
 # The bounds of what a user writes: each message names its bound.
 MAX_RUN_ID_LENGTH = 64  # deepracer-eval-<id>.override.yml stays a short file name
 MAX_WORKERS = 64
@@ -81,15 +58,129 @@ MAX_MPS_MEMORY_MIB = 1024 * 1024  # 1 TiB, more than any GPU has
 _MEMORY = re.compile(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class MpsSettings:
-    """The MPS limits of each role; None where system.env sets none."""
+class _Invalid(Exception):
+    """Why a setting's value is refused; `hint`: how to fix it."""
 
-    image: str = DEFAULT_MPS_IMAGE
-    trainer_threads: int | None = None
-    simulator_threads: int | None = None
-    trainer_memory_mib: int | None = None
-    simulator_memory_mib: int | None = None
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _run_id(text: str) -> str:
+    """DR_RUN_ID checked: its spelling, its length, and not `eval-N`, which is how drgpu's
+    labels name the evaluation of run N (`run_key`): a run called so would be taken for
+    it (its GPUs, its `down`)."""
+    if not _RUN_ID.match(text):
+        raise _Invalid(f"{_shown(text)} must be lowercase letters, digits, '-' or '_'")
+    if len(text) > MAX_RUN_ID_LENGTH:
+        raise _Invalid(f"is {len(text)} characters long, more than {MAX_RUN_ID_LENGTH}")
+    if text.startswith(EVALUATION_PREFIX):
+        raise _Invalid(
+            f"{_shown(text)} starts with {EVALUATION_PREFIX!r}, which names the evaluation"
+            f" of run {_shown(text.removeprefix(EVALUATION_PREFIX))} in drgpu's labels",
+            "choose a run id that does not start with 'eval-'",
+        )
+    return text
+
+
+def _workers(text: str) -> int:
+    if (workers := whole_number(text, 1, MAX_WORKERS)) is None:
+        raise _Invalid(f"{_shown(text)} is not a whole number from 1 to {MAX_WORKERS}")
+    return workers
+
+
+def _flag(text: str) -> bool:
+    if text.lower() not in _TRUE + _FALSE:
+        raise _Invalid(f"{text.lower()!r} is not true or false")
+    return text.lower() in _TRUE
+
+
+def _one_of(mode: type[StrEnum]) -> Callable[[str], StrEnum]:
+    """The parser of a setting that names one member of `mode`, in any case."""
+
+    def parse(text: str) -> StrEnum:
+        if (found := member(mode, text.lower())) is None:
+            raise _Invalid(f"{text.lower()!r} is not one of {choices(mode)}")
+        return found
+
+    return parse
+
+
+def _percentage(text: str) -> int | None:
+    number = text.rstrip("%").strip()
+    if not number:
+        return None
+    if (percent := whole_number(number, 1, 100)) is None:
+        raise _Invalid(f"{_shown(text)} is not a whole percentage from 1 to 100")
+    return percent
+
+
+def _memory(text: str) -> int | None:
+    """An MPS memory limit (2G, 2048M) in MiB; None where none is written."""
+    if not text:
+        return None
+    match = _MEMORY.match(text)
+    unit = 1024 if match and match["unit"].upper() == "G" else 1
+    amount = whole_number(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit) if match else None
+    if amount is None:
+        raise _Invalid(
+            f"{_shown(text)} is not a memory size like 2G or 2048M"
+            f" (from 1M to {MAX_MPS_MEMORY_MIB // 1024}G)",
+            "MPS counts M and G",
+        )
+    return amount * unit
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key drgpu reads: what an unset or empty key means ("": nothing), what it is
+    for, and how its value is parsed into the `Config` field of its name (`field`); None:
+    drgpu reads it where it is used."""
+
+    key: str
+    default: str
+    help: str
+    parse: Callable[[str], Any] | None = None
+
+    @property
+    def field(self) -> str:
+        """The `Config` field of the key: DRGPU_MPS_IMAGE is `mps_image`."""
+        return self.key.lower().removeprefix("drgpu_").removeprefix("dr_")
+
+
+# Every key drgpu reads, declared once: the reader, the key-mistake checks,
+# system.env.example and docs/settings.md follow it (tests/unit/core/test_settings.py).
+SETTINGS = (
+    Setting(TRAINER_DEVICES_KEY, "", "the trainer's GPUs (unset: `auto`, with a warning)"),
+    Setting(SIMULATOR_DEVICES_KEY, "", "the simulators' GPUs (empty or `none`: the CPU)"),
+    Setting("DR_WORKERS", "1", f"simulator workers, 1 to {MAX_WORKERS}", _workers),
+    Setting("DR_RUN_ID", "0", "the run; its project is `deepracer-<id>`", _run_id),
+    Setting("DR_SAGEMAKER_IMAGE", "5.3.0-gpu", "the trainer's image tag (drgpu's base stack)"),
+    Setting("DR_SIMAPP_SOURCE", "awsdeepracercommunity/deepracer-simapp", "the simulator image"),
+    Setting("DR_SIMAPP_VERSION", "5.3.3-gpu", "the simulator's image tag (drgpu's base stack)"),
+    Setting("DR_HOST_X", "false", "the simulator uses the host's X server", _flag),
+    Setting("DR_DOCKER_STYLE", "compose", "how the stack runs", _one_of(DockerStyle)),
+    Setting("DRGPU_SHARING", "exclusive", "how services may share a GPU", _one_of(Sharing)),
+    Setting("DRGPU_WORKER_PLACEMENT", "spread", "how workers get GPUs", _one_of(WorkerPlacement)),
+    Setting("DRGPU_MPS_IMAGE", DEFAULT_MPS_IMAGE, "MPS: the control daemon's image", str),
+    Setting("DRGPU_MPS_SAGEMAKER_THREADS", "", "MPS: the trainer's % of SMs", _percentage),
+    Setting("DRGPU_MPS_ROBOMAKER_THREADS", "", "MPS: each worker's % of SMs", _percentage),
+    Setting("DRGPU_MPS_SAGEMAKER_MEMORY", "", "MPS: the trainer's memory per GPU", _memory),
+    Setting("DRGPU_MPS_ROBOMAKER_MEMORY", "", "MPS: each worker's memory per GPU", _memory),
+    Setting("DRGPU_LOCK_TIMEOUT", "900", "seconds `up` and `down` wait for the engine lock"),
+    Setting("DRGPU_LOCK_FILE", "", "no longer used: drgpu locks the Docker engine itself"),
+    Setting("DRGPU_INDEX_ORDER", "pci", "what a bare GPU index means", _one_of(IndexOrder)),
+    Setting("DRGPU_SWARM_GPUS", "auto", "Swarm: how GPU tasks get GPUs: `auto`, `pin`, `generic`"),
+    Setting("DRGPU_DEVICE_DRIVER", "auto", "how requests name GPUs", _one_of(DeviceDriver)),
+    Setting("DRGPU_COMPOSE", "", "the Compose command (unset: the plugin, else docker-compose)"),
+    Setting("DRGPU_SAGEMAKER_IMAGE", "", "the trainer's full image name (drgpu's base stack)"),
+    Setting("DRGPU_ROBOMAKER_IMAGE", "", "the simulator's full image name (drgpu's base stack)"),
+    Setting(TRAINER_ALIAS_KEY, "", f"an alias of {TRAINER_DEVICES_KEY}"),
+    Setting(SIMULATOR_ALIAS_KEY, "", f"an alias of {SIMULATOR_DEVICES_KEY}"),
+)
+KEYS = tuple(setting.key for setting in SETTINGS)
+DRGPU_KEYS = tuple(setting.key for setting in SETTINGS if setting.key.startswith("DRGPU_"))
+MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
 
 
 def project_name(run_id: str, *, evaluation: bool) -> str:
@@ -118,7 +209,11 @@ class Config:
     trainer_devices: DeviceRequest
     simulator_devices: DeviceRequest
     worker_placement: WorkerPlacement = WorkerPlacement.SPREAD
-    mps: MpsSettings = MpsSettings()
+    mps_image: str = DEFAULT_MPS_IMAGE
+    mps_sagemaker_threads: int | None = None  # MPS: each role's limits; None: none set
+    mps_robomaker_threads: int | None = None
+    mps_sagemaker_memory: int | None = None  # MiB
+    mps_robomaker_memory: int | None = None
     index_order: IndexOrder = IndexOrder.PCI
     evaluation: bool = False
     warnings: tuple[str, ...] = ()
@@ -169,11 +264,6 @@ class Config:
         )
 
 
-def run_env_beside(env_file: Path) -> Path:
-    """The `run.env` DeepRacer-for-cloud reads beside system.env when DR_CONFIG names none."""
-    return env_file.with_name("run.env")
-
-
 @dataclass(frozen=True)
 class SettingsFiles:
     """The settings files to read, in order, and what choosing them warns of."""
@@ -195,20 +285,19 @@ def settings_files(
             f"no settings file at {env_file}",
             hint="copy system.env.example to system.env, or pass --env-file",
         )
-    if run_env is not None:
-        if run_env in existing:
-            return SettingsFiles((env_file, run_env))
-        if not drfc:
-            raise ConfigError(f"no run settings file at {run_env}")
-        warning = f"no run settings file at {run_env} (DR_CONFIG): read {env_file} alone"
-        return SettingsFiles((env_file,), (warning,))
-    beside = run_env_beside(env_file)
-    if beside in existing:
-        return SettingsFiles((env_file, beside))
-    if drfc:
-        warning = f"no run.env at {beside} (DR_CONFIG is not set): read {env_file} alone"
-        return SettingsFiles((env_file,), (warning,))
-    return SettingsFiles((env_file,))
+    named = run_env or env_file.with_name("run.env")
+    if named in existing:
+        return SettingsFiles((env_file, named))
+    if run_env is not None and not drfc:
+        raise ConfigError(f"no run settings file at {run_env}")
+    if not drfc:
+        return SettingsFiles((env_file,))
+    why = (
+        f"no run settings file at {run_env} (DR_CONFIG)"
+        if run_env
+        else f"no run.env at {named} (DR_CONFIG is not set)"
+    )
+    return SettingsFiles((env_file,), (f"{why}: read {env_file} alone",))
 
 
 def config_from_texts(
@@ -247,99 +336,44 @@ def config_from_texts(
 def config_from_values(
     values: Mapping[str, str], origins: Mapping[str, Origin], *, evaluation: bool = False
 ) -> Config:
-    """Check and parse settings; the first problem becomes a `ConfigError` naming its line."""
-
+    """Check and parse settings, key by key of `SETTINGS`; the first problem becomes a
+    `ConfigError` naming its line."""
     secrets = secret_values(values)
 
     def fail(key: str, message: str, hint: str | None = None) -> ConfigError:
-        origin = origins.get(key)
-        where = f"{origin}: " if origin else ""
+        where = f"{origins[key]}: " if key in origins else ""
         return ConfigError(redact(f"{where}{key}: {message}", secrets), hint=hint)
 
     for key, value in values.items():
         if "\x00" in key or "\x00" in value:
             raise fail(key, "holds a NUL byte, which no program can be given")
-    for key in values:
         if key.startswith("DRGPU_") and key not in DRGPU_KEYS and not is_service_key(key):
-            close = difflib.get_close_matches(key, list(DRGPU_KEYS), n=1, cutoff=0.6)
+            close = difflib.get_close_matches(key, DRGPU_KEYS, n=1, cutoff=0.6)
             suggestion = f"; did you mean {close[0]}?" if close else ""
             raise fail(key, f"unknown drgpu setting{suggestion}", "see system.env.example")
+    parsed: dict[str, Any] = {}
+    for setting in SETTINGS:
+        try:
+            if setting.parse is not None:
+                text = values.get(setting.key, "").strip() or setting.default
+                parsed[setting.field] = setting.parse(text)
+        except _Invalid as exc:
+            raise fail(setting.key, str(exc), exc.hint) from None
 
     def devices(key: str) -> DeviceRequest:
-        if key not in values:
-            return NO_GPU
         try:
-            return parse_devices(values[key])
+            return parse_devices(values[key]) if key in values else NO_GPU
         except DeviceSyntaxError as exc:
             raise fail(key, str(exc)) from None
 
-    def choice(key: str, default: Mode) -> Mode:
-        value = values.get(key, default.value).strip().lower() or default.value
-        if (mode := member(type(default), value)) is None:
-            raise fail(key, f"{value!r} is not one of {choices(type(default))}")
-        return mode
-
-    run_id = _run_id(values, fail)
-    workers_text = values.get("DR_WORKERS", "1").strip() or "1"
-    workers = whole_number(workers_text, 1, MAX_WORKERS)
-    if workers is None:
-        raise fail(
-            "DR_WORKERS", f"{_shown(workers_text)} is not a whole number from 1 to {MAX_WORKERS}"
-        )
-    host_x = values.get("DR_HOST_X", "false").strip().lower()
-    if host_x not in _TRUE + _FALSE:
-        raise fail("DR_HOST_X", f"{host_x!r} is not true or false")
-    docker_style = choice("DR_DOCKER_STYLE", DockerStyle.COMPOSE)
-
-    def percentage(key: str) -> int | None:
-        text = values.get(key, "").strip().rstrip("%").strip()
-        if not text:
-            return None
-        number = whole_number(text, 1, 100)
-        if number is None:
-            raise fail(
-                key, f"{_shown(values[key].strip())} is not a whole percentage from 1 to 100"
-            )
-        return number
-
-    def memory(key: str) -> int | None:
-        text = values.get(key, "").strip()
-        if not text:
-            return None
-        match = _MEMORY.match(text)
-        unit = 1024 if match and match["unit"].upper() == "G" else 1
-        amount = whole_number(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit) if match else None
-        if amount is None:
-            raise fail(
-                key,
-                f"{_shown(text)} is not a memory size like 2G or 2048M"
-                f" (from 1M to {MAX_MPS_MEMORY_MIB // 1024}G)",
-                "MPS counts M and G",
-            )
-        return amount * unit
-
-    mps = MpsSettings(
-        image=values.get("DRGPU_MPS_IMAGE", "").strip() or DEFAULT_MPS_IMAGE,
-        trainer_threads=percentage("DRGPU_MPS_SAGEMAKER_THREADS"),
-        simulator_threads=percentage("DRGPU_MPS_ROBOMAKER_THREADS"),
-        trainer_memory_mib=memory("DRGPU_MPS_SAGEMAKER_MEMORY"),
-        simulator_memory_mib=memory("DRGPU_MPS_ROBOMAKER_MEMORY"),
-    )
     trainer_key = role_devices_key(values, TRAINER_DEVICES_KEY, TRAINER_ALIAS_KEY, fail)
     simulator_key = role_devices_key(values, SIMULATOR_DEVICES_KEY, SIMULATOR_ALIAS_KEY, fail)
     return Config(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
-        run_id=run_id,
-        workers=workers,
-        host_x=host_x in _TRUE,
-        docker_style=docker_style,
-        sharing=choice("DRGPU_SHARING", Sharing.EXCLUSIVE),
+        **parsed,
         trainer_devices=devices(trainer_key) if trainer_key in values else TRAINER_DEFAULT,
         simulator_devices=devices(simulator_key),
-        worker_placement=choice("DRGPU_WORKER_PLACEMENT", WorkerPlacement.SPREAD),
-        mps=mps,
-        index_order=choice("DRGPU_INDEX_ORDER", IndexOrder.PCI),
         index_order_chosen=bool(values.get("DRGPU_INDEX_ORDER", "").strip()),
         evaluation=evaluation,
         trainer_key=trainer_key,
@@ -347,7 +381,6 @@ def config_from_values(
         service_devices=tuple(
             ServiceDevices(key, devices(key)) for key in values if is_service_key(key)
         ),
-        device_driver=choice("DRGPU_DEVICE_DRIVER", DeviceDriver.AUTO),
         key_mistakes=gpu_key_mistakes(values, origins),
         trainer_defaulted=trainer_key not in values,
     )
@@ -357,12 +390,7 @@ def config_from_values(
 # service on the CPU without a word.
 
 TRAINER_DEFAULT = DeviceRequest(auto=True)  # the trainer's devices when its key is not set
-GPU_KEYS = (
-    TRAINER_DEVICES_KEY,
-    SIMULATOR_DEVICES_KEY,
-    "DRGPU_TRAINER_DEVICES",
-    "DRGPU_SIMULATOR_DEVICES",
-)
+GPU_KEYS = (TRAINER_DEVICES_KEY, SIMULATOR_DEVICES_KEY, TRAINER_ALIAS_KEY, SIMULATOR_ALIAS_KEY)
 CONTAINER_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 _GPU_WORDS = re.compile(r"CUDA|GPU|DEVICE")
 
@@ -374,7 +402,7 @@ def gpu_key_mistakes(values: Mapping[str, str], origins: Mapping[str, Origin]) -
     found = []
     for key in values:
         origin = origins.get(key)
-        if origin == ENVIRONMENT or key in (*GPU_KEYS, *DRGPU_KEYS) or is_service_key(key):
+        if origin == ENVIRONMENT or key in KEYS or is_service_key(key):
             continue  # the shell's environment is its own: only what the files say counts
         where = f"{origin}: {key}" if origin else key
         if key.upper() in CONTAINER_GPU_KEYS:
@@ -415,8 +443,6 @@ def meant_gpu_key(key: str) -> str | None:
 # DRGPU_SIMULATOR_DEVICES name the same thing as DeepRacer-for-cloud's keys, and
 # DRGPU_DEVICES_<SERVICE> gives any other service of the stack GPUs of its own.
 
-TRAINER_ALIAS_KEY = "DRGPU_TRAINER_DEVICES"
-SIMULATOR_ALIAS_KEY = "DRGPU_SIMULATOR_DEVICES"
 SERVICE_DEVICES_PREFIX = "DRGPU_DEVICES_"
 _SERVICE_KEY = re.compile(rf"^{SERVICE_DEVICES_PREFIX}[A-Z0-9_]+$")
 
@@ -458,33 +484,6 @@ def role_devices_key(
                 " they name the same role's GPUs; keep one of them",
             )
     return alias
-
-
-EVALUATION_PREFIX = "eval-"
-
-
-def _run_id(values: Mapping[str, str], fail: Callable[..., ConfigError]) -> str:
-    """DR_RUN_ID (default 0), checked: its spelling, its length, and `run_id_problem`."""
-    run_id = values.get("DR_RUN_ID", "0").strip() or "0"
-    if not _RUN_ID.match(run_id):
-        raise fail("DR_RUN_ID", f"{_shown(run_id)} must be lowercase letters, digits, '-' or '_'")
-    if len(run_id) > MAX_RUN_ID_LENGTH:
-        raise fail("DR_RUN_ID", f"is {len(run_id)} characters long, more than {MAX_RUN_ID_LENGTH}")
-    if (problem := run_id_problem(run_id)) is not None:
-        raise fail("DR_RUN_ID", problem, "choose a run id that does not start with 'eval-'")
-    return run_id
-
-
-def run_id_problem(run_id: str) -> str | None:
-    """Why `run_id` cannot be a run's id beyond its spelling: `eval-N` is how drgpu's
-    labels name the evaluation of run N (`run_key`), so a run called so would be taken
-    for it (its GPUs, its `down`)."""
-    if run_id.startswith(EVALUATION_PREFIX):
-        return (
-            f"{_shown(run_id)} starts with {EVALUATION_PREFIX!r}, which names the evaluation"
-            f" of run {_shown(run_id.removeprefix(EVALUATION_PREFIX))} in drgpu's labels"
-        )
-    return None
 
 
 def _shown(text: str, limit: int = 40) -> str:

@@ -144,7 +144,7 @@ def _daemon(
         ),
         labels=run_labels(config.run_key, config.sharing, Role.MPS_DAEMON, uuids),
         note="the MPS control daemon of the shared GPUs",
-        image=None if {"image", "build"} & own_keys else config.mps.image,
+        image=None if {"image", "build"} & own_keys else config.mps_image,
         command=() if {"command", "entrypoint"} & own_keys else MPS_COMMAND,
         init="init" not in own_keys,
         network_mode=None if "network_mode" in own_keys else "none",
@@ -180,9 +180,9 @@ def mps_memory(mib: int) -> str:
 
 def _limits(config: Config, role: Role) -> tuple[int | None, int | None]:
     if role is Role.TRAINER:
-        return config.mps.trainer_threads, config.mps.trainer_memory_mib
+        return config.mps_sagemaker_threads, config.mps_sagemaker_memory
     if role is Role.SIMULATOR:
-        return config.mps.simulator_threads, config.mps.simulator_memory_mib
+        return config.mps_robomaker_threads, config.mps_robomaker_memory
     return None, None
 
 

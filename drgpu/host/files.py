@@ -20,7 +20,7 @@ from pathlib import Path
 from drgpu.core.compose_stack import ComposeText, Stack, stack_from_texts
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Inventory
-from drgpu.core.settings import Config, config_from_texts, run_env_beside, settings_files
+from drgpu.core.settings import Config, config_from_texts, settings_files
 from drgpu.core.topology import inventory_from_text
 from drgpu.errors import ConfigError
 
@@ -156,36 +156,18 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
-def load_target_config(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
-    """The settings of a resolved target (`drgpu.core.inputs`)."""
-    return load_config(
-        target.env_file,
-        target.run_env,
-        environ=environ,
-        evaluation=target.evaluation,
-        drfc=target.drfc_settings,
-    )
-
-
-def load_config(
-    env_file: Path,
-    run_env: Path | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    evaluation: bool = False,
-    drfc: bool = False,
-) -> Config:
-    """Read `env_file`, then `run_env` (default: a `run.env` beside it, when present), and
-    evaluate them against `environ` (default: this process's environment, never changed)
-    as `drgpu.core.settings.config_from_texts` says."""
-    run_settings = run_env_beside(env_file) if run_env is None else run_env
-    existing = {path for path in (env_file, run_settings) if exists(path)}
-    chosen = settings_files(env_file, run_env, existing, drfc=drfc)
+def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
+    """The settings of what the command line names: `target.env_file`, then its run.env
+    (`settings_files` chooses), evaluated against `environ` (default: this process's
+    environment, never changed) as `drgpu.core.settings.config_from_texts` says."""
+    run_env = target.run_env or target.env_file.with_name("run.env")
+    existing = {path for path in (target.env_file, run_env) if exists(path)}
+    chosen = settings_files(target.env_file, target.run_env, existing, drfc=target.drfc_settings)
     return config_from_texts(
         [(path, _settings_text(path)) for path in chosen.paths],
         shell_environment() if environ is None else environ,
-        evaluation=evaluation,
-        drfc=drfc,
+        evaluation=target.evaluation,
+        drfc=target.drfc_settings,
         warnings=chosen.warnings,
     )
 

@@ -136,7 +136,7 @@ def test_any_inventory_bytes_plan_soundly(folder: Path, raw: bytes) -> None:
     plan_with(folder, secret_line() + b"DR_SAGEMAKER_CUDA_DEVICES=0\n", raw)
 
 
-# --- the settings loader (through load_config and the CLI) --------------------------------
+# --- the settings loader (through read_settings and the CLI) --------------------------------
 
 KEYS = st.sampled_from(
     [

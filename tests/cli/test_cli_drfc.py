@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.inputs import resolve_inputs
-from drgpu.host.files import load_target_config
+from drgpu.host.files import read_settings
 from tests.cli.conftest import GTX_M40, M40, assert_one_error_line
 from tests.drfc import RUN_ENV, activated, make_checkout, set_values
 from tests.support.runners import Cli
@@ -56,7 +56,7 @@ def test_render_hands_compose_the_values_activation_exported(
     target = resolve_inputs(
         env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
     )
-    config = load_target_config(target, environment)
+    config = read_settings(target, environment)
     handed = {**environment, **config.values}  # what compose_environment gives Compose
     assert handed == {**environment, **{k: v for k, v in handed.items() if k not in environment}}
     assert {k: handed[k] for k in environment} == environment
@@ -71,7 +71,7 @@ def test_an_edited_file_is_read_again_as_dr_start_training_does(
     target = resolve_inputs(
         env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
     )
-    config = load_target_config(target, environment)
+    config = read_settings(target, environment)
     again = activated(checkout)  # what dr-update-env exports after the edit
     assert config.values["DR_DISPLAY_NAME"] == again["DR_DISPLAY_NAME"] == "SlowCar"
     assert {k: config.values[k] for k in config.values if k in again} == {
@@ -120,7 +120,7 @@ def test_swarm_style_lists_with_c_are_read(
         checkout / "docker" / "docker-compose-training-swarm.yml",
         checkout / "docker" / "docker-compose-keys.yml",
     )
-    config = load_target_config(target, environment)
+    config = read_settings(target, environment)
     assert config.docker_style == "swarm"  # DRfC's default, exported by activation
     assert config.values["DR_ROBOMAKER_TRAIN_PORT"] == "8080"
 

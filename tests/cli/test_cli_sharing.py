@@ -10,7 +10,7 @@ import pytest
 
 from drgpu.commands import preparation
 from drgpu.core.inputs import Inputs
-from drgpu.host.files import load_config, load_inventory
+from drgpu.host.files import load_inventory, read_settings
 from tests.plan_warnings import order_free_text
 from tests.support.runners import Cli
 
@@ -113,7 +113,7 @@ def test_planning_against_this_host_says_when_other_runs_cannot_be_seen(
     monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="0")
-    prepared = preparation.prepare(Inputs(env, None, None), None)
+    prepared = preparation.prepare_with(read_settings(Inputs(env)), Inputs(env), None)
     assert prepared.plan.warnings[-1].startswith("cannot see what other runs hold (cannot reach")
     assert prepared.plan.warnings[-1].endswith("planned as if none ran")
 
@@ -126,7 +126,7 @@ def test_planning_against_this_host_respects_other_runs(
     monkeypatch.setattr("drgpu.host.engine.drgpu_labels", lambda: held)
     monkeypatch.setattr("drgpu.commands.run_lock.locked", lambda *a, **k: contextlib.nullcontext())
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
-    prepared = preparation.prepare(Inputs(env, None, None), None)
+    prepared = preparation.prepare_with(read_settings(Inputs(env)), Inputs(env), None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]
-    with preparation.prepare_locked(load_config(env), Inputs(env, None, None)) as locked:
+    with preparation.prepare_locked(read_settings(Inputs(env)), Inputs(env)) as locked:
         assert locked.plan == prepared.plan

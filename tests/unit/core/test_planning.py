@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.compose_stack import Stack
+from drgpu.core.inputs import Inputs
 from drgpu.core.model import Inventory, Plan, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.errors import ExitCode, GpuValidationError
-from drgpu.host.files import base_stack_file, load_config, load_stack
+from drgpu.host.files import base_stack_file, load_stack, read_settings
 from tests.plan_warnings import order_free
 
 MakeConfig = Callable[..., Config]
@@ -196,7 +197,7 @@ def test_problems_name_the_file_and_line(
 ) -> None:
     env_file = tmp_path / "system.env"
     env_file.write_text("DR_RUN_ID=0\nDR_SAGEMAKER_CUDA_DEVICES=9\n", encoding="utf-8")
-    found = problems(load_config(env_file), base_stack, gtx_m40)
+    found = problems(read_settings(Inputs(env_file)), base_stack, gtx_m40)
     assert found[0].startswith(f"DR_SAGEMAKER_CUDA_DEVICES ({env_file}:2): no GPU matches '9'")
 
 

@@ -10,6 +10,7 @@ from types import ModuleType
 import pytest
 
 from drgpu.core.compose_stack import Stack
+from drgpu.core.inputs import Inputs
 from drgpu.core.model import Claim, Inventory, Role, ServicePlan
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, config_from_values, service_devices_key
@@ -263,9 +264,9 @@ def test_done_when_each_service_gets_exactly_its_gpu(
 
 
 def test_the_example_renders_as_its_golden_file(mixed_box: Inventory, golden: ModuleType) -> None:
-    from drgpu.host.files import load_config
+    from drgpu.host.files import read_settings
 
-    settings = load_config(EXAMPLE / "system.env")
+    settings = read_settings(Inputs(EXAMPLE / "system.env"))
     plan = make_plan(settings, load_stack([EXAMPLE / "docker-compose.yml"]), mixed_box)
     golden.assert_matches_golden(
         "learner-carla.yml", render_override(plan, override_header_template())

@@ -14,15 +14,16 @@ import pytest
 import yaml
 
 from drgpu.core.compose_stack import Stack
+from drgpu.core.inputs import Inputs
 from drgpu.core.model import HEADER_MARK, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan
 from drgpu.host.files import (
     base_stack_file,
-    load_config,
     load_inventory,
     load_stack,
     override_header_template,
+    read_settings,
 )
 from drgpu.targets.compose_override import render_override
 
@@ -106,7 +107,9 @@ def stack_settings(tmp_path: Path, overrides: str = "") -> Path:
 
 
 def make(env_file: Path, inventory: Inventory, stack: Stack | None = None) -> Plan:
-    return make_plan(load_config(env_file), stack or load_stack([base_stack_file()]), inventory)
+    return make_plan(
+        read_settings(Inputs(env_file)), stack or load_stack([base_stack_file()]), inventory
+    )
 
 
 def plan_for(scenario: str, tmp_path: Path) -> Plan:

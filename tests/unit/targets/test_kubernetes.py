@@ -11,11 +11,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from drgpu.core.inputs import Inputs
 from drgpu.core.modes import Sharing
 from drgpu.core.planning import make_plan
 from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
-from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
+from drgpu.host.files import base_stack_file, load_inventory, load_stack, read_settings
 from drgpu.targets.kubernetes import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
@@ -65,7 +66,7 @@ def manifests_for(scenario: str, tmp_path: Path) -> Manifests:
     env_file = tmp_path / "system.env"
     shutil.copyfile(REPO / "system.env.example", env_file)
     (tmp_path / "run.env").write_text(run_env)
-    config = load_config(env_file)
+    config = read_settings(Inputs(env_file))
     stack = load_stack([compose or base_stack_file()])
     plan = make_plan(config, stack, load_inventory(INVENTORIES / inventory))
     model = resolve_stack(config, stack.files)
@@ -244,7 +245,7 @@ def stack_with(tmp_path: Path, body: str, run_env: str = "") -> Manifests:
     compose.write_text(body)
     env_file = tmp_path / "system.env"
     env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=0\n" + run_env)
-    config = load_config(env_file)
+    config = read_settings(Inputs(env_file))
     stack = load_stack([compose])
     plan = make_plan(config, stack, load_inventory(INVENTORIES / "gtx1650-m40.json"))
     model = resolve_stack(config, stack.files)

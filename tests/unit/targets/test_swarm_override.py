@@ -8,11 +8,12 @@ from typing import Any
 
 import yaml
 
+from drgpu.core.inputs import Inputs
 from drgpu.core.model import HEADER_MARK
 from drgpu.core.planning import make_plan
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import GPU_KIND, SwarmLayout
-from drgpu.host.files import load_config, load_inventory, load_stack
+from drgpu.host.files import load_inventory, load_stack, read_settings
 from drgpu.targets.swarm_override import render_swarm_override
 from drgpu.targets.swarm_stack import swarm_services
 
@@ -39,7 +40,7 @@ def override(
     env_file = tmp_path / "system.env"
     shutil.copyfile(REPO / "system.env.example", env_file)
     (tmp_path / "run.env").write_text(settings + "DR_DOCKER_STYLE=swarm\n")
-    config = load_config(env_file)
+    config = read_settings(Inputs(env_file))
     stack = load_stack(FILES)
     plan = make_plan(config, stack, load_inventory(GTX_M40))
     names = [service.name for service in stack.services]

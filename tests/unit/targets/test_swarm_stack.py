@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.inputs import Inputs
 from drgpu.core.planning import make_plan
 from drgpu.core.service_gpus import ONE_NODE, SwarmStack
 from drgpu.core.swarm_node import (
@@ -24,7 +25,7 @@ from drgpu.core.swarm_node import (
 )
 from drgpu.core.verification import exposed_gpus, verify_tasks, waiting_on
 from drgpu.host.compose import resolve_stack
-from drgpu.host.files import base_stack_file, load_config, load_inventory, load_stack
+from drgpu.host.files import base_stack_file, load_inventory, load_stack, read_settings
 from drgpu.targets.swarm_stack import (
     compose_text,
     render_stack,
@@ -83,7 +84,7 @@ def stack_for(scenario: str, tmp_path: Path, layout: SwarmLayout = ONE_NODE) -> 
     elif scenario == "compose-only":
         files = [tmp_path / "docker-compose.yml"]
         files[0].write_text(COMPOSE_ONLY_STACK)
-    config = load_config(env_file)
+    config = read_settings(Inputs(env_file))
     stack = load_stack(files)
     plan = make_plan(config, stack, load_inventory(GTX_M40))
     model = resolve_stack(config, stack.files)
@@ -182,7 +183,7 @@ def test_secrets_are_masked_when_shown_and_kept_in_the_file(tmp_path: Path) -> N
     )
     env_file = tmp_path / "system.env"
     env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=1\nDR_ROBOMAKER_CUDA_DEVICES=\n")
-    config = load_config(env_file)
+    config = read_settings(Inputs(env_file))
     stack = load_stack([tmp_path / "docker-compose.yml"])
     plan = make_plan(config, stack, load_inventory(GTX_M40))
     model = resolve_stack(config, stack.files)
