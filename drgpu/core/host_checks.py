@@ -2,8 +2,8 @@
 starting.
 
 The facts are gathered first (`commands.doctor.gather`, the only part that touches NVML,
-the engine, Compose and files); every check is a pure function of them and yields lines of
-pass, warn or fail, each failure with a one-line fix.
+the engine, Compose and files); every check is a pure function of them and yields findings
+(`core.findings`) of level ok, warn or fail, each failure with a one-line fix.
 """
 
 from __future__ import annotations
@@ -17,21 +17,12 @@ from typing import Any
 from drgpu.core.compose_stack import role_of
 from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
 from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Inventory, Role
-from drgpu.core.modes import DeviceDriver, StrEnum
+from drgpu.core.modes import DeviceDriver
 from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
 
-
-class CheckStatus(StrEnum):
-    """The verdict of one check."""
-
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-
-
-PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
-SCHEMA_VERSION = 1
+PASS, WARN, FAIL = Level.OK, Level.WARN, Level.FAIL
 COMPOSE_MIN = (2, 24, 4)  # !override and !reset in override files
 COMPOSE_GPUS_KEY = (2, 30, 0)  # the service-level `gpus:` key and CDI device names
 DOCKER_MIN = (19, 3, 0)  # device requests
@@ -160,21 +151,17 @@ class DrfcSwarmFacts:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Check:
-    """One line of the checklist."""
-
-    id: str
-    status: CheckStatus
-    summary: str
-    fix: str | None = None
-    subject: str | None = None
+def _check(
+    kind: str, level: Level, message: str, fix: str | None = None, subject: str = ""
+) -> Finding:
+    """One line of the checklist: the check `kind` of `subject` (the host, or an image)."""
+    return Finding(subject or kind, level, message, fix, kind)
 
 
 # --- pure checks -----------------------------------------------------------------------------
 
 
-def run_checks(facts: HostFacts) -> list[Check]:
+def run_checks(facts: HostFacts) -> list[Finding]:
     """Every check, in the order a person would fix things."""
     return [
         *check_settings(facts.settings),
@@ -193,52 +180,52 @@ def run_checks(facts: HostFacts) -> list[Check]:
     ]
 
 
-def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Check]:
+def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Finding]:
     """In DRfC's swarm style: `jq` and the node labels its start script checks."""
     if facts is None:
         return []
     if facts.error is not None:
-        return [Check("drfc-swarm", FAIL, f"DRfC's swarm: {facts.error}", "docker swarm init")]
+        return [_check("drfc-swarm", FAIL, f"DRfC's swarm: {facts.error}", "docker swarm init")]
     if not facts.problems:
-        return [Check("drfc-swarm", PASS, "DRfC's swarm start: jq and the node labels are there")]
-    return [Check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.problems]
+        return [_check("drfc-swarm", PASS, "DRfC's swarm start: jq and the node labels are there")]
+    return [_check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.problems]
 
 
-def check_settings(settings: SettingsFacts) -> list[Check]:
+def check_settings(settings: SettingsFacts) -> list[Finding]:
     """The settings file loads and passes drgpu's checks."""
     if settings.error:
-        return [Check("settings", FAIL, settings.error, settings.hint)]
-    return [Check("settings", PASS, f"{settings.path}: run {settings.run_id}")]
+        return [_check("settings", FAIL, settings.error, settings.hint)]
+    return [_check("settings", PASS, f"{settings.path}: run {settings.run_id}")]
 
 
-def check_nvml(nvml: NvmlFacts) -> list[Check]:
+def check_nvml(nvml: NvmlFacts) -> list[Finding]:
     """NVML loads; the driver version and GPU count."""
     if nvml.inventory is None:
-        return [Check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
+        return [_check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
     inventory = nvml.inventory
     cuda = cuda_text(inventory.cuda_driver_version)
     summary = f"NVML loads: driver {inventory.driver_version or '?'}, CUDA {cuda}"
     if not inventory.gpus:
         return [
-            Check(
+            _check(
                 "nvml",
                 WARN,
                 f"{summary}, but it shows no GPU",
                 "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver",
             )
         ]
-    return [Check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
+    return [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
 
 
-def check_lost_gpus(nvml: NvmlFacts) -> list[Check]:
+def check_lost_gpus(nvml: NvmlFacts) -> list[Finding]:
     """Every GPU answers."""
     if nvml.inventory is None or not nvml.inventory.gpus:
         return []
     lost = [gpu for gpu in nvml.inventory.gpus if gpu.lost]
     if not lost:
-        return [Check("gpus", PASS, "every GPU answers NVML")]
+        return [_check("gpus", PASS, "every GPU answers NVML")]
     return [
-        Check(
+        _check(
             "gpus",
             FAIL,
             "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost),
@@ -247,16 +234,16 @@ def check_lost_gpus(nvml: NvmlFacts) -> list[Check]:
     ]
 
 
-def check_persistence(nvml: NvmlFacts) -> list[Check]:
+def check_persistence(nvml: NvmlFacts) -> list[Finding]:
     """Persistence mode keeps the driver loaded between containers."""
     known = [(index, mode) for index, mode in enumerate(nvml.persistence) if mode is not None]
     if nvml.inventory is None or not known:
         return []
     off = [str(index) for index, mode in known if not mode]
     if not off:
-        return [Check("persistence", PASS, "persistence mode is on")]
+        return [_check("persistence", PASS, "persistence mode is on")]
     return [
-        Check(
+        _check(
             "persistence",
             WARN,
             f"persistence mode is off on GPU {', '.join(off)}: every container start"
@@ -266,21 +253,21 @@ def check_persistence(nvml: NvmlFacts) -> list[Check]:
     ]
 
 
-def check_docker(docker: DockerFacts) -> list[Check]:
+def check_docker(docker: DockerFacts) -> list[Finding]:
     """The engine answers, and is new enough for device requests."""
     if docker.daemon is None:
-        return [Check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
+        return [_check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
     daemon = docker.daemon
     summary = f"Docker engine {daemon.server_version} (API {daemon.api_version})"
     version = parse_version(daemon.server_version)
     if version is not None and version < DOCKER_MIN:
         return [
-            Check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")
+            _check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")
         ]
-    return [Check("docker", PASS, summary)]
+    return [_check("docker", PASS, summary)]
 
 
-def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Check]:
+def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Finding]:
     """Whether the engine can give a container NVIDIA GPUs: proven by the probe, else guessed
     from its runtimes, CDI devices and the toolkit's hook."""
     if docker.daemon is None:
@@ -298,7 +285,7 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
         signs.append(f"{HOOK} on PATH")
     if signs:
         return [
-            Check(
+            _check(
                 "device-requests",
                 PASS,
                 f"the NVIDIA container toolkit is there ({', '.join(signs)});"
@@ -306,7 +293,7 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
             )
         ]
     return [
-        Check(
+        _check(
             "device-requests",
             WARN,
             f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
@@ -318,7 +305,7 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
 
 def check_device_driver(
     settings: SettingsFacts, docker: DockerFacts, nvml: NvmlFacts
-) -> list[Check]:
+) -> list[Finding]:
     """Which driver drgpu's device requests name on this host (DRGPU_DEVICE_DRIVER), and
     why; a warning where that driver cannot serve them."""
     if docker.daemon is None:
@@ -330,7 +317,7 @@ def check_device_driver(
     toolkit = "nvidia" in daemon.runtimes or docker.hook_on_path
     if choice.driver is DeviceDriver.NVIDIA and cdi and not toolkit:
         return [
-            Check(
+            _check(
                 "device-driver",
                 WARN,
                 f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
@@ -340,7 +327,7 @@ def check_device_driver(
         ]
     if choice.driver is DeviceDriver.CDI and not cdi:
         return [
-            Check(
+            _check(
                 "device-driver",
                 WARN,
                 f"{summary}, but the engine discovers no NVIDIA CDI device"
@@ -351,11 +338,11 @@ def check_device_driver(
     uuids = [gpu.uuid for gpu in nvml.inventory.gpus if gpu.uuid] if nvml.inventory else []
     unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
     if unnamed:
-        return [Check("device-driver", WARN, f"{summary}; but {unnamed}")]
-    return [Check("device-driver", PASS, summary)]
+        return [_check("device-driver", WARN, f"{summary}; but {unnamed}")]
+    return [_check("device-driver", PASS, summary)]
 
 
-def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Check]:
+def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Finding]:
     """The toolkit's version and runtime mode; a warning for a Swarm stack where 1.18.x in
     jit-cdi mode would give tasks that reserve generic resources no GPU."""
     if toolkit is None or (toolkit.version is None and not toolkit.config_found):
@@ -365,10 +352,12 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
         summary += f", runtime mode {toolkit.effective_mode}"
     problem = generic_resources_problem(toolkit)
     if problem is None:
-        return [Check("toolkit", PASS, summary)]
+        return [_check("toolkit", PASS, summary)]
     if not settings.swarm:
-        return [Check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")]
-    return [Check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")]
+        return [_check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")]
+    return [
+        _check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")
+    ]
 
 
 RELOAD_FIX = (
@@ -379,7 +368,7 @@ RELOAD_FIX = (
 
 def check_daemon_reload(
     settings: SettingsFacts, docker: DockerFacts, nodes: DeviceNodeFacts | None
-) -> list[Check]:
+) -> list[Finding]:
     """With Docker's systemd cgroup driver, a `systemctl daemon-reload` rewrites each
     container's device rules from what systemd knows of /dev/char: NVIDIA device nodes
     without links there are lost to running containers ("Failed to initialize NVML:
@@ -391,7 +380,7 @@ def check_daemon_reload(
         return []  # an engine that does not say its cgroup driver
     if driver != "systemd":
         return [
-            Check(
+            _check(
                 "daemon-reload",
                 PASS,
                 f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
@@ -402,7 +391,7 @@ def check_daemon_reload(
         DeviceDriver.CDI
     ):
         return [
-            Check(
+            _check(
                 "daemon-reload",
                 PASS,
                 "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
@@ -416,7 +405,7 @@ def check_daemon_reload(
     ]
     if not missing:
         return [
-            Check(
+            _check(
                 "daemon-reload",
                 PASS,
                 "cgroup driver systemd, and /dev/char links every NVIDIA device node",
@@ -424,7 +413,7 @@ def check_daemon_reload(
         ]
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
     return [
-        Check(
+        _check(
             "daemon-reload",
             WARN,
             f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
@@ -435,22 +424,22 @@ def check_daemon_reload(
     ]
 
 
-def _probe_check(probe: ProbeFacts) -> Check:
+def _probe_check(probe: ProbeFacts) -> Finding:
     if not probe.present:
-        return Check(
+        return _check(
             "device-requests",
             WARN,
             f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)",
             f"docker pull {probe.image}, or name a local image with --image",
         )
     if probe.error is None:
-        return Check(
+        return _check(
             "device-requests",
             PASS,
             f"a container of {probe.image} with an NVIDIA device request started",
         )
     if "could not select device driver" in probe.error:
-        return Check(
+        return _check(
             "device-requests",
             FAIL,
             "the engine cannot serve NVIDIA device requests (could not select device driver):"
@@ -460,7 +449,7 @@ def _probe_check(probe: ProbeFacts) -> Check:
     fix = None
     if "unsatisfied condition: cuda" in probe.error:
         fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
-    return Check(
+    return _check(
         "device-requests",
         FAIL,
         f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}",
@@ -468,13 +457,13 @@ def _probe_check(probe: ProbeFacts) -> Check:
     )
 
 
-def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Check]:
+def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Finding]:
     """The nvidia default runtime exposes every GPU to images that ask for all of them."""
     if docker.daemon is None:
         return []
     runtime = docker.daemon.default_runtime or "runc"
     if runtime != "nvidia":
-        return [Check("default-runtime", PASS, f"the default runtime is {runtime}")]
+        return [_check("default-runtime", PASS, f"the default runtime is {runtime}")]
     greedy = [
         image.name
         for image in images
@@ -482,14 +471,14 @@ def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -
     ]
     if not greedy:
         return [
-            Check(
+            _check(
                 "default-runtime",
                 PASS,
                 "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all",
             )
         ]
     return [
-        Check(
+        _check(
             "default-runtime",
             WARN,
             f"the default runtime is nvidia and {', '.join(greedy)} set(s)"
@@ -501,11 +490,11 @@ def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -
     ]
 
 
-def check_compose(compose: ComposeFacts) -> list[Check]:
+def check_compose(compose: ComposeFacts) -> list[Finding]:
     """Compose is there and new enough for drgpu's override file."""
     if compose.error or compose.output is None:
         return [
-            Check(
+            _check(
                 "compose",
                 FAIL,
                 f"Docker Compose: {compose.error}",
@@ -515,11 +504,11 @@ def check_compose(compose: ComposeFacts) -> list[Check]:
     version = parse_version(compose.output)
     shown = compose.output.strip().splitlines()[0] if compose.output.strip() else "?"
     if version is None:
-        return [Check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
+        return [_check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
     summary = f"Docker Compose {'.'.join(map(str, version))}"
     if version < COMPOSE_MIN:
         return [
-            Check(
+            _check(
                 "compose",
                 FAIL,
                 f"{summary}: drgpu's override needs >= 2.24.4 (!override and !reset)",
@@ -528,19 +517,19 @@ def check_compose(compose: ComposeFacts) -> list[Check]:
         ]
     if version < COMPOSE_GPUS_KEY:
         return [
-            Check(
+            _check(
                 "compose",
                 WARN,
                 f"{summary}: compose files with the `gpus:` key or CDI devices need >= 2.30",
                 "upgrade the docker compose plugin if your compose files use them",
             )
         ]
-    return [Check("compose", PASS, summary)]
+    return [_check("compose", PASS, summary)]
 
 
 def check_image_cuda(
     nvml: NvmlFacts, docker: DockerFacts, images: tuple[ImageCheck, ...]
-) -> list[Check]:
+) -> list[Finding]:
     """Each image's CUDA needs (NVIDIA_REQUIRE_CUDA, else CUDA_VERSION) against the driver's."""
     if docker.daemon is None:
         return []
@@ -549,9 +538,9 @@ def check_image_cuda(
     return [_image_cuda_check(image, driver_cuda, driver) for image in images]
 
 
-def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Check:
-    def line(status: CheckStatus, summary: str, fix: str | None = None) -> Check:
-        return Check("image-cuda", status, summary, fix, subject=image.name)
+def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Finding:
+    def line(level: Level, message: str, fix: str | None = None) -> Finding:
+        return _check("image-cuda", level, message, fix, subject=image.name)
 
     if image.facts is None:
         return line(
@@ -686,26 +675,3 @@ def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
 
 
 _PROBE_PREFERENCE = {Role.SIMULATOR: 0, Role.TRAINER: 1, Role.TRAINER_LAUNCHER: 2}
-
-
-def ok(checks: list[Check]) -> bool:
-    """Whether no check failed (warnings pass)."""
-    return all(check.status != FAIL for check in checks)
-
-
-def document(checks: list[Check]) -> dict[str, Any]:
-    """The `drgpu doctor --json` document."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ok": ok(checks),
-        "checks": [
-            {
-                "id": c.id,
-                "status": c.status,
-                "summary": c.summary,
-                "fix": c.fix,
-                "subject": c.subject,
-            }
-            for c in checks
-        ],
-    }
