@@ -70,8 +70,7 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
     """A probe run's verdict on one container."""
     expected = expected_uuids(container)
     report = _report(container, exit_code, output)
-    nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
-    cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
+    nvml, cuda = _seen(report, "nvml"), _seen(report, "cuda")
     expectations = report.get("expectations", {})
     problems = list(expectations.get("problems", []))
     if not problems and (exit_code != 0 or not expectations.get("met", False)):
@@ -114,8 +113,7 @@ def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResu
     through NVML (SageMaker local mode asks for all), but CUDA must show exactly the GPU
     its rl_coach forwards, and its CUDA_VISIBLE_DEVICES must name exactly that."""
     report = _report(check.container, exit_code, output)
-    nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
-    cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
+    nvml, cuda = _seen(report, "nvml"), _seen(report, "cuda")
     problems = [] if check.ok else [check.message]
     if sorted(cuda) != sorted(check.planned):
         problems.append(f"CUDA shows {list(cuda) or 'no GPU'}, planned {list(check.planned)}")
@@ -127,6 +125,11 @@ def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResu
         seen_cuda=cuda,
         findings=_findings(check.container.name, problems, report.get("findings", [])),
     )
+
+
+def _seen(report: dict[str, Any], section: str) -> tuple[str, ...]:
+    """The UUIDs the probe's `nvml` or `cuda` section shows."""
+    return tuple(d.get("uuid") or "" for d in report.get(section, {}).get("devices", []))
 
 
 def _report(container: ContainerFacts, exit_code: int, output: str) -> dict[str, Any]:

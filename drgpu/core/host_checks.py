@@ -206,14 +206,8 @@ def check_nvml(nvml: NvmlFacts) -> list[Finding]:
     cuda = cuda_text(inventory.cuda_driver_version)
     summary = f"NVML loads: driver {inventory.driver_version or '?'}, CUDA {cuda}"
     if not inventory.gpus:
-        return [
-            _check(
-                "nvml",
-                WARN,
-                f"{summary}, but it shows no GPU",
-                "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver",
-            )
-        ]
+        fix = "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver"
+        return [_check("nvml", WARN, f"{summary}, but it shows no GPU", fix)]
     return [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
 
 
@@ -224,14 +218,9 @@ def check_lost_gpus(nvml: NvmlFacts) -> list[Finding]:
     lost = [gpu for gpu in nvml.inventory.gpus if gpu.lost]
     if not lost:
         return [_check("gpus", PASS, "every GPU answers NVML")]
-    return [
-        _check(
-            "gpus",
-            FAIL,
-            "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost),
-            "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot",
-        )
-    ]
+    message = "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost)
+    fix = "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot"
+    return [_check("gpus", FAIL, message, fix)]
 
 
 def check_persistence(nvml: NvmlFacts) -> list[Finding]:
@@ -242,15 +231,12 @@ def check_persistence(nvml: NvmlFacts) -> list[Finding]:
     off = [str(index) for index, mode in known if not mode]
     if not off:
         return [_check("persistence", PASS, "persistence mode is on")]
-    return [
-        _check(
-            "persistence",
-            WARN,
-            f"persistence mode is off on GPU {', '.join(off)}: every container start"
-            " re-initialises the driver (slow, and GPUs may be briefly unavailable)",
-            "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service",
-        )
-    ]
+    message = (
+        f"persistence mode is off on GPU {', '.join(off)}: every container start"
+        " re-initialises the driver (slow, and GPUs may be briefly unavailable)"
+    )
+    fix = "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service"
+    return [_check("persistence", WARN, message, fix)]
 
 
 def check_docker(docker: DockerFacts) -> list[Finding]:
@@ -284,23 +270,17 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
     if docker.hook_on_path:
         signs.append(f"{HOOK} on PATH")
     if signs:
-        return [
-            _check(
-                "device-requests",
-                PASS,
-                f"the NVIDIA container toolkit is there ({', '.join(signs)});"
-                " `drgpu doctor --probe` proves device requests work",
-            )
-        ]
-    return [
-        _check(
-            "device-requests",
-            WARN,
-            f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
-            " on PATH): GPU containers may fail with 'could not select device driver'",
-            f"run `drgpu doctor --probe` to be sure; else {TOOLKIT_FIX}",
+        message = (
+            f"the NVIDIA container toolkit is there ({', '.join(signs)});"
+            " `drgpu doctor --probe` proves device requests work"
         )
-    ]
+        return [_check("device-requests", PASS, message)]
+    message = (
+        f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
+        " on PATH): GPU containers may fail with 'could not select device driver'"
+    )
+    fix = f"run `drgpu doctor --probe` to be sure; else {TOOLKIT_FIX}"
+    return [_check("device-requests", WARN, message, fix)]
 
 
 def check_device_driver(
@@ -316,25 +296,19 @@ def check_device_driver(
     cdi = nvidia_cdi_devices(daemon)
     toolkit = "nvidia" in daemon.runtimes or docker.hook_on_path
     if choice.driver is DeviceDriver.NVIDIA and cdi and not toolkit:
-        return [
-            _check(
-                "device-driver",
-                WARN,
-                f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
-                " `driver: nvidia` fails with 'could not select device driver'",
-                "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env",
-            )
-        ]
+        message = (
+            f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
+            " `driver: nvidia` fails with 'could not select device driver'"
+        )
+        fix = "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env"
+        return [_check("device-driver", WARN, message, fix)]
     if choice.driver is DeviceDriver.CDI and not cdi:
-        return [
-            _check(
-                "device-driver",
-                WARN,
-                f"{summary}, but the engine discovers no NVIDIA CDI device"
-                " (Docker before 28.2 does not list them; CDI needs Docker 25+)",
-                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd",
-            )
-        ]
+        message = (
+            f"{summary}, but the engine discovers no NVIDIA CDI device"
+            " (Docker before 28.2 does not list them; CDI needs Docker 25+)"
+        )
+        fix = "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd"
+        return [_check("device-driver", WARN, message, fix)]
     uuids = [gpu.uuid for gpu in nvml.inventory.gpus if gpu.uuid] if nvml.inventory else []
     unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
     if unnamed:
@@ -379,82 +353,56 @@ def check_daemon_reload(
     if not driver:
         return []  # an engine that does not say its cgroup driver
     if driver != "systemd":
-        return [
-            _check(
-                "daemon-reload",
-                PASS,
-                f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
-                " containers their GPUs",
-            )
-        ]
+        message = (
+            f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
+            " containers their GPUs"
+        )
+        return [_check("daemon-reload", PASS, message)]
     if choose(settings.device_driver, docker.daemon, docker.hook_on_path).driver is (
         DeviceDriver.CDI
     ):
-        return [
-            _check(
-                "daemon-reload",
-                PASS,
-                "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
-                " systemd knows: a daemon-reload leaves containers their GPUs",
-            )
-        ]
+        message = (
+            "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
+            " systemd knows: a daemon-reload leaves containers their GPUs"
+        )
+        return [_check("daemon-reload", PASS, message)]
     missing = [
         path
         for path, (major, minor) in nodes.nodes.items()
         if f"{major}:{minor}" not in nodes.char_links
     ]
     if not missing:
-        return [
-            _check(
-                "daemon-reload",
-                PASS,
-                "cgroup driver systemd, and /dev/char links every NVIDIA device node",
-            )
-        ]
+        message = "cgroup driver systemd, and /dev/char links every NVIDIA device node"
+        return [_check("daemon-reload", PASS, message)]
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return [
-        _check(
-            "daemon-reload",
-            WARN,
-            f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
-            " `systemctl daemon-reload` (a package install runs one) running containers lose"
-            " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies",
-            RELOAD_FIX,
-        )
-    ]
+    message = (
+        f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
+        " `systemctl daemon-reload` (a package install runs one) running containers lose"
+        " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies"
+    )
+    return [_check("daemon-reload", WARN, message, RELOAD_FIX)]
 
 
 def _probe_check(probe: ProbeFacts) -> Finding:
     if not probe.present:
-        return _check(
-            "device-requests",
-            WARN,
-            f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)",
-            f"docker pull {probe.image}, or name a local image with --image",
-        )
+        message = f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)"
+        fix = f"docker pull {probe.image}, or name a local image with --image"
+        return _check("device-requests", WARN, message, fix)
     if probe.error is None:
-        return _check(
-            "device-requests",
-            PASS,
-            f"a container of {probe.image} with an NVIDIA device request started",
-        )
+        message = f"a container of {probe.image} with an NVIDIA device request started"
+        return _check("device-requests", PASS, message)
     if "could not select device driver" in probe.error:
-        return _check(
-            "device-requests",
-            FAIL,
+        message = (
             "the engine cannot serve NVIDIA device requests (could not select device driver):"
-            " the container toolkit is missing, or dockerd was not restarted after installing it",
-            TOOLKIT_FIX,
+            " the container toolkit is missing, or dockerd was not restarted after installing it"
         )
+        return _check("device-requests", FAIL, message, TOOLKIT_FIX)
     fix = None
     if "unsatisfied condition: cuda" in probe.error:
         fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
-    return _check(
-        "device-requests",
-        FAIL,
-        f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}",
-        fix or "read the engine's message; `nvidia-container-cli info` shows the toolkit's view",
-    )
+    message = f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}"
+    fix = fix or "read the engine's message; `nvidia-container-cli info` shows the toolkit's view"
+    return _check("device-requests", FAIL, message, fix)
 
 
 def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Finding]:
@@ -470,60 +418,37 @@ def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -
         if image.facts and image.facts.environment.get("NVIDIA_VISIBLE_DEVICES") == "all"
     ]
     if not greedy:
-        return [
-            _check(
-                "default-runtime",
-                PASS,
-                "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all",
-            )
-        ]
-    return [
-        _check(
-            "default-runtime",
-            WARN,
-            f"the default runtime is nvidia and {', '.join(greedy)} set(s)"
-            " NVIDIA_VISIBLE_DEVICES=all: any container of it that drgpu did not start"
-            " (SageMaker local mode's trainer too) sees every GPU",
-            'remove "default-runtime": "nvidia" from /etc/docker/daemon.json and restart dockerd'
-            " (drgpu gives GPUs through device requests)",
-        )
-    ]
+        message = "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all"
+        return [_check("default-runtime", PASS, message)]
+    message = (
+        f"the default runtime is nvidia and {', '.join(greedy)} set(s)"
+        " NVIDIA_VISIBLE_DEVICES=all: any container of it that drgpu did not start"
+        " (SageMaker local mode's trainer too) sees every GPU"
+    )
+    fix = (
+        'remove "default-runtime": "nvidia" from /etc/docker/daemon.json and restart dockerd'
+        " (drgpu gives GPUs through device requests)"
+    )
+    return [_check("default-runtime", WARN, message, fix)]
 
 
 def check_compose(compose: ComposeFacts) -> list[Finding]:
     """Compose is there and new enough for drgpu's override file."""
     if compose.error or compose.output is None:
-        return [
-            _check(
-                "compose",
-                FAIL,
-                f"Docker Compose: {compose.error}",
-                "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE",
-            )
-        ]
+        fix = "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE"
+        return [_check("compose", FAIL, f"Docker Compose: {compose.error}", fix)]
     version = parse_version(compose.output)
     shown = compose.output.strip().splitlines()[0] if compose.output.strip() else "?"
     if version is None:
         return [_check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
     summary = f"Docker Compose {'.'.join(map(str, version))}"
     if version < COMPOSE_MIN:
-        return [
-            _check(
-                "compose",
-                FAIL,
-                f"{summary}: drgpu's override needs >= 2.24.4 (!override and !reset)",
-                "upgrade the docker compose plugin",
-            )
-        ]
+        message = f"{summary}: drgpu's override needs >= 2.24.4 (!override and !reset)"
+        return [_check("compose", FAIL, message, "upgrade the docker compose plugin")]
     if version < COMPOSE_GPUS_KEY:
-        return [
-            _check(
-                "compose",
-                WARN,
-                f"{summary}: compose files with the `gpus:` key or CDI devices need >= 2.30",
-                "upgrade the docker compose plugin if your compose files use them",
-            )
-        ]
+        message = f"{summary}: compose files with the `gpus:` key or CDI devices need >= 2.30"
+        fix = "upgrade the docker compose plugin if your compose files use them"
+        return [_check("compose", WARN, message, fix)]
     return [_check("compose", PASS, summary)]
 
 
@@ -543,11 +468,9 @@ def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | 
         return _check("image-cuda", level, message, fix, subject=image.name)
 
     if image.facts is None:
-        return line(
-            WARN,
-            f"image {image.name} is not in the engine: its CUDA needs are unchecked",
-            f"docker pull {image.name} (drgpu never pulls), then run doctor again",
-        )
+        message = f"image {image.name} is not in the engine: its CUDA needs are unchecked"
+        fix = f"docker pull {image.name} (drgpu never pulls), then run doctor again"
+        return line(WARN, message, fix)
     env = image.facts.environment
     needed = required_cuda(env)
     if needed is None:
@@ -566,16 +489,13 @@ def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | 
         return line(PASS, summary)
     upgrade = f"upgrade the NVIDIA driver to >= {min_driver(needed)}"
     if _compat_clause_met(env.get("NVIDIA_REQUIRE_CUDA", ""), driver):
-        return line(
-            WARN,
-            f"{summary}: only a datacenter GPU with the CUDA forward-compatibility package runs it",
-            upgrade,
+        message = (
+            f"{summary}: only a datacenter GPU with the CUDA forward-compatibility package runs it"
         )
-    return line(
-        FAIL,
-        f"{summary}: its containers will not start (or CUDA fails inside them)",
-        f"{upgrade}, or use an image built for CUDA <= {cuda_text(driver_cuda)}",
-    )
+        return line(WARN, message, upgrade)
+    message = f"{summary}: its containers will not start (or CUDA fails inside them)"
+    fix = f"{upgrade}, or use an image built for CUDA <= {cuda_text(driver_cuda)}"
+    return line(FAIL, message, fix)
 
 
 # --- parsing helpers (pure) ------------------------------------------------------------------
