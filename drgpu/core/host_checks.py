@@ -397,11 +397,10 @@ def _probe_check(probe: ProbeFacts) -> Finding:
             " the container toolkit is missing, or dockerd was not restarted after installing it"
         )
         return _check("device-requests", FAIL, message, TOOLKIT_FIX)
-    fix = None
+    fix = "read the engine's message; `nvidia-container-cli info` shows the toolkit's view"
     if "unsatisfied condition: cuda" in probe.error:
         fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
     message = f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}"
-    fix = fix or "read the engine's message; `nvidia-container-cli info` shows the toolkit's view"
     return _check("device-requests", FAIL, message, fix)
 
 

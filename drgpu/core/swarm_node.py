@@ -144,14 +144,8 @@ def _resource_findings(
     trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
     extra = [entry for entry in ours if entry not in resources and entry not in trainers]
     if trainers:
-        findings.append(
-            Finding(
-                subject,
-                FAIL,
-                f"{', '.join(trainers)}: the trainer's GPU; the engine may give it to a"
-                " simulator: remove it",
-            )
-        )
+        why = "the trainer's GPU; the engine may give it to a simulator: remove it"
+        findings.append(Finding(subject, FAIL, f"{', '.join(trainers)}: {why}"))
     if missing:
         findings.append(Finding(subject, FAIL, f"missing {', '.join(missing)}; {fix}"))
     if extra:
@@ -246,14 +240,8 @@ def _engine_findings(
         kept,
     )
     if engine.default_runtime != RUNTIME:
-        findings.append(
-            Finding(
-                "engine: default runtime",
-                FAIL,
-                f"{engine.default_runtime}"
-                + ("" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"),
-            )
-        )
+        absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
+        findings.append(Finding("engine: default runtime", FAIL, engine.default_runtime + absent))
     else:
         findings.append(Finding("engine: default runtime", OK, RUNTIME))
     if engine.swarm_state != "active":
