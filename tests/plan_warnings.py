@@ -7,9 +7,15 @@ about other warnings compare the rest; tests/unit/core/test_index_order.py tests
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 ORDER_WARNING = "CUDA's order"
+
+
+def messages(document: Mapping[str, Any]) -> list[str]:
+    """The messages of a `--json` document's findings (a plan's: its warnings)."""
+    return [finding["message"] for finding in document["findings"]]
 
 
 def order_free(warnings: Iterable[str]) -> tuple[str, ...]:

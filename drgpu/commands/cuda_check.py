@@ -71,18 +71,23 @@ def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
 
 def check(containers: list[ContainerFacts]) -> list[CheckResult]:
     """Run the probe in each running container and judge what it saw."""
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
     results = []
     for container in containers:
         if container.state != "running":
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-        ran = engine.run_file_in_container(
-            container.id, source, probe_arguments(expected_uuids(container))
+        results.append(
+            judge(container, *_probe(container, probe_arguments(expected_uuids(container))))
         )
-        results.append(judge(container, ran.exit_code, ran.output))
     return results
+
+
+def _probe(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
+    """Copy drgpu's probe into `container` and run it there: its exit code and output."""
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
+    ran = engine.run_file_in_container(container.id, source, arguments)
+    return ran.exit_code, ran.output
 
 
 def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
@@ -97,9 +102,4 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
 
 def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
     """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
-    results = []
-    for check in checks:
-        ran = engine.run_file_in_container(check.container.id, source, ["--json"])
-        results.append(judge_trainer(check, ran.exit_code, ran.output))
-    return results
+    return [judge_trainer(check, *_probe(check.container, ["--json"])) for check in checks]

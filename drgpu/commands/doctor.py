@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import stack_files
 from drgpu.commands.swarm_setup import read_toolkit
+from drgpu.core.findings import Finding, Level
 from drgpu.core.host_checks import (
-    FAIL,
-    Check,
     ComposeFacts,
     DeviceNodeFacts,
     DockerFacts,
@@ -51,16 +50,16 @@ class DoctorOptions:
 class DoctorResult:
     """Every check of the host, in the order a person would fix things."""
 
-    checks: list[Check]
+    checks: list[Finding]
 
     @property
     def failure(self) -> CheckFailedError | None:
         """The failed checks (exit 6; warnings pass), with the first one's fix."""
-        failed = [check for check in self.checks if check.status == FAIL]
+        failed = [check for check in self.checks if check.level == Level.FAIL]
         if not failed:
             return None
         return CheckFailedError(
-            f"{len(failed)} check(s) failed: {', '.join(check.id for check in failed)}",
+            f"{len(failed)} check(s) failed: {', '.join(check.kind for check in failed)}",
             hint=failed[0].fix,
         )
 

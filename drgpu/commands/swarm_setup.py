@@ -16,7 +16,7 @@ from drgpu.core.model import Inventory, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import (
-    DIFFERS,
+    FAIL,
     NodeState,
     SetupReport,
     read_swarm_resource,
@@ -49,12 +49,12 @@ class SwarmSetupResult:
     @property
     def failure(self) -> CheckFailedError | None:
         """Exit 6 when daemon.json, the NVIDIA runtime's config or the engine differ."""
-        differing = [f for f in self.report.findings if f.status == DIFFERS]
+        differing = [f for f in self.report.findings if f.level == FAIL]
         if not differing:
             return None
         return CheckFailedError(
             f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"
-            f", first: {differing[0].subject}: {differing[0].detail}"
+            f", first: {differing[0].subject}: {differing[0].message}"
         )
 
 

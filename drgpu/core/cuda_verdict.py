@@ -8,11 +8,13 @@ nothing goes stale when a stack is changed by hand.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts
+from drgpu.core.findings import Finding, Level, failed
 from drgpu.core.gpu_usage import TrainerCheck
 from drgpu.errors import ConfigError, DockerError
 
@@ -21,17 +23,21 @@ EXEC_NOT_FOUND = (126, 127)
 
 @dataclass(frozen=True)
 class CheckResult:
-    """What one container sees against what it was given."""
+    """What one container sees against what it was given: a failed finding for each
+    mismatch, a note for each thing worth knowing."""
 
     service: str
     container: str
     expected: tuple[str, ...]
     seen_nvml: tuple[str, ...]
     seen_cuda: tuple[str, ...]
-    ok: bool
-    problems: tuple[str, ...]
-    findings: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
     injection: str | None = None  # how its GPUs came: "cdi", "runtime" (the probe says)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the container sees what it was given."""
+        return not failed(self.findings)
 
 
 def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
@@ -64,20 +70,29 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
     """A probe run's verdict on one container."""
     expected = expected_uuids(container)
     report = _report(container, exit_code, output)
-    nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
-    cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
+    nvml, cuda = _seen(report, "nvml"), _seen(report, "cuda")
     expectations = report.get("expectations", {})
+    problems = list(expectations.get("problems", []))
+    if not problems and (exit_code != 0 or not expectations.get("met", False)):
+        problems.append(f"the probe's expectations are not met (exit {exit_code})")
     injection = report.get("gpu_injection")
+    notes = (*report.get("findings", []), *_injection_findings(container, injection))
     return CheckResult(
         service=container.service,
         container=container.name,
         expected=expected,
         seen_nvml=nvml,
         seen_cuda=cuda,
-        ok=exit_code == 0 and bool(expectations.get("met", False)),
-        problems=tuple(expectations.get("problems", [])),
-        findings=(*report.get("findings", []), *_injection_findings(container, injection)),
+        findings=_findings(container.name, problems, notes),
         injection=injection,
+    )
+
+
+def _findings(container: str, problems: list[str], notes: Iterable[str]) -> tuple[Finding, ...]:
+    """The mismatches (failed) and the probe's notes about one container."""
+    return (
+        *(Finding(container, Level.FAIL, problem, kind="mismatch") for problem in problems),
+        *(Finding(container, Level.NOTE, note, kind="probe-note") for note in notes),
     )
 
 
@@ -98,8 +113,7 @@ def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResu
     through NVML (SageMaker local mode asks for all), but CUDA must show exactly the GPU
     its rl_coach forwards, and its CUDA_VISIBLE_DEVICES must name exactly that."""
     report = _report(check.container, exit_code, output)
-    nvml = tuple(d.get("uuid") or "" for d in report.get("nvml", {}).get("devices", []))
-    cuda = tuple(d.get("uuid") or "" for d in report.get("cuda", {}).get("devices", []))
+    nvml, cuda = _seen(report, "nvml"), _seen(report, "cuda")
     problems = [] if check.ok else [check.message]
     if sorted(cuda) != sorted(check.planned):
         problems.append(f"CUDA shows {list(cuda) or 'no GPU'}, planned {list(check.planned)}")
@@ -109,10 +123,13 @@ def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResu
         expected=check.planned,
         seen_nvml=nvml,
         seen_cuda=cuda,
-        ok=not problems,
-        problems=tuple(problems),
-        findings=tuple(report.get("findings", [])),
+        findings=_findings(check.container.name, problems, report.get("findings", [])),
     )
+
+
+def _seen(report: dict[str, Any], section: str) -> tuple[str, ...]:
+    """The UUIDs the probe's `nvml` or `cuda` section shows."""
+    return tuple(d.get("uuid") or "" for d in report.get(section, {}).get("devices", []))
 
 
 def _report(container: ContainerFacts, exit_code: int, output: str) -> dict[str, Any]:
@@ -127,26 +144,3 @@ def _report(container: ContainerFacts, exit_code: int, output: str) -> dict[str,
         last = output.strip().splitlines()[-1] if output.strip() else f"exit {exit_code}"
         raise DockerError(f"{container.name}: the probe failed: {last}") from None
     return report
-
-
-def document(project: str, results: list[CheckResult]) -> dict[str, Any]:
-    """The `cuda-check --json` document of a host-side check."""
-    return {
-        "schema_version": 1,
-        "project": project,
-        "ok": all(result.ok for result in results),
-        "results": [
-            {
-                "service": r.service,
-                "container": r.container,
-                "expected": list(r.expected),
-                "seen_nvml": list(r.seen_nvml),
-                "seen_cuda": list(r.seen_cuda),
-                "ok": r.ok,
-                "problems": list(r.problems),
-                "findings": list(r.findings),
-                "gpu_injection": r.injection,
-            }
-            for r in results
-        ],
-    }

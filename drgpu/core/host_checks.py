@@ -2,8 +2,8 @@
 starting.
 
 The facts are gathered first (`commands.doctor.gather`, the only part that touches NVML,
-the engine, Compose and files); every check is a pure function of them and yields lines of
-pass, warn or fail, each failure with a one-line fix.
+the engine, Compose and files); every check is a pure function of them and yields findings
+(`core.findings`) of level ok, warn or fail, each failure with a one-line fix.
 """
 
 from __future__ import annotations
@@ -17,21 +17,12 @@ from typing import Any
 from drgpu.core.compose_stack import role_of
 from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
 from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Inventory, Role
-from drgpu.core.modes import DeviceDriver, StrEnum
+from drgpu.core.modes import DeviceDriver
 from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
 
-
-class CheckStatus(StrEnum):
-    """The verdict of one check."""
-
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-
-
-PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
-SCHEMA_VERSION = 1
+PASS, WARN, FAIL = Level.OK, Level.WARN, Level.FAIL
 COMPOSE_MIN = (2, 24, 4)  # !override and !reset in override files
 COMPOSE_GPUS_KEY = (2, 30, 0)  # the service-level `gpus:` key and CDI device names
 DOCKER_MIN = (19, 3, 0)  # device requests
@@ -160,21 +151,17 @@ class DrfcSwarmFacts:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Check:
-    """One line of the checklist."""
-
-    id: str
-    status: CheckStatus
-    summary: str
-    fix: str | None = None
-    subject: str | None = None
+def _check(
+    kind: str, level: Level, message: str, fix: str | None = None, subject: str = ""
+) -> Finding:
+    """One line of the checklist: the check `kind` of `subject` (the host, or an image)."""
+    return Finding(subject or kind, level, message, fix, kind)
 
 
 # --- pure checks -----------------------------------------------------------------------------
 
 
-def run_checks(facts: HostFacts) -> list[Check]:
+def run_checks(facts: HostFacts) -> list[Finding]:
     """Every check, in the order a person would fix things."""
     return [
         *check_settings(facts.settings),
@@ -193,94 +180,80 @@ def run_checks(facts: HostFacts) -> list[Check]:
     ]
 
 
-def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Check]:
+def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Finding]:
     """In DRfC's swarm style: `jq` and the node labels its start script checks."""
     if facts is None:
         return []
     if facts.error is not None:
-        return [Check("drfc-swarm", FAIL, f"DRfC's swarm: {facts.error}", "docker swarm init")]
+        return [_check("drfc-swarm", FAIL, f"DRfC's swarm: {facts.error}", "docker swarm init")]
     if not facts.problems:
-        return [Check("drfc-swarm", PASS, "DRfC's swarm start: jq and the node labels are there")]
-    return [Check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.problems]
+        return [_check("drfc-swarm", PASS, "DRfC's swarm start: jq and the node labels are there")]
+    return [_check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.problems]
 
 
-def check_settings(settings: SettingsFacts) -> list[Check]:
+def check_settings(settings: SettingsFacts) -> list[Finding]:
     """The settings file loads and passes drgpu's checks."""
     if settings.error:
-        return [Check("settings", FAIL, settings.error, settings.hint)]
-    return [Check("settings", PASS, f"{settings.path}: run {settings.run_id}")]
+        return [_check("settings", FAIL, settings.error, settings.hint)]
+    return [_check("settings", PASS, f"{settings.path}: run {settings.run_id}")]
 
 
-def check_nvml(nvml: NvmlFacts) -> list[Check]:
+def check_nvml(nvml: NvmlFacts) -> list[Finding]:
     """NVML loads; the driver version and GPU count."""
     if nvml.inventory is None:
-        return [Check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
+        return [_check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
     inventory = nvml.inventory
     cuda = cuda_text(inventory.cuda_driver_version)
     summary = f"NVML loads: driver {inventory.driver_version or '?'}, CUDA {cuda}"
     if not inventory.gpus:
-        return [
-            Check(
-                "nvml",
-                WARN,
-                f"{summary}, but it shows no GPU",
-                "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver",
-            )
-        ]
-    return [Check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
+        fix = "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver"
+        return [_check("nvml", WARN, f"{summary}, but it shows no GPU", fix)]
+    return [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
 
 
-def check_lost_gpus(nvml: NvmlFacts) -> list[Check]:
+def check_lost_gpus(nvml: NvmlFacts) -> list[Finding]:
     """Every GPU answers."""
     if nvml.inventory is None or not nvml.inventory.gpus:
         return []
     lost = [gpu for gpu in nvml.inventory.gpus if gpu.lost]
     if not lost:
-        return [Check("gpus", PASS, "every GPU answers NVML")]
-    return [
-        Check(
-            "gpus",
-            FAIL,
-            "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost),
-            "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot",
-        )
-    ]
+        return [_check("gpus", PASS, "every GPU answers NVML")]
+    message = "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost)
+    fix = "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot"
+    return [_check("gpus", FAIL, message, fix)]
 
 
-def check_persistence(nvml: NvmlFacts) -> list[Check]:
+def check_persistence(nvml: NvmlFacts) -> list[Finding]:
     """Persistence mode keeps the driver loaded between containers."""
     known = [(index, mode) for index, mode in enumerate(nvml.persistence) if mode is not None]
     if nvml.inventory is None or not known:
         return []
     off = [str(index) for index, mode in known if not mode]
     if not off:
-        return [Check("persistence", PASS, "persistence mode is on")]
-    return [
-        Check(
-            "persistence",
-            WARN,
-            f"persistence mode is off on GPU {', '.join(off)}: every container start"
-            " re-initialises the driver (slow, and GPUs may be briefly unavailable)",
-            "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service",
-        )
-    ]
+        return [_check("persistence", PASS, "persistence mode is on")]
+    message = (
+        f"persistence mode is off on GPU {', '.join(off)}: every container start"
+        " re-initialises the driver (slow, and GPUs may be briefly unavailable)"
+    )
+    fix = "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service"
+    return [_check("persistence", WARN, message, fix)]
 
 
-def check_docker(docker: DockerFacts) -> list[Check]:
+def check_docker(docker: DockerFacts) -> list[Finding]:
     """The engine answers, and is new enough for device requests."""
     if docker.daemon is None:
-        return [Check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
+        return [_check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
     daemon = docker.daemon
     summary = f"Docker engine {daemon.server_version} (API {daemon.api_version})"
     version = parse_version(daemon.server_version)
     if version is not None and version < DOCKER_MIN:
         return [
-            Check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")
+            _check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")
         ]
-    return [Check("docker", PASS, summary)]
+    return [_check("docker", PASS, summary)]
 
 
-def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Check]:
+def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Finding]:
     """Whether the engine can give a container NVIDIA GPUs: proven by the probe, else guessed
     from its runtimes, CDI devices and the toolkit's hook."""
     if docker.daemon is None:
@@ -297,28 +270,22 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
     if docker.hook_on_path:
         signs.append(f"{HOOK} on PATH")
     if signs:
-        return [
-            Check(
-                "device-requests",
-                PASS,
-                f"the NVIDIA container toolkit is there ({', '.join(signs)});"
-                " `drgpu doctor --probe` proves device requests work",
-            )
-        ]
-    return [
-        Check(
-            "device-requests",
-            WARN,
-            f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
-            " on PATH): GPU containers may fail with 'could not select device driver'",
-            f"run `drgpu doctor --probe` to be sure; else {TOOLKIT_FIX}",
+        message = (
+            f"the NVIDIA container toolkit is there ({', '.join(signs)});"
+            " `drgpu doctor --probe` proves device requests work"
         )
-    ]
+        return [_check("device-requests", PASS, message)]
+    message = (
+        f"no sign of the NVIDIA container toolkit (no nvidia runtime, no CDI device, no {HOOK}"
+        " on PATH): GPU containers may fail with 'could not select device driver'"
+    )
+    fix = f"run `drgpu doctor --probe` to be sure; else {TOOLKIT_FIX}"
+    return [_check("device-requests", WARN, message, fix)]
 
 
 def check_device_driver(
     settings: SettingsFacts, docker: DockerFacts, nvml: NvmlFacts
-) -> list[Check]:
+) -> list[Finding]:
     """Which driver drgpu's device requests name on this host (DRGPU_DEVICE_DRIVER), and
     why; a warning where that driver cannot serve them."""
     if docker.daemon is None:
@@ -329,33 +296,27 @@ def check_device_driver(
     cdi = nvidia_cdi_devices(daemon)
     toolkit = "nvidia" in daemon.runtimes or docker.hook_on_path
     if choice.driver is DeviceDriver.NVIDIA and cdi and not toolkit:
-        return [
-            Check(
-                "device-driver",
-                WARN,
-                f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
-                " `driver: nvidia` fails with 'could not select device driver'",
-                "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env",
-            )
-        ]
+        message = (
+            f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
+            " `driver: nvidia` fails with 'could not select device driver'"
+        )
+        fix = "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env"
+        return [_check("device-driver", WARN, message, fix)]
     if choice.driver is DeviceDriver.CDI and not cdi:
-        return [
-            Check(
-                "device-driver",
-                WARN,
-                f"{summary}, but the engine discovers no NVIDIA CDI device"
-                " (Docker before 28.2 does not list them; CDI needs Docker 25+)",
-                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd",
-            )
-        ]
+        message = (
+            f"{summary}, but the engine discovers no NVIDIA CDI device"
+            " (Docker before 28.2 does not list them; CDI needs Docker 25+)"
+        )
+        fix = "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd"
+        return [_check("device-driver", WARN, message, fix)]
     uuids = [gpu.uuid for gpu in nvml.inventory.gpus if gpu.uuid] if nvml.inventory else []
     unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
     if unnamed:
-        return [Check("device-driver", WARN, f"{summary}; but {unnamed}")]
-    return [Check("device-driver", PASS, summary)]
+        return [_check("device-driver", WARN, f"{summary}; but {unnamed}")]
+    return [_check("device-driver", PASS, summary)]
 
 
-def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Check]:
+def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Finding]:
     """The toolkit's version and runtime mode; a warning for a Swarm stack where 1.18.x in
     jit-cdi mode would give tasks that reserve generic resources no GPU."""
     if toolkit is None or (toolkit.version is None and not toolkit.config_found):
@@ -365,10 +326,12 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
         summary += f", runtime mode {toolkit.effective_mode}"
     problem = generic_resources_problem(toolkit)
     if problem is None:
-        return [Check("toolkit", PASS, summary)]
+        return [_check("toolkit", PASS, summary)]
     if not settings.swarm:
-        return [Check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")]
-    return [Check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")]
+        return [_check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")]
+    return [
+        _check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")
+    ]
 
 
 RELOAD_FIX = (
@@ -379,7 +342,7 @@ RELOAD_FIX = (
 
 def check_daemon_reload(
     settings: SettingsFacts, docker: DockerFacts, nodes: DeviceNodeFacts | None
-) -> list[Check]:
+) -> list[Finding]:
     """With Docker's systemd cgroup driver, a `systemctl daemon-reload` rewrites each
     container's device rules from what systemd knows of /dev/char: NVIDIA device nodes
     without links there are lost to running containers ("Failed to initialize NVML:
@@ -390,157 +353,107 @@ def check_daemon_reload(
     if not driver:
         return []  # an engine that does not say its cgroup driver
     if driver != "systemd":
-        return [
-            Check(
-                "daemon-reload",
-                PASS,
-                f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
-                " containers their GPUs",
-            )
-        ]
+        message = (
+            f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
+            " containers their GPUs"
+        )
+        return [_check("daemon-reload", PASS, message)]
     if choose(settings.device_driver, docker.daemon, docker.hook_on_path).driver is (
         DeviceDriver.CDI
     ):
-        return [
-            Check(
-                "daemon-reload",
-                PASS,
-                "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
-                " systemd knows: a daemon-reload leaves containers their GPUs",
-            )
-        ]
+        message = (
+            "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
+            " systemd knows: a daemon-reload leaves containers their GPUs"
+        )
+        return [_check("daemon-reload", PASS, message)]
     missing = [
         path
         for path, (major, minor) in nodes.nodes.items()
         if f"{major}:{minor}" not in nodes.char_links
     ]
     if not missing:
-        return [
-            Check(
-                "daemon-reload",
-                PASS,
-                "cgroup driver systemd, and /dev/char links every NVIDIA device node",
-            )
-        ]
+        message = "cgroup driver systemd, and /dev/char links every NVIDIA device node"
+        return [_check("daemon-reload", PASS, message)]
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return [
-        Check(
-            "daemon-reload",
-            WARN,
-            f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
-            " `systemctl daemon-reload` (a package install runs one) running containers lose"
-            " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies",
-            RELOAD_FIX,
-        )
-    ]
+    message = (
+        f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
+        " `systemctl daemon-reload` (a package install runs one) running containers lose"
+        " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies"
+    )
+    return [_check("daemon-reload", WARN, message, RELOAD_FIX)]
 
 
-def _probe_check(probe: ProbeFacts) -> Check:
+def _probe_check(probe: ProbeFacts) -> Finding:
     if not probe.present:
-        return Check(
-            "device-requests",
-            WARN,
-            f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)",
-            f"docker pull {probe.image}, or name a local image with --image",
-        )
+        message = f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)"
+        fix = f"docker pull {probe.image}, or name a local image with --image"
+        return _check("device-requests", WARN, message, fix)
     if probe.error is None:
-        return Check(
-            "device-requests",
-            PASS,
-            f"a container of {probe.image} with an NVIDIA device request started",
-        )
+        message = f"a container of {probe.image} with an NVIDIA device request started"
+        return _check("device-requests", PASS, message)
     if "could not select device driver" in probe.error:
-        return Check(
-            "device-requests",
-            FAIL,
+        message = (
             "the engine cannot serve NVIDIA device requests (could not select device driver):"
-            " the container toolkit is missing, or dockerd was not restarted after installing it",
-            TOOLKIT_FIX,
+            " the container toolkit is missing, or dockerd was not restarted after installing it"
         )
-    fix = None
+        return _check("device-requests", FAIL, message, TOOLKIT_FIX)
+    fix = "read the engine's message; `nvidia-container-cli info` shows the toolkit's view"
     if "unsatisfied condition: cuda" in probe.error:
         fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
-    return Check(
-        "device-requests",
-        FAIL,
-        f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}",
-        fix or "read the engine's message; `nvidia-container-cli info` shows the toolkit's view",
-    )
+    message = f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}"
+    return _check("device-requests", FAIL, message, fix)
 
 
-def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Check]:
+def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Finding]:
     """The nvidia default runtime exposes every GPU to images that ask for all of them."""
     if docker.daemon is None:
         return []
     runtime = docker.daemon.default_runtime or "runc"
     if runtime != "nvidia":
-        return [Check("default-runtime", PASS, f"the default runtime is {runtime}")]
+        return [_check("default-runtime", PASS, f"the default runtime is {runtime}")]
     greedy = [
         image.name
         for image in images
         if image.facts and image.facts.environment.get("NVIDIA_VISIBLE_DEVICES") == "all"
     ]
     if not greedy:
-        return [
-            Check(
-                "default-runtime",
-                PASS,
-                "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all",
-            )
-        ]
-    return [
-        Check(
-            "default-runtime",
-            WARN,
-            f"the default runtime is nvidia and {', '.join(greedy)} set(s)"
-            " NVIDIA_VISIBLE_DEVICES=all: any container of it that drgpu did not start"
-            " (SageMaker local mode's trainer too) sees every GPU",
-            'remove "default-runtime": "nvidia" from /etc/docker/daemon.json and restart dockerd'
-            " (drgpu gives GPUs through device requests)",
-        )
-    ]
+        message = "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all"
+        return [_check("default-runtime", PASS, message)]
+    message = (
+        f"the default runtime is nvidia and {', '.join(greedy)} set(s)"
+        " NVIDIA_VISIBLE_DEVICES=all: any container of it that drgpu did not start"
+        " (SageMaker local mode's trainer too) sees every GPU"
+    )
+    fix = (
+        'remove "default-runtime": "nvidia" from /etc/docker/daemon.json and restart dockerd'
+        " (drgpu gives GPUs through device requests)"
+    )
+    return [_check("default-runtime", WARN, message, fix)]
 
 
-def check_compose(compose: ComposeFacts) -> list[Check]:
+def check_compose(compose: ComposeFacts) -> list[Finding]:
     """Compose is there and new enough for drgpu's override file."""
     if compose.error or compose.output is None:
-        return [
-            Check(
-                "compose",
-                FAIL,
-                f"Docker Compose: {compose.error}",
-                "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE",
-            )
-        ]
+        fix = "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE"
+        return [_check("compose", FAIL, f"Docker Compose: {compose.error}", fix)]
     version = parse_version(compose.output)
     shown = compose.output.strip().splitlines()[0] if compose.output.strip() else "?"
     if version is None:
-        return [Check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
+        return [_check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
     summary = f"Docker Compose {'.'.join(map(str, version))}"
     if version < COMPOSE_MIN:
-        return [
-            Check(
-                "compose",
-                FAIL,
-                f"{summary}: drgpu's override needs >= 2.24.4 (!override and !reset)",
-                "upgrade the docker compose plugin",
-            )
-        ]
+        message = f"{summary}: drgpu's override needs >= 2.24.4 (!override and !reset)"
+        return [_check("compose", FAIL, message, "upgrade the docker compose plugin")]
     if version < COMPOSE_GPUS_KEY:
-        return [
-            Check(
-                "compose",
-                WARN,
-                f"{summary}: compose files with the `gpus:` key or CDI devices need >= 2.30",
-                "upgrade the docker compose plugin if your compose files use them",
-            )
-        ]
-    return [Check("compose", PASS, summary)]
+        message = f"{summary}: compose files with the `gpus:` key or CDI devices need >= 2.30"
+        fix = "upgrade the docker compose plugin if your compose files use them"
+        return [_check("compose", WARN, message, fix)]
+    return [_check("compose", PASS, summary)]
 
 
 def check_image_cuda(
     nvml: NvmlFacts, docker: DockerFacts, images: tuple[ImageCheck, ...]
-) -> list[Check]:
+) -> list[Finding]:
     """Each image's CUDA needs (NVIDIA_REQUIRE_CUDA, else CUDA_VERSION) against the driver's."""
     if docker.daemon is None:
         return []
@@ -549,16 +462,14 @@ def check_image_cuda(
     return [_image_cuda_check(image, driver_cuda, driver) for image in images]
 
 
-def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Check:
-    def line(status: CheckStatus, summary: str, fix: str | None = None) -> Check:
-        return Check("image-cuda", status, summary, fix, subject=image.name)
+def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Finding:
+    def line(level: Level, message: str, fix: str | None = None) -> Finding:
+        return _check("image-cuda", level, message, fix, subject=image.name)
 
     if image.facts is None:
-        return line(
-            WARN,
-            f"image {image.name} is not in the engine: its CUDA needs are unchecked",
-            f"docker pull {image.name} (drgpu never pulls), then run doctor again",
-        )
+        message = f"image {image.name} is not in the engine: its CUDA needs are unchecked"
+        fix = f"docker pull {image.name} (drgpu never pulls), then run doctor again"
+        return line(WARN, message, fix)
     env = image.facts.environment
     needed = required_cuda(env)
     if needed is None:
@@ -577,16 +488,13 @@ def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | 
         return line(PASS, summary)
     upgrade = f"upgrade the NVIDIA driver to >= {min_driver(needed)}"
     if _compat_clause_met(env.get("NVIDIA_REQUIRE_CUDA", ""), driver):
-        return line(
-            WARN,
-            f"{summary}: only a datacenter GPU with the CUDA forward-compatibility package runs it",
-            upgrade,
+        message = (
+            f"{summary}: only a datacenter GPU with the CUDA forward-compatibility package runs it"
         )
-    return line(
-        FAIL,
-        f"{summary}: its containers will not start (or CUDA fails inside them)",
-        f"{upgrade}, or use an image built for CUDA <= {cuda_text(driver_cuda)}",
-    )
+        return line(WARN, message, upgrade)
+    message = f"{summary}: its containers will not start (or CUDA fails inside them)"
+    fix = f"{upgrade}, or use an image built for CUDA <= {cuda_text(driver_cuda)}"
+    return line(FAIL, message, fix)
 
 
 # --- parsing helpers (pure) ------------------------------------------------------------------
@@ -686,26 +594,3 @@ def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
 
 
 _PROBE_PREFERENCE = {Role.SIMULATOR: 0, Role.TRAINER: 1, Role.TRAINER_LAUNCHER: 2}
-
-
-def ok(checks: list[Check]) -> bool:
-    """Whether no check failed (warnings pass)."""
-    return all(check.status != FAIL for check in checks)
-
-
-def document(checks: list[Check]) -> dict[str, Any]:
-    """The `drgpu doctor --json` document."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ok": ok(checks),
-        "checks": [
-            {
-                "id": c.id,
-                "status": c.status,
-                "summary": c.summary,
-                "fix": c.fix,
-                "subject": c.subject,
-            }
-            for c in checks
-        ],
-    }

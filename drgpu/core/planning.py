@@ -257,12 +257,7 @@ def _cpu_trainer_warning(
 def _refuse_cuda_strings(config: Config, inventory: Inventory) -> None:
     """torch's `cuda:N` in a device value is a `ConfigError` naming what to write instead:
     the nvidia-smi index and UUID of CUDA's GPU N here (or N itself, read in CUDA's order)."""
-    requests = [
-        (config.trainer_key, config.trainer_devices),
-        (config.simulator_key, config.simulator_devices),
-        *((own.key, own.request) for own in config.service_devices),
-    ]
-    for key, request in requests:
+    for key, request in _keyed_requests(config):
         for selector in request.selectors:
             if selector.kind is SelectorKind.CUDA_ORDINAL:
                 raise ConfigError(
@@ -270,6 +265,15 @@ def _refuse_cuda_strings(config: Config, inventory: Inventory) -> None:
                     f" not a device list: {_cuda_meaning(config, inventory, selector.index)}",
                     hint="`drgpu gpus` shows each GPU's nvidia-smi index and CUDA's (column CUDA)",
                 )
+
+
+def _keyed_requests(config: Config) -> list[tuple[str, DeviceRequest]]:
+    """Every device request of the settings, with its key."""
+    return [
+        (config.trainer_key, config.trainer_devices),
+        (config.simulator_key, config.simulator_devices),
+        *((own.key, own.request) for own in config.service_devices),
+    ]
 
 
 def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
@@ -293,11 +297,7 @@ def _order_note(config: Config) -> str:
 
 def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:
     """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
-    requests = [
-        (config.trainer_key, config.trainer_devices),
-        (config.simulator_key, config.simulator_devices),
-        *((own.key, own.request) for own in config.service_devices),
-    ]
+    requests = _keyed_requests(config)
     if any(bare_indices(request) for _key, request in requests):
         order = cuda_order(inventory)
         warning, explanation = index_notes(

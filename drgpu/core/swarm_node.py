@@ -10,15 +10,15 @@ DOCKER_RESOURCE_; nvidia-container-toolkit#57 is the mismatch this avoids).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Inventory
-from drgpu.core.modes import StrEnum, SwarmGpus, choices, member
+from drgpu.core.modes import SwarmGpus, choices, member
 from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
 from drgpu.errors import ConfigError
 
@@ -42,15 +42,7 @@ _SWARM_RESOURCE = re.compile(r"""^\s*swarm-resource\s*=\s*(?:"([^"]*)"|'([^']*)'
 _GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
 
 
-class FindingStatus(StrEnum):
-    """What a finding says of the node."""
-
-    OK = "ok"
-    DIFFERS = "differs"  # must change
-    NOTE = "note"
-
-
-OK, DIFFERS, NOTE = FindingStatus.OK, FindingStatus.DIFFERS, FindingStatus.NOTE
+OK, FAIL, NOTE = Level.OK, Level.FAIL, Level.NOTE  # FAIL: the node differs, and must change
 
 
 @dataclass(frozen=True)
@@ -67,15 +59,6 @@ class NodeState:
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One thing checked: ok, differs (must change), or a note."""
-
-    subject: str
-    status: FindingStatus
-    detail: str
-
-
-@dataclass(frozen=True)
 class SetupReport:
     """The settings the node needs, and how the node differs from them."""
 
@@ -84,11 +67,6 @@ class SetupReport:
     daemon_json: Mapping[str, Any]
     toolkit_path: Path
     findings: tuple[Finding, ...]
-
-    @property
-    def ok(self) -> bool:
-        """Whether nothing differs."""
-        return all(finding.status != DIFFERS for finding in self.findings)
 
 
 def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[str, ...]:
@@ -127,7 +105,7 @@ def report(
         for uuid in kept
     )
     if not resources:
-        findings.insert(0, Finding("GPUs", DIFFERS, "this node has no usable GPU to advertise"))
+        findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
     return SetupReport(
         resources=resources,
         daemon_json_path=daemon_json_path,
@@ -156,7 +134,7 @@ def _resource_findings(
     findings = [
         Finding(
             subject,
-            DIFFERS,
+            FAIL,
             f"{entry}: kind {entry.partition('=')[0]!r} is not {GPU_KIND!r}, the kind drgpu's"
             f" stacks reserve and that {RESOURCE_VARIABLE} is named after",
         )
@@ -166,19 +144,13 @@ def _resource_findings(
     trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
     extra = [entry for entry in ours if entry not in resources and entry not in trainers]
     if trainers:
-        findings.append(
-            Finding(
-                subject,
-                DIFFERS,
-                f"{', '.join(trainers)}: the trainer's GPU; the engine may give it to a"
-                " simulator: remove it",
-            )
-        )
+        why = "the trainer's GPU; the engine may give it to a simulator: remove it"
+        findings.append(Finding(subject, FAIL, f"{', '.join(trainers)}: {why}"))
     if missing:
-        findings.append(Finding(subject, DIFFERS, f"missing {', '.join(missing)}; {fix}"))
+        findings.append(Finding(subject, FAIL, f"missing {', '.join(missing)}; {fix}"))
     if extra:
         findings.append(
-            Finding(subject, DIFFERS, f"{', '.join(extra)}: not a GPU of this node (full UUIDs)")
+            Finding(subject, FAIL, f"{', '.join(extra)}: not a GPU of this node (full UUIDs)")
         )
     if not findings:
         findings.append(Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU"))
@@ -189,7 +161,7 @@ def _daemon_json_findings(
     resources: tuple[str, ...], state: NodeState, path: Path, kept: Collection[str]
 ) -> list[Finding]:
     if state.daemon_json is None:
-        return [Finding(str(path), DIFFERS, state.daemon_json_problem or "cannot be read")]
+        return [Finding(str(path), FAIL, state.daemon_json_problem or "cannot be read")]
     document = state.daemon_json
     have = document.get("node-generic-resources") or []
     findings = _resource_findings(
@@ -205,30 +177,30 @@ def _daemon_json_findings(
         if runtime == RUNTIME
         else Finding(
             f"{path}: default-runtime",
-            DIFFERS,
+            FAIL,
             f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it"
             f" must be {RUNTIME!r}",
         )
     )
     if RUNTIME not in (document.get("runtimes") or {}):
-        findings.append(Finding(f"{path}: runtimes", DIFFERS, f"no {RUNTIME!r} runtime entry"))
+        findings.append(Finding(f"{path}: runtimes", FAIL, f"no {RUNTIME!r} runtime entry"))
     return findings
 
 
 def _toolkit_finding(state: NodeState, path: Path) -> Finding:
     subject = f"{path}: swarm-resource"
     if state.toolkit_problem is not None:
-        return Finding(subject, DIFFERS, state.toolkit_problem)
+        return Finding(subject, FAIL, state.toolkit_problem)
     if state.swarm_resource is None:
         return Finding(
-            subject, DIFFERS, f"not set (the shipped file has it commented out); add {TOOLKIT_LINE}"
+            subject, FAIL, f"not set (the shipped file has it commented out); add {TOOLKIT_LINE}"
         )
     names = [name.strip() for name in state.swarm_resource.split(",")]
     if RESOURCE_VARIABLE in names:
         return Finding(subject, OK, state.swarm_resource)
     return Finding(
         subject,
-        DIFFERS,
+        FAIL,
         f"{state.swarm_resource!r}: the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND}"
         f" (nvidia-container-toolkit#57); write {TOOLKIT_LINE}",
     )
@@ -243,7 +215,7 @@ def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Fin
     shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"
     problem = generic_resources_problem(toolkit)
     if problem is not None:
-        return [Finding(subject, DIFFERS, problem)]
+        return [Finding(subject, FAIL, problem)]
     if toolkit.effective_mode is None:
         return [Finding(subject, NOTE, f"{shown}: unknown, {MODE_NOTE}")]
     return [Finding(subject, OK, shown)]
@@ -259,7 +231,7 @@ def _engine_findings(
     kept: Collection[str],
 ) -> list[Finding]:
     if engine is None:
-        return [Finding("engine", DIFFERS, problem or "cannot reach the Docker engine")]
+        return [Finding("engine", FAIL, problem or "cannot reach the Docker engine")]
     findings = _resource_findings(
         "engine: generic resources",
         resources,
@@ -268,21 +240,13 @@ def _engine_findings(
         kept,
     )
     if engine.default_runtime != RUNTIME:
-        findings.append(
-            Finding(
-                "engine: default runtime",
-                DIFFERS,
-                f"{engine.default_runtime}"
-                + ("" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"),
-            )
-        )
+        absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
+        findings.append(Finding("engine: default runtime", FAIL, engine.default_runtime + absent))
     else:
         findings.append(Finding("engine: default runtime", OK, RUNTIME))
     if engine.swarm_state != "active":
         findings.append(
-            Finding(
-                "engine: swarm", DIFFERS, f"{engine.swarm_state}: `docker swarm init` or `join`"
-            )
+            Finding("engine: swarm", FAIL, f"{engine.swarm_state}: `docker swarm init` or `join`")
         )
     elif engine.node_labels is not None:
         found = [f"{k}={engine.node_labels[k]}" for k in NODE_LABELS if k in engine.node_labels]
@@ -318,46 +282,6 @@ def read_swarm_resource(text: str) -> str | None:
         if match:
             return match[1] if match[1] is not None else match[2]
     return None
-
-
-def document(setup: SetupReport) -> dict[str, Any]:
-    """The `drgpu swarm-setup --json` document."""
-    return {
-        "ok": setup.ok,
-        "generic_resource_kind": GPU_KIND,
-        "resource_variable": RESOURCE_VARIABLE,
-        "node_generic_resources": list(setup.resources),
-        "daemon_json": {"path": str(setup.daemon_json_path), "wanted": setup.daemon_json},
-        "toolkit_config": {
-            "path": str(setup.toolkit_path),
-            "line": TOOLKIT_LINE,
-            "mode_lines": list(MODE_LINES),
-        },
-        "node_labels": [f"{label}=true" for label in NODE_LABELS],
-        "findings": [
-            {"subject": f.subject, "status": f.status, "detail": f.detail} for f in setup.findings
-        ],
-    }
-
-
-def text(setup: SetupReport) -> str:
-    """The settings to apply and the findings, for people."""
-    lines = [
-        f"# {setup.daemon_json_path} (then restart dockerd):",
-        json.dumps(setup.daemon_json, indent=2),
-        "",
-        f"# {setup.toolkit_path}, at the top level (before any [section]):",
-        TOOLKIT_LINE,
-        "# and, with toolkit 1.18.x (whose default mode, jit-cdi, ignores that line):",
-        *MODE_LINES,
-        "",
-        "# on a manager, for each node (the trainer needs the first, simulators the second):",
-        *(f"docker node update --label-add {label}=true <node>" for label in NODE_LABELS),
-        "",
-        "# this node:",
-        *(f"{f.status:8} {f.subject}: {f.detail}" for f in setup.findings),
-    ]
-    return "\n".join(lines) + "\n"
 
 
 SWARM_GPUS_KEY = "DRGPU_SWARM_GPUS"

@@ -4,6 +4,7 @@ its warnings on stderr. What only one command shows is imported when it is shown
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -22,13 +23,12 @@ if TYPE_CHECKING:
 
 def show_plan(result: PlanResult, *, json_output: bool) -> None:
     """`drgpu plan`: the plan (as Swarm runs it, with a Swarm view), then its warnings."""
-    if result.swarm_view is not None:
-        if json_output:
-            tables.print_json(tables.swarm_plan_document(result.plan, result.swarm_view))
-        else:
-            tables.swarm_plan_table(result.plan, result.swarm_view)
-    elif json_output:
-        tables.print_json(tables.plan_document(result.plan))
+    if json_output:
+        from drgpu.ui.documents import plan_document  # lazy: start-up time of a plan table
+
+        tables.print_json(plan_document(result.plan, result.warnings, result.swarm_view))
+    elif result.swarm_view is not None:
+        tables.swarm_plan_table(result.plan, result.swarm_view)
     else:
         tables.plan_table(result.plan)
     tables.warnings(result.warnings)
@@ -74,7 +74,7 @@ def show_status(result: StatusResult, *, json_output: bool) -> None:
 
 def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
     """`drgpu doctor`: the checklist."""
-    from drgpu.core.host_checks import document  # lazy: start-up time
+    from drgpu.ui.documents import document  # lazy: start-up time
 
     if json_output:
         tables.print_json(document(result.checks))
@@ -84,19 +84,36 @@ def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
 
 def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
     """`drgpu cuda-check` from the host: what each container sees."""
-    from drgpu.core.cuda_verdict import document  # lazy: start-up time
+    from drgpu.ui.documents import cuda_check_document  # lazy: start-up time
 
     if json_output:
-        tables.print_json(document(result.project, result.results))
+        tables.print_json(cuda_check_document(result.project, result.results))
     else:
         tables.check_table(result.project, result.results)
 
 
 def show_swarm_setup(result: SwarmSetupResult, *, json_output: bool) -> None:
     """`drgpu swarm-setup`: what this node needs, and what differs."""
-    from drgpu.core import swarm_node  # lazy: start-up time
+    from drgpu.core import swarm_node as node  # lazy: start-up time
+    from drgpu.ui.documents import swarm_setup_document  # lazy: start-up time
 
+    setup = result.report
     if json_output:
-        tables.print_json(swarm_node.document(result.report))
-    else:
-        sys.stdout.write(swarm_node.text(result.report))
+        tables.print_json(swarm_setup_document(setup))
+        return
+    lines = [
+        f"# {setup.daemon_json_path} (then restart dockerd):",
+        json.dumps(setup.daemon_json, indent=2),
+        "",
+        f"# {setup.toolkit_path}, at the top level (before any [section]):",
+        node.TOOLKIT_LINE,
+        "# and, with toolkit 1.18.x (whose default mode, jit-cdi, ignores that line):",
+        *node.MODE_LINES,
+        "",
+        "# on a manager, for each node (the trainer needs the first, simulators the second):",
+        *(f"docker node update --label-add {label}=true <node>" for label in node.NODE_LABELS),
+        "",
+        "# this node:",
+        *(f"{f.level:8} {f.subject}: {f.message}" for f in setup.findings),
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
+from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
@@ -20,11 +21,9 @@ if TYPE_CHECKING:
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder, Status, Violation
-    from drgpu.core.host_checks import Check
     from drgpu.core.service_gpus import SwarmService, SwarmStack
     from drgpu.targets.swarm_stack import SwarmView
 
-PLAN_SCHEMA_VERSION = 1
 DOCTOR_WIDTH = 100  # the doctor's findings are prose: folded to fit, piped or not
 
 
@@ -37,45 +36,6 @@ def warnings(messages: Iterable[str]) -> None:
     """Each warning on its own stderr line."""
     for message in messages:
         warn(message)
-
-
-def plan_document(plan: Plan) -> dict[str, Any]:
-    """The `drgpu plan --json` document."""
-    return {
-        "schema_version": PLAN_SCHEMA_VERSION,
-        "project": plan.project,
-        "run_id": plan.run_id,
-        "services": {
-            service.name: {
-                "role": service.role.value,
-                "gpus": [_device_json(device) for device in service.devices],
-                "device_request": service.has_gpu,
-                "capabilities": list(service.capabilities),
-                "environment": dict(service.environment),
-                "labels": dict(service.labels),
-                "note": service.note,
-                "replicas": service.replicas,
-                "ipc": service.ipc,
-            }
-            for service in plan.services
-        },
-        "sharing": plan.sharing,
-        "device_driver": plan.device_driver,
-        "explanations": list(plan.explanations),
-        "warnings": list(plan.warnings),
-        "index_order": plan.index_note or ORDER_NOTE,
-    }
-
-
-def _device_json(device: Assignment) -> dict[str, Any]:
-    return {
-        "index": device.gpu.index,
-        "uuid": device.uuid,
-        "name": device.gpu.name,
-        "pci_bus_id": device.gpu.pci_bus_id,
-        "memory_total_mib": device.memory_total_mib,
-        "mig_parent_uuid": device.gpu.uuid if device.mig else None,
-    }
 
 
 def _devices_text(devices: Iterable[Assignment]) -> str:
@@ -148,32 +108,6 @@ def _swarm_gets(
 def _uuids_text(uuids: Iterable[str], devices: Mapping[str, Assignment]) -> str:
     """Each GPU as the plan table shows it; a UUID the plan does not know, as it is."""
     return "; ".join(_devices_text([devices[u]]) if u in devices else u for u in uuids)
-
-
-def swarm_plan_document(plan: Plan, view: SwarmView) -> dict[str, Any]:
-    """The `drgpu plan --json` document in swarm mode: the plan, and how Swarm runs it."""
-    document = plan_document(plan)
-    document["docker_style"] = "swarm"
-    document["swarm"] = {
-        "pin_simulators": view.layout.pin_simulators,
-        "node_id": view.layout.node_id,
-        "services": {
-            service.name: {
-                "role": service.role.value,
-                "replicas": service.replicas,
-                "gpus_per_task": service.gpus,
-                "engine_chooses": service.reserves,
-                "pinned_by_slot": [list(uuids) for uuids in service.pinned],
-                "forwarded_gpus": list(service.forwarded),
-                "constraints": list(service.constraints),
-                "environment": dict(service.environment),
-            }
-            for service in view.services
-        },
-    }
-    for entry in document["services"].values():
-        entry["device_request"] = False
-    return document
 
 
 def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:
@@ -275,7 +209,8 @@ def check_table(project: str, results: list[CheckResult]) -> None:
         f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
     )
     for result in results:
-        verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(result.problems)
+        problems = [f.message for f in result.findings if f.level == Level.FAIL]
+        verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
         table.add_row(
             result.service,
             "\n".join(result.expected) or "no GPU",
@@ -387,14 +322,12 @@ def status_table(status: Status) -> None:
     _print(status_view(status))
 
 
-def doctor_table(checks: list[Check]) -> None:
+def doctor_table(checks: list[Finding]) -> None:
     """The doctor's checklist: one line per check, its fix under a failure or warning."""
-    from drgpu.core.host_checks import CheckStatus  # lazy: start-up time of other commands
-
     table = _table("drgpu doctor", "Result", "Check", "Finding")
     for check in checks:
-        fix = f"\nfix: {check.fix}" if check.fix and check.status != CheckStatus.PASS else ""
-        table.add_row(check.status.upper(), check.id, check.summary + fix)
+        fix = f"\nfix: {check.fix}" if check.fix and check.level != Level.OK else ""
+        table.add_row(check.level.upper(), check.kind, check.message + fix)
     _print(table, piped_width=DOCTOR_WIDTH)
 
 

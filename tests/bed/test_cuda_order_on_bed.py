@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.bed.test_fake_nvml import TOPOLOGIES, run_build
+from tests.plan_warnings import messages
 from tests.support.runners import run_drgpu
 
 THREE_UNORDERED = TOPOLOGIES / "three-gpus-unordered.json"  # T4 3b, A100 81, RTX 3090 c1
@@ -99,7 +100,7 @@ def test_plan_on_the_host_warns_naming_both_gpus_of_each_index(
     env = write_env(tmp_path, "1", "0")
     done = drgpu(lib_dir, THREE_UNORDERED, "plan", "--env-file", str(env), "--json")
     assert done.returncode == 0, done.stderr
-    warning = next(w for w in json.loads(done.stdout)["warnings"] if w.startswith("CUDA's"))
+    warning = next(w for w in messages(json.loads(done.stdout)) if w.startswith("CUDA's"))
     assert warning.startswith("CUDA's order differs from nvidia-smi's here: ")
     assert (
         "DR_ROBOMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the Tesla T4 (CUDA's 2), CUDA's GPU 0"
@@ -121,7 +122,7 @@ def test_index_order_cuda_reads_drfcs_cuda_number(lib_dir: Path, tmp_path: Path)
     simulator = document["services"]["robomaker"]["gpus"]
     assert [gpu["name"] for gpu in trainer] == ["NVIDIA GeForce RTX 3090"]  # CUDA's 0
     assert [gpu["name"] for gpu in simulator] == ["Tesla T4"]  # CUDA's 2
-    assert not any(w.startswith("CUDA's") for w in document["warnings"])
+    assert not any(w.startswith("CUDA's") for w in messages(document))
     assert any("read in CUDA's order" in line for line in document["explanations"])
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.cli.conftest import REPO, Settings, assert_one_error_line
 from tests.drfc import activated, make_checkout
+from tests.plan_warnings import messages
 from tests.support.runners import Cli
 
 TOPOLOGIES = REPO / "tests" / "topologies"
@@ -69,7 +70,7 @@ def test_a_mistyped_gpu_key_is_named_with_the_key_meant(
     planned = cli("plan", "--env-file", env, "--inventory", box.inventory, "--json")
     assert planned.code == 0
     assert line in warnings_of(planned.err)
-    assert line in json.loads(planned.out)["warnings"]
+    assert line in messages(json.loads(planned.out))
     # `up` has no --inventory: it refuses before it reads this host's GPUs.
     for refused in (
         cli("render", "--env-file", env, "--inventory", box.inventory),
@@ -143,7 +144,7 @@ def test_an_unset_trainer_key_gives_the_trainer_a_gpu_and_says_so(
         " `auto` chooses (DeepRacer-for-cloud would give it every GPU);"
         " set DR_SAGEMAKER_CUDA_DEVICES to choose"
     )
-    assert line in document["warnings"]
+    assert line in messages(document)
     table = cli("plan", "--env-file", env, "--inventory", box.inventory)
     assert line in warnings_of(table.err)
     assert f"{index}: {name}" in table.out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.swarm_node import DIFFERS, TOOLKIT_LINE
+from drgpu.core.swarm_node import TOOLKIT_LINE
 from tests.cli.conftest import GTX1650, GTX_M40, M40
 from tests.support.runners import run_main
 from tests.unit.core.test_swarm_node import GOOD, RESOURCES
@@ -69,5 +69,5 @@ def test_the_cli_prints_json_and_exits_6_when_the_node_differs(
     assert captured.code == 6
     document = json.loads(captured.out)
     assert document["node_generic_resources"] == list(RESOURCES)
-    assert [f["subject"] for f in document["findings"] if f["status"] == DIFFERS] == ["engine"]
+    assert [f["subject"] for f in document["findings"] if f["level"] == "fail"] == ["engine"]
     assert "not set up for Swarm GPUs" in captured.err

@@ -61,7 +61,7 @@ def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None
     assert (code, err) == (0, "")
     document = json.loads(out)
     assert document["ok"] is True
-    assert {c["status"] for c in document["checks"]} == {"pass", "warn"}
+    assert {c["level"] for c in document["findings"]} == {"ok", "warn"}
 
 
 def test_doctor_without_an_engine_says_so_in_a_sentence_within_100_columns(

@@ -96,7 +96,7 @@ def test_a_container_given_another_gpu_is_a_mismatch(
     [result] = document["results"]
     assert not result["ok"]
     assert result["seen_nvml"] == [SIMULATOR]
-    assert result["problems"]
+    assert [f["level"] for f in document["findings"]][:1] == ["fail"]
 
 
 def test_the_probe_runs_in_an_image_without_drgpu_or_pynvml(bed: Any, started: Path) -> None:

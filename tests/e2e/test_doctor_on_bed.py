@@ -56,12 +56,15 @@ def checks_of(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
     assert "Traceback" not in done.stderr, done.stderr
     document = json.loads(done.stdout)
     assert document["ok"] is (done.returncode == 0)
-    return list(document["checks"])
+    return list(document["findings"])
 
 
 def statuses(checks: list[dict[str, Any]]) -> dict[str, str]:
     """Status per check id; image checks as image-cuda:<image>."""
-    return {f"{c['id']}:{c['subject']}" if c["subject"] else c["id"]: c["status"] for c in checks}
+    return {
+        f"{c['kind']}:{c['subject']}" if c["subject"] != c["kind"] else c["kind"]: c["level"]
+        for c in checks
+    }
 
 
 def test_a_host_whose_engine_serves_device_requests_passes(
@@ -80,22 +83,22 @@ def test_a_host_whose_engine_serves_device_requests_passes(
     assert done.returncode == 0, done.stderr
     checks = checks_of(done)
     assert statuses(checks) == {
-        "settings": "pass",
-        "nvml": "pass",
-        "gpus": "pass",
+        "settings": "ok",
+        "nvml": "ok",
+        "gpus": "ok",
         "persistence": "warn",
-        "docker": "pass",
-        "device-requests": "pass",
-        "device-driver": "pass",
-        "default-runtime": "pass",
-        "compose": "pass",
-        f"image-cuda:{bed.image}": "pass",
-        f"image-cuda:{OLD_CUDA_IMAGE}": "pass",
+        "docker": "ok",
+        "device-requests": "ok",
+        "device-driver": "ok",
+        "default-runtime": "ok",
+        "compose": "ok",
+        f"image-cuda:{bed.image}": "ok",
+        f"image-cuda:{OLD_CUDA_IMAGE}": "ok",
     }
-    by_id = {c["id"]: c for c in checks}
-    assert by_id["nvml"]["summary"] == "NVML loads: driver 550.54.14, CUDA 12.4, 3 GPU(s)"
-    assert "off on GPU 2" in by_id["persistence"]["summary"]
-    assert bed.image in by_id["device-requests"]["summary"]
+    by_id = {c["kind"]: c for c in checks}
+    assert by_id["nvml"]["message"] == "NVML loads: driver 550.54.14, CUDA 12.4, 3 GPU(s)"
+    assert "off on GPU 2" in by_id["persistence"]["message"]
+    assert bed.image in by_id["device-requests"]["message"]
 
     table = run_drgpu("doctor", "--env-file", str(env_file), env=bed.env())
     assert table.returncode == 0, table.stderr
@@ -116,9 +119,9 @@ def test_an_image_that_needs_a_newer_driver_fails(
 
     assert done.returncode == 6
     checks = checks_of(done)
-    (failed,) = [c for c in checks if c["status"] == "fail"]
-    assert (failed["id"], failed["subject"]) == ("image-cuda", NEW_CUDA_IMAGE)
-    assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in failed["summary"]
+    (failed,) = [c for c in checks if c["level"] == "fail"]
+    assert (failed["kind"], failed["subject"]) == ("image-cuda", NEW_CUDA_IMAGE)
+    assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in failed["message"]
     assert ">= 560" in failed["fix"]
     # Without --probe the stub hook leaves no trace doctor can see: a warning, not a failure.
     assert statuses(checks)["device-requests"] == "warn"
@@ -142,12 +145,12 @@ def test_an_engine_without_the_toolkit_hook_fails_the_probe(
 
     assert done.returncode == 6
     checks = checks_of(done)
-    (probe,) = [c for c in checks if c["id"] == "device-requests"]
-    assert probe["status"] == "fail"
-    assert "could not select device driver" in probe["summary"]
-    assert "missing, or dockerd was not restarted" in probe["summary"]
+    (probe,) = [c for c in checks if c["kind"] == "device-requests"]
+    assert probe["level"] == "fail"
+    assert "could not select device driver" in probe["message"]
+    assert "missing, or dockerd was not restarted" in probe["message"]
     assert "restart dockerd" in probe["fix"]
-    assert statuses(checks)["docker"] == "pass"
+    assert statuses(checks)["docker"] == "ok"
     assert "hint: install the NVIDIA container toolkit" in done.stderr
 
 
@@ -173,12 +176,12 @@ def test_nvml_that_fails_to_start_fails_with_its_fix(
 
     assert done.returncode == 6
     checks = checks_of(done)
-    nvml = next(c for c in checks if c["id"] == "nvml")
-    assert nvml["status"] == "fail"
-    assert says in nvml["summary"]
+    nvml = next(c for c in checks if c["kind"] == "nvml")
+    assert nvml["level"] == "fail"
+    assert says in nvml["message"]
     assert fix in nvml["fix"]
     assert "gpus" not in statuses(checks) and "persistence" not in statuses(checks)
-    assert statuses(checks)["docker"] == "pass"
+    assert statuses(checks)["docker"] == "ok"
 
     status = run_drgpu("status", env=bed.env(FAKE_NVML_TOPOLOGY=broken))
     assert status.returncode == 4
@@ -193,9 +196,9 @@ def test_a_bad_settings_file_is_a_failed_check_not_a_usage_error(bed: Any, tmp_p
     done = run_drgpu("doctor", "--env-file", str(env_file), "--json", env=bed.env())
 
     assert done.returncode == 6
-    (failed,) = [c for c in checks_of(done) if c["status"] == "fail"]
-    assert failed["id"] == "settings"
-    assert "DR_WORKERS" in failed["summary"]
+    (failed,) = [c for c in checks_of(done) if c["level"] == "fail"]
+    assert failed["kind"] == "settings"
+    assert "DR_WORKERS" in failed["message"]
 
 
 def test_an_unreachable_engine_fails_and_skips_what_needs_it(bed: Any, tmp_path: Path) -> None:

@@ -113,11 +113,11 @@ def test_doctor_in_an_activated_shell_checks_and_probes_the_stacks_own_image(
 
     done = run_drgpu("doctor", "--probe", "--json", env=bed.env(**activated(root, base=bed.env())))
 
-    checks = json.loads(done.stdout)["checks"]
-    images = [c["subject"] for c in checks if c["id"] == "image-cuda"]
+    checks = json.loads(done.stdout)["findings"]
+    images = [c["subject"] for c in checks if c["kind"] == "image-cuda"]
     assert images == [bed.image]  # the image DRfC's files name, not drgpu's defaults
-    (probe,) = [c for c in checks if c["id"] == "device-requests"]
-    assert probe["status"] == "pass", probe
-    assert bed.image in probe["summary"]
-    (settings,) = [c for c in checks if c["id"] == "settings"]
-    assert settings["summary"] == f"{root / 'system.env'}: run 0"
+    (probe,) = [c for c in checks if c["kind"] == "device-requests"]
+    assert probe["level"] == "ok", probe
+    assert bed.image in probe["message"]
+    (settings,) = [c for c in checks if c["kind"] == "settings"]
+    assert settings["message"] == f"{root / 'system.env'}: run 0"

@@ -193,11 +193,11 @@ def test_doctors_nvml_checks_pass(hardware_out: Path, tmp_path: Path) -> None:
     env_file = tmp_path / "system.env"
     shutil.copyfile(REPO / "system.env.example", env_file)
     done = drgpu(hardware_out, "doctor.json", "doctor", "--json", "--env-file", str(env_file))
-    checks = {check["id"]: check for check in json.loads(done.stdout)["checks"]}
-    assert checks["nvml"]["status"] == "pass", checks["nvml"]
-    assert f"driver {rows[0]['driver_version']}," in checks["nvml"]["summary"]
-    assert f"{len(rows)} GPU(s)" in checks["nvml"]["summary"]
-    assert checks["gpus"]["status"] == "pass", checks["gpus"]
+    checks = {check["kind"]: check for check in json.loads(done.stdout)["findings"]}
+    assert checks["nvml"]["level"] == "ok", checks["nvml"]
+    assert f"driver {rows[0]['driver_version']}," in checks["nvml"]["message"]
+    assert f"{len(rows)} GPU(s)" in checks["nvml"]["message"]
+    assert checks["gpus"]["level"] == "ok", checks["gpus"]
     assert "persistence" in checks
 
 

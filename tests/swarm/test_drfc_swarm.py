@@ -265,8 +265,9 @@ def test_a_missing_node_label_is_said_by_doctor_and_refused_by_up(
     finally:
         swarm_bed.docker("node", "update", "--label-add", "Robomaker=true", node)
 
-    checks = {c["id"]: c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "drfc-swarm"}
-    assert checks["drfc-swarm"]["status"] == "fail", doctor.stdout
+    found = json.loads(doctor.stdout)["findings"]
+    checks = {c["kind"]: c for c in found if c["kind"] == "drfc-swarm"}
+    assert checks["drfc-swarm"]["level"] == "fail", doctor.stdout
     assert checks["drfc-swarm"]["fix"] == f"docker node update --label-add Robomaker=true {node}"
     assert started.returncode == 5, started.stderr
     assert "no swarm node is labelled Robomaker=true" in started.stderr

@@ -247,9 +247,9 @@ def test_swarm_setup_sees_the_engines_gpu_resources(swarm_bed: Any, tmp_path: Pa
 
     assert done.returncode == 6, done.stderr
     findings = {f["subject"]: f for f in json.loads(done.stdout)["findings"]}
-    assert findings["engine: generic resources"]["status"] == "ok"
-    assert findings["engine: default runtime"]["status"] == "ok"
-    assert findings["engine: node labels"]["detail"] == "Sagemaker=true, Robomaker=true"
+    assert findings["engine: generic resources"]["level"] == "ok"
+    assert findings["engine: default runtime"]["level"] == "ok"
+    assert findings["engine: node labels"]["message"] == "Sagemaker=true, Robomaker=true"
     assert sorted(GPU_UUIDS) == sorted(BY_INDEX)
 
 
@@ -282,8 +282,8 @@ def test_swarm_setup_keeps_the_trainers_gpu_off_the_advertised_list(
         f"NVIDIA-GPU={uuid}" for uuid in (SIMULATOR, TRAINER)
     ]
     engine = [f for f in document["findings"] if f["subject"] == "engine: generic resources"]
-    assert [f["status"] for f in engine] == ["differs"]
-    assert engine[0]["detail"].startswith(f"NVIDIA-GPU={SPARE}: the trainer's GPU")
+    assert [f["level"] for f in engine] == ["fail"]
+    assert engine[0]["message"].startswith(f"NVIDIA-GPU={SPARE}: the trainer's GPU")
 
 
 def record_of(bed: Any, container_id: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from drgpu.commands.doctor import DoctorResult
 from drgpu.commands.options import InputOptions, resolved
-from drgpu.core.host_checks import FAIL, PASS, WARN, Check
+from drgpu.core.findings import Finding, Level
 from drgpu.core.settings import Config, config_from_values, project_name, run_key
 from drgpu.errors import CheckFailedError, ExitCode
 
@@ -55,9 +55,13 @@ def test_input_options_resolve_outside_a_drfc_shell(
 
 
 def test_a_doctor_result_fails_on_a_failed_check_not_on_a_warning() -> None:
-    passing = DoctorResult([Check("nvml", PASS, "ok"), Check("hook", WARN, "old", "update")])
+    passing = DoctorResult(
+        [Finding("nvml", Level.OK, "ok"), Finding("hook", Level.WARN, "old", "update")]
+    )
     assert passing.failure is None
-    failing = DoctorResult([*passing.checks, Check("docker", FAIL, "down", "start it")])
+    failing = DoctorResult(
+        [*passing.checks, Finding("docker", Level.FAIL, "down", "start it", "docker")]
+    )
     failure = failing.failure
     assert isinstance(failure, CheckFailedError)
     assert failure.exit_code == ExitCode.CHECK_FAILED

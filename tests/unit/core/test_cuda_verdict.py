@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from drgpu import probe
-from drgpu.core.cuda_verdict import document, judge
+from drgpu.core.cuda_verdict import judge
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
+from drgpu.ui.documents import cuda_check_document
 
 GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 
@@ -44,14 +45,14 @@ def probe_output(visible: str) -> str:
 def test_a_cdi_container_that_sees_its_gpu_passes_and_says_how() -> None:
     result = judge(container("cdi"), 0, probe_output("void"))
     assert result.ok and result.injection == "cdi"
-    assert not any("no GPU" in finding for finding in result.findings)
-    assert document("deepracer-0", [result])["results"][0]["gpu_injection"] == "cdi"
+    assert not any("no GPU" in finding.message for finding in result.findings)
+    assert cuda_check_document("deepracer-0", [result])["results"][0]["gpu_injection"] == "cdi"
 
 
 def test_an_nvidia_request_served_through_cdi_is_said_not_failed() -> None:
     result = judge(container("nvidia"), 0, probe_output("void"))
     assert result.ok
-    assert any("served its nvidia device request through CDI" in f for f in result.findings)
+    assert any("served its nvidia device request through CDI" in f.message for f in result.findings)
     runtime = judge(container("nvidia"), 0, probe_output(GPU))
     assert runtime.injection == "runtime"
-    assert not any("through CDI" in f for f in runtime.findings)
+    assert not any("through CDI" in f.message for f in runtime.findings)

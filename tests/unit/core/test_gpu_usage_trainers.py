@@ -79,6 +79,6 @@ def test_cuda_must_show_exactly_the_forwarded_gpu_in_the_trainer() -> None:
     [check] = trainer_checks([trainer("t-algo-1-x1-1", A)], [coach("0", A)])
     report = {"nvml": {"devices": [{"uuid": A}, {"uuid": B}]}, "cuda": {"devices": []}}
     result = judge_trainer(check, 0, json.dumps(report))
-    assert result.problems == ("CUDA shows no GPU, planned ['GPU-aaaa']",)
+    assert [f.message for f in result.findings] == ["CUDA shows no GPU, planned ['GPU-aaaa']"]
     report["cuda"] = {"devices": [{"uuid": A}]}
     assert judge_trainer(check, 0, json.dumps(report)).ok

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.findings import Finding, failed
 from drgpu.core.host_checks import (
     FAIL,
     PASS,
     WARN,
-    Check,
     ComposeFacts,
     DockerFacts,
     DrfcSwarmFacts,
@@ -31,15 +31,14 @@ from drgpu.core.host_checks import (
     check_persistence,
     check_settings,
     cuda_text,
-    document,
     min_driver,
-    ok,
     parse_version,
     required_cuda,
     run_checks,
     stack_images,
 )
 from drgpu.core.model import Gpu, Inventory
+from drgpu.ui.documents import document
 
 
 def gpu(index: int, error: str | None = None) -> Gpu:
@@ -82,7 +81,7 @@ def image(name: str, **env: str) -> ImageCheck:
     return ImageCheck(name, ImageFacts(name=name, id="sha256:1", environment=env))
 
 
-def only(checks: list[Check]) -> Check:
+def only(checks: list[Finding]) -> Finding:
     assert len(checks) == 1, checks
     return checks[0]
 
@@ -91,7 +90,7 @@ def only(checks: list[Check]) -> Check:
 
 
 def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
-    assert only(check_settings(SettingsFacts(Path("system.env"), run_id="3"))).status == PASS
+    assert only(check_settings(SettingsFacts(Path("system.env"), run_id="3"))).level == PASS
     failed = only(
         check_settings(
             SettingsFacts(
@@ -101,51 +100,51 @@ def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
             )
         )
     )
-    assert (failed.status, failed.id) == (FAIL, "settings")
-    assert "DR_WORKERS" in failed.summary
+    assert (failed.level, failed.kind) == (FAIL, "settings")
+    assert "DR_WORKERS" in failed.message
 
 
 def test_nvml_passes_with_driver_and_cuda_versions() -> None:
     check = only(check_nvml(NVML))
-    assert check.status == PASS
-    assert check.summary == "NVML loads: driver 550.54.14, CUDA 12.4, 2 GPU(s)"
+    assert check.level == PASS
+    assert check.message == "NVML loads: driver 550.54.14, CUDA 12.4, 2 GPU(s)"
 
 
 def test_nvml_failure_carries_the_hint() -> None:
     check = only(check_nvml(NO_NVML))
-    assert check.status == FAIL
-    assert "not loaded" in check.summary
+    assert check.level == FAIL
+    assert "not loaded" in check.message
     assert check.fix is not None and "modprobe" in check.fix
     assert check_lost_gpus(NO_NVML) == [] and check_persistence(NO_NVML) == []
 
 
 def test_nvml_without_gpus_warns() -> None:
-    assert only(check_nvml(NvmlFacts(inventory=Inventory(gpus=())))).status == WARN
+    assert only(check_nvml(NvmlFacts(inventory=Inventory(gpus=())))).level == WARN
 
 
 def test_a_lost_gpu_fails() -> None:
     nvml = NvmlFacts(inventory=Inventory(gpus=(gpu(0, "gpu_is_lost"), gpu(1))))
     check = only(check_lost_gpus(nvml))
-    assert (check.status, check.summary) == (FAIL, "GPU 0 is lost (gpu_is_lost)")
-    assert only(check_lost_gpus(NVML)).status == PASS
+    assert (check.level, check.message) == (FAIL, "GPU 0 is lost (gpu_is_lost)")
+    assert only(check_lost_gpus(NVML)).level == PASS
 
 
 def test_persistence_off_warns_and_unknown_is_skipped() -> None:
     off = only(check_persistence(NvmlFacts(inventory=TWO_GPUS, persistence=(True, False))))
-    assert off.status == WARN
-    assert "off on GPU 1" in off.summary
+    assert off.level == WARN
+    assert "off on GPU 1" in off.message
     assert off.fix is not None and "nvidia-smi -pm 1" in off.fix
     assert check_persistence(NvmlFacts(inventory=TWO_GPUS, persistence=(None, None))) == []
-    assert only(check_persistence(NVML)).status == PASS
+    assert only(check_persistence(NVML)).level == PASS
 
 
 # --- Docker, device requests, runtimes -------------------------------------------------------
 
 
 def test_docker_reachable_passes_with_its_version() -> None:
-    assert only(check_docker(DOCKER)).summary == "Docker engine 27.3.1 (API 1.47)"
-    assert only(check_docker(NO_DOCKER)).status == FAIL
-    assert only(check_docker(DockerFacts(daemon=daemon(server_version="18.09.1")))).status == FAIL
+    assert only(check_docker(DOCKER)).message == "Docker engine 27.3.1 (API 1.47)"
+    assert only(check_docker(NO_DOCKER)).level == FAIL
+    assert only(check_docker(DockerFacts(daemon=daemon(server_version="18.09.1")))).level == FAIL
 
 
 def test_unreachable_docker_skips_what_depends_on_it() -> None:
@@ -156,27 +155,27 @@ def test_unreachable_docker_skips_what_depends_on_it() -> None:
 
 def test_device_request_probe_that_ran_passes() -> None:
     check = only(check_device_requests(DOCKER, ProbeFacts("img", present=True)))
-    assert (check.id, check.status) == ("device-requests", PASS)
+    assert (check.kind, check.level) == ("device-requests", PASS)
 
 
 def test_could_not_select_device_driver_means_toolkit_missing_or_dockerd_not_restarted() -> None:
     error = 'could not select device driver "nvidia" with capabilities: [[gpu]]'
     check = only(check_device_requests(DOCKER, ProbeFacts("img", True, error)))
-    assert check.status == FAIL
-    assert "toolkit is missing, or dockerd was not restarted" in check.summary
+    assert check.level == FAIL
+    assert "toolkit is missing, or dockerd was not restarted" in check.message
     assert check.fix is not None and "restart" in check.fix
 
 
 def test_a_probe_image_that_is_not_there_warns() -> None:
     check = only(check_device_requests(DOCKER, ProbeFacts("img:1", present=False)))
-    assert check.status == WARN
+    assert check.level == WARN
     assert check.fix == "docker pull img:1, or name a local image with --image"
 
 
 def test_a_probe_refused_for_cuda_points_at_the_driver() -> None:
     error = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.6"
     check = only(check_device_requests(DOCKER, ProbeFacts("img", True, error)))
-    assert check.status == FAIL
+    assert check.level == FAIL
     assert check.fix is not None and "driver is too old" in check.fix
 
 
@@ -193,18 +192,18 @@ def test_a_probe_refused_for_cuda_points_at_the_driver() -> None:
 def test_without_a_probe_device_requests_are_judged_from_signs(
     facts: DockerFacts, status: str
 ) -> None:
-    assert only(check_device_requests(facts, None)).status == status
+    assert only(check_device_requests(facts, None)).level == status
 
 
 def test_the_nvidia_default_runtime_with_an_all_gpus_image_warns() -> None:
     nvidia = DockerFacts(daemon=daemon(default_runtime="nvidia"))
     greedy = image("deepracer-sagemaker:5.3.0-gpu", NVIDIA_VISIBLE_DEVICES="all")
     check = only(check_default_runtime(nvidia, (greedy, image("redis"))))
-    assert check.status == WARN
-    assert "deepracer-sagemaker:5.3.0-gpu" in check.summary
+    assert check.level == WARN
+    assert "deepracer-sagemaker:5.3.0-gpu" in check.message
     assert check.fix is not None and "default-runtime" in check.fix
-    assert only(check_default_runtime(nvidia, (image("redis"),))).status == PASS
-    assert only(check_default_runtime(DOCKER, (greedy,))).summary == "the default runtime is runc"
+    assert only(check_default_runtime(nvidia, (image("redis"),))).level == PASS
+    assert only(check_default_runtime(DOCKER, (greedy,))).message == "the default runtime is runc"
 
 
 # --- Compose ---------------------------------------------------------------------------------
@@ -223,12 +222,12 @@ def test_the_nvidia_default_runtime_with_an_all_gpus_image_warns() -> None:
     ],
 )
 def test_compose_version_gates(output: str, status: str) -> None:
-    assert only(check_compose(ComposeFacts(("docker", "compose"), output))).status == status
+    assert only(check_compose(ComposeFacts(("docker", "compose"), output))).level == status
 
 
 def test_missing_compose_fails() -> None:
     check = only(check_compose(ComposeFacts(error="no Docker Compose found")))
-    assert check.status == FAIL
+    assert check.level == FAIL
     assert check.fix is not None and "2.24.4" in check.fix
 
 
@@ -242,8 +241,8 @@ def test_an_image_needing_a_newer_cuda_fails_with_the_driver_it_needs() -> None:
         CUDA_VERSION="12.6.3",
     )
     check = only(check_image_cuda(NVML, DOCKER, (simapp,)))
-    assert check.status == FAIL
-    assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in check.summary
+    assert check.level == FAIL
+    assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in check.message
     assert check.fix is not None and ">= 560.28" in check.fix
     assert check.subject == simapp.name
 
@@ -253,19 +252,19 @@ def test_an_image_within_the_drivers_cuda_passes() -> None:
         "sagemaker:5.3.0-gpu", NVIDIA_REQUIRE_CUDA="cuda>=11.4", CUDA_VERSION="11.4.3"
     )
     check = only(check_image_cuda(NVML, DOCKER, (sagemaker,)))
-    assert check.status == PASS
-    assert only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.4.1"),))).status == PASS
+    assert check.level == PASS
+    assert only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.4.1"),))).level == PASS
 
 
 def test_cuda_version_alone_is_the_requirement() -> None:
     check = only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.8.0"),)))
-    assert check.status == FAIL
+    assert check.level == FAIL
     assert check.fix is not None and ">= 570.26" in check.fix
 
 
 def test_a_forward_compatibility_clause_for_this_driver_warns() -> None:
     compat = image("c", NVIDIA_REQUIRE_CUDA="cuda>=12.6 brand=tesla,driver>=550,driver<551")
-    assert only(check_image_cuda(NVML, DOCKER, (compat,))).status == WARN
+    assert only(check_image_cuda(NVML, DOCKER, (compat,))).level == WARN
 
 
 def test_images_without_requirement_absent_or_disabled() -> None:
@@ -278,13 +277,13 @@ def test_images_without_requirement_absent_or_disabled() -> None:
             image("off", NVIDIA_REQUIRE_CUDA="cuda>=13.0", NVIDIA_DISABLE_REQUIRE="true"),
         ),
     )
-    assert [c.status for c in checks] == [PASS, WARN, PASS]
+    assert [c.level for c in checks] == [PASS, WARN, PASS]
     assert checks[1].fix is not None and "docker pull absent:1" in checks[1].fix
 
 
 def test_without_nvml_the_cuda_need_is_unknown() -> None:
     check = only(check_image_cuda(NO_NVML, DOCKER, (image("c", CUDA_VERSION="12.1.0"),)))
-    assert check.status == WARN
+    assert check.level == WARN
 
 
 # --- parsing helpers -------------------------------------------------------------------------
@@ -356,7 +355,7 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
         probe=ProbeFacts("sagemaker", present=True),
     )
     checks = run_checks(facts)
-    assert [c.id for c in checks] == [
+    assert [c.kind for c in checks] == [
         "settings",
         "nvml",
         "gpus",
@@ -368,8 +367,8 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
         "compose",
         "image-cuda",
     ]
-    assert all(c.status == PASS for c in checks), checks
-    assert ok(checks)
+    assert all(c.level == PASS for c in checks), checks
+    assert not failed(checks)
     assert document(checks)["ok"] is True
 
 
@@ -381,7 +380,7 @@ def test_any_failure_makes_the_checklist_fail() -> None:
         compose=ComposeFacts(error="no Docker Compose found"),
     )
     checks = run_checks(facts)
-    assert [(c.id, c.status) for c in checks] == [
+    assert [(c.kind, c.level) for c in checks] == [
         ("settings", PASS),
         ("nvml", FAIL),
         ("docker", FAIL),
@@ -389,7 +388,7 @@ def test_any_failure_makes_the_checklist_fail() -> None:
     ]
     doc = document(checks)
     assert doc["ok"] is False
-    assert doc["checks"][1]["fix"].startswith("load the kernel module")
+    assert doc["findings"][1]["fix"].startswith("load the kernel module")
 
 
 def test_resolved_images_list_each_once_and_probe_the_simulators() -> None:
@@ -411,8 +410,8 @@ def test_resolved_images_list_each_once_and_probe_the_simulators() -> None:
 
 def test_drfc_swarm_checks_only_in_swarm_style_each_problem_with_its_fix() -> None:
     assert check_drfc_swarm(None) == []
-    assert only(check_drfc_swarm(DrfcSwarmFacts())).status == PASS
+    assert only(check_drfc_swarm(DrfcSwarmFacts())).level == PASS
     fix = "docker node update --label-add Robomaker=true n1"
     failed = only(check_drfc_swarm(DrfcSwarmFacts(problems=(("no Robomaker node", fix),))))
-    assert (failed.id, failed.status, failed.fix) == ("drfc-swarm", FAIL, fix)
-    assert only(check_drfc_swarm(DrfcSwarmFacts(error="in no swarm"))).status == FAIL
+    assert (failed.kind, failed.level, failed.fix) == ("drfc-swarm", FAIL, fix)
+    assert only(check_drfc_swarm(DrfcSwarmFacts(error="in no swarm"))).level == FAIL

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.facts import EngineFacts
+from drgpu.core.findings import failed
 from drgpu.core.modes import SwarmGpus
 from drgpu.core.swarm_node import (
-    DIFFERS,
+    FAIL,
     GPU_KIND,
     OK,
     TOOLKIT_LINE,
@@ -58,7 +59,7 @@ def check(state: NodeState) -> SetupReport:
 
 
 def differences(state: NodeState) -> list[str]:
-    return [f"{f.subject}: {f.detail}" for f in check(state).findings if f.status == DIFFERS]
+    return [f"{f.subject}: {f.message}" for f in check(state).findings if f.level == FAIL]
 
 
 def test_resources_are_full_uuids_in_nvml_order() -> None:
@@ -77,8 +78,8 @@ def test_a_gpu_in_mig_mode_is_advertised_by_its_slices() -> None:
 
 def test_a_node_set_up_as_printed_passes() -> None:
     setup = check(GOOD)
-    assert setup.ok
-    assert [f.status for f in setup.findings].count(OK) >= 5
+    assert not failed(setup.findings)
+    assert [f.level for f in setup.findings].count(OK) >= 5
 
 
 def test_the_toolkit_name_mismatch_of_issue_57_is_caught() -> None:
