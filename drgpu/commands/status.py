@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
-from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status
+from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
 from drgpu.core.settings import run_key
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml
@@ -109,20 +109,20 @@ class Reader:
         mine = [c for c in listed if labels.RUN_ID in c.labels]
         # SageMaker trainers (running `algo-...` containers) are drgpu's only with an rl_coach.
         launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
-        trainers = [c for c in listed if launcher and c.state == "running" and "algo-" in c.name]
+        running = [c for c in listed if c.state == "running"]
+        trainers = [c for c in running if launcher and is_sagemaker_local(c)]
         self._known = self._refreshed([*mine, *trainers])
         ours, sagemaker = (
             [replace(self._known[c.id], state=c.state) for c in group if c.id in self._known]
             for group in (mine, trainers)
         )
-        others = [c for c in listed if c.state == "running"]
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
         cgroups = {pid: read_cgroup(pid) for pid in pids}
         commands = {pid: read_process(pid) for pid in pids}
         judged = build_status(
             inventory,
             ours,
-            others,
+            running,
             cgroups,
             self._run_id,
             sagemaker=sagemaker,

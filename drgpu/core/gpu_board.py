@@ -18,8 +18,6 @@ from drgpu.core.gpu_usage import (
     ProcessStatus,
     Status,
     Verdict,
-    ViolationKind,
-    WarningKind,
     forwarded_uuids,
     given_uuids,
     gpu_of,
@@ -80,7 +78,7 @@ class Board:
     scope: str
     gpus: tuple[GpuRow, ...]
     problems: tuple[str, ...]
-    notes: tuple[str, ...]
+    notes: tuple[str, ...]  # `WARNING: ...` (said, no violation), then `note: ...`
     violation_count: int
 
 
@@ -100,7 +98,10 @@ def build_board(status: Status, history: History | None = None) -> Board:
         scope=scope,
         gpus=rows,
         problems=tuple(v.message for v in status.violations),
-        notes=(*status.notes, *(f"warning: {w.message}" for w in status.warnings)),
+        notes=(
+            *(f"WARNING: {w.message}" for w in status.warnings),
+            *(f"note: {note}" for note in status.notes),
+        ),
         violation_count=len(status.violations),
     )
 
@@ -135,7 +136,7 @@ def _row(
         if status.run_id is None or h.run_id == status.run_id
     ]
     here = [p for p in status.processes if p.gpu.index == index]
-    vanished = {w.container for w in status.warnings if w.kind == WarningKind.PROCESSES_VANISHED}
+    vanished = {f.facts["container"] for f in status.findings if f.kind == "processes-vanished"}
     occupants: list[Occupant] = []
     shown: set[int] = set()
     for holder in holders:
@@ -152,7 +153,7 @@ def _row(
             occupants += [replace(o, problem=o.problem + more) for o in missing]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
-    if any(v.kind == ViolationKind.SHARED_GPU and v.gpu_index == index for v in status.violations):
+    if any(f.kind == "shared-gpu" and f.facts["gpu_index"] == index for f in status.findings):
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import ProcessStatus, Status, Violation
+from drgpu.core.gpu_usage import ProcessStatus, Status
 from drgpu.core.model import Gpu, Role
 from drgpu.errors import ConfigError
 
@@ -132,24 +132,13 @@ def _violation_samples(status: Status) -> list[Sample]:
     first: dict[tuple[tuple[str, str], ...], str] = {}
     for violation in status.violations:
         key = (
-            ("kind", str(violation.kind)),
-            ("run", violation.run_id or ""),
-            ("service", violation_service(status, violation)),
+            ("kind", violation.kind),
+            ("run", violation.facts["run_id"] or ""),
+            ("service", violation.facts["service"] or ""),
         )
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, violation.message)
     return [Sample(VIOLATIONS, key, float(n), first[key]) for key, n in counts.items()]
-
-
-def violation_service(status: Status, violation: Violation) -> str:
-    """The service a violation is about: its process's service (or container), else the
-    service its message names (`... service NAME (...)`); empty when none is."""
-    if violation.pid is not None:
-        for process in status.processes:
-            if process.pid == violation.pid:
-                return process.service or process.container or ""
-    match = re.search(r"\bservice (\S+) \(", violation.message)
-    return match[1] if match else ""
 
 
 # --- InfluxDB line protocol ----------------------------------------------------------

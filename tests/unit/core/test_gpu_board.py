@@ -100,7 +100,7 @@ def test_a_gpu_held_by_two_runs_is_a_violation_on_its_row() -> None:
     inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1)))
     status = build_status(inventory, [*STACK, other], [], {})
     assert [v.kind for v in status.violations] == ["shared-gpu"]
-    assert status.violations[0].gpu_index == 0
+    assert status.violations[0].facts["gpu_index"] == 0
     board = build_board(status)
     assert board.gpus[0].problems == ("held by runs 0, 7",)
     assert board.problems[0].startswith("GPU 0 (GPU model 0) is held by runs 0, 7")
