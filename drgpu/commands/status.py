@@ -258,10 +258,8 @@ def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
 
 
 def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need it
+    # lazy: only the watch's exporters need them
     from drgpu.core.metrics import influx_target, line_protocol, samples
-
-    # lazy: only the watch's exporters need it
     from drgpu.host.metrics_export import ExportError, InfluxSender
 
     sender = InfluxSender(influx_target(url))
@@ -280,10 +278,8 @@ def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
 
 
 def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need it
+    # lazy: only the watch's exporters need them
     from drgpu.core.metrics import prometheus_address, samples
-
-    # lazy: only the watch's exporters need it
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
@@ -295,9 +291,8 @@ def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
-    from drgpu.core.alerts import AlertState, due  # lazy: only --on-violation needs it
-
-    # lazy: only --on-violation needs it
+    # lazy: only --on-violation needs them
+    from drgpu.core.alerts import AlertState, due
     from drgpu.host.violation_command import ViolationCommand, command_line
 
     command = ViolationCommand(command_line(text), warn)

@@ -13,14 +13,10 @@ from dataclasses import dataclass, replace
 
 from drgpu.core import labels
 from drgpu.core.gpu_usage import (
-    LIVE_STATES,
     Holder,
     ProcessStatus,
     Status,
     Verdict,
-    forwarded_uuids,
-    given_uuids,
-    gpu_of,
 )
 from drgpu.core.model import Gpu, Role
 
@@ -107,23 +103,18 @@ def build_board(status: Status, history: History | None = None) -> Board:
 
 
 def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
-    """Live containers (of the run shown) given a GPU that NVML does not list: they belong
-    on a lost GPU's row (NVML no longer tells which GPU a lost one was)."""
-    found = []
-    for container in status.containers:
-        if container.state not in LIVE_STATES:
-            continue
-        for uuid in given_uuids(container) + forwarded_uuids(container):
-            if gpu_of(status.inventory, uuid) is None:
-                found.append(
-                    Occupant(
-                        run_id=container.labels.get(labels.RUN_ID),
-                        role=roles.get(container.name, "") or "-",
-                        name=container.service,
-                        problem=f"MISSING-GPU: given {uuid}",
-                    )
-                )
-    return tuple(found)
+    """The containers given a GPU that NVML does not list (`missing-gpu`): they belong on a
+    lost GPU's row (NVML no longer tells which GPU a lost one was)."""
+    return tuple(
+        Occupant(
+            run_id=f.facts["run_id"],
+            role=roles.get(f.facts["container"], "") or "-",
+            name=f.facts["service"],
+            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}",
+        )
+        for f in status.violations
+        if f.kind == "missing-gpu"
+    )
 
 
 def _row(

@@ -416,11 +416,11 @@ class _Judge:
     def __call__(self, gpu: Gpu, proc: GpuProcess, cgroup: str | None) -> ProcessStatus:
         base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict=Verdict.OK)
         if cgroup is None:
-            return _with(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
+            return replace(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
         owner = owner_from_cgroup(cgroup)
         if owner is None:
             if "C" not in proc.kind:
-                return _with(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
+                return replace(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
             return self._stray(base, None, "on the host")
         mine = self.ours.get(owner.container_id)
         if mine is not None:
@@ -439,7 +439,7 @@ class _Judge:
         self, base: ProcessStatus, container: ContainerFacts | None, reason: str
     ) -> ProcessStatus:
         gpu = base.gpu
-        return _with(
+        return replace(
             base,
             verdict=Verdict.STRAY,
             container=container.name or None if container else None,
@@ -451,7 +451,7 @@ class _Judge:
 
     def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
         run_id = container.labels[labels.RUN_ID]
-        placed = _with(
+        placed = replace(
             base,
             container=container.name,
             container_id=container.id,
@@ -472,7 +472,7 @@ class _Judge:
             return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]
         run_id = launcher.labels[labels.RUN_ID]
-        placed = _with(
+        placed = replace(
             base,
             container=trainer.name,
             container_id=trainer.id,
@@ -489,7 +489,7 @@ class _Judge:
         self, placed: ProcessStatus, who: str, how: str, uuids: tuple[str, ...]
     ) -> ProcessStatus:
         gpu, given = placed.gpu, self._describe(uuids)
-        return _with(
+        return replace(
             placed,
             verdict=Verdict.WRONG_GPU,
             reason=f"{how} {given}",
@@ -520,12 +520,8 @@ def is_sagemaker_local(container: ContainerFacts) -> bool:
     )
 
 
-def _with(process: ProcessStatus, **changes: Any) -> ProcessStatus:
-    return replace(process, **changes)
-
-
 def _with_command(process: ProcessStatus, facts: ProcessFacts | None) -> ProcessStatus:
-    return process if facts is None else _with(process, command=facts.command, user=facts.user)
+    return process if facts is None else replace(process, command=facts.command, user=facts.user)
 
 
 def _violation(p: ProcessStatus) -> Finding:

@@ -185,11 +185,6 @@ class BoardView:
         )
 
 
-def board_view(board: Board, *, stamp: str, interval_s: float | None) -> RenderableType:
-    """The board for a terminal, at whatever width the terminal has (`board_text`)."""
-    return BoardView(board, stamp=stamp, interval_s=interval_s)
-
-
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
     """The board in `width` cells: a header (a watch's names its `interval_s`), one line per
     GPU (bars for utilisation and memory) and one per occupant under it, then every
@@ -435,7 +430,7 @@ def status_frame(status: Status) -> None:
     from drgpu.ui.tables import console  # lazy: only a terminal needs it
 
     stamp = time.strftime("%H:%M:%S")
-    console().print(board_view(build_board(status), stamp=stamp, interval_s=None))
+    console().print(BoardView(build_board(status), stamp=stamp, interval_s=None))
     return None
 
 
@@ -456,7 +451,7 @@ def _with_history(
         history = recorded(history, status)
         stamp = time.strftime("%H:%M:%S")
         board = build_board(status, history)
-        redraw(board_view(board, stamp=stamp, interval_s=interval_s))
+        redraw(BoardView(board, stamp=stamp, interval_s=interval_s))
 
     return show
 

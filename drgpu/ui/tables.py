@@ -206,18 +206,8 @@ def gpus_table(
     for gpu in inventory.gpus:
         held = [holders_text(holders.get(gpu.index, ()), full=full)] if holders is not None else []
         if gpu.lost:
-            table.add_row(
-                str(gpu.index),
-                "-",
-                "-",
-                f"LOST ({gpu.error})",
-                gpu.pci_bus_id or "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                *held,
-            )
+            lost = [str(gpu.index), "-", "-", f"LOST ({gpu.error})", gpu.pci_bus_id or "-"]
+            table.add_row(*lost, *["-"] * 4, *held)
             continue
         uuid = gpu.uuid if full else gpu.uuid[:12]
         migs = ", ".join(m.uuid if full else m.uuid[:12] for m in gpu.mig_devices)

@@ -12,7 +12,7 @@ from drgpu.core.facts import ProcessFacts
 from drgpu.core.gpu_board import Board, build_board
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.ui.live import bar, board_text, board_view, short_gpu_name, status_frame
+from drgpu.ui.live import BoardView, bar, board_text, short_gpu_name, status_frame
 from tests.unit.core.test_gpu_board import (
     G0,
     G1,
@@ -39,7 +39,7 @@ def test_bars_fill_in_eighths() -> None:
 
 def render(board: Board, width: int) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
-    console.print(board_view(board, stamp="12:00:00", interval_s=1.0))
+    console.print(BoardView(board, stamp="12:00:00", interval_s=1.0))
     return console.export_text()
 
 
