@@ -61,21 +61,15 @@ class GpuRow:
             return 0.0
         return min(1.0, self.memory_used_mib / self.memory_total_mib)
 
-    @property
-    def flagged(self) -> bool:
-        """Whether something on this GPU is wrong."""
-        return bool(self.problems) or any(o.problem for o in self.occupants)
-
 
 @dataclass(frozen=True)
 class Board:
-    """Every GPU row, and every violation in full."""
+    """Every GPU row, and every violation in full (`problems`)."""
 
     scope: str
     gpus: tuple[GpuRow, ...]
     problems: tuple[str, ...]
     notes: tuple[str, ...]  # `WARNING: ...` (said, no violation), then `note: ...`
-    violation_count: int
 
 
 def build_board(status: Status, history: History | None = None) -> Board:
@@ -98,7 +92,6 @@ def build_board(status: Status, history: History | None = None) -> Board:
             *(f"WARNING: {w.message}" for w in status.warnings),
             *(f"note: {note}" for note in status.notes),
         ),
-        violation_count=len(status.violations),
     )
 
 

@@ -450,18 +450,9 @@ class _Judge:
         )
 
     def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
-        run_id = container.labels[labels.RUN_ID]
-        placed = replace(
-            base,
-            container=container.name,
-            container_id=container.id,
-            run_id=run_id,
-            service=container.service,
-        )
-        given = given_uuids(container)
-        if _covers(base.gpu, given):
-            return placed
-        return self._wrong(placed, f"run {run_id} service {container.service}", "given", given)
+        run_id, service = container.labels[labels.RUN_ID], container.service
+        who = f"run {run_id} service {service}"
+        return self._placed(base, container, run_id, service, who, "given", given_uuids(container))
 
     def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
         """A SageMaker local-mode trainer belongs to the run whose rl_coach forwards its GPU,
@@ -472,28 +463,33 @@ class _Judge:
             return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]
         run_id = launcher.labels[labels.RUN_ID]
-        placed = replace(
-            base,
-            container=trainer.name,
-            container_id=trainer.id,
-            run_id=run_id,
-            service=f"{launcher.service}/{trainer.name}",
-        )
-        forwarded = forwarded_uuids(launcher)
-        if _covers(base.gpu, forwarded):
-            return placed
         who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
-        return self._wrong(placed, who, "forwarded", forwarded)
+        service, forwarded = f"{launcher.service}/{trainer.name}", forwarded_uuids(launcher)
+        return self._placed(base, trainer, run_id, service, who, "forwarded", forwarded)
 
-    def _wrong(
-        self, placed: ProcessStatus, who: str, how: str, uuids: tuple[str, ...]
+    def _placed(
+        self,
+        base: ProcessStatus,
+        owner: ContainerFacts,
+        run_id: str,
+        service: str,
+        who: str,
+        how: str,
+        uuids: tuple[str, ...],
     ) -> ProcessStatus:
-        gpu, given = placed.gpu, self._describe(uuids)
+        """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
+        wrong-gpu."""
+        placed = replace(
+            base, container=owner.name, container_id=owner.id, run_id=run_id, service=service
+        )
+        if _covers(base.gpu, uuids):
+            return placed
+        gpu, given = base.gpu, self._describe(uuids)
         return replace(
             placed,
             verdict=Verdict.WRONG_GPU,
             reason=f"{how} {given}",
-            message=f"PID {placed.pid} of {who} ({placed.container}) runs on GPU {gpu.index}"
+            message=f"PID {base.pid} of {who} ({owner.name}) runs on GPU {gpu.index}"
             f" ({gpu.name}), but was {how} {given}",
         )
 

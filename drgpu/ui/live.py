@@ -216,8 +216,8 @@ def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int
         view.append(_wrapped(f"VIOLATION: {problem}", width), _ALERT)
     for note in board.notes:
         view.append(_wrapped(note, width), "bold yellow" if note.startswith("WARNING") else "dim")
-    if board.violation_count:
-        view.append(f"{board.violation_count} violation(s)", _ALERT)
+    if board.problems:
+        view.append(f"{len(board.problems)} violation(s)", _ALERT)
     else:
         view.append("no violation", "green")
     return view
@@ -399,7 +399,7 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
             lines.append(f"{stamp}   {mark} {occupant_text(occupant)}{pid}{memory}{problem}")
     lines += [f"{stamp} VIOLATION: {problem}" for problem in board.problems]
     lines += [f"{stamp} {note}" for note in board.notes]
-    lines.append(f"{stamp} {board.violation_count} violation(s)")
+    lines.append(f"{stamp} {len(board.problems)} violation(s)")
     return lines
 
 
