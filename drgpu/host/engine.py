@@ -20,7 +20,6 @@ from drgpu.core.facts import (
     ExecResult,
     ImageFacts,
 )
-from drgpu.core.gpu_usage import SAGEMAKER_NAME_PART, is_sagemaker_local
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
@@ -48,6 +47,9 @@ def drgpu_containers() -> list[ContainerFacts]:
 
 def sagemaker_containers() -> list[ContainerFacts]:
     """Every SageMaker local-mode trainer, running or not (created, not yet started)."""
+    # lazy: only rollback and cuda-check look for trainers (up's start-up time)
+    from drgpu.core.gpu_usage import SAGEMAKER_NAME_PART, is_sagemaker_local
+
     with docker_api.connected() as engine:
         found = containers(engine, {"name": SAGEMAKER_NAME_PART})
     return [c for c in found if is_sagemaker_local(c)]
