@@ -18,7 +18,7 @@ from drgpu.core.gpu_usage import (
     Status,
     Verdict,
 )
-from drgpu.core.model import Gpu, Role
+from drgpu.core.model import Gpu
 
 FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
 
@@ -126,8 +126,8 @@ def _row(
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
-        occupants += [_occupant(p, roles) for p in mine] or [_idle(holder, roles, vanished)]
-    occupants += [_occupant(p, roles) for p in here if p.pid not in shown]
+        occupants += [_occupant(p) for p in mine] or [_idle(holder, roles, vanished)]
+    occupants += [_occupant(p) for p in here if p.pid not in shown]
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
@@ -154,24 +154,23 @@ def _row(
     )
 
 
-def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
+def _occupant(process: ProcessStatus) -> Occupant:
     if process.verdict in FLAGGED_VERDICTS:
         problem = f"{process.verdict.upper()}: {process.reason}"
     else:
         problem = ""
     if process.service is not None:
         name = process.service
-        role = roles.get(process.container or "", "") or (Role.TRAINER.value if "/" in name else "")
     elif process.verdict == Verdict.DISPLAY:
-        name, role = "host (display)", ""
+        name = "host (display)"
     elif process.verdict == Verdict.UNKNOWN:
-        name, role = "? (not visible here)", ""
+        name = "? (not visible here)"
     else:
-        name, role = process.container or "host", ""
+        name = process.container or "host"
     stray = process.verdict == Verdict.STRAY
     return Occupant(
         run_id=process.run_id,
-        role=role or "-",
+        role=process.role or "-",
         name=name,
         pid=process.pid,
         memory_mib=process.used_memory_mib,

@@ -99,6 +99,7 @@ class ProcessStatus:
     container_id: str | None = None
     run_id: str | None = None
     service: str | None = None
+    role: str = ""  # its container's drgpu role (a SageMaker trainer's: trainer)
     reason: str = ""
     message: str = ""
     command: str = ""  # its command line (secrets hidden), where /proc shows it
@@ -465,6 +466,7 @@ class _Judge:
         run_id = launcher.labels[labels.RUN_ID]
         who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
         service, forwarded = f"{launcher.service}/{trainer.name}", forwarded_uuids(launcher)
+        base = replace(base, role=Role.TRAINER.value)
         return self._placed(base, trainer, run_id, service, who, "forwarded", forwarded)
 
     def _placed(
@@ -482,6 +484,7 @@ class _Judge:
         placed = replace(
             base, container=owner.name, container_id=owner.id, run_id=run_id, service=service
         )
+        placed = replace(placed, role=base.role or owner.labels.get(labels.ROLE, ""))
         if _covers(base.gpu, uuids):
             return placed
         gpu, given = base.gpu, self._describe(uuids)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from drgpu.core import labels
-from drgpu.core.gpu_usage import ProcessStatus, Status
-from drgpu.core.model import Gpu, Role
+from drgpu.core.gpu_usage import Status
+from drgpu.core.model import Gpu
 from drgpu.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -104,7 +103,6 @@ def _gpu_samples(gpu: Gpu) -> list[Sample]:
 
 def _process_samples(status: Status) -> list[Sample]:
     """Memory per (run, service, role, GPU), summed over that service's processes there."""
-    roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
     memory: dict[tuple[tuple[str, str], ...], int] = {}
     for process in status.processes:
         if process.container is None:
@@ -112,19 +110,11 @@ def _process_samples(status: Status) -> list[Sample]:
         key = (
             ("run", process.run_id or ""),
             ("service", process.service or process.container),
-            ("role", _role(process, roles)),
+            ("role", process.role),
             ("gpu_uuid", process.gpu.uuid),
         )
         memory[key] = memory.get(key, 0) + process.used_memory_mib * MIB
     return [Sample(PROCESS_MEMORY, key, float(value)) for key, value in memory.items()]
-
-
-def _role(process: ProcessStatus, roles: Mapping[str, str]) -> str:
-    """The role drgpu wrote on the container; a SageMaker trainer (`rl_coach/algo-...`) is
-    the trainer; a container drgpu did not start has none."""
-    if process.service is not None and "/" in process.service:
-        return Role.TRAINER.value
-    return roles.get(process.container or "", "")
 
 
 def _violation_samples(status: Status) -> list[Sample]:
