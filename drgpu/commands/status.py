@@ -225,16 +225,12 @@ class Health:
         `first` refresh)."""
         try:
             fresh = reader.snapshot()
-        except NvmlUnavailableError as exc:
+        except (NvmlUnavailableError, DockerError) as exc:
             if first:
                 raise
-            reader.restart_nvml = True
-            self.nvml.failed(exc.message)
-            return None
-        except DockerError as exc:
-            if first:
-                raise
-            self.engine.failed(exc.message)
+            lost_nvml = isinstance(exc, NvmlUnavailableError)
+            reader.restart_nvml = reader.restart_nvml or lost_nvml
+            (self.nvml if lost_nvml else self.engine).failed(exc.message)
             return None
         reader.restart_nvml = False
         self.nvml.worked()
