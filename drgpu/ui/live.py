@@ -425,13 +425,13 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
 def status_frame(status: Status) -> None:
     """One-shot `drgpu status`: one frame of the watch's board on a terminal, laid out for
     its width; plain lines (`status_lines`) anywhere else."""
-    if not sys.stdout.isatty():
-        return status_lines(status)
-    from drgpu.ui.tables import console  # lazy: only a terminal needs it
+    if sys.stdout.isatty():
+        from drgpu.ui.tables import console  # lazy: only a terminal needs it
 
-    stamp = time.strftime("%H:%M:%S")
-    console().print(BoardView(build_board(status), stamp=stamp, interval_s=None))
-    return None
+        stamp = time.strftime("%H:%M:%S")
+        console().print(BoardView(build_board(status), stamp=stamp, interval_s=None))
+    else:
+        status_lines(status)
 
 
 def status_lines(status: Status) -> None:
