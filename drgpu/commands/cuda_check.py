@@ -96,7 +96,7 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
     mine = {c.id for c in project_containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
     if not mine:
         return []
-    checks = trainer_checks(engine.sagemaker_candidates(), engine.drgpu_containers())
+    checks = trainer_checks(engine.sagemaker_containers(), engine.drgpu_containers())
     return [check for check in checks if check.launcher is not None and check.launcher.id in mine]
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import holders_by_gpu, holders_document
-from drgpu.core.index_order import cuda_order, ordinals
-from drgpu.core.topology import inventory_to_json
+from drgpu.core.gpu_usage import holders_by_gpu
 from drgpu.errors import DockerError
 from drgpu.host import engine, nvml
 from drgpu.host.cuda import default_order
@@ -27,10 +25,6 @@ class GpusResult:
 
     inventory: Inventory
     holders: dict[int, tuple[Holder, ...]] | None
-
-    def document(self) -> dict[str, Any]:
-        """`drgpu gpus --json`'s document."""
-        return document(self.inventory, self.holders)
 
 
 def gpus() -> GpusResult:
@@ -62,17 +56,3 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
     else:
         holders = holders_by_gpu(inventory, found[0])
     return inventory, holders
-
-
-def document(inventory: Inventory, holders: dict[int, tuple[Holder, ...]] | None) -> dict[str, Any]:
-    """The `drgpu gpus --json` document (`schema_version` 1, as every drgpu document has):
-    the inventory (with `cuda_order` when the CUDA driver told it), each GPU with its
-    holders and its CUDA ordinals (`cuda_indices`, guessed when `cuda_order_guessed`)."""
-    result = {"schema_version": 1, **inventory_to_json(inventory)}
-    order = cuda_order(inventory)
-    cuda_indices = ordinals(order)
-    result["cuda_order_guessed"] = not order.known
-    for entry, gpu in zip(result["gpus"], inventory.gpus, strict=True):
-        entry["cuda_indices"] = list(cuda_indices.get(gpu.index, ()))
-        entry["held_by"] = None if holders is None else holders_document(holders.get(gpu.index, ()))
-    return result

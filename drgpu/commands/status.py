@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
-from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status
+from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
 from drgpu.core.settings import run_key
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml
@@ -109,20 +109,20 @@ class Reader:
         mine = [c for c in listed if labels.RUN_ID in c.labels]
         # SageMaker trainers (running `algo-...` containers) are drgpu's only with an rl_coach.
         launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
-        trainers = [c for c in listed if launcher and c.state == "running" and "algo-" in c.name]
+        running = [c for c in listed if c.state == "running"]
+        trainers = [c for c in running if launcher and is_sagemaker_local(c)]
         self._known = self._refreshed([*mine, *trainers])
         ours, sagemaker = (
             [replace(self._known[c.id], state=c.state) for c in group if c.id in self._known]
             for group in (mine, trainers)
         )
-        others = [c for c in listed if c.state == "running"]
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
         cgroups = {pid: read_cgroup(pid) for pid in pids}
         commands = {pid: read_process(pid) for pid in pids}
         judged = build_status(
             inventory,
             ours,
-            others,
+            running,
             cgroups,
             self._run_id,
             sagemaker=sagemaker,
@@ -225,16 +225,12 @@ class Health:
         `first` refresh)."""
         try:
             fresh = reader.snapshot()
-        except NvmlUnavailableError as exc:
+        except (NvmlUnavailableError, DockerError) as exc:
             if first:
                 raise
-            reader.restart_nvml = True
-            self.nvml.failed(exc.message)
-            return None
-        except DockerError as exc:
-            if first:
-                raise
-            self.engine.failed(exc.message)
+            lost_nvml = isinstance(exc, NvmlUnavailableError)
+            reader.restart_nvml = reader.restart_nvml or lost_nvml
+            (self.nvml if lost_nvml else self.engine).failed(exc.message)
             return None
         reader.restart_nvml = False
         self.nvml.worked()
@@ -258,10 +254,8 @@ def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
 
 
 def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need it
+    # lazy: only the watch's exporters need them
     from drgpu.core.metrics import influx_target, line_protocol, samples
-
-    # lazy: only the watch's exporters need it
     from drgpu.host.metrics_export import ExportError, InfluxSender
 
     sender = InfluxSender(influx_target(url))
@@ -280,10 +274,8 @@ def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
 
 
 def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need it
+    # lazy: only the watch's exporters need them
     from drgpu.core.metrics import prometheus_address, samples
-
-    # lazy: only the watch's exporters need it
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
@@ -295,9 +287,8 @@ def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
-    from drgpu.core.alerts import AlertState, due  # lazy: only --on-violation needs it
-
-    # lazy: only --on-violation needs it
+    # lazy: only --on-violation needs them
+    from drgpu.core.alerts import AlertState, due
     from drgpu.host.violation_command import ViolationCommand, command_line
 
     command = ViolationCommand(command_line(text), warn)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from drgpu.core.gpu_usage import Status, Violation
-from drgpu.core.metrics import violation_service
+from drgpu.core.findings import Finding
+from drgpu.core.gpu_usage import Status
 
 PER_VIOLATION_S = 600.0
 RUNS_PER_MINUTE = 6
@@ -26,20 +26,19 @@ RUNS_PER_MINUTE = 6
 class Alert:
     """One new violation that runs CMD."""
 
-    violation: Violation
-    service: str
+    violation: Finding
     time: float  # seconds since the epoch
 
     def document(self) -> dict[str, Any]:
         """The JSON CMD reads on stdin."""
         v = self.violation
         return {
-            "kind": str(v.kind),
+            "kind": v.kind,
             "message": v.message,
-            "run": v.run_id,
-            "service": self.service or None,
-            "pid": v.pid,
-            "gpu_index": v.gpu_index,
+            "run": v.facts["run_id"],
+            "service": v.facts["service"] or None,
+            "pid": v.facts["pid"],
+            "gpu_index": v.facts["gpu_index"],
             "time": self.time,
         }
 
@@ -78,7 +77,7 @@ def due(state: AlertState, status: Status, now: float) -> tuple[AlertState, tupl
             continue
         recent += (now,)
         last_run[key] = now
-        alerts.append(Alert(violation, violation_service(status, violation), now))
+        alerts.append(Alert(violation, now))
     present = frozenset(v.message for v in status.violations)
     return replace(
         state, present=present, last_run=last_run, recent=recent, held_back=held_back

@@ -13,18 +13,12 @@ from dataclasses import dataclass, replace
 
 from drgpu.core import labels
 from drgpu.core.gpu_usage import (
-    LIVE_STATES,
     Holder,
     ProcessStatus,
     Status,
     Verdict,
-    ViolationKind,
-    WarningKind,
-    forwarded_uuids,
-    given_uuids,
-    gpu_of,
 )
-from drgpu.core.model import Gpu, Role
+from drgpu.core.model import Gpu
 
 FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
 
@@ -67,21 +61,15 @@ class GpuRow:
             return 0.0
         return min(1.0, self.memory_used_mib / self.memory_total_mib)
 
-    @property
-    def flagged(self) -> bool:
-        """Whether something on this GPU is wrong."""
-        return bool(self.problems) or any(o.problem for o in self.occupants)
-
 
 @dataclass(frozen=True)
 class Board:
-    """Every GPU row, and every violation in full."""
+    """Every GPU row, and every violation in full (`problems`)."""
 
     scope: str
     gpus: tuple[GpuRow, ...]
     problems: tuple[str, ...]
-    notes: tuple[str, ...]
-    violation_count: int
+    notes: tuple[str, ...]  # `WARNING: ...` (said, no violation), then `note: ...`
 
 
 def build_board(status: Status, history: History | None = None) -> Board:
@@ -100,29 +88,26 @@ def build_board(status: Status, history: History | None = None) -> Board:
         scope=scope,
         gpus=rows,
         problems=tuple(v.message for v in status.violations),
-        notes=(*status.notes, *(f"warning: {w.message}" for w in status.warnings)),
-        violation_count=len(status.violations),
+        notes=(
+            *(f"WARNING: {w.message}" for w in status.warnings),
+            *(f"note: {note}" for note in status.notes),
+        ),
     )
 
 
 def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
-    """Live containers (of the run shown) given a GPU that NVML does not list: they belong
-    on a lost GPU's row (NVML no longer tells which GPU a lost one was)."""
-    found = []
-    for container in status.containers:
-        if container.state not in LIVE_STATES:
-            continue
-        for uuid in given_uuids(container) + forwarded_uuids(container):
-            if gpu_of(status.inventory, uuid) is None:
-                found.append(
-                    Occupant(
-                        run_id=container.labels.get(labels.RUN_ID),
-                        role=roles.get(container.name, "") or "-",
-                        name=container.service,
-                        problem=f"MISSING-GPU: given {uuid}",
-                    )
-                )
-    return tuple(found)
+    """The containers given a GPU that NVML does not list (`missing-gpu`): they belong on a
+    lost GPU's row (NVML no longer tells which GPU a lost one was)."""
+    return tuple(
+        Occupant(
+            run_id=f.facts["run_id"],
+            role=roles.get(f.facts["container"], "") or "-",
+            name=f.facts["service"],
+            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}",
+        )
+        for f in status.violations
+        if f.kind == "missing-gpu"
+    )
 
 
 def _row(
@@ -135,14 +120,14 @@ def _row(
         if status.run_id is None or h.run_id == status.run_id
     ]
     here = [p for p in status.processes if p.gpu.index == index]
-    vanished = {w.container for w in status.warnings if w.kind == WarningKind.PROCESSES_VANISHED}
+    vanished = {f.facts["container"] for f in status.findings if f.kind == "processes-vanished"}
     occupants: list[Occupant] = []
     shown: set[int] = set()
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
-        occupants += [_occupant(p, roles) for p in mine] or [_idle(holder, roles, vanished)]
-    occupants += [_occupant(p, roles) for p in here if p.pid not in shown]
+        occupants += [_occupant(p) for p in mine] or [_idle(holder, roles, vanished)]
+    occupants += [_occupant(p) for p in here if p.pid not in shown]
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
@@ -152,7 +137,7 @@ def _row(
             occupants += [replace(o, problem=o.problem + more) for o in missing]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
-    if any(v.kind == ViolationKind.SHARED_GPU and v.gpu_index == index for v in status.violations):
+    if any(f.kind == "shared-gpu" and f.facts["gpu_index"] == index for f in status.findings):
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(
@@ -169,24 +154,23 @@ def _row(
     )
 
 
-def _occupant(process: ProcessStatus, roles: Mapping[str, str]) -> Occupant:
+def _occupant(process: ProcessStatus) -> Occupant:
     if process.verdict in FLAGGED_VERDICTS:
         problem = f"{process.verdict.upper()}: {process.reason}"
     else:
         problem = ""
     if process.service is not None:
         name = process.service
-        role = roles.get(process.container or "", "") or (Role.TRAINER.value if "/" in name else "")
     elif process.verdict == Verdict.DISPLAY:
-        name, role = "host (display)", ""
+        name = "host (display)"
     elif process.verdict == Verdict.UNKNOWN:
-        name, role = "? (not visible here)", ""
+        name = "? (not visible here)"
     else:
-        name, role = process.container or "host", ""
+        name = process.container or "host"
     stray = process.verdict == Verdict.STRAY
     return Occupant(
         run_id=process.run_id,
-        role=role or "-",
+        role=process.role or "-",
         name=name,
         pid=process.pid,
         memory_mib=process.used_memory_mib,

@@ -4,7 +4,8 @@ Pure: the facts come in (an inventory, the engine's containers, each GPU process
 cgroup file), a `Status` comes out. What a container was given is read from its
 labels, so nothing goes stale when a stack is changed by hand.
 
-Violations (they make `drgpu status` exit 6):
+Each violation and warning is a `core.findings.Finding` (its `kind` one of those below,
+its `facts` the FACTS keys). Violations (level FAIL: they make `drgpu status` exit 6):
 - wrong-gpu: a process of a drgpu service (or of the SageMaker trainer its rl_coach
   started) on a GPU that was not given to that service;
 - stray: a compute process that belongs to no drgpu stack (on the host, or in a
@@ -18,8 +19,8 @@ Violations (they make `drgpu status` exit 6):
 A graphics-only process on the host (a display server) and a PID this process
 cannot see (another PID namespace, or it just ended) are listed but not flagged.
 
-Warnings (the status is not `ok`, but no exit 6: nothing drgpu set up is wrong, yet
-something is unknown or looks broken):
+Warnings (level WARN; the status is not `ok`, but no exit 6: nothing drgpu set up is
+wrong, yet something is unknown or looks broken):
 - processes-unknown: NVML could not list a GPU's processes (no version of the query runs,
   or it fails): a stray or wrong-GPU process there would go unseen;
 - processes-vanished: a running drgpu container that had GPU processes in an earlier
@@ -41,20 +42,22 @@ from typing import Any
 from drgpu.core import labels
 from drgpu.core.cgroup_owner import owner_from_cgroup
 from drgpu.core.facts import ContainerFacts, ProcessFacts
+from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
 from drgpu.core.modes import Sharing, StrEnum
 
 LAUNCHER_ROLE = Role.TRAINER_LAUNCHER.value
 LIVE_STATES = ("running", "paused", "restarting")
 # SageMaker local mode names its compose services algo-<n>-<random>, and Compose its
-# containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose).
+# containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose); the engine
+# filters container names by SAGEMAKER_NAME_PART, is_sagemaker_local decides.
+SAGEMAKER_NAME_PART = "algo-"
 _SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
 _SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
-SCHEMA_VERSION = 1
 
 
 class Verdict(StrEnum):
-    """What a GPU process is to drgpu."""
+    """What a GPU process is to drgpu (a flagged one's verdict is its finding's kind)."""
 
     OK = "ok"
     UNKNOWN = "unknown"  # not visible from here
@@ -63,36 +66,13 @@ class Verdict(StrEnum):
     WRONG_GPU = "wrong-gpu"
 
 
-class ViolationKind(StrEnum):
-    """The violations `drgpu status` reports (the module's docstring tells each)."""
-
-    WRONG_GPU = "wrong-gpu"
-    STRAY = "stray"
-    MISSING_GPU = "missing-gpu"
-    TRAINER_GPU = "trainer-gpu"
-    SHARED_GPU = "shared-gpu"
-
-
-class WarningKind(StrEnum):
-    """The warnings `drgpu status` reports (the module's docstring tells each)."""
-
-    PROCESSES_UNKNOWN = "processes-unknown"
-    PROCESSES_VANISHED = "processes-vanished"
-
-
 IDLE_NOTE_S = 600.0
+FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", "service")
 
 
-@dataclass(frozen=True)
-class StatusWarning:
-    """Something unknown or likely broken that is no violation."""
-
-    kind: WarningKind
-    message: str
-    gpu_index: int | None = None
-    container_id: str | None = None
-    run_id: str | None = None
-    container: str | None = None  # its name
+def _finding(kind: str, level: Level, subject: str, message: str, **facts: Any) -> Finding:
+    """A status finding; its facts are always the FACTS keys (None where unknown)."""
+    return Finding(subject, level, message, kind=kind, facts={**dict.fromkeys(FACTS), **facts})
 
 
 @dataclass(frozen=True)
@@ -119,21 +99,11 @@ class ProcessStatus:
     container_id: str | None = None
     run_id: str | None = None
     service: str | None = None
+    role: str = ""  # its container's drgpu role (a SageMaker trainer's: trainer)
     reason: str = ""
     message: str = ""
     command: str = ""  # its command line (secrets hidden), where /proc shows it
     user: str = ""  # the host user owning it
-
-
-@dataclass(frozen=True)
-class Violation:
-    """Something that is not as drgpu set it up."""
-
-    kind: ViolationKind
-    message: str
-    pid: int | None = None
-    run_id: str | None = None
-    gpu_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -202,16 +172,25 @@ class Status:
     holders: Mapping[int, tuple[Holder, ...]]
     containers: tuple[ContainerFacts, ...]
     processes: tuple[ProcessStatus, ...]
-    violations: tuple[Violation, ...]
+    findings: tuple[Finding, ...]  # violations (FAIL), then warnings (WARN)
     notes: tuple[str, ...]
     run_id: str | None = None
     trainers: tuple[TrainerCheck, ...] = ()
-    warnings: tuple[StatusWarning, ...] = ()
 
     @property
     def ok(self) -> bool:
         """Whether nothing was flagged: no violation and no warning."""
-        return not self.violations and not self.warnings
+        return not self.findings
+
+    @property
+    def violations(self) -> tuple[Finding, ...]:
+        """The findings that make `drgpu status` exit 6."""
+        return tuple(f for f in self.findings if f.level == Level.FAIL)
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        """The findings said that do not make it exit 6 (unknown, or likely broken)."""
+        return tuple(f for f in self.findings if f.level == Level.WARN)
 
     def with_processes(self) -> frozenset[str]:
         """The ids of drgpu's containers with a GPU process in this snapshot."""
@@ -306,23 +285,21 @@ def build_status(
         if not gpu.lost
         for proc in gpu.processes
     ]
-    violations = [
-        _violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
-    ]
-    violations += _missing_gpus(inventory, ours)
+    findings = [_violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)]
+    findings += _missing_gpus(inventory, ours)
     trainers = trainer_checks(sagemaker, ours)
-    violations += [
-        Violation(ViolationKind.TRAINER_GPU, check.message, run_id=check.run_id)
-        for check in trainers
-        if not check.ok
+    findings += [
+        _finding("trainer-gpu", Level.FAIL, c.container.name, c.message, run_id=c.run_id)
+        for c in trainers
+        if not c.ok
     ]
-    violations += _shared_gpus(inventory, holders, ours)
+    findings += _shared_gpus(inventory, holders, ours)
+    findings += _unknown_processes(inventory) + _vanished(inventory, ours, processes, had_processes)
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
         if gpu.lost
     ]
-    warnings = _unknown_processes(inventory) + _vanished(inventory, ours, processes, had_processes)
     notes += _idle_notes(inventory, ours, processes, had_processes, now)
     if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
@@ -334,30 +311,33 @@ def build_status(
         mine = {index for index, hs in holders.items() if any(h.run_id == run_id for h in hs)}
         processes = [p for p in processes if p.run_id == run_id or p.gpu.index in mine]
         keep = {p.pid for p in processes}
-        violations = [
-            v
-            for v in violations
-            if v.pid in keep or v.run_id == run_id or (v.pid is None and v.gpu_index in mine)
-        ]
+        findings = [f for f in findings if _concerns(f.facts, keep, run_id, mine)]
         trainers = tuple(check for check in trainers if check.run_id == run_id)
-        warnings = [w for w in warnings if w.run_id == run_id or w.gpu_index in mine]
     return Status(
         inventory=inventory,
         holders=holders,
         containers=tuple(ours),
         processes=tuple(processes),
-        violations=tuple(violations),
+        findings=tuple(findings),
         notes=tuple(notes),
         run_id=run_id,
         trainers=trainers,
-        warnings=tuple(warnings),
     )
 
 
-def _unknown_processes(inventory: Inventory) -> list[StatusWarning]:
+def _concerns(facts: Mapping[str, Any], pids: set[int], run_id: str, gpus: set[int]) -> bool:
+    """Whether a finding is about run `run_id`: one of its processes (`pids`), the run
+    itself, or one of its GPUs (a finding of no process)."""
+    pid = facts["pid"]
+    return pid in pids or facts["run_id"] == run_id or (pid is None and facts["gpu_index"] in gpus)
+
+
+def _unknown_processes(inventory: Inventory) -> list[Finding]:
     return [
-        StatusWarning(
-            WarningKind.PROCESSES_UNKNOWN,
+        _finding(
+            "processes-unknown",
+            Level.WARN,
+            f"GPU {gpu.index}",
             f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
             f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
             gpu_index=gpu.index,
@@ -387,10 +367,12 @@ def _vanished(
     containers: list[ContainerFacts],
     processes: list[ProcessStatus],
     had_processes: Collection[str],
-) -> list[StatusWarning]:
+) -> list[Finding]:
     return [
-        StatusWarning(
-            WarningKind.PROCESSES_VANISHED,
+        _finding(
+            "processes-vanished",
+            Level.WARN,
+            c.name,
             f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) had GPU processes"
             " and has none now, while it runs: unless it ended its work, it lost its GPU"
             " (after `systemctl daemon-reload` with the systemd cgroup driver; inside, NVML"
@@ -398,6 +380,7 @@ def _vanished(
             container_id=c.id,
             run_id=c.labels[labels.RUN_ID],
             container=c.name,
+            service=c.service,
         )
         for c in _silent(inventory, containers, processes)
         if c.id in had_processes
@@ -434,11 +417,11 @@ class _Judge:
     def __call__(self, gpu: Gpu, proc: GpuProcess, cgroup: str | None) -> ProcessStatus:
         base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict=Verdict.OK)
         if cgroup is None:
-            return _with(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
+            return replace(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
         owner = owner_from_cgroup(cgroup)
         if owner is None:
             if "C" not in proc.kind:
-                return _with(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
+                return replace(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
             return self._stray(base, None, "on the host")
         mine = self.ours.get(owner.container_id)
         if mine is not None:
@@ -457,7 +440,7 @@ class _Judge:
         self, base: ProcessStatus, container: ContainerFacts | None, reason: str
     ) -> ProcessStatus:
         gpu = base.gpu
-        return _with(
+        return replace(
             base,
             verdict=Verdict.STRAY,
             container=container.name or None if container else None,
@@ -468,18 +451,9 @@ class _Judge:
         )
 
     def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
-        run_id = container.labels[labels.RUN_ID]
-        placed = _with(
-            base,
-            container=container.name,
-            container_id=container.id,
-            run_id=run_id,
-            service=container.service,
-        )
-        given = given_uuids(container)
-        if _covers(base.gpu, given):
-            return placed
-        return self._wrong(placed, f"run {run_id} service {container.service}", "given", given)
+        run_id, service = container.labels[labels.RUN_ID], container.service
+        who = f"run {run_id} service {service}"
+        return self._placed(base, container, run_id, service, who, "given", given_uuids(container))
 
     def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
         """A SageMaker local-mode trainer belongs to the run whose rl_coach forwards its GPU,
@@ -490,28 +464,35 @@ class _Judge:
             return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]
         run_id = launcher.labels[labels.RUN_ID]
-        placed = _with(
-            base,
-            container=trainer.name,
-            container_id=trainer.id,
-            run_id=run_id,
-            service=f"{launcher.service}/{trainer.name}",
-        )
-        forwarded = forwarded_uuids(launcher)
-        if _covers(base.gpu, forwarded):
-            return placed
         who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
-        return self._wrong(placed, who, "forwarded", forwarded)
+        service, forwarded = f"{launcher.service}/{trainer.name}", forwarded_uuids(launcher)
+        base = replace(base, role=Role.TRAINER.value)
+        return self._placed(base, trainer, run_id, service, who, "forwarded", forwarded)
 
-    def _wrong(
-        self, placed: ProcessStatus, who: str, how: str, uuids: tuple[str, ...]
+    def _placed(
+        self,
+        base: ProcessStatus,
+        owner: ContainerFacts,
+        run_id: str,
+        service: str,
+        who: str,
+        how: str,
+        uuids: tuple[str, ...],
     ) -> ProcessStatus:
-        gpu, given = placed.gpu, self._describe(uuids)
-        return _with(
+        """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
+        wrong-gpu."""
+        placed = replace(
+            base, container=owner.name, container_id=owner.id, run_id=run_id, service=service
+        )
+        placed = replace(placed, role=base.role or owner.labels.get(labels.ROLE, ""))
+        if _covers(base.gpu, uuids):
+            return placed
+        gpu, given = base.gpu, self._describe(uuids)
+        return replace(
             placed,
             verdict=Verdict.WRONG_GPU,
             reason=f"{how} {given}",
-            message=f"PID {placed.pid} of {who} ({placed.container}) runs on GPU {gpu.index}"
+            message=f"PID {base.pid} of {who} ({owner.name}) runs on GPU {gpu.index}"
             f" ({gpu.name}), but was {how} {given}",
         )
 
@@ -538,28 +519,39 @@ def is_sagemaker_local(container: ContainerFacts) -> bool:
     )
 
 
-def _with(process: ProcessStatus, **changes: Any) -> ProcessStatus:
-    return replace(process, **changes)
-
-
 def _with_command(process: ProcessStatus, facts: ProcessFacts | None) -> ProcessStatus:
-    return process if facts is None else _with(process, command=facts.command, user=facts.user)
+    return process if facts is None else replace(process, command=facts.command, user=facts.user)
 
 
-def _violation(process: ProcessStatus) -> Violation:
-    return Violation(
-        ViolationKind(process.verdict.value), process.message, process.pid, process.run_id
+def _violation(p: ProcessStatus) -> Finding:
+    return _finding(
+        str(p.verdict),
+        Level.FAIL,
+        f"PID {p.pid}",
+        p.message,
+        pid=p.pid,
+        run_id=p.run_id,
+        gpu_index=p.gpu.index,
+        gpu_uuid=p.gpu.uuid,
+        container=p.container,
+        container_id=p.container_id,
+        service=p.service or p.container,
     )
 
 
-def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Violation]:
+def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Finding]:
     return [
-        Violation(
-            kind=ViolationKind.MISSING_GPU,
-            message=f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name})"
-            f" was given {uuid},"
+        _finding(
+            "missing-gpu",
+            Level.FAIL,
+            c.name,
+            f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) was given {uuid},"
             " which NVML does not list (a lost GPU?)",
             run_id=c.labels[labels.RUN_ID],
+            gpu_uuid=uuid,
+            container=c.name,
+            container_id=c.id,
+            service=c.service,
         )
         for c in _live(containers)
         for uuid in given_uuids(c) + forwarded_uuids(c)
@@ -571,7 +563,7 @@ def _shared_gpus(
     inventory: Inventory,
     holders: Mapping[int, tuple[Holder, ...]],
     containers: list[ContainerFacts],
-) -> list[Violation]:
+) -> list[Finding]:
     """A GPU held by live containers of several runs, unless all of them time-slice."""
     sharing = {
         c.labels[labels.RUN_ID]: c.labels.get(labels.SHARING, Sharing.EXCLUSIVE) for c in containers
@@ -581,124 +573,14 @@ def _shared_gpus(
         runs = sorted({h.run_id for h in holders.get(gpu.index, ())})
         if len(runs) > 1 and any(sharing.get(run) != Sharing.TIMESLICE for run in runs):
             found.append(
-                Violation(
-                    kind=ViolationKind.SHARED_GPU,
-                    message=f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
+                _finding(
+                    "shared-gpu",
+                    Level.FAIL,
+                    f"GPU {gpu.index}",
+                    f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
                     " at once, and not every one of them shares by time-slicing",
                     gpu_index=gpu.index,
+                    gpu_uuid=gpu.uuid,
                 )
             )
     return found
-
-
-def document(status: Status) -> dict[str, Any]:
-    """The `drgpu status --json` document."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ok": status.ok,
-        "run_id": status.run_id,
-        "gpus": [
-            gpu_document(gpu, status.holders.get(gpu.index, ())) for gpu in status.inventory.gpus
-        ],
-        "runs": _runs_document(status),
-        "processes": [
-            {
-                "pid": p.pid,
-                "gpu_index": p.gpu.index,
-                "gpu_uuid": p.gpu.uuid,
-                "used_memory_mib": p.used_memory_mib,
-                "type": p.kind,
-                "container": p.container,
-                "container_id": p.container_id,
-                "run_id": p.run_id,
-                "service": p.service,
-                "verdict": p.verdict,
-                "reason": p.reason or None,
-                "message": p.message or None,
-            }
-            for p in status.processes
-        ],
-        "violations": [
-            {"kind": v.kind, "pid": v.pid, "gpu_index": v.gpu_index, "message": v.message}
-            for v in status.violations
-        ],
-        "warnings": [
-            {
-                "kind": w.kind,
-                "gpu_index": w.gpu_index,
-                "container": w.container,
-                "container_id": w.container_id,
-                "run_id": w.run_id,
-                "message": w.message,
-            }
-            for w in status.warnings
-        ],
-        "notes": list(status.notes),
-        "sagemaker_trainers": [
-            {
-                "container": check.container.name,
-                "id": check.container.id,
-                "run_id": check.run_id,
-                "rl_coach": check.launcher.name if check.launcher else None,
-                "cuda_visible_devices": list(check.visible),
-                "forwarded_gpus": list(check.planned),
-                "ok": check.ok,
-            }
-            for check in status.trainers
-        ],
-    }
-
-
-def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:
-    """One GPU with its holders, for `status --json`."""
-    return {
-        "index": gpu.index,
-        "uuid": gpu.uuid,
-        "name": gpu.name,
-        "lost": gpu.lost,
-        "error": gpu.error,
-        "utilization_gpu_percent": gpu.utilization_gpu_percent,
-        "memory_used_mib": gpu.memory_used_mib,
-        "memory_total_mib": gpu.memory_total_mib,
-        "processes_known": gpu.processes_unknown is None and not gpu.lost,
-        "processes_error": gpu.processes_unknown,
-        "held_by": holders_document(holders),
-    }
-
-
-def holders_document(holders: Iterable[Holder]) -> list[dict[str, Any]]:
-    """Holders as JSON (also the `held_by` of `drgpu gpus --json`)."""
-    return [
-        {
-            "run_id": h.run_id,
-            "service": h.service,
-            "container": h.container,
-            "uuid": h.uuid,
-            "forwarded": h.forwarded,
-        }
-        for h in holders
-    ]
-
-
-def _runs_document(status: Status) -> list[dict[str, Any]]:
-    runs: dict[str, dict[str, Any]] = {}
-    for c in status.containers:
-        run = runs.setdefault(
-            c.labels[labels.RUN_ID],
-            {"run_id": c.labels[labels.RUN_ID], "project": c.project, "services": {}},
-        )
-        run["services"].setdefault(c.service, []).append(
-            {
-                "container": c.name,
-                "id": c.id,
-                "state": c.state,
-                "gpus": list(given_uuids(c)),
-                "forwarded_gpus": list(forwarded_uuids(c)),
-                "processes": [
-                    {"pid": p.pid, "gpu_index": p.gpu.index, "verdict": p.verdict}
-                    for p in status.processes
-                    if p.container_id == c.id
-                ],
-            }
-        )
-    return list(runs.values())

@@ -11,12 +11,11 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from drgpu.core import labels
-from drgpu.core.gpu_usage import ProcessStatus, Status, Violation
-from drgpu.core.model import Gpu, Role
+from drgpu.core.gpu_usage import Status
+from drgpu.core.model import Gpu
 from drgpu.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -104,7 +103,6 @@ def _gpu_samples(gpu: Gpu) -> list[Sample]:
 
 def _process_samples(status: Status) -> list[Sample]:
     """Memory per (run, service, role, GPU), summed over that service's processes there."""
-    roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
     memory: dict[tuple[tuple[str, str], ...], int] = {}
     for process in status.processes:
         if process.container is None:
@@ -112,19 +110,11 @@ def _process_samples(status: Status) -> list[Sample]:
         key = (
             ("run", process.run_id or ""),
             ("service", process.service or process.container),
-            ("role", _role(process, roles)),
+            ("role", process.role),
             ("gpu_uuid", process.gpu.uuid),
         )
         memory[key] = memory.get(key, 0) + process.used_memory_mib * MIB
     return [Sample(PROCESS_MEMORY, key, float(value)) for key, value in memory.items()]
-
-
-def _role(process: ProcessStatus, roles: Mapping[str, str]) -> str:
-    """The role drgpu wrote on the container; a SageMaker trainer (`rl_coach/algo-...`) is
-    the trainer; a container drgpu did not start has none."""
-    if process.service is not None and "/" in process.service:
-        return Role.TRAINER.value
-    return roles.get(process.container or "", "")
 
 
 def _violation_samples(status: Status) -> list[Sample]:
@@ -132,24 +122,13 @@ def _violation_samples(status: Status) -> list[Sample]:
     first: dict[tuple[tuple[str, str], ...], str] = {}
     for violation in status.violations:
         key = (
-            ("kind", str(violation.kind)),
-            ("run", violation.run_id or ""),
-            ("service", violation_service(status, violation)),
+            ("kind", violation.kind),
+            ("run", violation.facts["run_id"] or ""),
+            ("service", violation.facts["service"] or ""),
         )
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, violation.message)
     return [Sample(VIOLATIONS, key, float(n), first[key]) for key, n in counts.items()]
-
-
-def violation_service(status: Status, violation: Violation) -> str:
-    """The service a violation is about: its process's service (or container), else the
-    service its message names (`... service NAME (...)`); empty when none is."""
-    if violation.pid is not None:
-        for process in status.processes:
-            if process.pid == violation.pid:
-                return process.service or process.container or ""
-    match = re.search(r"\bservice (\S+) \(", violation.message)
-    return match[1] if match else ""
 
 
 # --- InfluxDB line protocol ----------------------------------------------------------

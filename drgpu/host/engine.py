@@ -45,18 +45,14 @@ def drgpu_containers() -> list[ContainerFacts]:
         return containers(engine, {"label": labels.RUN_ID})
 
 
-def sagemaker_candidates() -> list[ContainerFacts]:
-    """Every running container whose name holds `algo-` (SageMaker local mode names its
-    trainers `...algo-N-xxxxx...`; core.gpu_usage decides which are)."""
-    with docker_api.connected() as engine:
-        return [c for c in containers(engine, {"name": "algo-"}) if c.state == "running"]
-
-
 def sagemaker_containers() -> list[ContainerFacts]:
-    """Every container, running or not (created, not yet started), whose name holds
-    `algo-`: what a rollback looks through for the trainers a run's rl_coach started."""
+    """Every SageMaker local-mode trainer, running or not (created, not yet started)."""
+    # lazy: only rollback and cuda-check look for trainers (up's start-up time)
+    from drgpu.core.gpu_usage import SAGEMAKER_NAME_PART, is_sagemaker_local
+
     with docker_api.connected() as engine:
-        return containers(engine, {"name": "algo-"})
+        found = containers(engine, {"name": SAGEMAKER_NAME_PART})
+    return [c for c in found if is_sagemaker_local(c)]
 
 
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:

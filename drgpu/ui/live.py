@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
-from drgpu.core.gpu_usage import document
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -176,7 +175,7 @@ class BoardView:
     """The board for a terminal, laid out for the width rich renders it at (a resized
     terminal gets a new layout on the next refresh)."""
 
-    def __init__(self, board: Board, *, stamp: str, interval_s: float) -> None:
+    def __init__(self, board: Board, *, stamp: str, interval_s: float | None) -> None:
         self.board, self.stamp, self.interval_s = board, stamp, interval_s
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
@@ -186,22 +185,19 @@ class BoardView:
         )
 
 
-def board_view(board: Board, *, stamp: str, interval_s: float) -> RenderableType:
-    """The board for a terminal, at whatever width the terminal has (`board_text`)."""
-    return BoardView(board, stamp=stamp, interval_s=interval_s)
-
-
-def board_text(board: Board, *, stamp: str, interval_s: float, width: int) -> Text:
-    """The board in `width` cells: a header, one line per GPU (bars for utilisation and
-    memory) and one per occupant under it, then every violation in full (wrapped); what is
-    wrong in bold red. Laid out in fixed columns by hand: one Text, cheap to redraw every
-    tick; no line is longer than `width`."""
+def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
+    """The board in `width` cells: a header (a watch's names its `interval_s`), one line per
+    GPU (bars for utilisation and memory) and one per occupant under it, then every
+    violation in full (wrapped); what is wrong in bold red. Laid out in fixed columns by
+    hand: one Text, cheap to redraw every tick; no line is longer than `width`."""
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
     health = _health_room(board, grid)
     view = Text(no_wrap=True, overflow="ellipsis")
-    title = f"  {board.scope} · {stamp} · every {interval_s:g}s · Ctrl-C quits"
+    title = f"  {board.scope} · {stamp}"
+    if interval_s is not None:
+        title += f" · every {interval_s:g}s · Ctrl-C quits"
     view.append("drgpu status", "bold")
     view.append(_cut(title, width - len("drgpu status")) + "\n\n")
     util_header = "GPU-Util" if grid.bar + 1 + _UTIL_WIDTH >= len("GPU-Util") else "Util"
@@ -219,9 +215,9 @@ def board_text(board: Board, *, stamp: str, interval_s: float, width: int) -> Te
     for problem in board.problems:
         view.append(_wrapped(f"VIOLATION: {problem}", width), _ALERT)
     for note in board.notes:
-        view.append(_wrapped(f"note: {note}", width), "dim")
-    if board.violation_count:
-        view.append(f"{board.violation_count} violation(s)", _ALERT)
+        view.append(_wrapped(note, width), "bold yellow" if note.startswith("WARNING") else "dim")
+    if board.problems:
+        view.append(f"{len(board.problems)} violation(s)", _ALERT)
     else:
         view.append("no violation", "green")
     return view
@@ -383,7 +379,7 @@ def sensors_text(row: GpuRow) -> str:
 
 def board_lines(board: Board, *, stamp: str) -> list[str]:
     """The board as plain lines (stdout is no terminal): one per GPU, one per occupant under
-    it (`!` marks what is wrong), then the violations no row shows."""
+    it (`!` marks what is wrong), then every violation in full and the notes."""
     lines = []
     for row in board.gpus:
         problems = "".join(f" ! {problem}" for problem in row.problems)
@@ -402,7 +398,8 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
             problem = f" {occupant.problem}" if occupant.problem else ""
             lines.append(f"{stamp}   {mark} {occupant_text(occupant)}{pid}{memory}{problem}")
     lines += [f"{stamp} VIOLATION: {problem}" for problem in board.problems]
-    lines.append(f"{stamp} {board.violation_count} violation(s)")
+    lines += [f"{stamp} {note}" for note in board.notes]
+    lines.append(f"{stamp} {len(board.problems)} violation(s)")
     return lines
 
 
@@ -411,9 +408,10 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
     """How `status --watch` shows each snapshot: one JSON document per line (`--json`), the
     live board on a terminal, plain lines elsewhere."""
     if json_lines:
+        from drgpu.ui.status_view import status_document  # lazy: only --json needs it
 
         def show_json(status: Status) -> None:
-            sys.stdout.write(json.dumps(document(status)) + "\n")
+            sys.stdout.write(json.dumps(status_document(status)) + "\n")
             sys.stdout.flush()
 
         yield show_json
@@ -421,9 +419,24 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
         with live_screen() as redraw:
             yield _with_history(redraw, interval_s)
     else:
-        yield lambda status: print_lines(
-            board_lines(build_board(status), stamp=time.strftime("%H:%M:%S"))
-        )
+        yield status_lines
+
+
+def status_frame(status: Status) -> None:
+    """One-shot `drgpu status`: one frame of the watch's board on a terminal, laid out for
+    its width; plain lines (`status_lines`) anywhere else."""
+    if sys.stdout.isatty():
+        from drgpu.ui.tables import console  # lazy: only a terminal needs it
+
+        stamp = time.strftime("%H:%M:%S")
+        console().print(BoardView(build_board(status), stamp=stamp, interval_s=None))
+    else:
+        status_lines(status)
+
+
+def status_lines(status: Status) -> None:
+    """A snapshot as plain lines on stdout (a watch's refresh, or one-shot status, piped)."""
+    print_lines(board_lines(build_board(status), stamp=time.strftime("%H:%M:%S")))
 
 
 def _with_history(
@@ -438,7 +451,7 @@ def _with_history(
         history = recorded(history, status)
         stamp = time.strftime("%H:%M:%S")
         board = build_board(status, history)
-        redraw(board_view(board, stamp=stamp, interval_s=interval_s))
+        redraw(BoardView(board, stamp=stamp, interval_s=interval_s))
 
     return show
 

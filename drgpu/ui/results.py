@@ -55,7 +55,9 @@ def show_up(result: Started | Deployed) -> None:
 def show_gpus(result: GpusResult, *, json_output: bool, full: bool) -> None:
     """`drgpu gpus`: each GPU in nvidia-smi order, CUDA's beside, and who holds it."""
     if json_output:
-        tables.print_json(result.document())
+        from drgpu.ui.status_view import gpus_document  # lazy: start-up time
+
+        tables.print_json(gpus_document(result.inventory, result.holders))
     else:
         tables.gpus_table(result.inventory, full=full, holders=result.holders)
 
@@ -64,12 +66,14 @@ def show_status(result: StatusResult, *, json_output: bool) -> None:
     """`drgpu status`: the snapshot (a watch has shown its own)."""
     if result.watched or result.last is None:
         return
-    from drgpu.core.gpu_usage import document  # lazy: start-up time
+    from drgpu.ui.status_view import status_document  # lazy: start-up time
 
     if json_output:
-        tables.print_json(document(result.last))
+        tables.print_json(status_document(result.last))
     else:
-        tables.status_table(result.last)
+        from drgpu.ui.live import status_frame  # lazy: start-up time
+
+        status_frame(result.last)
 
 
 def show_doctor(result: DoctorResult, *, json_output: bool) -> None:

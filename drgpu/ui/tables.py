@@ -7,7 +7,6 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from drgpu.core import labels
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import ContainerFacts, TaskFacts
-    from drgpu.core.gpu_usage import Holder, Status, Violation
+    from drgpu.core.gpu_usage import Holder
     from drgpu.core.service_gpus import SwarmService, SwarmStack
     from drgpu.targets.swarm_stack import SwarmView
 
@@ -142,18 +141,8 @@ def gpus_table(
     for gpu in inventory.gpus:
         held = [holders_text(holders.get(gpu.index, ()), full=full)] if holders is not None else []
         if gpu.lost:
-            table.add_row(
-                str(gpu.index),
-                "-",
-                "-",
-                f"LOST ({gpu.error})",
-                gpu.pci_bus_id or "-",
-                "-",
-                "-",
-                "-",
-                "-",
-                *held,
-            )
+            lost = [str(gpu.index), "-", "-", f"LOST ({gpu.error})", gpu.pci_bus_id or "-"]
+            table.add_row(*lost, *["-"] * 4, *held)
             continue
         uuid = gpu.uuid if full else gpu.uuid[:12]
         migs = ", ".join(m.uuid if full else m.uuid[:12] for m in gpu.mig_devices)
@@ -232,94 +221,6 @@ def holders_text(holders: Iterable[Holder], *, full: bool = False) -> str:
             extra = f" ({holder.uuid if full else holder.uuid[:12]})"
         lines.append(f"run {holder.run_id}: {holder.service}{extra}")
     return "\n".join(lines) or "-"
-
-
-def status_view(status: Status) -> RenderableType:
-    """`drgpu status` for people: the runs, then every GPU process with its verdict."""
-    from rich.console import Group  # lazy: rich is heavy; only drawn output needs it
-    from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
-
-    # lazy: start-up time of plan and render, which show no status
-    from drgpu.core.gpu_usage import Verdict, forwarded_uuids, given_uuids, gpu_of
-
-    scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
-    parts: list[RenderableType] = []
-    if status.containers:
-        runs = _table(
-            f"drgpu status: {scope}", "Run", "Service", "Container", "State", "GPUs", "Processes"
-        )
-        for container in status.containers:
-            gpus = []
-            for uuid in given_uuids(container):
-                gpu = gpu_of(status.inventory, uuid)
-                gpus.append(
-                    f"{gpu.index}: {gpu.name}" if gpu else f"{uuid[:12]} (not listed: lost?)"
-                )
-            gpus += [f"forwards {uuid[:12]}" for uuid in forwarded_uuids(container)]
-            procs = [
-                f"{'! ' if p.verdict != Verdict.OK else ''}{p.pid} on GPU {p.gpu.index}"
-                f" ({p.used_memory_mib} MiB)"
-                for p in status.processes
-                if p.container_id == container.id
-            ]
-            runs.add_row(
-                container.labels.get(labels.RUN_ID, "?"),
-                container.service,
-                container.name,
-                container.state,
-                "\n".join(gpus) or "none",
-                "\n".join(procs) or "-",
-            )
-        for check in status.trainers:
-            visible = ",".join(uuid[:12] for uuid in check.visible) or "<unset>"
-            runs.add_row(
-                check.run_id or "?",
-                "SageMaker trainer",
-                check.container.name,
-                check.container.state,
-                f"CUDA_VISIBLE_DEVICES={visible}" + ("" if check.ok else " (WRONG)"),
-                "-",
-            )
-        parts.append(runs)
-    else:
-        none_of = f"run {status.run_id}" if status.run_id is not None else "any drgpu run"
-        parts.append(Text(f"drgpu status: no container of {none_of}"))
-    if status.processes:
-        table = _table(
-            "GPU processes", "GPU", "PID", "Type", "Memory", "Container", "Run/service", "Verdict"
-        )
-        for p in status.processes:
-            owner = f"run {p.run_id}: {p.service}" if p.run_id is not None else "-"
-            verdict = "ok" if p.verdict == Verdict.OK else f"{p.verdict.upper()}: {p.reason}"
-            where = p.container or (p.container_id or "")[:12]
-            if not where:
-                where = "?" if p.verdict == Verdict.UNKNOWN else "host"
-            table.add_row(
-                str(p.gpu.index),
-                str(p.pid),
-                p.kind,
-                f"{p.used_memory_mib} MiB",
-                where,
-                owner,
-                verdict,
-            )
-        parts.append(table)
-    else:
-        parts.append(Text("no GPU process"))
-    parts += [Text(f"note: {note}") for note in status.notes]
-    parts += [Text(f"WARNING: {w.message}", style="bold yellow") for w in status.warnings]
-    parts += [Text(f"VIOLATION: {v.message}", style="bold red") for v in _missing(status)]
-    return Group(*parts)
-
-
-def _missing(status: Status) -> list[Violation]:
-    """Violations no process row shows (a given GPU NVML does not list)."""
-    return [v for v in status.violations if v.pid is None]
-
-
-def status_table(status: Status) -> None:
-    """`drgpu status` on stdout."""
-    _print(status_view(status))
 
 
 def doctor_table(checks: list[Finding]) -> None:

@@ -66,12 +66,14 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     return queue
 
 
-def test_status_ok_prints_the_tables_and_exits_zero(cli: Cli, snapshots: list[Any]) -> None:
+def test_status_ok_prints_the_boards_lines_and_exits_zero(cli: Cli, snapshots: list[Any]) -> None:
     snapshots.append(a_status(G0))
     code, out, err = cli("status")
     assert (code, err) == (0, "")
-    assert "deepracer-0-sagemaker-1" in out
-    assert "GPU processes" in out
+    gpu, process, end = (line.split(" ", 1)[1] for line in out.splitlines())
+    assert gpu.startswith("GPU 0 Tesla T4")
+    assert process == "  - run 0 · trainer · sagemaker pid 1234 900 MiB"
+    assert end == "0 violation(s)"
 
 
 def test_status_violation_exits_6_with_the_json_on_stdout(cli: Cli, snapshots: list[Any]) -> None:
@@ -80,7 +82,7 @@ def test_status_violation_exits_6_with_the_json_on_stdout(cli: Cli, snapshots: l
     assert code == 6
     document = json.loads(out)
     assert document["ok"] is False
-    assert [v["kind"] for v in document["violations"]] == ["wrong-gpu", "missing-gpu"]
+    assert [v["kind"] for v in document["findings"]] == ["wrong-gpu", "missing-gpu"]
     assert err.startswith("drgpu: error: PID 1234 of run 0 service sagemaker")
     assert err.count("\n") == 1
 
@@ -112,12 +114,17 @@ def test_status_rejects_bad_numbers_with_exit_2(cli: Cli, args: list[str]) -> No
     assert err.startswith("drgpu: error: ")
 
 
-def test_status_with_no_drgpu_container_says_so_plainly(cli: Cli, snapshots: list[Any]) -> None:
+def test_status_with_no_drgpu_container_shows_the_gpus_alone(
+    cli: Cli, snapshots: list[Any]
+) -> None:
     gpu = Gpu(index=0, uuid=G0, name="Tesla T4", pci_bus_id="00000000:01:00.0", memory_total_mib=1)
     snapshots.append(gpu_usage.build_status(Inventory(gpus=(gpu,)), [], [], {}))
     code, out, err = cli("status")
     assert (code, err) == (0, "")
-    assert "drgpu status: no container of any drgpu run" in out
+    assert [line.split(" ", 1)[1] for line in out.splitlines()] == [
+        "GPU 0 Tesla T4 util n/a mem 0/1 MiB",
+        "0 violation(s)",
+    ]
 
 
 def test_processes_nvml_cannot_list_are_a_warning_not_exit_6(

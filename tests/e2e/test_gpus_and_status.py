@@ -121,7 +121,7 @@ def test_status_maps_gpu_processes_to_services_and_flags_violations(bed: Any, st
     planted = processes[(stack.simulator_pid, INDEX[SPARE])]
     assert (planted["verdict"], planted["service"]) == ("wrong-gpu", "robomaker")
     assert processes[(me, INDEX[SPARE])]["verdict"] == "stray"
-    assert sorted((v["kind"], v["pid"]) for v in document["violations"]) == sorted(
+    assert sorted((v["kind"], v["pid"]) for v in document["findings"]) == sorted(
         [("wrong-gpu", stack.simulator_pid), ("stray", me)]
     )
     assert document["ok"] is False
@@ -139,7 +139,7 @@ def test_status_maps_gpu_processes_to_services_and_flags_violations(bed: Any, st
     table = run_drgpu("status", env=bed.env())
 
     assert table.returncode == 6
-    for text in (f"{PROJECT}-robomaker-1", "WRONG-GPU: given GPU 0", "STRAY: on the host"):
+    for text in (" · robomaker pid ", "WRONG-GPU: given GPU 0", "STRAY: on the host"):
         assert text in table.stdout, table.stdout
 
 
@@ -187,7 +187,7 @@ def test_a_lost_gpu_is_marked_and_the_others_listed(bed: Any, stack: Stack) -> N
     bed.set_topology(topology(lost=(TRAINER,)))
     status = run_drgpu("status", "--json", env=bed.env())
     assert status.returncode == 6
-    (violation,) = json_of(status)["violations"]
+    (violation,) = json_of(status)["findings"]
     assert violation["kind"] == "missing-gpu"
     assert "service sagemaker" in violation["message"]
 

@@ -123,7 +123,7 @@ def test_learner_carla_evaluator_redis_get_exactly_their_gpus_and_are_verified(
     bed.set_topology(mixed_box({M40: [evaluator_pid]}))
     status = run_drgpu("status", "--run-id", project, "--json", env=bed.env())
     assert status.returncode == 6, status.stderr
-    (violation,) = json.loads(status.stdout)["violations"]
+    (violation,) = json.loads(status.stdout)["findings"]
     assert violation["kind"] == "wrong-gpu"
     assert "evaluator" in violation["message"]
 

@@ -57,8 +57,8 @@ def test_a_gpu_whose_processes_nvml_cannot_list_is_a_warning(bed: Any, stack: Pa
 
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert document["ok"] is False and document["violations"] == []
-    [warning] = document["warnings"]
+    [warning] = document["findings"]
+    assert document["ok"] is False and warning["level"] == "warn"
     assert (warning["kind"], warning["gpu_index"]) == ("processes-unknown", SIMULATOR_INDEX)
     assert "status cannot list processes on GPU 0" in warning["message"]
     known = {gpu["index"]: gpu["processes_known"] for gpu in document["gpus"]}

@@ -10,7 +10,6 @@ import pytest
 
 from drgpu.commands import status
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import WarningKind
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.host import nvml
 
@@ -55,6 +54,6 @@ def test_processes_that_vanish_between_refreshes_are_warned_of(
     working = reader.snapshot()
     assert working.ok and working.warnings == ()
     vanished = reader.snapshot()
-    assert [w.kind for w in vanished.warnings] == [WarningKind.PROCESSES_VANISHED]
-    assert vanished.warnings[0].container == SIMULATOR.name
-    assert [w.kind for w in reader.snapshot().warnings] == [WarningKind.PROCESSES_VANISHED]
+    assert [w.kind for w in vanished.warnings] == ["processes-vanished"]
+    assert vanished.warnings[0].facts["container"] == SIMULATOR.name
+    assert [w.kind for w in reader.snapshot().warnings] == ["processes-vanished"]

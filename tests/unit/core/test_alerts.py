@@ -4,13 +4,20 @@ rate-limited), and what the command is told."""
 from __future__ import annotations
 
 from drgpu.core.alerts import PER_VIOLATION_S, RUNS_PER_MINUTE, AlertState, due
-from drgpu.core.gpu_usage import Status, Violation, ViolationKind
+from drgpu.core.findings import Finding, Level
+from drgpu.core.gpu_usage import FACTS, Status
 from drgpu.core.model import Inventory
 
 
 def with_violations(*messages: str) -> Status:
     violations = tuple(
-        Violation(ViolationKind.STRAY, message, pid=100 + n, gpu_index=0)
+        Finding(
+            f"PID {100 + n}",
+            Level.FAIL,
+            message,
+            kind="stray",
+            facts={**dict.fromkeys(FACTS), "pid": 100 + n, "gpu_index": 0},
+        )
         for n, message in enumerate(messages)
     )
     return Status(Inventory(gpus=()), {}, (), (), violations, ())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from drgpu.core.facts import ContainerFacts, ProcessFacts
-from drgpu.core.gpu_board import build_board
+from drgpu.core.gpu_board import GpuRow, build_board
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.ui.live import board_lines
@@ -42,6 +42,11 @@ def container(
     )
 
 
+def flagged(row: GpuRow) -> bool:
+    """Whether something on this GPU is marked wrong."""
+    return bool(row.problems) or any(o.problem for o in row.occupants)
+
+
 def cgroup(cid: str) -> str:
     return f"0::/system.slice/docker-{cid}.scope\n"
 
@@ -64,7 +69,7 @@ def test_each_gpu_lists_its_containers_with_run_role_process_and_memory() -> Non
     assert (simulator.pid, simulator.memory_mib, simulator.problem) == (200, 300, "")
     assert board.gpus[1].occupants[0].pid == 100
     assert board.gpus[2].occupants == ()
-    assert board.violation_count == 0 and not any(row.flagged for row in board.gpus)
+    assert not board.problems and not any(flagged(row) for row in board.gpus)
     assert board.gpus[0].memory_fraction == 0.25
 
 
@@ -80,7 +85,7 @@ def test_a_process_on_a_gpu_its_container_was_not_given_is_flagged_on_that_gpu()
     board = build_board(build_status(inventory, STACK, [], {100: cgroup(TRAINER)}))
     wrong = [o for o in board.gpus[0].occupants if o.pid == 100]
     assert wrong[0].problem.startswith("WRONG-GPU: given GPU 1")
-    assert board.gpus[0].flagged and board.violation_count == 1
+    assert flagged(board.gpus[0]) and len(board.problems) == 1
     lines = board_lines(board, stamp="12:00:00")
     assert any(
         line.startswith("12:00:00   ! run 0 · trainer · sagemaker pid 100") for line in lines
@@ -100,7 +105,7 @@ def test_a_gpu_held_by_two_runs_is_a_violation_on_its_row() -> None:
     inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1)))
     status = build_status(inventory, [*STACK, other], [], {})
     assert [v.kind for v in status.violations] == ["shared-gpu"]
-    assert status.violations[0].gpu_index == 0
+    assert status.violations[0].facts["gpu_index"] == 0
     board = build_board(status)
     assert board.gpus[0].problems == ("held by runs 0, 7",)
     assert board.problems[0].startswith("GPU 0 (GPU model 0) is held by runs 0, 7")
@@ -158,7 +163,7 @@ def test_a_lost_gpu_keeps_its_row_with_the_containers_given_it() -> None:
     (trainer,) = board.gpus[1].occupants
     assert (trainer.run_id, trainer.role, trainer.name) == ("0", "trainer", "sagemaker")
     assert trainer.problem == f"MISSING-GPU: given {G1}"
-    assert board.gpus[1].flagged
+    assert flagged(board.gpus[1])
 
 
 def test_with_several_lost_gpus_the_row_says_which_it_may_have_been() -> None:

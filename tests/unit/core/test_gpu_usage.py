@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import Holder, build_status, document, forwarded_uuids, holders_by_gpu
+from drgpu.core.gpu_usage import Holder, build_status, forwarded_uuids, holders_by_gpu
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
 from drgpu.core.topology import inventory_from_json, inventory_to_json, merge_processes
+from drgpu.ui.status_view import status_document
 
 G0, G1, G2 = (f"GPU-{n}0000000-0000-4000-8000-00000000000{n}" for n in range(3))
 MIG = "MIG-11111111-2222-5333-8444-555555555555"
@@ -100,7 +101,7 @@ def test_a_process_on_a_gpu_its_service_was_not_given_is_a_violation() -> None:
     assert verdicts(status) == {(200, 0): "wrong-gpu", (200, 1): "ok"}
     (violation,) = status.violations
     assert violation.kind == "wrong-gpu"
-    assert violation.pid == 200
+    assert violation.facts["pid"] == 200
     assert "run 0 service robomaker" in violation.message
     assert "runs on GPU 0 (GPU model 0), but was given GPU 1" in violation.message
 
@@ -218,7 +219,7 @@ def test_a_lost_gpu_is_noted_and_a_service_given_it_is_flagged() -> None:
     (violation,) = status.violations
     assert violation.kind == "missing-gpu"
     assert G0 in violation.message
-    assert document(status)["gpus"][0]["lost"] is True
+    assert status_document(status)["gpus"][0]["lost"] is True
 
 
 def test_stopped_containers_hold_nothing() -> None:
@@ -250,14 +251,14 @@ def test_run_id_narrows_to_its_containers_gpus_and_their_processes() -> None:
     assert [c.id for c in status.containers] == [ROBOMAKER, SAGEMAKER]
     # Run 1's trainer on run 0's GPU 0 concerns run 0; the stray on run 1's GPU 2 does not.
     assert verdicts(status) == {(100, 0): "ok", (700, 0): "wrong-gpu", (200, 1): "ok"}
-    assert [v.pid for v in status.violations] == [700]
+    assert [v.facts["pid"] for v in status.violations] == [700]
     whole = build_status(inventory, [*STACK, other_run], [], CGROUPS)
-    assert sorted(v.pid or 0 for v in whole.violations) == [300, 700]
+    assert sorted(v.facts["pid"] or 0 for v in whole.violations) == [300, 700]
 
 
 def test_document_lists_runs_services_and_processes() -> None:
     inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(100, 900)), gpu(1, G1)))
-    doc = document(build_status(inventory, STACK, [], CGROUPS))
+    doc = status_document(build_status(inventory, STACK, [], CGROUPS))
     assert doc["ok"] is True
     assert doc["gpus"][0]["held_by"][0]["service"] == "sagemaker"
     (run,) = doc["runs"]

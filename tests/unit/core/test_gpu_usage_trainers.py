@@ -8,8 +8,9 @@ import json
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import judge_trainer
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import build_status, document, is_sagemaker_local, trainer_checks
+from drgpu.core.gpu_usage import build_status, is_sagemaker_local, trainer_checks
 from drgpu.core.model import Inventory
+from drgpu.ui.status_view import status_document
 
 A, B = "GPU-aaaa", "GPU-bbbb"
 
@@ -71,7 +72,7 @@ def test_with_one_rl_coach_a_wrong_trainer_is_its_violation() -> None:
         "SageMaker trainer t-algo-1-x1-1 of run 0 has CUDA_VISIBLE_DEVICES=GPU-bbbb,"
         " but deepracer-0-rl_coach-1 forwards GPU-aaaa"
     )
-    [seen] = document(status)["sagemaker_trainers"]
+    [seen] = status_document(status)["sagemaker_trainers"]
     assert (seen["run_id"], seen["forwarded_gpus"], seen["ok"]) == ("0", ["GPU-aaaa"], False)
 
 

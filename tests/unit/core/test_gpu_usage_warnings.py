@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_board import build_board
-from drgpu.core.gpu_usage import IDLE_NOTE_S, WarningKind, build_status, document
+from drgpu.core.gpu_usage import IDLE_NOTE_S, build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
+from drgpu.ui.status_view import status_document
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 G1 = "GPU-11111111-1111-4111-8111-111111111111"
@@ -38,11 +39,11 @@ def test_a_gpu_whose_processes_cannot_be_listed_is_unknown_not_empty() -> None:
     unknown = gpu(0, G0, processes_unknown="compute processes: Function Not Found")
     status = build_status(Inventory(gpus=(unknown, WORKING)), [SIMULATOR], [], CGROUPS)
     [warning] = status.warnings
-    assert warning.kind == WarningKind.PROCESSES_UNKNOWN and warning.gpu_index == 0
+    assert warning.kind == "processes-unknown" and warning.facts["gpu_index"] == 0
     assert warning.message.startswith("status cannot list processes on GPU 0 (Tesla T4)")
     assert not status.ok and not status.violations  # a warning: said, but no exit 6
-    doc = document(status)
-    assert doc["ok"] is False and doc["warnings"][0]["kind"] == "processes-unknown"
+    doc = status_document(status)
+    assert doc["ok"] is False and doc["findings"][0]["kind"] == "processes-unknown"
     assert [g["processes_known"] for g in doc["gpus"]] == [False, True]
     assert build_board(status).gpus[0].problems == ("processes unknown",)
 
@@ -55,8 +56,8 @@ def test_processes_that_vanish_from_a_running_container_are_marked() -> None:
         Inventory(gpus=(idle,)), [SIMULATOR], [], {}, had_processes=first.with_processes()
     )
     [warning] = later.warnings
-    assert warning.kind == WarningKind.PROCESSES_VANISHED
-    assert warning.container == SIMULATOR.name and warning.run_id == "0"
+    assert warning.kind == "processes-vanished"
+    assert (warning.facts["container"], warning.facts["run_id"]) == (SIMULATOR.name, "0")
     assert "cuda-check --service robomaker" in warning.message
     [row] = build_board(later).gpus
     assert [o.problem for o in row.occupants] == ["GPU PROCESSES VANISHED"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -11,7 +12,7 @@ from drgpu.core.facts import ProcessFacts
 from drgpu.core.gpu_board import Board, build_board
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.ui.live import bar, board_text, board_view, short_gpu_name
+from drgpu.ui.live import BoardView, bar, board_text, short_gpu_name, status_frame
 from tests.unit.core.test_gpu_board import (
     G0,
     G1,
@@ -38,7 +39,7 @@ def test_bars_fill_in_eighths() -> None:
 
 def render(board: Board, width: int) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
-    console.print(board_view(board, stamp="12:00:00", interval_s=1.0))
+    console.print(BoardView(board, stamp="12:00:00", interval_s=1.0))
     return console.export_text()
 
 
@@ -120,3 +121,23 @@ def test_gpu_names_shorten_to_their_model() -> None:
     assert short_gpu_name("NVIDIA GeForce RTX 3090") == "RTX 3090"
     assert short_gpu_name("Tesla M40 24GB") == "Tesla M40 24GB"
     assert short_gpu_name("NVIDIA") == "NVIDIA"
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_one_shot_status_on_a_terminal_is_one_frame_of_the_board(
+    width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(100, 512)), gpu(1, G1)))
+    status = build_status(inventory, STACK, [], {100: cgroup(TRAINER)})
+    monkeypatch.setenv("COLUMNS", str(width))
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    status_frame(status)
+    drawn = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
+    assert "drgpu status  every drgpu run · " in drawn and "Ctrl-C" not in drawn
+    assert "WRONG-GPU" in drawn and "1 violation(s)" in drawn
+    assert max(map(len, drawn.splitlines())) <= width
