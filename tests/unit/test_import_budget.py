@@ -4,11 +4,10 @@ drgpu.cli` and a command's `--help` import none of the heavy libraries nor drgpu
 (those load in the command that needs them) (`python -X importtime`).
 
 The bounds can fail and hold on a loaded machine: the number of modules each start-up
-imports beyond a bare `python -c pass` (today's counts plus a little), drgpu's own modules'
-share of the import time, and the quick answers' import time against `import drgpu.cli`'s
-in the same run. Speed itself is measured by bench/. The interpreter caches byte code in a
-folder of its own (PYTHONPYCACHEPREFIX), so that compiling drgpu's sources does not count
-and nothing is written to the tree."""
+imports beyond a bare `python -c pass` (today's counts plus a little), and drgpu's own
+modules' share of the import time. Speed itself is measured by bench/ (bench_startup.py).
+The interpreter caches byte code in a folder of its own (PYTHONPYCACHEPREFIX), so that
+compiling drgpu's sources does not count and nothing is written to the tree."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ HEAVY = (
 OWN_SHARE = 0.25  # drgpu's own modules' share of the imports: a few percent today
 QUICK_MODULES = 25  # beyond a bare interpreter: 18 today (runpy's)
 LIGHT_MODULES = 135  # beyond a bare interpreter, with typer and click: 120 today
-QUICK_SHARE = 0.4  # a quick answer's imports against `import drgpu.cli`'s: about 0.2 today
-RUNS = 3  # the quickest run counts
+RUNS = 3  # the run where drgpu's share is least counts
 
 
 @dataclass(frozen=True)
@@ -110,12 +108,12 @@ def own_s(run: list[Import]) -> float:
 
 
 @pytest.fixture(scope="module")
-def quickest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Import]]:
-    """Each light start-up's quickest run of RUNS, after one run that fills the cache."""
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[Import]]]:
+    """Each light start-up's RUNS runs, after one run that fills the cache."""
     cache = tmp_path_factory.mktemp("pycache")
     imports(LIGHT["drgpu up --help"], cache)
     return {
-        label: min((imports(argv, cache) for _ in range(RUNS)), key=whole_s)
+        label: [imports(argv, cache) for _ in range(RUNS)]
         for label, argv in {"bare": BARE, **LIGHT}.items()
     }
 
@@ -134,9 +132,9 @@ def test_the_parser_reads_importtime_lines() -> None:
 
 @pytest.mark.parametrize("label", LIGHT)
 def test_a_light_start_up_imports_nothing_heavy(
-    label: str, quickest: dict[str, list[Import]]
+    label: str, runs: dict[str, list[list[Import]]]
 ) -> None:
-    names = {i.name for i in quickest[label]}
+    names = {i.name for i in runs[label][0]}
     assert ("drgpu.cli" in names) == (label not in QUICK)
     heavy = HEAVY + (("typer", "click") if label in QUICK else ())
     found = sorted(n for n in names for h in heavy if n == h or n.startswith(f"{h}."))
@@ -145,17 +143,14 @@ def test_a_light_start_up_imports_nothing_heavy(
 
 @pytest.mark.parametrize("label", LIGHT)
 def test_a_light_start_up_stays_in_its_budget(
-    label: str, quickest: dict[str, list[Import]]
+    label: str, runs: dict[str, list[list[Import]]]
 ) -> None:
-    run = quickest[label]
-    modules = len(run) - len(quickest["bare"])
+    modules = len(runs[label][0]) - len(runs["bare"][0])
     bound = QUICK_MODULES if label in QUICK else LIGHT_MODULES
     assert modules <= bound, f"{label} imports {modules} modules beyond a bare interpreter"
-    share = own_s(run) / whole_s(run)
-    assert share < OWN_SHARE, f"{label}: drgpu's own modules take {share:.0%} of the imports"
-    if label in QUICK:
-        share = whole_s(run) / whole_s(quickest["import drgpu.cli"])
-        assert share < QUICK_SHARE, f"{label} imports {share:.0%} of what drgpu.cli does"
+    if label not in QUICK:  # (theirs are a few milliseconds: a busy machine's noise)
+        share = min(own_s(run) / whole_s(run) for run in runs[label])
+        assert share < OWN_SHARE, f"{label}: drgpu's own modules take {share:.0%} of the imports"
 
 
 def test_the_quick_help_is_typers_help(monkeypatch: pytest.MonkeyPatch) -> None:
