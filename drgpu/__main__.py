@@ -1,46 +1,35 @@
-"""The `drgpu` command and `python -m drgpu`: `--version` and `--help` are answered without
-loading the command line (typer and click are most of a start-up), the rest by drgpu.cli.
-help.txt is `drgpu --help` as typer writes it 78 columns wide (a test keeps them equal)."""
+"""The `drgpu` command and `python -m drgpu`: `--version` and `--help` answered without
+typer and click (most of a start-up), from help.txt (typer's help 78 columns wide, as a test
+keeps it); the rest by drgpu.cli."""
 
 import os
 import sys
 
 
-def _quick(args: list[str]) -> str | None:
-    """What `drgpu --version` or `drgpu --help` prints, or None where drgpu.cli answers."""
-    if "_DRGPU_COMPLETE" in os.environ:  # shell completion: typer's
-        return None
-    if args in (["--version"], ["version"]):
-        from drgpu import __version__
-
-        return f"{__version__}\n"
-    if args in ([], ["--help"]) and _columns() >= 80:  # narrower: typer wraps it anew
-        with open(os.path.join(os.path.dirname(__file__), "help.txt")) as file:
-            return file.read()
-    return None
-
-
 def _columns() -> int:
-    """The terminal's width as click reads it (shutil.get_terminal_size, without its
-    imports); a width below 1 makes typer answer."""
+    """The terminal's width as click reads it (shutil.get_terminal_size, without its imports)."""
     try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size().columns
+        return int(os.environ.get("COLUMNS") or os.get_terminal_size().columns)
     except (ValueError, OSError):
-        return 80  # no terminal: shutil's fallback
+        return 80 if not os.environ.get("COLUMNS") else 0  # no terminal: shutil's fallback
 
 
 def main() -> None:
     """Run drgpu with this process's arguments."""
-    text = _quick(sys.argv[1:])
+    args, text = sys.argv[1:], None
+    if "_DRGPU_COMPLETE" in os.environ:  # shell completion: typer's
+        pass
+    elif args in (["--version"], ["version"]):
+        from drgpu import __version__
+
+        text = f"{__version__}\n"
+    elif args in ([], ["--help"]) and _columns() >= 80:  # narrower: typer wraps it anew
+        with open(os.path.join(os.path.dirname(__file__), "help.txt")) as file:
+            text = file.read()
     if text is None:
         from drgpu.cli import main as cli_main
 
-        cli_main()
-        return
+        return cli_main()
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
