@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import sys
@@ -612,8 +613,24 @@ def main(argv: list[str] | None = None) -> None:
         _main(argv)
 
 
+def _click_command(argv: list[str]) -> click.Command:
+    """drgpu's click group; for `drgpu COMMAND ...` one with only COMMAND in it (typer builds
+    every command's options from its signature: a good part of a start-up), except for
+    shell completion, which needs them all."""
+    named = {  # typer's names: the function's, - for _, unless the command names one
+        i.name or typer.main.get_command_name(getattr(i.callback, "__name__", "")): i
+        for i in app.registered_commands
+    }
+    if argv and argv[0] in named and "_DRGPU_COMPLETE" not in os.environ:
+        one = copy.copy(app)
+        one.registered_commands = [named[argv[0]]]
+        return typer.main.get_command(one)
+    return typer.main.get_command(app)
+
+
 def _main(argv: list[str] | None) -> None:
-    command = typer.main.get_command(app)
+    argv = sys.argv[1:] if argv is None else argv
+    command = _click_command(argv)
     try:
         trace.configure(os.environ)  # DRGPU_LOG
         code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)

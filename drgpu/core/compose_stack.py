@@ -213,7 +213,7 @@ def _services_of(path: Path, text: str) -> dict[str, Any]:
     """The `services` of one compose file's text (compose's merge tags read as plain)."""
     import yaml  # PyYAML takes a while to import: only when a compose file is read
 
-    class _Loader(yaml.SafeLoader):
+    class _Loader(yaml.CSafeLoader):  # libyaml's parser: ten times quicker than PyYAML's
         """A safe loader that reads compose's merge tags as plain values."""
 
     def _untagged(loader: yaml.SafeLoader, node: yaml.Node) -> Any:

