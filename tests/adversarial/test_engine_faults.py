@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import NewRun
 from tests.e2e.helpers import THREE_GPUS, container_of, containers, service, write_stack
-from tests.support.runners import start_drgpu
+from tests.support.runners import read_until, start_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -202,9 +202,10 @@ def test_a_signal_during_up_and_another_during_rollback_leave_nothing(
     wait_until_running(bed, project)
 
     running.send_signal(signum)
-    time.sleep(0.3)
+    began = read_until(running.stderr, "back down")  # drgpu says so as its rollback begins
     running.send_signal(signum)  # during the rollback: it must not cut it short
     _, stderr = running.communicate(timeout=120)
+    stderr = began + stderr
 
     assert running.returncode == 128 + signum, stderr
     assert stderr.splitlines()[-1] == f"drgpu: error: interrupted ({signum.name})"

@@ -82,9 +82,8 @@ def containers(bed: Any, project: str) -> list[dict[str, Any]]:
     ids = bed.docker(
         "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"
     ).stdout.split()
-    if not ids:
-        return []
-    return list(json.loads(bed.docker("inspect", *ids).stdout))
+    # A container may go between the two calls: inspect prints those that are left.
+    return list(json.loads(bed.docker("inspect", *ids, check=False).stdout)) if ids else []
 
 
 def container_of(bed: Any, project: str, service: str) -> dict[str, Any]:

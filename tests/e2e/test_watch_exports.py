@@ -86,7 +86,7 @@ def test_a_watch_feeds_influxdb_prometheus_and_the_violation_command(
         prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}") as server,
     ):
         watch = start_drgpu(
-            "status", "--watch", "--interval", "0.5", "--count", "30", "--run-id", run_id,
+            "status", "--watch", "--interval", "0.25", "--count", "30", "--run-id", run_id,
             "--influx", f"udp://127.0.0.1:{influx.udp_port}", "--prometheus", str(port),
             "--on-violation", f"{sys.executable} {hook} {alerts}",
             env=bed.env(),
@@ -218,13 +218,19 @@ def test_the_watch_outlives_the_engine_nvml_and_vanishing_containers(
     env = bed.env(DOCKER_HOST=f"unix://{proxy.path}", FAKE_NVML_RELOAD="1")
     watch = start_drgpu("status", "--watch", "--json", "--interval", "0.2", env=env)
     documents: list[dict[str, Any]] = []
+    said: list[str] = []
 
     def read() -> None:
         assert watch.stdout is not None
         documents.extend(json.loads(line) for line in watch.stdout)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    def listen() -> None:
+        assert watch.stderr is not None
+        said.extend(watch.stderr)
+
+    readers = [threading.Thread(target=job, daemon=True) for job in (read, listen)]
+    for reader in readers:
+        reader.start()
 
     def refreshed(check: Any = lambda d: True, what: str = "a refresh") -> None:
         seen = len(documents)
@@ -237,15 +243,15 @@ def test_the_watch_outlives_the_engine_nvml_and_vanishing_containers(
         refreshed()
         # The engine goes away, and comes back.
         proxy.stop()
-        time.sleep(1.5)
+        wait_until(lambda: any("Docker engine" in line for line in said), "the engine missed")
         gone = len(documents)
-        time.sleep(1)
+        time.sleep(1)  # five refreshes' time, none of which may land
         assert len(documents) == gone  # refreshes without the engine are skipped
         proxy.start()
         refreshed(lambda d: d["runs"] and d["ok"], "the engine to answer again")
         # NVML fails (the driver went away), and comes back with other numbers.
         bed.set_topology({**THREE_GPUS, "init_error": "driver_not_loaded"})
-        time.sleep(1.5)
+        wait_until(lambda: any("NVML failed" in line for line in said), "NVML to fail")
         bed.set_topology(topology({TRAINER: [trainer]}, utilization_gpu_percent=77))
         refreshed(lambda d: utilization(d) == 77, "NVML to come back")
         # Containers of the run come and go between refreshes.
@@ -258,11 +264,13 @@ def test_the_watch_outlives_the_engine_nvml_and_vanishing_containers(
             found = bed.docker("ps", "-q", "--filter", label)
             bed.docker("rm", "-f", *found.stdout.split())
         refreshed()
-        assert watch.poll() is None, watch.communicate()
+        assert watch.poll() is None, said
     finally:
         watch.send_signal(signal.SIGINT)
-        _, err = watch.communicate(timeout=30)
-        reader.join(timeout=10)
+        watch.wait(timeout=30)
+        for reader in readers:
+            reader.join(timeout=10)
+    err = "".join(said)
     assert watch.returncode == 0, err
     lines = err.splitlines()
     engine = [line for line in lines if "Docker engine" in line]

@@ -94,6 +94,16 @@ def share(dependencies: Path, venv_python: Path) -> None:
     (Path(purelib) / "zz-dependencies.pth").write_text(f"{dependencies}\n")
 
 
+@pytest.fixture(scope="module")
+def venv(dist: Path, dependencies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean venv with the wheel installed (drgpu's dependencies shared, offline)."""
+    venv = tmp_path_factory.mktemp("installed") / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    share(dependencies, venv / "bin" / "python")
+    run(venv / "bin" / "pip", "install", "--quiet", the(dist, "*.whl"))
+    return venv
+
+
 def test_the_sdist_and_the_wheel_carry_the_base_stack_and_templates(dist: Path) -> None:
     wheel = the(dist, f"drgpu-{__version__}-py3-none-any.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -107,13 +117,8 @@ def test_the_sdist_and_the_wheel_carry_the_base_stack_and_templates(dist: Path) 
 
 
 def test_a_clean_venv_installs_the_wheel_and_plans_the_example_box(
-    dist: Path, dependencies: Path, tmp_path: Path
+    venv: Path, tmp_path: Path
 ) -> None:
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    share(dependencies, venv / "bin" / "python")
-    run(venv / "bin" / "pip", "install", "--quiet", the(dist, "*.whl"))
-
     version = run(venv / "bin" / "drgpu", "--version")
     planned = run(venv / "bin" / "drgpu", *README_COMMAND)
     where = run(venv / "bin" / "python", "-c", "import drgpu; print(drgpu.__file__)", cwd=tmp_path)
@@ -199,12 +204,6 @@ def test_the_readmes_try_commands_work_as_written(
     assert "RTX 3090" in done[2].stderr  # the warning: the orders differ there
 
 
-def test_the_installed_drgpu_prints_the_example_settings(
-    dist: Path, dependencies: Path, tmp_path: Path
-) -> None:
-    venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    share(dependencies, venv / "bin" / "python")
-    run(venv / "bin" / "pip", "install", "--quiet", the(dist, "*.whl"))
+def test_the_installed_drgpu_prints_the_example_settings(venv: Path, tmp_path: Path) -> None:
     printed = run(venv / "bin" / "drgpu", "example-env", cwd=tmp_path).stdout
     assert printed == (REPO / "system.env.example").read_text(encoding="utf-8")

@@ -47,7 +47,7 @@ def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 60) -> N
         with contextlib.suppress(OSError):
             if check():
                 return
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
 

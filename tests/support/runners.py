@@ -9,16 +9,24 @@ tests/conftest.py, which is `run_main` in a fresh working directory) and
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
+
+import typer.main
 
 from drgpu.cli import main
+
+# main has typer build drgpu's click command, once per process where users run it; the tests
+# run main thousands of times in one process, and building it was most of each quick run.
+typer.main.get_command = functools.cache(typer.main.get_command)
 
 # `drgpu` as a child process runs it: this interpreter, so this checkout's drgpu.
 DRGPU_ARGV = (sys.executable, "-m", "drgpu")
@@ -92,3 +100,23 @@ def run_drgpu(
             process.kill()
             raise
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def read_until(stream: IO[str] | None, text: str, timeout: float = 60) -> str:
+    """What `stream` (a started drgpu's stderr) has said once it says `text`: a wait with a
+    deadline (AssertionError after `timeout` s, or at its end). Read from the pipe itself,
+    so that `communicate()` afterwards gets exactly the rest."""
+    assert stream is not None
+    chunks: list[bytes] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while text.encode() not in b"".join(chunks) and (chunk := os.read(stream.fileno(), 4096)):
+            chunks.append(chunk)
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    done.wait(timeout)
+    said = b"".join(chunks).decode(errors="replace")
+    assert text in said, f"never said {text!r}: {said}"
+    return said

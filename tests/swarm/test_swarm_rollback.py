@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import NewRun
-from tests.support.runners import start_drgpu
+from tests.support.runners import read_until, start_drgpu
 from tests.swarm.test_swarm_up import leftovers, service, settings
 
 pytestmark = pytest.mark.docker
@@ -62,9 +62,10 @@ def test_a_signal_during_swarm_up_removes_the_stack(
     wait_until_a_task_runs(swarm_bed, project)
 
     running.send_signal(signum)
-    time.sleep(0.3)
+    began = read_until(running.stderr, "back down")  # drgpu says so as its rollback begins
     running.send_signal(signum)  # during the rollback: it must not cut it short
     _, stderr = running.communicate(timeout=180)
+    stderr = began + stderr
 
     assert running.returncode == 128 + signum, stderr
     assert stderr.splitlines()[-1] == f"drgpu: error: interrupted ({signum.name})"
