@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import os
 import sys
@@ -617,15 +618,27 @@ def _click_command(argv: list[str]) -> click.Command:
     """drgpu's click group; for `drgpu COMMAND ...` one with only COMMAND in it (typer builds
     every command's options from its signature: a good part of a start-up), except for
     shell completion, which needs them all."""
-    named = {  # typer's names: the function's, - for _, unless the command names one
+    named = argv[0] if argv and "_DRGPU_COMPLETE" not in os.environ else None
+    return _built(named if named in _commands() else None)
+
+
+@functools.cache
+def _commands() -> dict[str, Any]:
+    """typer's names of drgpu's commands: the function's, - for _, unless it names one."""
+    return {
         i.name or typer.main.get_command_name(getattr(i.callback, "__name__", "")): i
         for i in app.registered_commands
     }
-    if argv and argv[0] in named and "_DRGPU_COMPLETE" not in os.environ:
-        one = copy.copy(app)
-        one.registered_commands = [named[argv[0]]]
-        return typer.main.get_command(one)
-    return typer.main.get_command(app)
+
+
+@functools.cache
+def _built(name: str | None) -> click.Command:
+    """The click command with only command `name` (None: all), built once a process."""
+    if name is None:
+        return typer.main.get_command(app)
+    one = copy.copy(app)
+    one.registered_commands = [_commands()[name]]
+    return typer.main.get_command(one)
 
 
 def _main(argv: list[str] | None) -> None:

@@ -9,7 +9,6 @@ tests/conftest.py, which is `run_main` in a fresh working directory) and
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import shlex
@@ -20,13 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-import typer.main
-
 from drgpu.cli import main
-
-# main has typer build drgpu's click command, once per process where users run it; the tests
-# run main thousands of times in one process, and building it was most of each quick run.
-typer.main.get_command = functools.cache(typer.main.get_command)
 
 # `drgpu` as a child process runs it: this interpreter, so this checkout's drgpu.
 DRGPU_ARGV = (sys.executable, "-m", "drgpu")
