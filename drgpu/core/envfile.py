@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from drgpu.core.redaction import redact, secret_values
 from drgpu.core.secrets import is_secret
 from drgpu.errors import ConfigError
 
@@ -115,7 +116,8 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
             try:
                 found = _read_line(line, lookup)
             except _Unreadable as exc:
-                raise ConfigError(f"{origin}: {exc.reason}", hint=exc.hint) from None
+                shown = redact(f"{origin}: {exc.reason}", _written_secrets(texts, values))
+                raise ConfigError(shown, hint=exc.hint) from None
             if found is None:
                 continue
             key, value, warning = found
@@ -125,6 +127,17 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
             if warning:
                 warnings.append(f"{origin}: {warning}")
     return EnvFiles(values, origins, tuple(warnings))
+
+
+def _written_secrets(texts: list[tuple[Path, str]], values: Mapping[str, str]) -> list[str]:
+    """The secret values read so far and every one the files write (quotes stripped): an
+    error quoting a line (`DR_X=a <secret>`) shows none of them."""
+    words = (word for _, text in texts for word in text.split())
+    written = {
+        f"{n}_{key}": value.strip("'\"")
+        for n, (key, _, value) in enumerate(word.partition("=") for word in words)
+    }
+    return sorted({*secret_values(values), *secret_values(written)}, key=len, reverse=True)
 
 
 def _read_line(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -12,6 +13,7 @@ from drgpu.core.secrets import MASK, is_secret, masked
 # Shorter secret values are not searched for in free text: masking every "1" of a
 # message would hide more than it protects.
 SHORTEST_REDACTED = 4
+_URL_PASSWORD = re.compile(r"://([^/@:\s]*):([^/@\s]+)@")
 
 
 def masked_items(items: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -20,13 +22,13 @@ def masked_items(items: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...
 
 
 def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:
-    """The values of `settings` that must never appear in any output, longest first."""
-    found = {
-        value
-        for name, value in settings.items()
-        if is_secret(name) and len(value) >= SHORTEST_REDACTED
-    }
-    return tuple(sorted(found, key=len, reverse=True))
+    """The values of `settings` that must never appear in any output, longest first: those
+    of secret names, and each password in a URL's user info (with its user where short)."""
+    found = {value for name, value in settings.items() if is_secret(name)}
+    for value in settings.values():
+        for user, password in _URL_PASSWORD.findall(value):
+            found.add(password if len(password) >= SHORTEST_REDACTED else f"{user}:{password}")
+    return tuple(sorted((v for v in found if len(v) >= SHORTEST_REDACTED), key=len, reverse=True))
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

@@ -56,8 +56,8 @@ DRA_HEADER = """\
 # or networks.
 """
 SECRET_COMMENT = """\
-# {name}: the secret settings of {service} (names holding KEY, SECRET, TOKEN or
-# PASSWORD), referenced by secretKeyRef.{masked}
+# {name}: the secret settings of {service} (names holding KEY, SECRET, TOKEN,
+# PASSWORD, PASSWD or CREDENTIAL), referenced by secretKeyRef.{masked}
 """
 MASKED_NOTE = " Values masked here: `drgpu render --k8s -o FILE` writes them."
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -112,13 +112,14 @@ def test_render_failing_midway_keeps_the_old_file(
 
 
 @pytest.mark.parametrize("target", ["--k8s", "--swarm"])
+@pytest.mark.parametrize("name", ["DR_LOCAL_S3_PASSWORD", "DB_PASSWD", "DR_UPLOAD_CREDENTIALS"])
 def test_render_prints_no_secret_and_writes_them_to_a_private_file(
-    target: str, tmp_path: Path
+    target: str, name: str, tmp_path: Path
 ) -> None:
     compose = tmp_path / "docker-compose.yml"
     compose.write_text(
-        "services:\n  sagemaker:\n    image: t:1\n    environment:\n"
-        "      DR_LOCAL_S3_PASSWORD: hunter2\n"
+        f"services:\n  sagemaker:\n    image: t:1\n    environment:\n      {name}: hunter2\n"
+        "      REWARD_FILE_S3_KEY: custom_files/reward_function.py\n"
     )
     env_file = tmp_path / "system.env"
     env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
@@ -128,6 +129,7 @@ def test_render_prints_no_secret_and_writes_them_to_a_private_file(
     assert printed.code == 0, printed.err
     assert "hunter2" not in printed.out + printed.err
     assert "****" in printed.out
+    assert "custom_files/reward_function.py" in printed.out  # an S3 object key: no secret
 
     written = tmp_path / "out.yml"
     done = run_main(*args, "-f", compose, "-o", written)

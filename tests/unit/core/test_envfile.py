@@ -269,6 +269,18 @@ def test_an_error_about_a_secrets_line_names_it_and_never_shows_its_value(line: 
     assert any(name in said for name in ("SECRET", "TOKEN", "PASSWORD")), said
 
 
+@pytest.mark.parametrize("secret_first", [True, False])
+def test_an_error_quoting_a_line_never_shows_a_secret_another_line_holds(
+    secret_first: bool,
+) -> None:
+    lines = ["DB_PASSWD='hunter22xx'", "DR_X=a hunter22xx"]
+    text = "\n".join(lines if secret_first else lines[::-1]) + "\n"
+    with pytest.raises(ConfigError) as refused:
+        read_env_texts([(Path("run.env"), text)], ENVIRON)
+    assert "'DR_X=a ****' has a space" in refused.value.message
+    assert "hunter22" not in refused.value.message
+
+
 def test_an_error_about_another_line_still_quotes_it() -> None:
     with pytest.raises(ConfigError, match="keeps only 'abc'"):
         read_env_texts([(Path("0.env"), "DR_A=abc=d\n")], ENVIRON)

@@ -14,9 +14,17 @@ from drgpu.core.secrets import MASK, is_secret, masked
     ("name", "secret"),
     [
         ("AWS_SECRET_ACCESS_KEY", True),
-        ("DR_LOCAL_S3_MODEL_METADATA_KEY", True),
+        ("DR_LOCAL_S3_MODEL_METADATA_KEY", False),  # S3 object keys and prefixes name files
+        ("DR_LOCAL_S3_REWARD_KEY", False),
+        ("METRICS_S3_OBJECT_KEY", False),
+        ("DR_LOCAL_S3_MODEL_PREFIX", False),
+        ("DR_LOCAL_S3_ACCESS_KEY", True),
+        ("AWS_ACCESS_KEY_ID", True),
         ("github_token", True),
         ("DB_PASSWORD", True),
+        ("DB_PASSWD", True),
+        ("DR_UPLOAD_S3_CREDENTIALS", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
         ("DR_RUN_ID", False),
     ],
 )
@@ -31,6 +39,18 @@ def test_redaction_masks_long_secret_values_only() -> None:
     secrets = secret_values(values)
     assert secrets == ("tok-123456789", "tok-123456")
     assert redact("a tok-123456789 b tok-123456 c abc", secrets) == "a **** b **** c abc"
+
+
+def test_a_url_password_is_a_secret_and_an_s3_key_is_not() -> None:
+    values = {
+        "DR_REMOTE_MINIO_URL": "http://minio:pa55word@10.0.0.2:9000",
+        "DR_SHORT_URL": "http://u:pw@h",
+        "DR_LOCAL_S3_REWARD_KEY": "custom_files/reward_function.py",
+    }
+    secrets = secret_values(values)
+    assert secrets == ("pa55word", "u:pw")
+    line = "Using configuration files: s3://bucket/custom_files/reward_function.py"
+    assert redact(line, secrets) == line
 
 
 def test_a_plan_shown_masks_secret_environment_values() -> None:
