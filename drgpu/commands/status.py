@@ -67,7 +67,8 @@ class StatusResult:
         if self.last is None or not self.last.violations:
             return None  # warnings are said, but exit 0
         violations = self.last.violations
-        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        n = len(violations) - 1
+        more = f" (and {n} more violation{'s' * (n > 1)})" if n else ""
         return CheckFailedError(f"{violations[0].message}{more}")
 
 

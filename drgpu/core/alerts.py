@@ -39,11 +39,12 @@ class Alert:
             "service": v.facts["service"] or None,
             "pid": v.facts["pid"],
             "gpu_index": v.facts["gpu_index"],
+            "gpu_uuid": v.facts["gpu_uuid"],
             "time": self.time,
         }
 
     def environment(self) -> dict[str, str]:
-        """`DRGPU_VIOLATION_KIND`, `_MESSAGE`, `_RUN`, `_SERVICE`, `_PID`, `_GPU_INDEX`,
+        """`DRGPU_VIOLATION_KIND`, `_MESSAGE`, `_RUN`, `_SERVICE`, `_PID`, `_GPU_INDEX`, `_GPU_UUID`,
         `_TIME` (empty when the violation has none)."""
         return {
             f"DRGPU_VIOLATION_{key.upper()}": "" if value is None else str(value)

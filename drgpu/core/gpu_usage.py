@@ -288,11 +288,7 @@ def build_status(
     findings = [_violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)]
     findings += _missing_gpus(inventory, ours)
     trainers = trainer_checks(sagemaker, ours)
-    findings += [
-        _finding("trainer-gpu", Level.FAIL, c.container.name, c.message, run_id=c.run_id)
-        for c in trainers
-        if not c.ok
-    ]
+    findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
     findings += _unknown_processes(inventory) + _vanished(inventory, ours, processes, had_processes)
     notes = [
@@ -325,11 +321,32 @@ def build_status(
     )
 
 
+def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
+    """A trainer told other GPUs than its rl_coach forwards, with the GPU it was told; each
+    GPU named as the plan names it (`1: NVIDIA GeForce RTX 3090`), not by its UUID."""
+    gpu = next(filter(None, (gpu_of(inventory, uuid) for uuid in check.visible)), None)
+    message = check.message
+    for known in (g for g in inventory.gpus if g.uuid):
+        message = message.replace(known.uuid, f"{known.index}: {known.name}")
+    return _finding(
+        "trainer-gpu",
+        Level.FAIL,
+        check.container.name,
+        message,
+        run_id=check.run_id,
+        gpu_index=None if gpu is None else gpu.index,
+        gpu_uuid=None if gpu is None else gpu.uuid,
+        container=check.container.name,
+        container_id=check.container.id,
+    )
+
+
 def _concerns(facts: Mapping[str, Any], pids: set[int], run_id: str, gpus: set[int]) -> bool:
     """Whether a finding is about run `run_id`: one of its processes (`pids`), the run
     itself, or one of its GPUs (a finding of no process)."""
     pid = facts["pid"]
-    return pid in pids or facts["run_id"] == run_id or (pid is None and facts["gpu_index"] in gpus)
+    on_gpu = pid is None and facts["run_id"] is None and facts["gpu_index"] in gpus
+    return pid in pids or facts["run_id"] == run_id or on_gpu
 
 
 def _unknown_processes(inventory: Inventory) -> list[Finding]:

@@ -110,12 +110,12 @@ def layout(board: Board, width: int) -> Layout:
     column or a marker is cut (a marker keeps at least its first word; the violations
     under the board say each in full)."""
     full = max(
-        [len(NAME_HEADER)]
+        [len(NAME_HEADERS[0])]
         + [len(_gpu_names(row)[0]) for row in board.gpus]
         + [len("└ " + occupant_text(o)) for row in board.gpus for o in row.occupants],
     )
     short = max(
-        [len(NAME_HEADER) - 9]
+        [len(NAME_HEADERS[-1])]
         + [len(_gpu_names(row)[-1]) for row in board.gpus]
         + [
             len("└ " + _occupant_texts(o)[-1])
@@ -168,7 +168,8 @@ def _health_room(board: Board, grid: Layout) -> int:
 
 MARKER_WIDTH = 24  # the most a marker needs (`WRONG-GPU: given GPU 1`)
 NAME_WIDTH = 44
-NAME_HEADER = "Name / run · role · service"
+# The name column's header per form of `_occupant_texts` (the rows drawn under it).
+NAME_HEADERS = ("Name / run · role · service",) * 2 + ("Name / run · service",)
 
 
 class BoardView:
@@ -202,13 +203,13 @@ def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int
     view.append(_cut(title, width - len("drgpu status")) + "\n\n")
     util_header = "GPU-Util" if grid.bar + 1 + _UTIL_WIDTH >= len("GPU-Util") else "Util"
     bars = grid.bar + 1 if grid.bar else 0
+    form = _occupant_form(board, grid.name)
     header = (
-        f"{'GPU':>3} {_cell(NAME_HEADER, grid.name)} {'PID':>{_PID_WIDTH}}"
+        f"{'GPU':>3} {_cell(NAME_HEADERS[form], grid.name)} {'PID':>{_PID_WIDTH}}"
         f" {util_header:<{bars + _UTIL_WIDTH}} {'Memory':<{bars + grid.memory}} "
         f"{health_header(health)}"
     )
     view.append(_cut(header, width).rstrip() + "\n", "bold")
-    form = _occupant_form(board, grid.name)
     for row in board.gpus:
         _append_gpu(view, row, grid, form, health)
     view.append("\n")

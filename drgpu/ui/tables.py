@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -185,23 +186,28 @@ def _print(table: RenderableType, *, piped_width: int = 240) -> None:
 
 
 def console(piped_width: int = 240) -> Console:
-    """The stdout console of every table: a terminal's width, else `piped_width`."""
+    """The stdout console of every table: a terminal's width, or COLUMNS, else `piped_width`
+    (piped output is not folded to 80 columns: a table line stays one line)."""
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
 
-    # Piped output is not folded to 80 columns: a table line stays one line.
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else piped_width)
+    told = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()  # rich reads both
+    return Console(soft_wrap=False, width=None if told else piped_width)
 
 
 def check_table(project: str, results: list[CheckResult]) -> None:
-    """The verdict of `cuda-check` per container."""
+    """The verdict of `cuda-check` per container; a service with several (the workers) names
+    each by its replica number (`robomaker 2`, of container deepracer-0-robomaker-2)."""
     table = _table(
         f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
     )
+    services = [result.service for result in results]
     for result in results:
         problems = [f.message for f in result.findings if f.level == Level.FAIL]
         verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
+        number = result.container.rpartition("-")[2]
+        several = services.count(result.service) > 1 and number.isdigit()
         table.add_row(
-            result.service,
+            f"{result.service} {number}" if several else result.service,
             "\n".join(result.expected) or "no GPU",
             "\n".join(result.seen_nvml) or "none",
             "\n".join(result.seen_cuda) or "none",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import (
     GTX1650,
     GTX_M40,
@@ -23,6 +25,16 @@ def test_plan_prints_a_table_of_services_and_gpus(cli: Cli, settings: Settings) 
     for text in ("deepracer-0", "sagemaker", "Tesla M40 24GB", "robomaker", "GTX 1650"):
         assert text in result.out
     assert "PCI bus order" in result.out
+
+
+def test_a_piped_plan_keeps_to_columns(
+    cli: Cli, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1")
+    result = cli("plan", "--env-file", env, "--inventory", GTX_M40)
+    assert result.code == 0
+    assert max(map(len, result.out.splitlines())) <= 120
 
 
 def test_plan_json_describes_every_service(cli: Cli, settings: Settings) -> None:

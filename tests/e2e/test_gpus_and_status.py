@@ -134,7 +134,7 @@ def test_status_maps_gpu_processes_to_services_and_flags_violations(bed: Any, st
     # stdout holds the document, stderr one error line about the first violation.
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("drgpu: error: ")
-    assert "(and 1 more)" in lines[0]
+    assert "(and 1 more violation)" in lines[0]
 
     table = run_drgpu("status", env=bed.env())
 

@@ -11,7 +11,10 @@ import pytest
 
 from drgpu.commands.doctor import DoctorResult
 from drgpu.commands.options import InputOptions, resolved
+from drgpu.commands.status import StatusResult
 from drgpu.core.findings import Finding, Level
+from drgpu.core.gpu_usage import Status
+from drgpu.core.model import Inventory
 from drgpu.core.settings import Config, config_from_values, project_name, run_key
 from drgpu.errors import CheckFailedError, ExitCode
 
@@ -66,3 +69,12 @@ def test_a_doctor_result_fails_on_a_failed_check_not_on_a_warning() -> None:
     assert isinstance(failure, CheckFailedError)
     assert failure.exit_code == ExitCode.CHECK_FAILED
     assert (failure.message, failure.hint) == ("1 check(s) failed: docker", "start it")
+
+
+@pytest.mark.parametrize(
+    ("count", "said"), [(2, " (and 1 more violation)"), (3, " (and 2 more violations)")]
+)
+def test_a_status_failure_says_how_many_more_violations(count: int, said: str) -> None:
+    findings = tuple(Finding(f"PID {n}", Level.FAIL, f"PID {n} strays") for n in range(count))
+    result = StatusResult(Status(Inventory(gpus=()), {}, (), (), findings, ()), watched=False)
+    assert result.failure is not None and result.failure.message == f"PID 0 strays{said}"

@@ -64,6 +64,7 @@ def test_what_the_command_is_told() -> None:
         "service": None,
         "pid": 100,
         "gpu_index": 0,
+        "gpu_uuid": None,
         "time": 1700000000.5,
     }
     assert alert.environment() == {
@@ -73,5 +74,6 @@ def test_what_the_command_is_told() -> None:
         "DRGPU_VIOLATION_SERVICE": "",
         "DRGPU_VIOLATION_PID": "100",
         "DRGPU_VIOLATION_GPU_INDEX": "0",
+        "DRGPU_VIOLATION_GPU_UUID": "",
         "DRGPU_VIOLATION_TIME": "1700000000.5",
     }

@@ -9,7 +9,7 @@ from drgpu.core import labels
 from drgpu.core.cuda_verdict import judge_trainer
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import build_status, is_sagemaker_local, trainer_checks
-from drgpu.core.model import Inventory
+from drgpu.core.model import Gpu, Inventory
 from drgpu.ui.status_view import status_document
 
 A, B = "GPU-aaaa", "GPU-bbbb"
@@ -64,13 +64,18 @@ def test_each_trainer_is_matched_to_the_rl_coach_that_forwards_its_gpu() -> None
 
 
 def test_with_one_rl_coach_a_wrong_trainer_is_its_violation() -> None:
+    gpus = tuple(
+        Gpu(index=n, uuid=uuid, name="NVIDIA L4", pci_bus_id=f"0:{n}", memory_total_mib=1)
+        for n, uuid in enumerate((A, B))
+    )
     status = build_status(
-        Inventory(gpus=()), [coach("0", A)], [], {}, sagemaker=[trainer("t-algo-1-x1-1", B)]
+        Inventory(gpus=gpus), [coach("0", A)], [], {}, sagemaker=[trainer("t-algo-1-x1-1", B)]
     )
     [violation] = [v for v in status.violations if v.kind == "trainer-gpu"]
+    assert (violation.facts["gpu_index"], violation.facts["gpu_uuid"]) == (1, B)
     assert violation.message == (
-        "SageMaker trainer t-algo-1-x1-1 of run 0 has CUDA_VISIBLE_DEVICES=GPU-bbbb,"
-        " but deepracer-0-rl_coach-1 forwards GPU-aaaa"
+        "SageMaker trainer t-algo-1-x1-1 of run 0 has CUDA_VISIBLE_DEVICES=1: NVIDIA L4,"
+        " but deepracer-0-rl_coach-1 forwards 0: NVIDIA L4"
     )
     [seen] = status_document(status)["sagemaker_trainers"]
     assert (seen["run_id"], seen["forwarded_gpus"], seen["ok"]) == ("0", ["GPU-aaaa"], False)

@@ -107,6 +107,10 @@ def test_every_column_that_matters_fits_ordinary_widths(width: int) -> None:
     assert "s3cr3t" not in text
     assert "VIOLATION: PID 4242" in text and "4 violation(s)" in text
     assert "G·" not in text and "M/" not in text  # no `1200M/22.4G`: MiB throughout
+    # The name column's header says what its rows show, whole (with the role or without).
+    header = next(line for line in lines if line.startswith("GPU "))
+    with_role = "run 0 · trainer · sagemaker" in text
+    assert ("Name / run · role · service" if with_role else "Name / run · service") in header
 
 
 def test_wider_terminals_get_the_full_names_and_bars() -> None:

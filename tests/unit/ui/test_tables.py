@@ -1,4 +1,4 @@
-"""What the tables say about GPU order."""
+"""What the tables say: GPU order, and which container each cuda-check row is."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from drgpu.core.cuda_verdict import CheckResult
 from drgpu.host.files import load_inventory
-from drgpu.ui.tables import gpus_table
+from drgpu.ui.tables import check_table, gpus_table
 
 TOPOLOGIES = Path(__file__).parents[2] / "topologies"
 
@@ -26,3 +27,18 @@ def test_gpus_says_so_where_cuda_ranks_the_gpus_otherwise(
 ) -> None:
     gpus_table(load_inventory(TOPOLOGIES / "gtx1650-rtx3090-m40-orders.json"), full=False)
     assert "CUDA's default order (fastest first, column CUDA) differs" in capsys.readouterr().err
+
+
+def test_cuda_check_names_each_worker_by_its_replica(capsys: pytest.CaptureFixture[str]) -> None:
+    results = [
+        CheckResult(service, container, ("GPU-a",), ("GPU-a",), ("GPU-a",))
+        for service, container in [
+            ("sagemaker", "deepracer-0-sagemaker-1"),
+            ("robomaker", "deepracer-0-robomaker-1"),
+            ("robomaker", "deepracer-0-robomaker-2"),
+        ]
+    ]
+    check_table("deepracer-0", results)
+    rows = capsys.readouterr().out
+    assert "robomaker 1" in rows and "robomaker 2" in rows
+    assert "sagemaker 1" not in rows and "sagemaker" in rows
