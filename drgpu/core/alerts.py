@@ -44,8 +44,8 @@ class Alert:
         }
 
     def environment(self) -> dict[str, str]:
-        """`DRGPU_VIOLATION_KIND`, `_MESSAGE`, `_RUN`, `_SERVICE`, `_PID`, `_GPU_INDEX`, `_GPU_UUID`,
-        `_TIME` (empty when the violation has none)."""
+        """`DRGPU_VIOLATION_KIND`, `_MESSAGE`, `_RUN`, `_SERVICE`, `_PID`, `_GPU_INDEX`,
+        `_GPU_UUID`, `_TIME` (empty when the violation has none)."""
         return {
             f"DRGPU_VIOLATION_{key.upper()}": "" if value is None else str(value)
             for key, value in self.document().items()
