@@ -244,12 +244,15 @@ def _trainers(config: Config, plan: Plan) -> Callable[[], list[ContainerFacts]] 
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
-    """Show what a script said (on stderr) and Compose's warnings; its lines, returned."""
+    """Show what a script said (on stderr) and Compose's warnings; its lines, returned.
+    DRfC's `Stop training with dr-stop-training` is followed by drgpu's own word for it."""
     for message in compose_warnings(done.stderr):
         warn(f"compose: {message}")
     said = talk_lines(done.stdout, done.stderr)
     for line in said:
         note(f"{_name(script, checkout)}: {line}")
+        if "with dr-stop-" in line:
+            note("with drgpu: drgpu down" + " --eval" * checkout.evaluation)
     return said
 
 

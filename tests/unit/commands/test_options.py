@@ -10,13 +10,16 @@ from pathlib import Path
 import pytest
 
 from drgpu.commands.doctor import DoctorResult
+from drgpu.commands.drfc_stack import _relay
 from drgpu.commands.options import InputOptions, resolved
 from drgpu.commands.status import StatusResult
+from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.findings import Finding, Level
 from drgpu.core.gpu_usage import Status
 from drgpu.core.model import Inventory
 from drgpu.core.settings import Config, config_from_values, project_name, run_key
 from drgpu.errors import CheckFailedError, ExitCode
+from drgpu.host.process import Completed
 
 
 @pytest.mark.parametrize(
@@ -78,3 +81,14 @@ def test_a_status_failure_says_how_many_more_violations(count: int, said: str) -
     findings = tuple(Finding(f"PID {n}", Level.FAIL, f"PID {n} strays") for n in range(count))
     result = StatusResult(Status(Inventory(gpus=()), {}, (), (), findings, ()), watched=False)
     assert result.failure is not None and result.failure.message == f"PID 0 strays{said}"
+
+
+@pytest.mark.parametrize("evaluation", [False, True])
+def test_drfc_s_stop_advice_is_followed_by_drgpu_s_own(
+    evaluation: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkout = DrfcCheckout(tmp_path, tmp_path / "system.env", None, evaluation, (), "-f")
+    line = "ERROR: Processes running in stack deepracer-0. Stop training with dr-stop-training."
+    _relay(Completed(("start.sh",), 1, line + "\n", ""), tmp_path / "start.sh", checkout)
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1] == "drgpu: with drgpu: drgpu down" + " --eval" * evaluation
