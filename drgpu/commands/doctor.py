@@ -24,6 +24,7 @@ from drgpu.core.host_checks import (
     stack_images,
 )
 from drgpu.core.inputs import Inputs
+from drgpu.core.modes import IndexOrder
 from drgpu.core.settings import Config
 from drgpu.errors import (
     CheckFailedError,
@@ -131,6 +132,9 @@ def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
         run_id=config.run_id,
         device_driver=config.device_driver,
         swarm=config.deploys_to_swarm(),
+        host_x=config.host_x,
+        simulator=config.simulator_devices,
+        cuda_order=config.index_order == IndexOrder.CUDA,
     )
     return facts, config
 

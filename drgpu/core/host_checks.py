@@ -9,18 +9,20 @@ the engine, Compose and files); every check is a pure function of them and yield
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from drgpu.core.compose_stack import role_of
 from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
+from drgpu.core.devices import NO_GPU, DeviceRequest, resolve
 from drgpu.core.facts import DaemonFacts, ImageFacts
 from drgpu.core.findings import Finding, Level
-from drgpu.core.model import Inventory, Role
+from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
+from drgpu.core.model import Gpu, Inventory, Role
 from drgpu.core.modes import DeviceDriver
-from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
+from drgpu.core.toolkit import ToolkitFacts, egl_problem, generic_resources_problem
 
 PASS, WARN, FAIL = Level.OK, Level.WARN, Level.FAIL
 COMPOSE_MIN = (2, 24, 4)  # !override and !reset in override files
@@ -99,6 +101,9 @@ class SettingsFacts:
     hint: str | None = None
     device_driver: DeviceDriver = DeviceDriver.AUTO
     swarm: bool = False  # the stack goes to Docker Swarm
+    host_x: bool = False  # DR_HOST_X: the simulator renders through the host's X server
+    simulator: DeviceRequest = NO_GPU  # DR_ROBOMAKER_CUDA_DEVICES
+    cuda_order: bool = False  # a bare index is CUDA's (DRGPU_INDEX_ORDER=cuda)
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,8 @@ def run_checks(facts: HostFacts) -> list[Finding]:
         *check_device_requests(facts.docker, facts.probe),
         *check_device_driver(facts.settings, facts.docker, facts.nvml),
         *check_toolkit(facts.settings, facts.toolkit),
+        *check_egl(facts.toolkit),
+        *check_x_server(facts.settings, facts.nvml),
         *check_daemon_reload(facts.settings, facts.docker, facts.device_nodes),
         *check_default_runtime(facts.docker, facts.images),
         *check_compose(facts.compose),
@@ -332,6 +339,61 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
     return [
         _check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")
     ]
+
+
+def check_egl(toolkit: ToolkitFacts | None) -> list[Finding]:
+    """A toolkit whose jit-cdi mode lets a container's EGL/Vulkan reach every GPU."""
+    problem = None if toolkit is None else egl_problem(toolkit)
+    return [] if problem is None else [_check("toolkit-egl", WARN, problem)]
+
+
+def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
+    """With DR_HOST_X: the X server's GPU, which Gazebo renders on, against the simulator's."""
+    if not settings.host_x or nvml.inventory is None:
+        return []
+    request = settings.simulator
+    if settings.cuda_order and bare_indices(request):
+        request = in_cuda_order(request, cuda_order(nvml.inventory))[0]
+    simulator = [a.gpu for a in resolve(request, nvml.inventory)[0]]
+    warning = x_server_warning(nvml.inventory, simulator)
+    if warning is None:
+        return [_check("x-server", PASS, f"DR_HOST_X: {x_server_text(nvml.inventory)}")]
+    return [_check("x-server", WARN, warning, X_SERVER_FIX)]
+
+
+X_SERVER_FIX = (
+    "run the X server on the simulator's GPU (BusID in xorg.conf), or give the simulator"
+    " the X server's GPU, or DR_HOST_X=False"
+)
+
+
+def x_server_text(inventory: Inventory) -> str:
+    """The GPUs NVML shows a graphics process on (an X server, e.g. Xorg), with their PIDs."""
+    return "; ".join(
+        f"the X server renders on GPU {gpu.index} ({gpu.name}: graphics PID"
+        f" {', '.join(str(p.pid) for p in gpu.processes if 'G' in p.kind)})"
+        for gpu in inventory.gpus
+        if any("G" in p.kind for p in gpu.processes)
+    )
+
+
+def x_server_warning(inventory: Inventory, simulator: Sequence[Gpu]) -> str | None:
+    """With DR_HOST_X=True robomaker's OpenGL goes through the host's X server, so Gazebo
+    renders on the X server's GPU whatever the simulator was given: why that is not the
+    simulator's GPU (or is unknown), or None where it is."""
+    shown = x_server_text(inventory)
+    given = ", ".join(f"GPU {gpu.index} ({gpu.name})" for gpu in simulator) or "none"
+    where = {gpu.index for gpu in inventory.gpus if any("G" in p.kind for p in gpu.processes)}
+    if where and where <= {gpu.index for gpu in simulator}:
+        return None
+    return (
+        f"DR_HOST_X=True sends Gazebo's OpenGL through the host's X server: {shown}, not the"
+        f" simulator's {given}"
+        if shown
+        else "DR_HOST_X=True sends Gazebo's OpenGL through the host's X server, but no GPU"
+        f" shows a graphics process (is it running, on an NVIDIA GPU?): the simulator's"
+        f" {given} may not be the one that renders"
+    )
 
 
 RELOAD_FIX = (

@@ -14,6 +14,7 @@ from drgpu.core.devices import (
     describe_inventory,
     resolve,
 )
+from drgpu.core.host_checks import x_server_text, x_server_warning
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
 from drgpu.core.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
@@ -141,6 +142,12 @@ def make_plan(
         )
     _memory_warnings(trainer, shared.services, notes)
     notes.warnings.extend(_unused_requests(config, stack))
+    if config.host_x:  # Gazebo renders on the X server's GPU: named; a warning where not ours
+        x_server = x_server_warning(inventory, [a.gpu for a in simulator])
+        if x_server:
+            notes.warnings.append(x_server)
+        else:
+            notes.explanations.append(f"DR_HOST_X: {x_server_text(inventory)}, the simulator's")
     return Plan(
         project=config.project,
         run_id=config.run_key,

@@ -5,7 +5,8 @@
 Toolkit 1.18.0 made `jit-cdi` the runtime's mode where config.toml says `auto` (or
 nothing); in that mode 1.18.x ignores `swarm-resource`, so a Swarm task that reserves
 `NVIDIA-GPU` generic resources (DRGPU_SWARM_GPUS=generic) gets no GPU. 1.19.0 reads it
-again; `mode = "legacy"` works with every version.
+again; `mode = "legacy"` works with every version. Before 1.20.0, jit-cdi mode does not
+limit EGL and Vulkan to the container's GPUs: Gazebo may render on any GPU.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 JIT_CDI_DEFAULT = (1, 18, 0)  # the first toolkit whose `auto` mode is jit-cdi
 SWARM_RESOURCE_AGAIN = (1, 19, 0)  # the first that honours swarm-resource in (jit-)cdi mode
+EGL_LIMITED = (1, 20, 0)  # the first whose jit-cdi mode limits EGL/Vulkan to the given GPUs
 MODE_FIX = 'set mode = "legacy" under [nvidia-container-runtime] in the toolkit\'s config.toml'
 _VERSION = re.compile(r"version\s+v?(\d+)\.(\d+)\.(\d+)", re.IGNORECASE)
 _MODE = re.compile(r"""^\s*mode\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
@@ -92,4 +94,17 @@ def generic_resources_problem(toolkit: ToolkitFacts) -> str | None:
         f"toolkit {toolkit.version_text} runs in mode {mode} ({written}), which ignores"
         f" swarm-resource: tasks reserving NVIDIA-GPU get no GPU; {MODE_FIX},"
         " or upgrade the toolkit to 1.19+"
+    )
+
+
+def egl_problem(toolkit: ToolkitFacts) -> str | None:
+    """Why a container's EGL or Vulkan (a simulator's rendering) may reach every GPU with
+    this toolkit (jit-cdi mode before 1.20), its fix included; or None."""
+    version = toolkit.version
+    if toolkit.effective_mode != "jit-cdi" or version is None or version >= EGL_LIMITED:
+        return None
+    return (
+        f"toolkit {toolkit.version_text} in jit-cdi mode does not limit EGL/Vulkan to the"
+        f" container's GPUs: Gazebo may render on another GPU than the simulator's;"
+        f" {MODE_FIX}, or upgrade the toolkit to 1.20+"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from drgpu.core.devices import parse_devices
 from drgpu.core.facts import DaemonFacts
 from drgpu.core.host_checks import (
     PASS,
@@ -16,9 +17,11 @@ from drgpu.core.host_checks import (
     SettingsFacts,
     check_daemon_reload,
     check_device_driver,
+    check_egl,
     check_toolkit,
+    check_x_server,
 )
-from drgpu.core.model import Gpu, Inventory
+from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.toolkit import ToolkitFacts
 
@@ -100,3 +103,31 @@ def test_the_daemon_reload_risk_is_named_with_its_fix() -> None:
     assert check_daemon_reload(SETTINGS, HOOK_HOST, DeviceNodeFacts({}, frozenset())) == []
     silent = DockerFacts(daemon=replace(DAEMON, cgroup_driver=""), hook_on_path=True)
     assert check_daemon_reload(SETTINGS, silent, bare) == []
+
+
+def test_doctor_warns_where_jit_cdi_lets_egl_reach_every_gpu() -> None:
+    [warning] = check_egl(ToolkitFacts(version=(1, 19, 0), mode="auto"))
+    assert warning.level == WARN and warning.kind == "toolkit-egl"
+    assert "does not limit EGL/Vulkan" in warning.message
+    assert check_egl(ToolkitFacts(version=(1, 20, 0), mode="auto")) == []
+    assert check_egl(None) == []
+
+
+def test_doctor_names_the_x_servers_gpu_and_warns_where_the_simulator_has_another() -> None:
+    xorg = (GpuProcess(pid=990, used_memory_mib=30, kind="G"),)
+    gpus = (
+        Gpu(0, "GPU-a", "NVIDIA GeForce GTX 1650", "00000000:01:00.0", 4096, processes=xorg),
+        Gpu(1, "GPU-b", "NVIDIA GeForce RTX 3090", "00000000:02:00.0", 24576),
+    )
+    nvml = NvmlFacts(inventory=Inventory(gpus=gpus, cuda_order=(1, 0)))
+    host_x = replace(SETTINGS, host_x=True, simulator=parse_devices("1"))
+    [warning] = check_x_server(host_x, nvml)
+    assert warning.level == WARN and warning.kind == "x-server"
+    assert "the X server renders on GPU 0 (NVIDIA GeForce GTX 1650: graphics PID 990)" in (
+        warning.message
+    )
+    assert "not the simulator's GPU 1 (NVIDIA GeForce RTX 3090)" in warning.message
+    # DRGPU_INDEX_ORDER=cuda: CUDA's 1 is the GTX 1650 (fastest first), the X server's GPU.
+    [named] = check_x_server(replace(host_x, cuda_order=True), nvml)
+    assert named.level == PASS and "GPU 0 (NVIDIA GeForce GTX 1650" in named.message
+    assert check_x_server(SETTINGS, nvml) == []  # no DR_HOST_X: not doctor's concern

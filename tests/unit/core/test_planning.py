@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from drgpu.core.compose_stack import Stack
 from drgpu.core.inputs import Inputs
-from drgpu.core.model import Inventory, Plan, Role
+from drgpu.core.model import GpuProcess, Inventory, Plan, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.errors import ExitCode, GpuValidationError
@@ -94,6 +95,25 @@ def test_host_x_adds_the_display_capability_to_the_simulator_only(
     )
     assert "display" in result.service("robomaker").capabilities
     assert "display" not in result.service("sagemaker").capabilities
+
+
+@pytest.mark.parametrize("x_on", [0, 1])
+def test_host_x_names_the_x_servers_gpu_and_warns_where_it_is_not_the_simulators(
+    make_config: MakeConfig, base_stack: Stack, gtx_m40: Inventory, x_on: int
+) -> None:
+    xorg = GpuProcess(pid=1234, used_memory_mib=40, kind="G")
+    gpus = tuple(
+        replace(gpu, processes=(xorg,)) if gpu.index == x_on else gpu for gpu in gtx_m40.gpus
+    )
+    config = make_config(
+        DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="1", DR_HOST_X="true"
+    )
+    result = plan(config, base_stack, replace(gtx_m40, gpus=gpus))
+    named = f"the X server renders on GPU {x_on} ({gpus[x_on].name}: graphics PID 1234)"
+    x_lines = [w for w in (*result.warnings, *result.explanations) if "X server" in w]
+    assert len(x_lines) == 1 and named in x_lines[0]
+    assert (x_lines[0] in result.warnings) is (x_on == 0)  # the simulator has GPU 1
+    assert "not the simulator's GPU 1" in x_lines[0] or x_on == 1
 
 
 def test_labels_name_gpus_role_and_run(

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem, parse_version, read_mode
+import pytest
+
+from drgpu.core.toolkit import (
+    ToolkitFacts,
+    egl_problem,
+    generic_resources_problem,
+    parse_version,
+    read_mode,
+)
 
 CTK = "NVIDIA Container Toolkit CLI version 1.18.0\ncommit: 7f6b8e0\n"
 RUNTIME = (
@@ -48,3 +56,21 @@ def test_auto_is_jit_cdi_from_1_18_and_ignores_swarm_resource_until_1_19() -> No
     assert generic_resources_problem(ToolkitFacts((1, 17, 0), "auto")) is None
     unknown = generic_resources_problem(ToolkitFacts(None, "cdi"))
     assert unknown is not None and "version is unknown" in unknown
+
+
+@pytest.mark.parametrize(
+    ("version", "mode", "limited"),
+    [
+        ((1, 19, 0), None, False),  # auto: jit-cdi from 1.18
+        ((1, 19, 0), "cdi", True),
+        ((1, 17, 8), None, True),  # auto: legacy before 1.18
+        ((1, 20, 0), None, True),
+        (None, "jit-cdi", True),  # an unknown version is not guessed at
+    ],
+)
+def test_jit_cdi_before_1_20_lets_egl_and_vulkan_reach_every_gpu(
+    version: tuple[int, int, int] | None, mode: str | None, limited: bool
+) -> None:
+    problem = egl_problem(ToolkitFacts(version, mode))
+    assert (problem is None) is limited
+    assert limited or "does not limit EGL/Vulkan to the container's GPUs" in (problem or "")
