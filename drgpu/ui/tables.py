@@ -186,12 +186,13 @@ def _print(table: RenderableType, *, piped_width: int = 240) -> None:
 
 
 def console(piped_width: int = 240) -> Console:
-    """The stdout console of every table: a terminal's width, or COLUMNS, else `piped_width`
-    (piped output is not folded to 80 columns: a table line stays one line)."""
+    """The stdout console of every table: a terminal's width, else `piped_width` or COLUMNS
+    where narrower (piped output is not folded to 80 columns: a table line stays one line)."""
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
 
-    told = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()  # rich reads both
-    return Console(soft_wrap=False, width=None if told else piped_width)
+    columns = os.environ.get("COLUMNS", "")
+    piped = min(piped_width, int(columns) or piped_width) if columns.isdigit() else piped_width
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else piped)
 
 
 def check_table(project: str, results: list[CheckResult]) -> None:
