@@ -31,6 +31,19 @@ def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(sorted((v for v in found if len(v) >= SHORTEST_REDACTED), key=len, reverse=True))
 
 
+def service_secrets(services: Mapping[str, Any]) -> tuple[str, ...]:
+    """`secret_values` of every Compose service's environment (a resolved model's)."""
+    found = {
+        secret
+        for body in services.values()
+        if isinstance(body.get("environment"), Mapping)
+        for secret in secret_values(
+            {str(k): str(v) for k, v in body["environment"].items() if v is not None}
+        )
+    }
+    return tuple(sorted(found, key=len, reverse=True))
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
     """`text` with every occurrence of each secret value replaced by the mask."""
     for secret in secrets:

@@ -17,7 +17,7 @@ from typing import Any
 
 from drgpu.core.model import Assignment, Plan, Role, ServicePlan
 from drgpu.core.modes import Sharing
-from drgpu.core.redaction import masked_data, secret_values
+from drgpu.core.redaction import masked_data, secret_values, service_secrets
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.core.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 from drgpu.errors import ConfigError, GpuValidationError
@@ -100,7 +100,7 @@ def render_manifests(
     else:
         parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
         header = HEADER.format(project=plan.project, resource=GPU_RESOURCE, label=PRODUCT_LABEL)
-    hidden = _hidden_values(parts, secrets)
+    hidden = _hidden_values(parts, (*secrets, *service_secrets(bodies)))
     text = "---\n".join([header, *(part.text() for part in parts)])
     shown = "---\n".join([header, *(part.text(masked=hidden) for part in parts)])
     return Manifests(text=text, warnings=tuple(warnings), shown_text=shown)

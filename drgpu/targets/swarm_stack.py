@@ -21,7 +21,7 @@ from typing import Any
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role
 from drgpu.core.numbers import is_digits
-from drgpu.core.redaction import masked_data, secret_values
+from drgpu.core.redaction import masked_data, service_secrets
 from drgpu.core.secrets import masked
 from drgpu.core.service_gpus import (
     ONE_NODE,
@@ -264,7 +264,7 @@ def render_stack(
         **document,
         "services": {name: _masked_service(body) for name, body in document["services"].items()},
     }
-    hidden = (*secrets, *_secret_values(document["services"]))
+    hidden = (*secrets, *service_secrets(document["services"]))
     shown = header + dump_document(
         compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True)))
     )
@@ -285,19 +285,6 @@ def dump_document(document: Mapping[str, Any]) -> str:
 
     dumper = yaml.CSafeDumper  # libyaml's emitter: eight times quicker than PyYAML's
     return yaml.dump(dict(document), Dumper=dumper, sort_keys=False, default_flow_style=False)
-
-
-def _secret_values(services: Mapping[str, Any]) -> tuple[str, ...]:
-    """The values of the secret keys of every service's environment."""
-    return secret_values(
-        {
-            str(key): str(value)
-            for body in services.values()
-            if isinstance(body.get("environment"), Mapping)
-            for key, value in body["environment"].items()
-            if value is not None
-        }
-    )
 
 
 def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -120,6 +120,7 @@ def test_render_prints_no_secret_and_writes_them_to_a_private_file(
     compose.write_text(
         f"services:\n  sagemaker:\n    image: t:1\n    environment:\n      {name}: hunter2\n"
         "      REWARD_FILE_S3_KEY: custom_files/reward_function.py\n"
+        "      DR_DB_URL: postgres://drgpu:pa55w0rd@db:5432/runs\n"
     )
     env_file = tmp_path / "system.env"
     env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
@@ -130,6 +131,7 @@ def test_render_prints_no_secret_and_writes_them_to_a_private_file(
     assert "hunter2" not in printed.out + printed.err
     assert "****" in printed.out
     assert "custom_files/reward_function.py" in printed.out  # an S3 object key: no secret
+    assert "pa55w0rd" not in printed.out and "drgpu:****@db" in printed.out  # a URL's password
 
     written = tmp_path / "out.yml"
     done = run_main(*args, "-f", compose, "-o", written)
