@@ -369,11 +369,11 @@ X_SERVER_FIX = (
 
 def x_server_text(inventory: Inventory) -> str:
     """The GPUs NVML shows a graphics process on (an X server, e.g. Xorg), with their PIDs."""
+    graphics = {g: [str(p.pid) for p in g.processes if "G" in p.kind] for g in inventory.gpus}
     return "; ".join(
-        f"the X server renders on GPU {gpu.index} ({gpu.name}: graphics PID"
-        f" {', '.join(str(p.pid) for p in gpu.processes if 'G' in p.kind)})"
-        for gpu in inventory.gpus
-        if any("G" in p.kind for p in gpu.processes)
+        f"the X server renders on GPU {gpu.index} ({gpu.name}: graphics PID {', '.join(pids)})"
+        for gpu, pids in graphics.items()
+        if pids
     )
 
 
