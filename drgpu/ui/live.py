@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
+from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -229,7 +230,9 @@ def _cell(text: str, width: int) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    """`text`, cut with an ellipsis where it is longer than `width`."""
+    """`text` (its control characters written visibly), cut with an ellipsis where it is
+    longer than `width`."""
+    text = visible(text)
     if len(text) <= width:
         return text
     return text[: width - 1] + "…" if width > 0 else ""
@@ -473,6 +476,7 @@ def live_screen() -> Iterator[Callable[[RenderableType], None]]:
 
 
 def print_lines(lines: list[str]) -> None:
-    """Plain lines on stdout, flushed (a pipe sees each tick at once)."""
-    sys.stdout.write("\n".join(lines) + "\n")
+    """Plain lines on stdout, flushed (a pipe sees each tick at once); a line break or
+    control character inside one (from a label) is written visibly."""
+    sys.stdout.write("".join(visible(line) + "\n" for line in lines))
     sys.stdout.flush()
