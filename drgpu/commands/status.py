@@ -298,9 +298,9 @@ def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
     def run(status: Status) -> None:
         nonlocal state
         held_back = state.held_back
-        state, alerts = due(state, status, time.time())
+        state, alerts = due(state, status, time.monotonic())  # limits: a clock never set back
         for alert in alerts:
-            command.run(alert)
+            command.run(replace(alert, time=time.time()))
         if state.held_back > held_back:
             warn(
                 f"--on-violation: rate limit reached; {state.held_back - held_back} new"
