@@ -256,21 +256,13 @@ def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
 def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
     from drgpu.core.metrics import influx_target, line_protocol, samples
-    from drgpu.host.metrics_export import ExportError, InfluxSender
+    from drgpu.host.metrics_export import InfluxSender
 
-    sender = InfluxSender(influx_target(url))
+    target = influx_target(url)
+    outage = Outage(f"--influx {target.url}")
+    sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    outage = Outage(f"--influx {sender.target.url}")
-
-    def send(status: Status) -> None:
-        try:
-            sender.send(line_protocol(samples(status), time.time_ns()))
-        except ExportError as exc:
-            outage.failed(exc.message)
-        else:
-            outage.worked()
-
-    return send
+    return lambda status: sender.send(line_protocol(samples(status), time.time_ns()))
 
 
 def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:

@@ -4,24 +4,37 @@ points nor hold the watch, the Prometheus endpoint never prints a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
+import socket
 import sys
+import threading
 import time
 import types
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from drgpu.commands import status
+from drgpu.core import metrics
 from drgpu.core.alerts import Alert
 from drgpu.core.findings import Finding, Level
-from drgpu.host import violation_command
+from drgpu.core.metrics import InfluxTarget
+from drgpu.host import metrics_export, violation_command
+from drgpu.host.metrics_export import InfluxSender
 from drgpu.host.violation_command import ViolationCommand
-from tests.cli.test_status import a_status
+from tests.adversarial.test_hostile_labels import labelled
+from tests.cli import test_status
+from tests.cli.test_status import G0, a_status
+from tests.support.metrics_servers import free_port, influxdb, wait_until
+from tests.support.runners import Cli
+
+snapshots = test_status.snapshots  # the fixture: each snapshot the CLI takes, in order
 
 
 def alert(run_id: str = "0") -> Alert:
@@ -99,3 +112,101 @@ def test_the_rate_limit_holds_when_the_wall_clock_steps_back(
         for i in range(8):
             sink(a_status(f"GPU-other-{i}"))
     assert len(handed) == 16  # two violations each refresh, all new
+
+
+# --- --influx ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_id", ["\\", "a\nb", "x\\"])
+@pytest.mark.parametrize("scheme", ["udp", "http"])
+def test_a_hostile_label_loses_no_point(run_id: str, scheme: str, tmp_path: Path) -> None:
+    """InfluxDB 1.x takes every point, the GPU series too (over UDP a bad line drops the
+    whole datagram silently)."""
+    failures: list[str] = []
+    lines = metrics.line_protocol(metrics.samples(labelled(run_id)), time.time_ns())
+    with influxdb(tmp_path) as influx:
+        target = (
+            InfluxTarget("udp", "127.0.0.1", influx.udp_port)
+            if scheme == "udp"
+            else metrics.influx_target(influx.write_url)
+        )
+        sender = InfluxSender(target, failures.append, lambda: None, failures.append)
+        sender.send(lines)
+        sender.close()
+        wait_until(lambda: bool(influx.rows("SELECT * FROM drgpu_gpu")), "the GPU's point")
+        wait_until(lambda: bool(influx.rows("SELECT * FROM drgpu_violations")), "violations")
+        runs = {row["run"] for row in influx.rows("SELECT * FROM drgpu_violations GROUP BY *")}
+    assert failures == []
+    assert "" not in runs and None not in runs
+
+
+@contextmanager
+def trickling_receiver() -> Iterator[int]:
+    """A port on 127.0.0.1 whose every connection gets an HTTP answer, one byte a second."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                connection, _ = server.accept()
+                with connection:
+                    for byte in b"HTTP/1.1 204 No Content\r\n\r\n":
+                        if stop.wait(1.0):
+                            break
+                        connection.send(bytes([byte]))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        server.close()
+
+
+def test_a_trickling_receiver_holds_no_refresh_and_each_write_has_a_deadline() -> None:
+    failures: list[str] = []
+    warnings: list[str] = []
+    with trickling_receiver() as port:
+        target = InfluxTarget("http", "127.0.0.1", port, "/write?db=x")
+        sender = InfluxSender(target, failures.append, lambda: None, warnings.append)
+        started = time.monotonic()
+        for _ in range(metrics_export.QUEUED + 3):
+            sender.send(["m f=1"])
+        assert time.monotonic() - started < 0.5  # the refreshes never wait for the writes
+        sender.close()
+    assert failures and "timed out" in failures[0]
+    assert any("refresh(es) not written" in warning for warning in warnings)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:sekrit@127.0.0.1:1/write?db=x",
+        "https://user:sekrit@127.0.0.1:1/write?db=x",
+        "udp://user:sekrit@127.0.0.1:1",
+        "http://user:sekrit@127.0.0.1:bad/write?db=x",
+        "ftp://user:sekrit@127.0.0.1:1/write?db=x",
+        "user:sekrit@127.0.0.1:1",
+        "http://127.0.0.1:1/write?u=user&p=sekrit",
+    ],
+)
+def test_a_password_in_the_influx_url_is_never_printed(
+    cli: Cli, snapshots: list[Any], url: str
+) -> None:
+    snapshots.append(a_status(G0))
+    code, _, err = cli("status", "--watch", "--count", "2", "--interval", "0.1", "--influx", url)
+    assert "sekrit" not in err
+    assert err.startswith("drgpu: error: --influx") or "p=***" in err, err
+    assert code in (0, 2)
+
+
+def test_a_password_in_the_query_is_not_printed_when_a_write_fails(
+    cli: Cli, snapshots: list[Any]
+) -> None:
+    snapshots.append(a_status(G0))
+    url = f"http://127.0.0.1:{free_port()}/write?db=x&p=sekrit"
+    code, _, err = cli("status", "--watch", "--count", "2", "--interval", "0.1", "--influx", url)
+    assert code == 0
+    assert "cannot send to" in err and "p=***" in err and "sekrit" not in err
