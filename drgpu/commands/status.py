@@ -267,14 +267,15 @@ def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
 
 def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import prometheus_address, samples
+    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address, samples
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
     endpoint = PrometheusEndpoint(host, port)
     stack.callback(endpoint.close)
     shown = f"[{host}]" if ":" in host else host
-    note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics")
+    everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
+    note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
     return lambda status: endpoint.publish(samples(status))
 
 

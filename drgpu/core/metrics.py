@@ -243,12 +243,21 @@ def influx_target(text: str) -> InfluxTarget:
     return InfluxTarget(url.scheme, url.hostname, port, f"{url.path}?{url.query}")
 
 
+EVERY_ADDRESS = ("0.0.0.0", "::")
+
+
 def prometheus_address(text: str) -> tuple[str, int]:
     """Where `--prometheus` listens: `PORT` or `:PORT` is 127.0.0.1 (this host only); any
-    other address is written out (`0.0.0.0:9400`, `[::]:9400`)."""
+    other address is written out (`0.0.0.0:9400`, `[::]:9400`; `*` and `0` are 0.0.0.0,
+    every address, which the watch says)."""
     usage = "--prometheus takes PORT, :PORT (127.0.0.1) or ADDRESS:PORT, e.g. 0.0.0.0:9400"
     host, _, port = text.strip().rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
+    host = "0.0.0.0" if host in ("*", "0") else host
+    if (
+        not (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+        or not host.isprintable()
+        or " " in host
+    ):
         raise ConfigError(f"--prometheus {text!r} is no address and port", hint=usage)
     return host, int(port)

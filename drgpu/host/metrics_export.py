@@ -22,6 +22,8 @@ DATAGRAM_BYTES = 1400  # a UDP datagram that crosses any network unfragmented
 HTTP_TIMEOUT_S = 2.0  # the whole of one HTTP write: connecting, sending, the answer
 ANSWER_BYTES = 4096  # what is read of an HTTP answer
 QUEUED = 8  # refreshes waiting to be written; beyond, the oldest is dropped (counted)
+SCRAPERS = 16
+SCRAPE_TIMEOUT_S = 10.0
 
 
 class ExportError(DrgpuError):
@@ -128,7 +130,9 @@ class InfluxSender:
                     break
         status, _, rest = answer.decode("utf-8", "replace").partition("\r\n")
         if not status.startswith("HTTP/") or status[9:10] != "2":
-            code = status[9:] if status.startswith("HTTP/") else "no HTTP answer"
+            code = (
+                status[9:] if status.startswith("HTTP/") else f"no answer in {HTTP_TIMEOUT_S:g} s"
+            )
             said = rest.partition("\r\n\r\n")[2].strip()[:200]
             raise ExportError(f"{target.url} refused the points: {code} {said}".rstrip())
 
@@ -158,21 +162,49 @@ def datagrams(lines: Sequence[str]) -> Iterator[bytes]:
 
 class PrometheusEndpoint:
     """`/metrics` in Prometheus's text format on ADDRESS:PORT, serving the last refresh's
-    samples (a registry of its own: no process or platform collectors)."""
+    samples (a registry of its own: no process or platform collectors). At most
+    SCRAPERS connections are served at once, each closed after SCRAPE_TIMEOUT_S idle; a
+    request it cannot answer is the client's business (no traceback on the watch's
+    terminal)."""
 
     def __init__(self, host: str, port: int) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server  # lazy: --prometheus
+        from http.server import ThreadingHTTPServer  # lazy: only --prometheus needs them
+
+        from prometheus_client import CollectorRegistry
 
         self._lock = threading.Lock()
         self._samples: tuple[Sample, ...] = ()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)  # a collector is anything with collect()
+        slots = threading.BoundedSemaphore(SCRAPERS)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                if slots.acquire(blocking=False):
+                    super().process_request(request, client_address)
+                else:
+                    self.shutdown_request(request)  # SCRAPERS already served
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    slots.release()
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that broke its request or went away
+
         try:
-            self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+            Server.address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+            self._server = Server((host, port), _scrape_handler(registry))
         except OSError as exc:
             raise ConfigError(
                 f"--prometheus {host}:{port}: cannot listen there: {exc.strerror or exc}"
             ) from None
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
         self.port = int(self._server.server_address[1])
 
     def publish(self, found: Sequence[Sample]) -> None:
@@ -204,3 +236,26 @@ class PrometheusEndpoint:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+def _scrape_handler(registry: Any) -> Any:
+    """The request handler of a PrometheusEndpoint: any GET is the registry's metrics."""
+    from http.server import BaseHTTPRequestHandler  # lazy: only --prometheus needs them
+
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    class Scrape(BaseHTTPRequestHandler):
+        timeout = SCRAPE_TIMEOUT_S
+
+        def do_GET(self) -> None:
+            body = generate_latest(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # no line per scrape on the watch's terminal
+
+    return Scrape
