@@ -93,8 +93,8 @@ def _gpu_samples(gpu: Gpu) -> list[Sample]:
     tags = (("gpu_uuid", gpu.uuid), ("gpu_index", str(gpu.index)), ("gpu_name", gpu.name))
     values = (
         (GPU_UTILIZATION, gpu.utilization_gpu_percent),
-        (GPU_MEMORY_USED, gpu.memory_used_mib * MIB),
-        (GPU_MEMORY_TOTAL, gpu.memory_total_mib * MIB),
+        (GPU_MEMORY_USED, gpu.memory_used_mib * MIB if gpu.memory_total_mib else None),
+        (GPU_MEMORY_TOTAL, gpu.memory_total_mib * MIB or None),  # 0: NVML could not tell
         (GPU_TEMPERATURE, gpu.temperature_c),
         (GPU_POWER, gpu.power_w),
     )

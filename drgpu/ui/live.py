@@ -39,8 +39,9 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
 
 
 def memory_text(row: GpuRow) -> str:
-    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines)."""
-    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB"
+    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines); `n/a`
+    where NVML cannot tell."""
+    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB" if row.memory_total_mib else "n/a"
 
 
 def utilization_text(row: GpuRow) -> str:
@@ -391,7 +392,7 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
         else:
             lines.append(
                 f"{stamp} GPU {row.index} {row.name} util {utilization_text(row)}"
-                f" mem {row.memory_used_mib}/{row.memory_total_mib} MiB"
+                f" mem {memory_text(row)}"
                 f"{sensors_text(row)}{problems}"
             )
         for occupant in row.occupants:

@@ -153,9 +153,9 @@ def gpus_table(
             uuid,
             gpu.name,
             gpu.pci_bus_id,
-            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB",
+            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a",
             "-" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%",
-            "{}.{}".format(*gpu.compute_capability),
+            "{}.{}".format(*gpu.compute_capability) if any(gpu.compute_capability) else "n/a",
             ("on: " + migs) if gpu.mig_mode else "off",
             *held,
         )
