@@ -168,9 +168,9 @@ class PrometheusEndpoint:
     terminal)."""
 
     def __init__(self, host: str, port: int) -> None:
-        from http.server import ThreadingHTTPServer  # lazy: only --prometheus needs them
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # lazy: --prometheus
 
-        from prometheus_client import CollectorRegistry
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
         self._lock = threading.Lock()
         self._samples: tuple[Sample, ...] = ()
@@ -196,9 +196,23 @@ class PrometheusEndpoint:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # a client that broke its request or went away
 
+        class Scrape(BaseHTTPRequestHandler):
+            timeout = SCRAPE_TIMEOUT_S
+
+            def do_GET(self) -> None:  # any GET: the Accept header is not read
+                body = generate_latest(registry)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # no line per scrape on the watch's terminal
+
         try:
             Server.address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-            self._server = Server((host, port), _scrape_handler(registry))
+            self._server = Server((host, port), Scrape)
         except OSError as exc:
             raise ConfigError(
                 f"--prometheus {host}:{port}: cannot listen there: {exc.strerror or exc}"
@@ -236,26 +250,3 @@ class PrometheusEndpoint:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-
-def _scrape_handler(registry: Any) -> Any:
-    """The request handler of a PrometheusEndpoint: any GET is the registry's metrics."""
-    from http.server import BaseHTTPRequestHandler  # lazy: only --prometheus needs them
-
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-    class Scrape(BaseHTTPRequestHandler):
-        timeout = SCRAPE_TIMEOUT_S
-
-        def do_GET(self) -> None:
-            body = generate_latest(registry)
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # no line per scrape on the watch's terminal
-
-    return Scrape

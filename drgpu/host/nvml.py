@@ -19,22 +19,18 @@ _MIB = 1024 * 1024
 
 _INIT_FAILURES = {
     "NVMLError_LibraryNotFound": (
-        "library_not_found",
         "NVML library not found (libnvidia-ml.so.1): the NVIDIA driver is not installed",
         "install the NVIDIA driver; `nvidia-smi` must work on this host",
     ),
     "NVMLError_DriverNotLoaded": (
-        "driver_not_loaded",
         "the NVIDIA driver is installed but not loaded",
         "load the kernel module (`sudo modprobe nvidia`) or reboot after a driver update",
     ),
     "NVMLError_NoPermission": (
-        "no_permission",
         "no permission to talk to the NVIDIA driver",
         "check the permissions of /dev/nvidia*, or run as a user in the video group",
     ),
     "NVMLError_LibRmVersionMismatch": (
-        "lib_rm_version_mismatch",
         "the NVIDIA driver library and kernel module have different versions",
         "reboot to load the kernel module that matches the installed driver",
     ),
@@ -61,8 +57,8 @@ def nvml_session() -> Iterator[Any]:
     try:
         nvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        _code, message, hint = _INIT_FAILURES.get(
-            type(exc).__name__, ("unknown", f"NVML failed to start: {exc}", None)
+        message, hint = _INIT_FAILURES.get(
+            type(exc).__name__, (f"NVML failed to start: {exc}", None)
         )
         raise NvmlUnavailableError(message, hint=hint) from None
     try:
