@@ -14,8 +14,9 @@ def spinner(message: str) -> Iterator[None]:
         yield
         return
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
+    from rich.text import Text
 
-    with Console(stderr=True, markup=False, emoji=False).status(visible(message)):
+    with Console(stderr=True).status(Text(one_line(message))):  # a Text: no markup read
         yield
 
 

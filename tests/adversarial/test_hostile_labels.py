@@ -80,3 +80,11 @@ def test_the_gpus_table_shows_a_holders_label_as_written(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out  # a newline stays inside its cell
     assert shown(run_id) in out
+
+
+def test_the_spinner_reads_no_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+    from drgpu.ui import talk
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    with talk.spinner("starting a[/] [link=http://127.0.0.1/]x"):
+        pass
