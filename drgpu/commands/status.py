@@ -257,33 +257,26 @@ def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
 def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
     from drgpu.core.metrics import influx_target, line_protocol, samples
-    from drgpu.host.metrics_export import ExportError, InfluxSender
+    from drgpu.host.metrics_export import InfluxSender
 
-    sender = InfluxSender(influx_target(url))
+    target = influx_target(url)
+    outage = Outage(f"--influx {target.url}")
+    sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    outage = Outage(f"--influx {sender.target.url}")
-
-    def send(status: Status) -> None:
-        try:
-            sender.send(line_protocol(samples(status), time.time_ns()))
-        except ExportError as exc:
-            outage.failed(exc.message)
-        else:
-            outage.worked()
-
-    return send
+    return lambda status: sender.send(line_protocol(samples(status), time.time_ns()))
 
 
 def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import prometheus_address, samples
+    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address, samples
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
     endpoint = PrometheusEndpoint(host, port)
     stack.callback(endpoint.close)
     shown = f"[{host}]" if ":" in host else host
-    note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics")
+    everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
+    note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
     return lambda status: endpoint.publish(samples(status))
 
 
@@ -299,9 +292,9 @@ def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
     def run(status: Status) -> None:
         nonlocal state
         held_back = state.held_back
-        state, alerts = due(state, status, time.time())
+        state, alerts = due(state, status, time.monotonic())  # limits: a clock never set back
         for alert in alerts:
-            command.run(alert)
+            command.run(replace(alert, time=time.time()))
         if state.held_back > held_back:
             warn(
                 f"--on-violation: rate limit reached; {state.held_back - held_back} new"

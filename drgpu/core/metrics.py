@@ -93,8 +93,8 @@ def _gpu_samples(gpu: Gpu) -> list[Sample]:
     tags = (("gpu_uuid", gpu.uuid), ("gpu_index", str(gpu.index)), ("gpu_name", gpu.name))
     values = (
         (GPU_UTILIZATION, gpu.utilization_gpu_percent),
-        (GPU_MEMORY_USED, gpu.memory_used_mib * MIB),
-        (GPU_MEMORY_TOTAL, gpu.memory_total_mib * MIB),
+        (GPU_MEMORY_USED, gpu.memory_used_mib * MIB if gpu.memory_total_mib else None),
+        (GPU_MEMORY_TOTAL, gpu.memory_total_mib * MIB or None),  # 0: NVML could not tell
         (GPU_TEMPERATURE, gpu.temperature_c),
         (GPU_POWER, gpu.power_w),
     )
@@ -138,11 +138,12 @@ _MEASUREMENT_SPECIALS = re.compile(r"([, ])")
 
 
 def escape_tag(text: str) -> str:
-    """A tag key or value in line protocol: commas, equals signs and spaces escaped with a
-    backslash; line breaks (which line protocol cannot carry) become spaces, and a
-    trailing backslash is dropped (it would escape the separator after it)."""
-    flat = " ".join(text.splitlines()).rstrip("\\")
-    return _TAG_SPECIALS.sub(r"\\\1", flat)
+    """A tag key or value in line protocol, never empty where `text` is not: commas,
+    equals signs and spaces escaped with a backslash; a backslash (which would escape
+    what follows it) written U+29F5 (the reverse solidus operator), a control character (a
+    line break, which line protocol cannot carry) written visibly with it (`\u29f5n`)."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return _TAG_SPECIALS.sub(r"\\\1", flat.replace("\\", "\u29f5"))
 
 
 def escape_measurement(text: str) -> str:
@@ -202,21 +203,31 @@ class InfluxTarget:
 
     @property
     def url(self) -> str:
-        """The URL as given back (no credentials: none are taken)."""
+        """The URL as given back (a password in its query written `***`)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}{self.path}"
+        return redacted(f"{self.scheme}://{host}:{self.port}{self.path}")
+
+
+_SECRET = re.compile(r"(?:(?<=//)|^)[^/?#\s]*@|(?<=[?&])(p|password|token)=[^&#]*", re.IGNORECASE)
+
+
+def redacted(url: str) -> str:
+    """`url` fit to show: its user and password, and a password in its query (InfluxDB's
+    `p=`), written `***`."""
+    return _SECRET.sub(lambda m: f"{m[1]}=***" if m[1] else "***@", url)
 
 
 def influx_target(text: str) -> InfluxTarget:
     """`udp://HOST:PORT` or `http(s)://HOST:PORT/write?db=NAME` (ConfigError otherwise)."""
     usage = "--influx takes udp://HOST:PORT or http(s)://HOST:PORT/write?db=NAME"
+    shown = repr(redacted(text))
     try:
         url = urllib.parse.urlsplit(text.strip())
         port = url.port
     except ValueError as exc:
-        raise ConfigError(f"--influx {text!r}: {exc}", hint=usage) from None
+        raise ConfigError(f"--influx {shown}: {redacted(str(exc))}", hint=usage) from None
     if url.scheme not in ("udp", "http", "https") or not url.hostname or port is None:
-        raise ConfigError(f"--influx {text!r} is not a URL drgpu can send to", hint=usage)
+        raise ConfigError(f"--influx {shown} is not a URL drgpu can send to", hint=usage)
     if url.username or url.password:
         raise ConfigError(
             "--influx: credentials in the URL are not taken (they would show in `ps`)",
@@ -224,20 +235,29 @@ def influx_target(text: str) -> InfluxTarget:
         )
     if url.scheme == "udp":
         if url.path not in ("", "/") or url.query:
-            raise ConfigError(f"--influx {text!r}: a UDP URL has no path", hint=usage)
+            raise ConfigError(f"--influx {shown}: a UDP URL has no path", hint=usage)
         return InfluxTarget("udp", url.hostname, port)
     database = urllib.parse.parse_qs(url.query).get("db", [""])[0]
     if url.path.rstrip("/") != "/write" or not database:
-        raise ConfigError(f"--influx {text!r}: an HTTP URL is .../write?db=NAME", hint=usage)
+        raise ConfigError(f"--influx {shown}: an HTTP URL is .../write?db=NAME", hint=usage)
     return InfluxTarget(url.scheme, url.hostname, port, f"{url.path}?{url.query}")
+
+
+EVERY_ADDRESS = ("0.0.0.0", "::")
 
 
 def prometheus_address(text: str) -> tuple[str, int]:
     """Where `--prometheus` listens: `PORT` or `:PORT` is 127.0.0.1 (this host only); any
-    other address is written out (`0.0.0.0:9400`, `[::]:9400`)."""
+    other address is written out (`0.0.0.0:9400`, `[::]:9400`; `*` and `0` are 0.0.0.0,
+    every address, which the watch says)."""
     usage = "--prometheus takes PORT, :PORT (127.0.0.1) or ADDRESS:PORT, e.g. 0.0.0.0:9400"
     host, _, port = text.strip().rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
+    host = "0.0.0.0" if host in ("*", "0") else host
+    if (
+        not (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+        or not host.isprintable()
+        or " " in host
+    ):
         raise ConfigError(f"--prometheus {text!r} is no address and port", hint=usage)
     return host, int(port)

@@ -6,6 +6,7 @@ import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
 from typing import Any, TypeVar
 
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
@@ -18,22 +19,18 @@ _MIB = 1024 * 1024
 
 _INIT_FAILURES = {
     "NVMLError_LibraryNotFound": (
-        "library_not_found",
         "NVML library not found (libnvidia-ml.so.1): the NVIDIA driver is not installed",
         "install the NVIDIA driver; `nvidia-smi` must work on this host",
     ),
     "NVMLError_DriverNotLoaded": (
-        "driver_not_loaded",
         "the NVIDIA driver is installed but not loaded",
         "load the kernel module (`sudo modprobe nvidia`) or reboot after a driver update",
     ),
     "NVMLError_NoPermission": (
-        "no_permission",
         "no permission to talk to the NVIDIA driver",
         "check the permissions of /dev/nvidia*, or run as a user in the video group",
     ),
     "NVMLError_LibRmVersionMismatch": (
-        "lib_rm_version_mismatch",
         "the NVIDIA driver library and kernel module have different versions",
         "reboot to load the kernel module that matches the installed driver",
     ),
@@ -60,8 +57,8 @@ def nvml_session() -> Iterator[Any]:
     try:
         nvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        _code, message, hint = _INIT_FAILURES.get(
-            type(exc).__name__, ("unknown", f"NVML failed to start: {exc}", None)
+        message, hint = _INIT_FAILURES.get(
+            type(exc).__name__, (f"NVML failed to start: {exc}", None)
         )
         raise NvmlUnavailableError(message, hint=hint) from None
     try:
@@ -108,8 +105,8 @@ def inventory_from_nvml(nvml: Any) -> Inventory:
     gpus = tuple(_gpu(nvml, index) for index in range(nvml.nvmlDeviceGetCount()))
     return Inventory(
         gpus=gpus,
-        driver_version=_text(_optional(nvml, nvml.nvmlSystemGetDriverVersion)),
-        cuda_driver_version=_optional(nvml, lambda: int(nvml.nvmlSystemGetCudaDriverVersion())),
+        driver_version=_text(_field(nvml, nvml.nvmlSystemGetDriverVersion)),
+        cuda_driver_version=_field(nvml, lambda: int(nvml.nvmlSystemGetCudaDriverVersion())),
     )
 
 
@@ -126,27 +123,41 @@ def _gpu(nvml: Any, index: int) -> Gpu:
 
 
 def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
-    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-    mig_mode = bool(_optional(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
-    utilization = _optional(nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    """A GPU field by field: one NVML cannot give (memory on a MIG-enabled parent without
+    privileges, a sensor) is n/a (None, 0 MiB, compute 0.0) alone; only NVML's
+    GPU_IS_LOST, or no UUID, name or PCI bus id, makes the GPU lost."""
+    total, used = _memory(nvml, handle)
+    mig_mode = bool(_field(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
+    major, minor = _field(nvml, lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle)) or (0, 0)
     processes, processes_unknown = _processes(nvml, handle)
     return Gpu(
         index=index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
         name=_text(nvml.nvmlDeviceGetName(handle)) or "",
         pci_bus_id=normalize_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
-        memory_total_mib=int(memory.total) // _MIB,
-        memory_used_mib=int(memory.used) // _MIB,
+        memory_total_mib=total,
+        memory_used_mib=used,
         compute_capability=(int(major), int(minor)),
-        utilization_gpu_percent=utilization,
-        temperature_c=_sensor(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
-        power_w=_sensor(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
+        utilization_gpu_percent=_field(
+            nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        ),
+        temperature_c=_field(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
+        power_w=_field(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
         mig_mode=mig_mode,
         mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
         processes=processes,
         processes_unknown=processes_unknown,
     )
+
+
+def _memory(nvml: Any, handle: Any) -> tuple[int, int]:
+    """(total, used) MiB: through the v2 query where the driver has it (used without the
+    memory the driver reserves), else v1; (0, 0), n/a, where NVML cannot tell."""
+    for version in (nvml.nvmlMemory_v2, None):
+        memory: Any = _field(nvml, partial(nvml.nvmlDeviceGetMemoryInfo, handle, version))
+        if memory is not None:
+            return int(memory.total) // _MIB, int(memory.used) // _MIB
+    return 0, 0
 
 
 def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
@@ -156,11 +167,10 @@ def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
             mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except nvml.NVMLError_NotFound:
             continue
-        memory = nvml.nvmlDeviceGetMemoryInfo(mig)
         found.append(
             MigDevice(
                 uuid=_text(nvml.nvmlDeviceGetUUID(mig)) or "",
-                memory_total_mib=int(memory.total) // _MIB,
+                memory_total_mib=_memory(nvml, mig)[0],
             )
         )
     return tuple(found)
@@ -262,19 +272,14 @@ def _process_query(
     ]
 
 
-def _optional(nvml: Any, query: Callable[[], T]) -> T | None:
-    """A query some GPUs or drivers do not support: None instead of an error."""
+def _field(nvml: Any, query: Callable[[], T]) -> T | None:
+    """One field of a GPU (or of the driver): None where NVML cannot give it (not
+    supported, no permission, a driver without the query); a GPU NVML says is lost stays
+    lost (NVMLError_GpuIsLost)."""
     try:
         return query()
-    except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
-        return None
-
-
-def _sensor(nvml: Any, query: Callable[[], T]) -> T | None:
-    """A sensor (the GPU's temperature in °C, NVML_TEMPERATURE_GPU = 0; its power draw,
-    read in milliwatts): None where it cannot be read, which never makes the GPU look lost."""
-    try:
-        return query()
+    except nvml.NVMLError_GpuIsLost:
+        raise
     except nvml.NVMLError:
         return None
 

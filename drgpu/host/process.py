@@ -243,6 +243,45 @@ def stream(
     return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))
 
 
+def run_tail(
+    args: Sequence[str], *, env: Mapping[str, str], stdin: str, timeout: float, keep: int
+) -> Completed:
+    """Run a program as `run` does, keeping only the last `keep` bytes of its output (stdout
+    and stderr, as `stderr`), until it exits: a child it left holding its output is not
+    waited for. Its stdin gets what a pipe holds of `stdin`; at `timeout` it is stopped."""
+    import select  # lazy: only --on-violation needs it
+
+    started = time.monotonic()
+    child = _started(args, env, stdin=True)
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    os.set_blocking(child.stdin.fileno(), False)
+    with contextlib.suppress(OSError):  # a full pipe, or a program that closed it
+        os.write(child.stdin.fileno(), stdin.encode())
+    with contextlib.suppress(OSError):
+        child.stdin.close()
+    fds, tail = [child.stdout.fileno(), child.stderr.fileno()], b""
+    try:
+        while True:
+            exited = child.poll() is not None
+            if not exited and time.monotonic() - started > timeout:
+                raise _timed_out(args, timeout, named=False)
+            for fd in select.select(fds, [], [], 0 if exited else 0.1)[0]:
+                chunk = os.read(fd, 65536)
+                tail = (tail + chunk)[-keep:] if chunk else tail
+                fds = fds if chunk else [f for f in fds if f != fd]
+            if exited:  # what was written before it exited is read (no more: a child's)
+                break
+    except BaseException:
+        _stop(child, drain=False)
+        _log_end(args, "stopped", started)
+        raise
+    finally:
+        child.stdout.close()
+        child.stderr.close()
+    _log_end(args, f"exit {child.returncode}", started)
+    return Completed(tuple(args), child.returncode, "", tail.decode("utf-8", "replace"))
+
+
 @contextlib.contextmanager
 def meanwhile(work: Callable[[], object]) -> Iterator[None]:
     """Run `work` in a thread while the block runs (e.g. an import while a step waits on

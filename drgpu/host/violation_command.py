@@ -1,7 +1,8 @@
 """`status --watch --on-violation CMD`: CMD run for each new violation, one at a time in a
 thread of its own (the watch never waits for it), through drgpu.host.process, with the
-violation as JSON on stdin and in `DRGPU_VIOLATION_*` variables. A CMD that fails, or
-runs past its timeout (then stopped), is reported and the watch goes on.
+violation as JSON on stdin and in `DRGPU_VIOLATION_*` variables (a NUL byte in them as
+`\x00`). A CMD that fails, or runs past its timeout (then stopped), is reported and the
+watch goes on; the last OUTPUT_KEPT bytes of its output are kept, for that report.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from drgpu.host import process
 TIMEOUT_S = 30.0
 WAIT_AT_END_S = 5.0  # how long the end of a watch waits for a CMD still running
 QUEUED = 16  # alerts waiting for CMD beyond these are dropped (and reported)
+OUTPUT_KEPT = 4096
 
 
 def command_line(text: str) -> tuple[str, ...]:
@@ -70,12 +72,14 @@ class ViolationCommand:
 
     def _run_one(self, alert: Alert) -> None:
         name = self._args[0]
+        variables = {k: v.replace("\0", "\\x00") for k, v in alert.environment().items()}
         try:
-            done = process.run(
+            done = process.run_tail(
                 self._args,
-                env={**os.environ, **alert.environment()},
+                env={**os.environ, **variables},
                 timeout=TIMEOUT_S,
                 stdin=json.dumps(alert.document()) + "\n",
+                keep=OUTPUT_KEPT,
             )
         except DrgpuError as exc:
             self._report(f"--on-violation: {exc.message}")

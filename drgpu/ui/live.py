@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
+from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -38,8 +39,9 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
 
 
 def memory_text(row: GpuRow) -> str:
-    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines)."""
-    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB"
+    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines); `n/a`
+    where NVML cannot tell."""
+    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB" if row.memory_total_mib else "n/a"
 
 
 def utilization_text(row: GpuRow) -> str:
@@ -230,7 +232,9 @@ def _cell(text: str, width: int) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    """`text`, cut with an ellipsis where it is longer than `width`."""
+    """`text` (its control characters written visibly), cut with an ellipsis where it is
+    longer than `width`."""
+    text = visible(text)
     if len(text) <= width:
         return text
     return text[: width - 1] + "…" if width > 0 else ""
@@ -389,7 +393,7 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
         else:
             lines.append(
                 f"{stamp} GPU {row.index} {row.name} util {utilization_text(row)}"
-                f" mem {row.memory_used_mib}/{row.memory_total_mib} MiB"
+                f" mem {memory_text(row)}"
                 f"{sensors_text(row)}{problems}"
             )
         for occupant in row.occupants:
@@ -474,6 +478,7 @@ def live_screen() -> Iterator[Callable[[RenderableType], None]]:
 
 
 def print_lines(lines: list[str]) -> None:
-    """Plain lines on stdout, flushed (a pipe sees each tick at once)."""
-    sys.stdout.write("\n".join(lines) + "\n")
+    """Plain lines on stdout, flushed (a pipe sees each tick at once); a line break or
+    control character inside one (from a label) is written visibly."""
+    sys.stdout.write("".join(visible(line) + "\n" for line in lines))
     sys.stdout.flush()

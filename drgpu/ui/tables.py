@@ -12,7 +12,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
-from drgpu.ui.talk import note, warn
+from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -61,7 +61,7 @@ def plan_table(plan: Plan) -> None:
             gets = service.note
         else:
             gets = "NVIDIA_VISIBLE_DEVICES=void"
-        table.add_row(service.name, service.role.value, _devices_text(service.devices), gets)
+        _row(table, service.name, service.role.value, _devices_text(service.devices), gets)
     table.caption = plan.index_note or ORDER_NOTE
     _print(table)
     for line in plan.explanations:
@@ -75,7 +75,7 @@ def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
     table = _table(f"drgpu plan for swarm stack {plan.project}", "Service", "Role", "GPUs", "Gets")
     for service in view.services:
         gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
-        table.add_row(service.name, service.role.value, gpus, gets)
+        _row(table, service.name, service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
     _print(table)
     for line in plan.explanations:
@@ -118,7 +118,7 @@ def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:
             service = plan.service(container.service)
         except KeyError:
             continue
-        table.add_row(container.name, container.state, _devices_text(service.devices), "ok")
+        _row(table, container.name, container.state, _devices_text(service.devices), "ok")
     _print(table)
     note(f"every container of {plan.project} has exactly its planned GPUs")
 
@@ -143,19 +143,20 @@ def gpus_table(
         held = [holders_text(holders.get(gpu.index, ()), full=full)] if holders is not None else []
         if gpu.lost:
             lost = [str(gpu.index), "-", "-", f"LOST ({gpu.error})", gpu.pci_bus_id or "-"]
-            table.add_row(*lost, *["-"] * 4, *held)
+            _row(table, *lost, *["-"] * 4, *held)
             continue
         uuid = gpu.uuid if full else gpu.uuid[:12]
         migs = ", ".join(m.uuid if full else m.uuid[:12] for m in gpu.mig_devices)
-        table.add_row(
+        _row(
+            table,
             str(gpu.index),
             ",".join(map(str, cuda_indices.get(gpu.index, ()))) + ("" if order.known else "?"),
             uuid,
             gpu.name,
             gpu.pci_bus_id,
-            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB",
+            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a",
             "-" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%",
-            "{}.{}".format(*gpu.compute_capability),
+            "{}.{}".format(*gpu.compute_capability) if any(gpu.compute_capability) else "n/a",
             ("on: " + migs) if gpu.mig_mode else "off",
             *held,
         )
@@ -175,10 +176,16 @@ def gpus_table(
 def _table(title: str, *columns: str) -> Table:
     from rich.table import Table  # lazy: rich is heavy; only drawn output needs it
 
-    table = Table(title=title, title_justify="left")
+    table = Table(title=visible(title), title_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
     return table
+
+
+def _row(table: Table, *cells: str) -> None:
+    """A row of text shown as written: no markup (`[link=...]`), no control characters but
+    the newlines between a cell's lines (labels, names and commands come from others)."""
+    table.add_row(*(visible(cell, "\n") for cell in cells))
 
 
 def _print(table: RenderableType, *, piped_width: int = 240) -> None:
@@ -187,12 +194,14 @@ def _print(table: RenderableType, *, piped_width: int = 240) -> None:
 
 def console(piped_width: int = 240) -> Console:
     """The stdout console of every table: a terminal's width, else `piped_width` or COLUMNS
-    where narrower (piped output is not folded to 80 columns: a table line stays one line)."""
+    where narrower (piped output is not folded to 80 columns: a table line stays one line);
+    no markup or emoji codes read in what it prints (`[/]` in a label is text)."""
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
 
     columns = os.environ.get("COLUMNS", "")
     piped = min(piped_width, int(columns) or piped_width) if columns.isdigit() else piped_width
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else piped)
+    width = None if sys.stdout.isatty() else piped
+    return Console(soft_wrap=False, width=width, markup=False, emoji=False)
 
 
 def check_table(project: str, results: list[CheckResult]) -> None:
@@ -207,7 +216,8 @@ def check_table(project: str, results: list[CheckResult]) -> None:
         verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
         number = result.container.rpartition("-")[2]
         several = services.count(result.service) > 1 and number.isdigit()
-        table.add_row(
+        _row(
+            table,
             f"{result.service} {number}" if several else result.service,
             "\n".join(result.expected) or "no GPU",
             "\n".join(result.seen_nvml) or "none",
@@ -235,7 +245,7 @@ def doctor_table(checks: list[Finding]) -> None:
     table = _table("drgpu doctor", "Result", "Check", "Finding")
     for check in checks:
         fix = f"\nfix: {check.fix}" if check.fix and check.level != Level.OK else ""
-        table.add_row(check.level.upper(), check.kind, check.message + fix)
+        _row(table, check.level.upper(), check.kind, check.message + fix)
     _print(table, piped_width=DOCTOR_WIDTH)
 
 
@@ -255,7 +265,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
             f"{uuid} (engine's choice)" for uuid in chosen
         ]
         name = f"{task.service}.{task.slot}"
-        table.add_row(name, task.node_id[:12], task.state, "\n".join(gpus) or "none", "ok")
+        _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", "ok")
     _print(table)
     note(
         f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"

@@ -14,8 +14,9 @@ def spinner(message: str) -> Iterator[None]:
         yield
         return
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
+    from rich.text import Text
 
-    with Console(stderr=True).status(message):
+    with Console(stderr=True).status(Text(one_line(message))):  # a Text: no markup read
         yield
 
 
@@ -40,4 +41,10 @@ def one_line(text: str) -> str:
     one space, its other control characters (an escape, a NUL) written visibly (`\\x1b`).
     What others wrote (a lock's labels, Compose's messages) cannot fake a line of drgpu's
     or drive the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
+    return visible(" ".join(text.split()))
+
+
+def visible(text: str, keep: str = "") -> str:
+    """`text` with each control character but those in `keep` (a newline, an escape, a NUL)
+    written visibly (`\\n`, `\\x1b`): text from outside cannot drive the terminal."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)

@@ -21,6 +21,11 @@ from tests.support.metrics_servers import Influx, free_port, influxdb, prometheu
 from tests.unit.core.test_metrics import G0, G1, a_status
 
 
+def sender(target: InfluxTarget) -> InfluxSender:
+    """A sender whose failures fail the test."""
+    return InfluxSender(target, pytest.fail, lambda: None, pytest.fail)
+
+
 def sent(sender: InfluxSender) -> None:
     sender.send(metrics.line_protocol(metrics.samples(a_status()), time.time_ns()))
     sender.close()
@@ -51,26 +56,25 @@ def check_points(influx: Influx) -> None:
 
 def test_points_reach_influxdb_over_udp(tmp_path: Path) -> None:
     with influxdb(tmp_path) as influx:
-        sent(InfluxSender(InfluxTarget("udp", "127.0.0.1", influx.udp_port)))
+        sent(sender(InfluxTarget("udp", "127.0.0.1", influx.udp_port)))
         check_points(influx)
 
 
 def test_points_reach_influxdb_over_http(tmp_path: Path) -> None:
     with influxdb(tmp_path) as influx:
-        sent(InfluxSender(metrics.influx_target(influx.write_url)))
+        sent(sender(metrics.influx_target(influx.write_url)))
         check_points(influx)
 
 
 def test_an_http_receiver_that_is_not_there_is_an_export_error() -> None:
     port = free_port()
-    sender = InfluxSender(InfluxTarget("http", "127.0.0.1", port, "/write?db=x"))
     with pytest.raises(ExportError, match=f"cannot send to http://127.0.0.1:{port}/write"):
-        sender.send(["m f=1"])
+        sender(InfluxTarget("http", "127.0.0.1", port, "/write?db=x")).write(["m f=1"])
 
 
 def test_an_unknown_udp_host_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
-        InfluxSender(InfluxTarget("udp", "no-such-host.invalid", 8092))
+        sender(InfluxTarget("udp", "no-such-host.invalid", 8092))
 
 
 def test_datagrams_are_cut_at_line_ends() -> None:
@@ -140,7 +144,7 @@ def test_the_grafana_dashboards_queries_find_the_points(tmp_path: Path) -> None:
     assert {target["datasource"]["uid"] for target in targets} == {"${datasource}"}
     queries = [target["query"] for target in targets]
     with influxdb(tmp_path) as influx:
-        sent(InfluxSender(InfluxTarget("udp", "127.0.0.1", influx.udp_port)))
+        sent(sender(InfluxTarget("udp", "127.0.0.1", influx.udp_port)))
         wait_until(lambda: bool(influx.query("SELECT * FROM drgpu_violations")), "the points")
         runs = influx.query(variables["run"]["query"])
         assert runs[0]["values"] == [["run", "0"]]

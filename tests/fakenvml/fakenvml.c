@@ -447,6 +447,8 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t
 
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
 {
+    if (fk_denied(&g_topo, __func__))
+        return NVML_ERROR_NO_PERMISSION;
     RETURN_IF_FAILED(check_device(device, major));
     if (!minor)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -537,6 +539,8 @@ static void memory_of(nvmlDevice_t device, unsigned long long *total, unsigned l
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
+    if (fk_denied(&g_topo, __func__))
+        return NVML_ERROR_NO_PERMISSION;
     RETURN_IF_FAILED(check_device(device, memory));
     memory_of(device, &memory->total, &memory->used);
     memory->free = memory->total - memory->used;
@@ -545,6 +549,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
+    if (fk_denied(&g_topo, __func__))
+        return NVML_ERROR_NO_PERMISSION;
     RETURN_IF_FAILED(check_device(device, memory));
     if (memory->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;

@@ -339,6 +339,19 @@ static void load_document(loader *ld, const json_value *doc, fk_topology *topo)
         strcpy(topo->missing[topo->missing_count++], name->string);
     }
 
+    const json_value *denied = field(ld, doc, "", "denied_symbols", JSON_ARRAY);
+    if (denied && denied->count > FK_MAX_MISSING)
+        bad(ld, "", "at most %d \"denied_symbols\"", FK_MAX_MISSING);
+    for (size_t i = 0; denied && i < denied->count && i < FK_MAX_MISSING; i++) {
+        const json_value *name = denied->items[i];
+        if (name->type != JSON_STRING || !name->string[0] ||
+            strlen(name->string) >= sizeof topo->denied[0]) {
+            bad(ld, "denied_symbols", "each must be a function name shorter than 80 bytes");
+            break;
+        }
+        strcpy(topo->denied[topo->denied_count++], name->string);
+    }
+
     const json_value *gpus = field(ld, doc, "", "gpus", JSON_ARRAY);
     if (!gpus)
         return;
@@ -521,6 +534,14 @@ bool fk_missing(const fk_topology *topo, const char *name)
 {
     for (unsigned i = 0; i < topo->missing_count; i++)
         if (strcmp(topo->missing[i], name) == 0)
+            return true;
+    return false;
+}
+
+bool fk_denied(const fk_topology *topo, const char *name)
+{
+    for (unsigned i = 0; i < topo->denied_count; i++)
+        if (strcmp(topo->denied[i], name) == 0)
             return true;
     return false;
 }

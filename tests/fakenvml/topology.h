@@ -81,10 +81,15 @@ typedef struct {
     fk_gpu gpus[FK_MAX_GPUS]; /* sorted by PCI bus id */
     unsigned missing_count;
     char missing[FK_MAX_MISSING][80]; /* functions that answer FUNCTION_NOT_FOUND */
+    unsigned denied_count;
+    char denied[FK_MAX_MISSING][80]; /* functions that answer NO_PERMISSION */
 } fk_topology;
 
 /* Whether the topology's "missing_symbols" lists `name`. */
 bool fk_missing(const fk_topology *topo, const char *name);
+
+/* Whether the topology's "denied_symbols" lists `name`. */
+bool fk_denied(const fk_topology *topo, const char *name);
 
 /* Finds and reads the topology: $FAKE_NVML_TOPOLOGY, else
  * fake-nvml-topology.json in the directory of the shared object containing

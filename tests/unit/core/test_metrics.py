@@ -117,8 +117,10 @@ def test_line_protocol_groups_fields_and_escapes_tags() -> None:
     [
         ("a b", "a\\ b"),
         ("a,b=c", "a\\,b\\=c"),
-        ("two\nlines", "two\\ lines"),  # a line break becomes a space, escaped
-        ("ends\\", "ends"),
+        ("two\nlines", "two\u29f5nlines"),  # a line break written visibly
+        ("ends\\", "ends\u29f5"),  # a backslash would escape what follows it
+        ("\\", "\u29f5"),  # never empty
+        ("\x1b]0;x\x07", "\u29f5x1b]0;x\u29f5x07"),
         ("plain", "plain"),
     ],
 )

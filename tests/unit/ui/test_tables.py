@@ -42,3 +42,22 @@ def test_cuda_check_names_each_worker_by_its_replica(capsys: pytest.CaptureFixtu
     rows = capsys.readouterr().out
     assert "robomaker 1" in rows and "robomaker 2" in rows
     assert "sagemaker 1" not in rows and "sagemaker" in rows
+
+
+def test_fields_nvml_could_not_give_are_na(capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import replace
+
+    from drgpu.core import metrics
+    from drgpu.core.model import Gpu, Inventory
+    from drgpu.ui.live import status_lines
+    from tests.cli.test_status import a_status
+
+    gpu = Gpu(0, "GPU-0", "Tesla T4", "00000000:01:00.0", 0)  # memory and compute unknown
+    gpus_table(Inventory(gpus=(gpu,)), full=False)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "Tesla T4" in line)
+    assert row.count("n/a") == 2
+    status = replace(a_status("GPU-0"), inventory=Inventory(gpus=(gpu,)))
+    status_lines(status)
+    assert " mem n/a" in capsys.readouterr().out
+    names = {s.metric.name for s in metrics.samples(status)}
+    assert not names & {"drgpu_gpu_memory_used_bytes", "drgpu_gpu_memory_total_bytes"}
