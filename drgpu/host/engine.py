@@ -256,7 +256,7 @@ def run_file_in_container(
 def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> Any:
     if answer.status != ok:
         raise DockerError(f"cannot run the probe in {container_id[:12]}: {answer.message()}")
-    return answer.json() or {}
+    return answer.checked("run the probe", ok) or {}
 
 
 class EngineSession:
