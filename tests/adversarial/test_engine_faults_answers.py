@@ -1,6 +1,7 @@
 """A hostile engine on a unix socket (issue 29, item 2): answers that break HTTP (a short
 body, EOF inside a chunk, a huge header, an endless chunked body, a drip, no JSON, an API
-too old) are each one sentence and exit 5, within bounded time and memory."""
+too old) are each one sentence and exit 5, within bounded time and memory. And the small
+inputs of item 7: each one sentence and exit 2."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Address, Connection
+from drgpu.host.state_files import override_path
 from tests.adversarial.helpers import assert_sound
 from tests.support.runners import run_main
 
@@ -116,3 +118,40 @@ def test_an_engine_dripping_bytes_is_given_up_at_the_calls_deadline(tmp_path: Pa
             connection.call("GET", "/containers/json", timeout_s=1)
         connection.close()
     assert time.monotonic() - started < 2
+
+
+# --- item 7: small inputs -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "--env-file", ""),
+        ("down", "--env-file", "system.env", "--run-env", ""),
+        ("cuda-check", "--expect-uuid", ""),
+        ("cuda-check", "--expect-uuid", "GPU-1", "--expect-uuid", " "),
+    ],
+)
+def test_an_empty_path_or_uuid_is_a_usage_error(
+    args: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "system.env").write_text("DR_RUN_ID=0\n")
+    ran = run_main(*args)
+    assert_sound(ran, 2)
+    assert "--env-file" in ran.err or "--run-env" in ran.err or "--expect-uuid" in ran.err
+
+
+def test_down_refuses_an_override_drgpu_did_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("DRGPU_COMPOSE", "/bin/true")
+    settings = tmp_path / "system.env"
+    settings.write_text("DR_RUN_ID=0\n")
+    planted = override_path(settings, "deepracer-0")
+    planted.parent.mkdir()
+    planted.write_text("services: {evil: {image: alpine}}\n")
+    ran = run_main("down", "--env-file", settings)
+    assert_sound(ran, 2)
+    assert f"refusing to hand {planted} to Compose: drgpu did not write it" in ran.err
