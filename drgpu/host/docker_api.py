@@ -33,13 +33,8 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 MIN_API_VERSION = (1, 41)  # Docker 20.10
 DEFAULT_SOCKET = "/var/run/docker.sock"
 # What points a docker CLI at an engine: drgpu sets them for every program it runs.
-ENGINE_KEYS = (
-    "DOCKER_HOST",
-    "DOCKER_CONTEXT",
-    "DOCKER_TLS",
-    "DOCKER_TLS_VERIFY",
-    "DOCKER_CERT_PATH",
-)
+ENGINE_KEYS: tuple[str, ...] = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS", "DOCKER_TLS_VERIFY")
+ENGINE_KEYS += ("DOCKER_CERT_PATH",)
 _UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST (or the docker context) right?"
 _settings: dict[str, str] = {}
 
@@ -56,20 +51,18 @@ class Address:
     cert_dir: str = ""
 
     def __str__(self) -> str:
-        if self.socket_path is not None:
-            return self.socket_path
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+        return self.socket_path or f"{'https' if self.tls else 'http'}://{self._place()}"
+
+    def _place(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def exported(self) -> dict[str, str]:
         """The variables that point the docker CLI, Compose and DRfC's scripts here."""
         if self.socket_path is not None:
             return {"DOCKER_HOST": f"unix://{self.socket_path}"}
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        found = {"DOCKER_HOST": f"tcp://{host}:{self.port}"}
-        if self.tls:
-            found |= {"DOCKER_TLS": "1", "DOCKER_CERT_PATH": self.cert_dir}
-        return found | ({"DOCKER_TLS_VERIFY": "1"} if self.tls_verify else {})
+        tls = {"DOCKER_TLS": "1", "DOCKER_CERT_PATH": self.cert_dir} if self.tls else {}
+        verify = {"DOCKER_TLS_VERIFY": "1"} if self.tls_verify else {}
+        return {"DOCKER_HOST": f"tcp://{self._place()}", **tls, **verify}
 
 
 def use_settings(values: Mapping[str, str]) -> None:
@@ -313,26 +306,26 @@ class Connection:
         self._buffer += more
         return bool(more)
 
-    def _more(self, limit: int) -> None:
+    def _more(self, limit: int = MAX_BODY_BYTES + MAX_HEAD_BYTES) -> None:
         if not self._fill(limit):
             raise _Broken("ended early (the connection closed)")
 
-    def _take(self, size: int, limit: int) -> bytes:
+    def _take(self, size: int) -> bytes:
         while len(self._buffer) < size:
-            self._more(limit)
+            self._more()
         taken = bytes(self._buffer[:size])
         del self._buffer[:size]
         return taken
 
-    def _line(self, limit: int) -> bytes:
+    def _line(self) -> bytes:
         while (end := self._buffer.find(b"\n")) < 0:
-            self._more(limit)
-        return self._take(end + 1, limit).rstrip(b"\r\n")
+            self._more(MAX_HEAD_BYTES)
+        return self._take(end + 1).rstrip(b"\r\n")
 
     def _head(self) -> tuple[bytes, dict[str, str]]:
         while (end := self._buffer.find(b"\r\n\r\n")) < 0:
             self._more(MAX_HEAD_BYTES)
-        status_line, *lines = self._take(end + 4, MAX_HEAD_BYTES).decode("latin-1").split("\r\n")
+        status_line, *lines = self._take(end + 4).decode("latin-1").split("\r\n")
         headers = {}
         for line in filter(None, lines):
             name, _, value = line.partition(":")
@@ -344,7 +337,7 @@ class Connection:
             chunks, total = [], 0
             while True:
                 try:
-                    size = int(self._line(MAX_HEAD_BYTES).split(b";")[0].strip(), 16)
+                    size = int(self._line().split(b";")[0].strip(), 16)
                 except ValueError:
                     raise _Broken("has a malformed chunk size") from None
                 if size == 0:
@@ -352,19 +345,19 @@ class Connection:
                 total += size
                 if total > MAX_BODY_BYTES:
                     raise _Broken(f"is larger than {MAX_BODY_BYTES >> 20} MiB")
-                chunks.append(self._take(size, MAX_BODY_BYTES + 2))
-                self._line(MAX_HEAD_BYTES)
-            while self._line(MAX_HEAD_BYTES):  # trailers
+                chunks.append(self._take(size))
+                self._line()
+            while self._line():  # trailers
                 pass
             return b"".join(chunks)
         if "content-length" in headers:
             length = headers["content-length"]
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
                 raise _Broken(f"has a Content-Length drgpu does not take ({length[:20]!r})")
-            return self._take(int(length), MAX_BODY_BYTES + 1)
+            return self._take(int(length))
         while self._fill(MAX_BODY_BYTES):  # to the end of the connection
             pass
-        return self._take(len(self._buffer), MAX_BODY_BYTES)
+        return self._take(len(self._buffer))
 
 
 def _check_version(named: str) -> None:
