@@ -173,14 +173,25 @@ class Answer:
         except ValueError:
             return None
 
-    def checked(self, what: str, *ok: int) -> Any:
-        """The JSON body when the status is one of `ok` (None when empty), else the
-        engine's refusal; a body that is not JSON is an error."""
-        body = self.checked_body(what, *ok)
+    def checked(self, what: str, *ok: int, kind: type = dict) -> Any:
+        """The JSON body, a `kind` (None when empty and not a 200 or 201), when the status
+        is one of `ok`, else the engine's refusal; any other body is an error."""
+        body, needed = self.checked_body(what, *ok), self.status in (200, 201)
         try:
-            return json.loads(body) if body.strip() else None
+            found = json.loads(body) if body.strip() or needed else None
         except ValueError:
-            raise DockerError(f"the Docker engine's answer to {what} is not JSON") from None
+            found = body
+        if (found is not None or needed) and not isinstance(found, kind):
+            shape = "a JSON list" if kind is list else "a JSON object"
+            raise DockerError(f"the Docker engine's answer to {what} is not {shape}")
+        return found
+
+    def created_id(self, what: str) -> str:
+        """The Id of what a 201 answer created."""
+        found = self.checked(what, 201).get("Id")
+        if not isinstance(found, str) or not found:
+            raise DockerError(f"the Docker engine's answer to {what} names no Id")
+        return found
 
     def checked_body(self, what: str, *ok: int) -> bytes:
         """The body when the status is one of `ok`, else the engine's refusal."""

@@ -50,6 +50,9 @@ MODES: dict[str, Send] = {
     "eof inside a chunk": once(OK + b"Transfer-Encoding: chunked\r\n\r\n10\r\n[]"),
     "bad chunk size": once(OK + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n[]\r\n0\r\n\r\n"),
     "bad json": once(OK + b"Content-Length: 3\r\n\r\n{[x"),
+    "a list for an object": once(OK + b"Content-Length: 2\r\n\r\n[]"),
+    "an empty 200": once(OK + b"Content-Length: 0\r\n\r\n"),
+    "created, no id": once(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"),
     "no status": once(b"garbage\r\n\r\n"),
     "bad length": once(OK + b"Content-Length: -5\r\n\r\n"),
     "old api": once(OK + b"Api-Version: 1.24\r\nContent-Length: 2\r\n\r\n[]"),
@@ -155,3 +158,9 @@ def test_down_refuses_an_override_drgpu_did_not_write(
     ran = run_main("down", "--env-file", settings)
     assert_sound(ran, 2)
     assert f"refusing to hand {planted} to Compose: drgpu did not write it" in ran.err
+
+
+def test_a_created_answer_without_an_id_is_an_error() -> None:
+    for body in (b"{}", b'{"Id": 5}', b"[]"):
+        with pytest.raises(DockerError, match=r"answer to create x (names no Id|is not a JSON)"):
+            docker_api.Answer(201, body).created_id("create x")
