@@ -1265,6 +1265,8 @@ def main(
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.expect is not None and args.expect < 0:
         parser.error("--expect must be 0 or more")
+    if not all(uuid.strip() for uuid in args.expect_uuids or ()):
+        parser.error("--expect-uuid is empty: give a GPU or MIG UUID")
     if args.framework_timeout <= 0:
         parser.error("--framework-timeout must be positive")
     try:

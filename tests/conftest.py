@@ -41,6 +41,7 @@ START_TIMEOUT_S = 900  # a cold start builds the image: ~30 s here, more on a sl
 # Variables that would point the docker CLI or Compose somewhere else.
 FOREIGN_ENV = (
     "DOCKER_CONTEXT",
+    "DOCKER_TLS",
     "DOCKER_TLS_VERIFY",
     "DOCKER_CERT_PATH",
     "COMPOSE_FILE",

@@ -13,11 +13,11 @@ from drgpu.core.compose_progress import compose_event, log_line
 from drgpu.core.inputs import Inputs
 from drgpu.core.redaction import holds_secret
 from drgpu.core.settings import Config
-from drgpu.errors import DockerError
+from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, process
 from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json_progress
 from drgpu.host.files import override_header_template
-from drgpu.host.state_files import override_path, write_owned_file
+from drgpu.host.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.targets.compose_override import render_override
 from drgpu.ui.talk import preload_rich, spinner, warn
 
@@ -91,6 +91,11 @@ def down(config: Config, target: Inputs) -> None:
     files: tuple[Path, ...] = tuple(stack_files(target))
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
+    if (override.is_file() or override.is_symlink()) and not written_by_drgpu(override):
+        raise ConfigError(
+            f"refusing to hand {override} to Compose: drgpu did not write it",
+            hint="move that file away: `drgpu up` writes its override there",
+        )
     with down_locked(config, target, say_removed=True):
         if override.is_file():
             files = (*files, override)

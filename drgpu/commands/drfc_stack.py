@@ -89,8 +89,10 @@ def up(
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     text = render_override(plan, override_header_template())
     write_owned_file(prepared.override_path, text, private=holds_secret(plan))
-    environment = drfc_scripts.script_environment(
-        os.environ, prepared.config.values, checkout, prepared.override_path
+    environment = compose.compose_environment(
+        drfc_scripts.script_environment(
+            os.environ, prepared.config.values, checkout, prepared.override_path
+        )
     )
     files = (*prepared.stack.files, prepared.override_path)
     was_up = engine.project_exists(plan.project)
@@ -194,8 +196,10 @@ def down(config: Config, target: Inputs) -> None:
     with down_locked(config, target, say_removed=not swarm):
         checkout = _checkout(target)
         written = override.is_file() and written_by_drgpu(override)
-        environment = drfc_scripts.script_environment(
-            os.environ, config.values, checkout, override if written else None
+        environment = compose.compose_environment(
+            drfc_scripts.script_environment(
+                os.environ, config.values, checkout, override if written else None
+            )
         )
         files = (*(target.compose_files or ()), *([override] if written else []))
         script = _name(checkout.stop_script, checkout)

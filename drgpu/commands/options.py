@@ -10,6 +10,7 @@ from pathlib import Path
 from drgpu.core.inputs import Inputs, resolve_inputs
 from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
+from drgpu.host import docker_api
 from drgpu.host.files import is_file, read_settings
 from drgpu.ui.redacting import hide
 from drgpu.ui.talk import warn
@@ -43,6 +44,7 @@ def settings(target: Inputs, *, quiet: bool = False) -> Config:
     """The target's settings; from now on no output shows the value of a secret one. What
     reading them noticed goes to stderr at once (`quiet`: not at all)."""
     config = read_settings(target)
+    docker_api.use_settings(config.values)
     hide(secret_values(config.values))
     for message in () if quiet else config.warnings:
         warn(message)

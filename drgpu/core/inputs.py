@@ -51,6 +51,9 @@ def resolve_inputs(
     `needs_files`: the command reads compose files, so a DRfC shell without a list of
     them is an error rather than a silent switch to drgpu's own stack.
     """
+    for flag, named in (("--env-file", env_file), ("--run-env", run_env)):
+        if named is not None and not named.name:  # '' (typer's '.'), '/', '.': no file
+            raise ConfigError(f"{flag} names no file: give the path of a settings file")
     checkout = drfc_checkout(environ, evaluation=evaluation)
     files = tuple(compose_files) if compose_files else None
     if files is None and checkout is not None:

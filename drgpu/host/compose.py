@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drgpu.errors import ConfigError, DockerError
-from drgpu.host import process
+from drgpu.host import docker_api, process
 
 if TYPE_CHECKING:
     from drgpu.core.settings import Config
@@ -91,8 +91,9 @@ def compose_down(
 
 
 def compose_environment(settings: Mapping[str, str]) -> dict[str, str]:
-    """The environment Compose interpolates from: the process's, with system.env on top."""
-    return {**os.environ, **settings}
+    """The environment of Compose, `docker stack` and DRfC's scripts: the process's, with
+    `settings` on top, pointed at the engine drgpu speaks to (`docker_api`)."""
+    return docker_api.program_environment({**os.environ, **settings})
 
 
 def resolve_stack(config: Config, files: tuple[Path, ...]) -> dict[str, Any]:

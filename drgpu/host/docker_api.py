@@ -1,13 +1,14 @@
 """The one way to the Docker engine: its HTTP API, spoken directly (HTTP/1.1, kept alive)
-on the unix socket DOCKER_HOST names (else /var/run/docker.sock), or on a `tcp://` host,
-with TLS when DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is set (`engine_address`). Docker
-contexts (DOCKER_CONTEXT, `docker context use`) are not read; `ssh://` and other hosts
-are refused with a sentence. No SDK: it takes longer to import than `drgpu down` may
-take in all.
+on a unix socket or a `tcp://` host, which `engine_address` resolves as the docker CLI
+does (DOCKER_HOST, else a Docker context, else the local socket); `program_environment`
+hands that same engine to every program drgpu runs. Every answer is bounded (a total
+deadline, header and body sizes) and one that breaks HTTP is an error. No SDK: it takes
+longer to import than `drgpu down` may take in all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -15,18 +16,27 @@ import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from drgpu.core.numbers import whole_number
-from drgpu.errors import DockerError
+from drgpu.errors import ConfigError, DockerError
 from drgpu.host import trace
+from drgpu.host.files import optional_text
 
 if TYPE_CHECKING:
     import ssl
 
 TIMEOUT_S = 60.0
-_UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST right?"
+MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MIN_API_VERSION = (1, 41)  # Docker 20.10
+DEFAULT_SOCKET = "/var/run/docker.sock"
+# What points a docker CLI at an engine: drgpu sets them for every program it runs.
+ENGINE_KEYS: tuple[str, ...] = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS", "DOCKER_TLS_VERIFY")
+ENGINE_KEYS += ("DOCKER_CERT_PATH",)
+_UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST (or the docker context) right?"
+_settings: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -41,37 +51,111 @@ class Address:
     cert_dir: str = ""
 
     def __str__(self) -> str:
-        return self.socket_path or f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+        return self.socket_path or f"{'https' if self.tls else 'http'}://{self._place()}"
+
+    def _place(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def exported(self) -> dict[str, str]:
+        """The variables that point the docker CLI, Compose and DRfC's scripts here."""
+        if self.socket_path is not None:
+            return {"DOCKER_HOST": f"unix://{self.socket_path}"}
+        tls = {"DOCKER_TLS": "1", "DOCKER_CERT_PATH": self.cert_dir} if self.tls else {}
+        verify = {"DOCKER_TLS_VERIFY": "1"} if self.tls_verify else {}
+        return {"DOCKER_HOST": f"tcp://{self._place()}", **tls, **verify}
+
+
+def use_settings(values: Mapping[str, str]) -> None:
+    """Let the engine settings of system.env count, as they do for Compose, which reads
+    them over the process's environment."""
+    _settings.clear()
+    _settings.update({key: values[key] for key in ENGINE_KEYS if key in values})
+
+
+def program_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """`environment` pointed at the engine drgpu speaks to, and no other: DOCKER_HOST (and
+    its TLS) set, DOCKER_CONTEXT unset; system.env's engine settings count (`use_settings`)."""
+    kept = {key: value for key, value in environment.items() if key not in ENGINE_KEYS}
+    return kept | engine_address({**environment, **_settings}).exported()
 
 
 def engine_address(environment: Mapping[str, str]) -> Address:
-    """The engine DOCKER_HOST names: `unix://PATH` or a bare `/PATH` (a socket), or
-    `tcp://HOST[:PORT]` (port 2376 with TLS, else 2375; a path after it is ignored); unset,
-    the local socket. TLS is on when DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is non-empty."""
-    host = environment.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if host.startswith("unix://"):
-        return Address(socket_path=host.removeprefix("unix://"))
-    if host.startswith("/"):
-        return Address(socket_path=host)
-    if not host.startswith("tcp://"):
-        scheme = host.partition("://")[0] if "://" in host else host
+    """The engine as the docker CLI resolves it: DOCKER_HOST (TLS when DOCKER_TLS or
+    DOCKER_TLS_VERIFY is non-empty, verified with the latter, certificates in
+    DOCKER_CERT_PATH else the config folder); else the context DOCKER_CONTEXT names, else
+    the config's currentContext (config.json in DOCKER_CONFIG, else ~/.docker); else the
+    local socket."""
+    config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+    if not environment.get("DOCKER_HOST"):
+        name = environment.get("DOCKER_CONTEXT") or _current_context(config_dir)
+        if name and name != "default":
+            return _context_address(config_dir, name)
+    verify = bool(environment.get("DOCKER_TLS_VERIFY"))
+    tls = verify or bool(environment.get("DOCKER_TLS"))
+    cert_dir = environment.get("DOCKER_CERT_PATH") or config_dir
+    return parsed_host(environment.get("DOCKER_HOST", ""), tls, verify, cert_dir)
+
+
+def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: str = "") -> Address:
+    """DOCKER_HOST read as the docker CLI reads it: empty or `unix://` alone is the local
+    socket, `unix://PATH` a socket, `tcp://HOST[:PORT][/PATH]` or `HOST:PORT` a TCP host
+    (port 2375; `[::1]` is host ::1); any other a sentence."""
+    text = text.strip()
+    scheme, found, rest = text.partition("://")
+    if not found:
+        scheme, rest = ("tcp", text) if text else ("unix", "")
+    if scheme == "unix" and "://" not in rest:
+        return Address(socket_path=rest or DEFAULT_SOCKET)
+    if scheme != "tcp" or "://" in rest:
         raise DockerError(
             f"DOCKER_HOST {scheme}:// is not supported: drgpu speaks to unix:// and tcp:// hosts",
             hint="forward the remote socket (`ssh -NL /tmp/docker.sock:/var/run/docker.sock"
             " HOST`) and set DOCKER_HOST=unix:///tmp/docker.sock",
         )
-    name, _, port = host.removeprefix("tcp://").partition("/")[0].rpartition(":")
-    verify = bool(environment.get("DOCKER_TLS_VERIFY"))
-    tls = verify or bool(environment.get("DOCKER_CERT_PATH"))
-    if not name or whole_number(port, 0, 65535) is None:
-        name, port = name or port, "2376" if tls else "2375"
-    return Address(
-        host=name.strip("[]"),
-        port=int(port),
-        tls=tls,
-        tls_verify=verify,
-        cert_dir=environment.get("DOCKER_CERT_PATH") or os.path.expanduser("~/.docker"),
-    )
+    place = urllib.parse.urlsplit(f"//{rest}")
+    try:
+        port = place.port or 2375
+    except ValueError:
+        raise DockerError(
+            f"DOCKER_HOST {text!r}: the port is not a number from 1 to 65535"
+        ) from None
+    host = place.hostname or "localhost"
+    return Address(host=host, port=port, tls=tls, tls_verify=verify, cert_dir=cert_dir)
+
+
+def _current_context(config_dir: str) -> str:
+    """The config file's currentContext ("" when there is none)."""
+    found = _json_of(Path(config_dir, "config.json"), "the docker config").get("currentContext")
+    return found if isinstance(found, str) else ""
+
+
+def _json_of(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object file of the docker CLI ({} when there is none)."""
+    try:
+        text = optional_text(path)
+        found = json.loads(text) if text is not None else {}
+    except (ConfigError, ValueError) as exc:
+        raise DockerError(f"{what} {path} {getattr(exc, 'message', 'is not JSON')}") from None
+    return found if isinstance(found, dict) else {}
+
+
+def _context_address(config_dir: str, name: str) -> Address:
+    """The docker endpoint of context `name`: TLS when its store holds TLS material or it
+    skips verification; verified unless it skips."""
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    meta = _json_of(Path(config_dir, "contexts", "meta", digest, "meta.json"), "docker context")
+    if not meta:
+        raise DockerError(
+            f"docker context {name[:80]!r} does not exist",
+            hint="`docker context ls` lists them; DOCKER_CONTEXT or `docker context use` names one",
+        )
+    endpoints = meta.get("Endpoints")
+    endpoint = endpoints.get("docker") if isinstance(endpoints, dict) else None
+    endpoint = endpoint if isinstance(endpoint, dict) else {}
+    host, skip = str(endpoint.get("Host", "")), bool(endpoint.get("SkipTLSVerify"))
+    tls_dir = os.path.join(config_dir, "contexts", "tls", digest, "docker")
+    tls = skip or os.path.isdir(tls_dir)
+    return parsed_host(host, tls, tls and not skip, tls_dir)
 
 
 @dataclass(frozen=True)
@@ -80,6 +164,7 @@ class Answer:
 
     status: int
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         """The body as JSON (None when empty or not JSON: an error answer's text)."""
@@ -88,10 +173,25 @@ class Answer:
         except ValueError:
             return None
 
-    def checked(self, what: str, *ok: int) -> Any:
-        """The JSON body when the status is one of `ok`, else the engine's refusal."""
-        self.checked_body(what, *ok)
-        return self.json()
+    def checked(self, what: str, *ok: int, kind: type = dict) -> Any:
+        """The JSON body, a `kind` (None when empty and not a 200 or 201), when the status
+        is one of `ok`, else the engine's refusal; any other body is an error."""
+        body, needed = self.checked_body(what, *ok), self.status in (200, 201)
+        try:
+            found = json.loads(body) if body.strip() or needed else None
+        except ValueError:
+            found = body
+        if (found is not None or needed) and not isinstance(found, kind):
+            shape = "a JSON list" if kind is list else "a JSON object"
+            raise DockerError(f"the Docker engine's answer to {what} is not {shape}")
+        return found
+
+    def created_id(self, what: str) -> str:
+        """The Id of what a 201 answer created."""
+        found = self.checked(what, 201).get("Id")
+        if not isinstance(found, str) or not found:
+            raise DockerError(f"the Docker engine's answer to {what} names no Id")
+        return found
 
     def checked_body(self, what: str, *ok: int) -> bytes:
         """The body when the status is one of `ok`, else the engine's refusal."""
@@ -110,6 +210,10 @@ class _Closed(Exception):
     """The engine closed a kept-alive connection before answering."""
 
 
+class _Broken(Exception):
+    """An answer that breaks HTTP (the sentence says how)."""
+
+
 class Connection:
     """One connection to the engine, kept open between calls (a live view calls every
     tick); opened again when the engine closed it meanwhile."""
@@ -117,7 +221,8 @@ class Connection:
     def __init__(self, address: Address) -> None:
         self._address = address
         self._socket: socket.socket | None = None
-        self._reader: IO[bytes] | None = None
+        self._buffer = bytearray()
+        self._deadline = 0.0
 
     def call(
         self,
@@ -126,21 +231,24 @@ class Connection:
         body: Any = None,
         *,
         data: bytes | None = None,
-        timeout_s: float = TIMEOUT_S,
+        timeout_s: float | None = None,
     ) -> Answer:
-        """One API call: `body` sent as JSON, or `data` (a tar archive) as it is."""
+        """One API call: `body` sent as JSON, or `data` (a tar archive) as it is; the whole
+        answer within `timeout_s`."""
         payload = data if data is not None else b"" if body is None else json.dumps(body).encode()
         content_type = "application/x-tar" if data is not None else "application/json"
-        started = time.monotonic()
+        started, timeout_s = time.monotonic(), timeout_s or TIMEOUT_S
+        shown = f"{method} {path.partition('?')[0]}"
         try:
             answer = self._exchange(method, path, payload, content_type, timeout_s)
-        except OSError as exc:
+        except (OSError, _Broken) as exc:
             self.close()
             _log_call(method, path, f"failed ({exc})", started)
+            if isinstance(exc, _Broken):
+                raise DockerError(f"the Docker engine's answer to {shown} {exc}") from None
             if isinstance(exc, TimeoutError):
                 raise DockerError(
-                    f"the Docker engine did not answer {method} {path.partition('?')[0]}"
-                    f" within {timeout_s:.0f}s"
+                    f"the Docker engine did not answer {shown} within {timeout_s:.0f}s"
                 ) from None
             raise DockerError(
                 f"cannot reach the Docker engine at {self._address}: {exc.strerror or exc}",
@@ -153,50 +261,126 @@ class Connection:
         """Close the connection (the next call opens another)."""
         if self._socket is not None:
             self._socket.close()
-        self._socket = self._reader = None
+        self._socket, self._buffer = None, bytearray()
 
     def _exchange(
         self, method: str, path: str, payload: bytes, content_type: str, timeout_s: float
     ) -> Answer:
+        self._deadline = time.monotonic() + timeout_s
         reused = self._socket is not None
         try:
-            return self._send_and_read(method, path, payload, content_type, timeout_s)
+            return self._send_and_read(method, path, payload, content_type)
         except (_Closed, ConnectionError):
             self.close()
             if not reused:  # a fresh connection that closes at once: the engine is not there
                 raise ConnectionResetError("the engine closed the connection") from None
-        return self._send_and_read(method, path, payload, content_type, timeout_s)
+        return self._send_and_read(method, path, payload, content_type)
 
-    def _send_and_read(
-        self, method: str, path: str, payload: bytes, content_type: str, timeout_s: float
-    ) -> Answer:
+    def _send_and_read(self, method: str, path: str, payload: bytes, content_type: str) -> Answer:
         if self._socket is None:
-            self._socket = _connect(self._address)
-            self._reader = self._socket.makefile("rb")
-        assert self._reader is not None
-        self._socket.settimeout(timeout_s)
+            self._socket = _connect(self._address, self._left())
+        self._socket.settimeout(self._left())
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(payload)}\r\n\r\n"
         )
         self._socket.sendall(head.encode() + payload)
-        status_line = self._reader.readline()
-        if not status_line:
+        if not self._fill(MAX_HEAD_BYTES):
             raise _Closed
+        status_line, headers = self._head()
         try:
             status = int(status_line.split()[1])
         except (IndexError, ValueError):
-            self.close()
-            raise DockerError(
-                f"the Docker engine answered {method} {path} with no status"
-            ) from None
-        headers = _headers(self._reader)
+            raise _Broken("has no status") from None
+        _check_version(headers.get("api-version", ""))
         bodiless = status in (204, 304) or method == "HEAD"
-        body = b"" if bodiless else _body(self._reader, headers)
-        to_the_end = not bodiless and "content-length" not in headers and not _chunked(headers)
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        body = b"" if bodiless else self._body(headers, chunked)
+        to_the_end = not bodiless and "content-length" not in headers and not chunked
         if to_the_end or headers.get("connection", "").lower() == "close":
             self.close()  # the body ran to the end of the connection, or the engine ends it
-        return Answer(status, body)
+        return Answer(status, body, headers)
+
+    def _left(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline")
+        return left
+
+    def _fill(self, limit: int) -> bool:
+        """Read more of the answer, up to `limit` bytes held (False: the engine closed)."""
+        assert self._socket is not None
+        if len(self._buffer) >= limit:
+            raise _Broken(f"is larger than the {limit >> 10} KiB drgpu takes")
+        self._socket.settimeout(self._left())
+        more = self._socket.recv(65536)
+        self._buffer += more
+        return bool(more)
+
+    def _more(self, limit: int = MAX_BODY_BYTES + MAX_HEAD_BYTES) -> None:
+        if not self._fill(limit):
+            raise _Broken("ended early (the connection closed)")
+
+    def _take(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            self._more()
+        taken = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return taken
+
+    def _line(self) -> bytes:
+        while (end := self._buffer.find(b"\n")) < 0:
+            self._more(MAX_HEAD_BYTES)
+        return self._take(end + 1).rstrip(b"\r\n")
+
+    def _head(self) -> tuple[bytes, dict[str, str]]:
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            self._more(MAX_HEAD_BYTES)
+        status_line, *lines = self._take(end + 4).decode("latin-1").split("\r\n")
+        headers = {}
+        for line in filter(None, lines):
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status_line.encode("latin-1"), headers
+
+    def _body(self, headers: Mapping[str, str], chunked: bool) -> bytes:
+        if chunked:
+            chunks, total = [], 0
+            while True:
+                try:
+                    size = int(self._line().split(b";")[0].strip(), 16)
+                except ValueError:
+                    raise _Broken("has a malformed chunk size") from None
+                if size == 0:
+                    break
+                total += size
+                if total > MAX_BODY_BYTES:
+                    raise _Broken(f"is larger than {MAX_BODY_BYTES >> 20} MiB")
+                chunks.append(self._take(size))
+                self._line()
+            while self._line():  # trailers
+                pass
+            return b"".join(chunks)
+        if "content-length" in headers:
+            length = headers["content-length"]
+            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                raise _Broken(f"has a Content-Length drgpu does not take ({length[:20]!r})")
+            return self._take(int(length))
+        while self._fill(MAX_BODY_BYTES):  # to the end of the connection
+            pass
+        return self._take(len(self._buffer))
+
+
+def _check_version(named: str) -> None:
+    """Refuse an engine whose API (every answer of dockerd names it) is older than drgpu
+    needs: the fields drgpu reads would be missing, not wrong."""
+    try:
+        version = tuple(int(part) for part in named.split(".")) if named else MIN_API_VERSION
+    except ValueError:
+        raise _Broken(f"names no API version drgpu reads ({named[:20]!r})") from None
+    if version < MIN_API_VERSION:
+        least = ".".join(map(str, MIN_API_VERSION))
+        raise _Broken(f"says its API is {named[:20]}: drgpu needs {least} (Docker 20.10) or later")
 
 
 def _log_call(method: str, path: str, outcome: str, started: float) -> None:
@@ -207,17 +391,17 @@ def _log_call(method: str, path: str, outcome: str, started: float) -> None:
         trace.debug(__name__, "%s %s: %s in %.3f ms", method, shown, outcome, took)
 
 
-def _connect(address: Address) -> socket.socket:
+def _connect(address: Address, timeout_s: float) -> socket.socket:
     if address.socket_path is not None:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            connection.settimeout(TIMEOUT_S)
+            connection.settimeout(timeout_s)
             connection.connect(address.socket_path)
         except OSError:
             connection.close()
             raise
         return connection
-    connection = socket.create_connection((address.host, address.port), timeout=TIMEOUT_S)
+    connection = socket.create_connection((address.host, address.port), timeout=timeout_s)
     if not address.tls:
         return connection
     try:
@@ -229,15 +413,16 @@ def _connect(address: Address) -> socket.socket:
 
 def _tls_context(address: Address) -> ssl.SSLContext:
     """The TLS of a `tcp://` engine: the client certificate (cert.pem, key.pem) of the
-    certificate folder (DOCKER_CERT_PATH, else ~/.docker) when there; the engine's
-    certificate checked against that folder's ca.pem with DOCKER_TLS_VERIFY, else not."""
+    certificate folder when there; the engine's certificate checked against that folder's
+    ca.pem (else the system's) when verifying, else not."""
     import ssl  # only for a TLS engine: its import takes a while
 
     def cert_file(name: str) -> str:
         return os.path.join(address.cert_dir, name)
 
     if address.tls_verify:
-        context = ssl.create_default_context(cafile=cert_file("ca.pem"))
+        ca = cert_file("ca.pem")
+        context = ssl.create_default_context(cafile=ca if os.path.isfile(ca) else None)
     else:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
@@ -247,36 +432,11 @@ def _tls_context(address: Address) -> ssl.SSLContext:
     return context
 
 
-def _headers(reader: IO[bytes]) -> dict[str, str]:
-    headers = {}
-    while (line := reader.readline()) not in (b"\r\n", b"\n", b""):
-        name, _, value = line.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return headers
-
-
-def _chunked(headers: Mapping[str, str]) -> bool:
-    return "chunked" in headers.get("transfer-encoding", "")
-
-
-def _body(reader: IO[bytes], headers: Mapping[str, str]) -> bytes:
-    if _chunked(headers):
-        chunks = []
-        while size := int(reader.readline().split(b";")[0].strip() or b"0", 16):
-            chunks.append(reader.read(size))
-            reader.readline()
-        while reader.readline() not in (b"\r\n", b"\n", b""):  # trailers
-            pass
-        return b"".join(chunks)
-    if "content-length" in headers:
-        return reader.read(int(headers["content-length"]))
-    return reader.read()
-
-
 @contextmanager
-def connected(environment: Mapping[str, str] | None = None) -> Iterator[Connection]:
-    """A connection to the engine (DOCKER_HOST's), closed when the block ends."""
-    connection = Connection(engine_address(os.environ if environment is None else environment))
+def connected() -> Iterator[Connection]:
+    """A connection to the engine (`engine_address` of the environment, with system.env's
+    engine settings on top), closed when the block ends."""
+    connection = Connection(engine_address({**os.environ, **_settings}))
     try:
         yield connection
     finally:

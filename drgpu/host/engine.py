@@ -90,7 +90,9 @@ def project_resources(project: str) -> tuple[int, int]:
     with docker_api.connected() as engine:
         found = listing(engine, {"label": f"{PROJECT_LABEL}={project}"})
         query = _label_filter(project)
-        networks = engine.call("GET", f"/networks?filters={query}").checked("list networks", 200)
+        networks = engine.call("GET", f"/networks?filters={query}").checked(
+            "list networks", 200, kind=list
+        )
     return len(found), len(networks) if isinstance(networks, list) else 0
 
 
@@ -104,7 +106,9 @@ def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list
     """Every container (running or not) matching the filters `wanted`, from one listing
     call: ids, names, states and labels only."""
     query = f"&filters={filters(wanted)}" if wanted else ""
-    found = engine.call("GET", f"/containers/json?all=1{query}").checked("list containers", 200)
+    found = engine.call("GET", f"/containers/json?all=1{query}").checked(
+        "list containers", 200, kind=list
+    )
     if not isinstance(found, list):
         raise DockerError("the Docker engine answered the container listing with no list")
     return [_brief_facts(item) for item in found]
@@ -241,22 +245,24 @@ def run_file_in_container(
         _probe_step(answer, container_id, 200)
         exec_body = {"AttachStdout": True, "AttachStderr": False, "Cmd": command}
         answer = engine.call("POST", f"/containers/{quoted}/exec", exec_body)
-        exec_id = str(_probe_step(answer, container_id, 201)["Id"])
+        exec_id = _probe_step(answer, container_id, 201).created_id("run the probe")
         answer = engine.call("POST", f"/exec/{exec_id}/start", {"Detach": False, "Tty": False})
         output = docker_api.unframed(answer.body) if answer.status == 200 else b""
         _probe_step(answer, container_id, 200)
         answer = engine.call("GET", f"/exec/{exec_id}/json")
-        exit_code = _probe_step(answer, container_id, 200).get("ExitCode")
+        exit_code = (
+            _probe_step(answer, container_id, 200).checked("run the probe", 200).get("ExitCode")
+        )
     return ExecResult(
         exit_code=int(exit_code if exit_code is not None else -1),
         output=output.decode("utf-8", "replace"),
     )
 
 
-def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> Any:
+def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> docker_api.Answer:
     if answer.status != ok:
         raise DockerError(f"cannot run the probe in {container_id[:12]}: {answer.message()}")
-    return answer.json() or {}
+    return answer
 
 
 class EngineSession:
@@ -349,7 +355,7 @@ def try_device_request(image: str, timeout_s: float = 60) -> str | None:
     }
     with docker_api.connected() as engine:
         created = engine.call("POST", "/containers/create", body)
-        container_id = str(created.checked("create the probe container", 201)["Id"])
+        container_id = created.created_id("create the probe container")
         try:
             started = engine.call("POST", f"/containers/{container_id}/start")
             if started.status not in (204, 304):
@@ -386,11 +392,11 @@ def create_lock(labels: Mapping[str, str]) -> str | None:
             repo, tag = LOCK_IMAGE.split(":")
             engine.call(
                 "POST", f"/images/create?fromSrc=-&repo={repo}&tag={tag}", data=_EMPTY_TAR
-            ).checked("import drgpu's lock image", 200)
+            ).checked_body("import drgpu's lock image", 200)
             answer = engine.call("POST", path, body)
     if answer.status == 409:
         return None
-    return str(answer.checked("create drgpu's lock", 201)["Id"])
+    return answer.created_id("create drgpu's lock")
 
 
 def lock_state() -> tuple[str, Mapping[str, str]] | None:
@@ -450,7 +456,9 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     with docker_api.connected() as engine:
         listed = listing(engine, {"label": f"{PROJECT_LABEL}={project}"})
         removed["containers"] = _remove_containers(engine, [container.id for container in listed])
-        networks = engine.call("GET", f"/networks?filters={query}").checked("list networks", 200)
+        networks = engine.call("GET", f"/networks?filters={query}").checked(
+            "list networks", 200, kind=list
+        )
         for network in networks:
             answer = engine.call("DELETE", f"/networks/{network['Id']}")
             answer.checked("remove a network", 204, 404)

@@ -34,7 +34,7 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
             for service in _services(engine, namespace)
             for task in engine.call(
                 "GET", f"/tasks?filters={filters({'service': str(service['ID'])})}"
-            ).checked("list a service's tasks", 200)
+            ).checked("list a service's tasks", 200, kind=list)
         ]
     return sorted(
         (_task_facts(name, task) for name, task in tasks),
@@ -44,7 +44,9 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
 
 def _services(engine: Connection, namespace: str) -> list[Mapping[str, Any]]:
     query = filters({"label": f"{STACK_LABEL}={namespace}"})
-    found = engine.call("GET", f"/services?filters={query}").checked("list services", 200)
+    found = engine.call("GET", f"/services?filters={query}").checked(
+        "list services", 200, kind=list
+    )
     return list(found or [])
 
 
@@ -85,9 +87,9 @@ def stack_leftovers(namespace: str) -> dict[str, int]:
         tasks = engine.call("GET", f"/tasks?filters={filters(label)}")
         return {
             "services": len(_services(engine, namespace)),
-            "tasks": len(tasks.checked("list tasks", 200) or []),
+            "tasks": len(tasks.checked("list tasks", 200, kind=list) or []),
             "containers": len(listing(engine, label)),
-            "networks": len(networks.checked("list networks", 200) or []),
+            "networks": len(networks.checked("list networks", 200, kind=list) or []),
         }
 
 
@@ -98,7 +100,7 @@ def stack_service_count(namespace: str) -> int:
     answer = docker_api.call("GET", f"/services?filters={query}")
     if answer.status == 503:  # this node is not a swarm manager
         return 0
-    return len(answer.checked("list services", 200))
+    return len(answer.checked("list services", 200, kind=list))
 
 
 def this_swarm() -> tuple[EngineFacts | None, str | None]:
@@ -117,7 +119,9 @@ def engine_facts() -> EngineFacts:
         node_labels: Mapping[str, str] | None = None
         nodes: dict[str, Mapping[str, str]] = {}
         if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
-            for node in engine.call("GET", "/nodes").checked("list the swarm's nodes", 200):
+            for node in engine.call("GET", "/nodes").checked(
+                "list the swarm's nodes", 200, kind=list
+            ):
                 nodes[str(node["ID"])] = (node.get("Spec") or {}).get("Labels") or {}
             node_labels = nodes.get(swarm["NodeID"], {})
     return EngineFacts(

@@ -3,6 +3,8 @@ and the log and exec streams' frames."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import socket
 import threading
 from pathlib import Path
@@ -14,17 +16,82 @@ from drgpu.host import docker_api
 from drgpu.host.docker_api import Address, Connection, engine_address
 
 
-def test_the_local_socket_is_the_default() -> None:
-    assert engine_address({}) == Address(socket_path="/var/run/docker.sock")
+def test_the_local_socket_is_the_default(tmp_path: Path) -> None:
+    alone = {"DOCKER_CONFIG": str(tmp_path)}
+    assert engine_address(alone) == Address(socket_path="/var/run/docker.sock")
+    assert engine_address({**alone, "DOCKER_HOST": "unix://"}).socket_path == "/var/run/docker.sock"
     assert engine_address({"DOCKER_HOST": "unix:///run/d.sock"}).socket_path == "/run/d.sock"
 
 
-def test_a_tcp_host_is_plain_http_unless_tls_is_asked_for() -> None:
+def test_a_tcp_host_is_plain_http_unless_tls_is_asked_for_as_the_cli_reads_it() -> None:
     plain = engine_address({"DOCKER_HOST": "tcp://10.0.0.5:2375"})
     assert (plain.host, plain.port, plain.tls) == ("10.0.0.5", 2375, False)
     tls = engine_address({"DOCKER_HOST": "tcp://gpu-box", "DOCKER_TLS_VERIFY": "1"})
-    assert (tls.host, tls.port, tls.tls, tls.tls_verify) == ("gpu-box", 2376, True, True)
-    assert str(tls) == "https://gpu-box:2376"
+    assert (tls.host, tls.port, tls.tls, tls.tls_verify) == ("gpu-box", 2375, True, True)
+    assert str(tls) == "https://gpu-box:2375"
+    # DOCKER_CERT_PATH alone is plain HTTP, as for the CLI; DOCKER_TLS is TLS, unverified.
+    certs = engine_address({"DOCKER_HOST": "tcp://gpu-box", "DOCKER_CERT_PATH": "/c"})
+    assert not certs.tls
+    unverified = engine_address({"DOCKER_HOST": "tcp://b:1", "DOCKER_TLS": "1"})
+    assert (unverified.tls, unverified.tls_verify) == (True, False)
+    assert unverified.exported()["DOCKER_TLS"] == "1"
+    assert "DOCKER_TLS_VERIFY" not in unverified.exported()
+
+
+def test_docker_host_is_parsed_as_the_cli_parses_it() -> None:
+    six = engine_address({"DOCKER_HOST": "tcp://[::1]"})
+    assert (six.host, six.port, str(six)) == ("::1", 2375, "http://[::1]:2375")
+    assert six.exported() == {"DOCKER_HOST": "tcp://[::1]:2375"}
+    bare = engine_address({"DOCKER_HOST": "box:4000"})
+    assert (bare.host, bare.port) == ("box", 4000)
+    for bad in ("tcp://box:port", "tcp://box:99999", "http://box", "unix://tcp://x"):
+        with pytest.raises(DockerError, match="DOCKER_HOST"):
+            engine_address({"DOCKER_HOST": bad})
+
+
+def write_context(config: Path, name: str, host: str, *, skip: bool = False) -> Path:
+    """A context as `docker context create` stores it; its TLS folder (not made)."""
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    meta = config / "contexts" / "meta" / digest
+    meta.mkdir(parents=True)
+    endpoint = {"Host": host, "SkipTLSVerify": skip}
+    (meta / "meta.json").write_text(json.dumps({"Name": name, "Endpoints": {"docker": endpoint}}))
+    return config / "contexts" / "tls" / digest / "docker"
+
+
+def test_a_context_is_read_when_docker_host_is_unset(tmp_path: Path) -> None:
+    write_context(tmp_path, "rootless", "unix:///run/user/1000/docker.sock")
+    tls_dir = write_context(tmp_path, "remote", "tcp://10.1.2.3:2376")
+    tls_dir.mkdir(parents=True)
+    (tmp_path / "config.json").write_text(json.dumps({"currentContext": "rootless"}))
+    base = {"DOCKER_CONFIG": str(tmp_path)}
+    assert engine_address(base).socket_path == "/run/user/1000/docker.sock"
+    remote = engine_address({**base, "DOCKER_CONTEXT": "remote"})
+    assert (remote.host, remote.port, remote.tls, remote.tls_verify) == (
+        "10.1.2.3",
+        2376,
+        True,
+        True,
+    )
+    assert remote.cert_dir == str(tls_dir)
+    assert (
+        engine_address({**base, "DOCKER_CONTEXT": "default"}).socket_path == "/var/run/docker.sock"
+    )
+    over = {**base, "DOCKER_CONTEXT": "remote", "DOCKER_HOST": "unix:///x.sock"}
+    assert engine_address(over).socket_path == "/x.sock"
+    with pytest.raises(DockerError, match="docker context 'gone' does not exist"):
+        engine_address({**base, "DOCKER_CONTEXT": "gone"})
+
+
+def test_programs_are_handed_the_same_engine_and_no_context(tmp_path: Path) -> None:
+    tls_dir = write_context(tmp_path, "remote", "tcp://10.1.2.3:2376")
+    tls_dir.mkdir(parents=True)
+    handed = docker_api.program_environment(
+        {"DOCKER_CONFIG": str(tmp_path), "DOCKER_CONTEXT": "remote", "DOCKER_CERT_PATH": "/x"}
+    )
+    assert "DOCKER_CONTEXT" not in handed
+    assert handed["DOCKER_HOST"] == "tcp://10.1.2.3:2376"
+    assert (handed["DOCKER_TLS_VERIFY"], handed["DOCKER_CERT_PATH"]) == ("1", str(tls_dir))
 
 
 def test_an_ssh_host_is_refused_with_a_sentence() -> None:
