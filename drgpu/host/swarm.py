@@ -12,7 +12,7 @@ from drgpu.errors import DockerError
 from drgpu.host import process, swarm_engine
 
 REMOVE_TIMEOUT_S = 90.0
-POLL_S = 0.5
+POLL_S = 0.2
 
 
 def docker_cli() -> str:
@@ -35,7 +35,7 @@ def deploy(project: str, stack_file: Path, environment: Mapping[str, str]) -> No
 
 
 def remove_stack(project: str, environment: Mapping[str, str]) -> None:
-    """`docker stack rm`, repeated until nothing of the stack is left (networks go last)."""
+    """`docker stack rm`, repeated until no node holds anything of the stack (networks last)."""
     deadline = time.monotonic() + REMOVE_TIMEOUT_S
     command = [docker_cli(), "stack", "rm", project]
     removed = process.run(command, env=environment)

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import Bed, started_bed
 from tests.e2e.helpers import SIMULATOR, THREE_GPUS, TRAINER
+from tests.support.swarm_nodes import Swarm, multi_node_swarm
 
 GPU_UUIDS = tuple(gpu["uuid"] for gpu in THREE_GPUS["gpus"])
 
@@ -73,3 +74,17 @@ def _swarm(uuids: tuple[str, ...]) -> Iterator[Bed]:
         bed.docker("node", "update", *labels, node)
         bed.set_topology(THREE_GPUS)
         yield dataclasses.replace(bed, swarm=True)
+
+
+@pytest.fixture(scope="module")
+def two_node_swarm() -> Generator[Swarm, None, None]:
+    """A manager and one worker node, each with GPUs of its own (tests/support/swarm_nodes)."""
+    with multi_node_swarm(2) as swarm:
+        yield swarm
+
+
+@pytest.fixture(scope="module")
+def three_node_swarm() -> Generator[Swarm, None, None]:
+    """A manager and two worker nodes, each with GPUs of its own."""
+    with multi_node_swarm(3) as swarm:
+        yield swarm
