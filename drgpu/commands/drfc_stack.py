@@ -296,10 +296,13 @@ def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[st
 
 
 def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
-    """The swarm-shaped override of the prepared plan, laid out for this swarm."""
-    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
+    """The swarm-shaped override of the prepared plan, laid out for this swarm (one
+    simulator for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
+    config = prepared.config
+    layout = swarm_layout(swarm_gpu_mode(config.values), facts)
     names = [service.name for service in prepared.stack.services]
-    services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
+    workers = 1 if config.evaluation else config.workers
+    services = swarm_services(prepared.plan, names, workers, layout)
     return render_swarm_override(prepared.plan, services, layout)
 
 

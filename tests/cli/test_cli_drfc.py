@@ -339,3 +339,22 @@ def test_render_in_swarm_style_shows_the_override_drfcs_stack_deploy_merges(
     assert services["rl_coach"]["environment"]["CUDA_VISIBLE_DEVICES"] == M40
     assert services["rl_coach"]["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
     assert "image" not in services["robomaker"]  # DRfC's files keep what they say
+
+
+def test_an_evaluation_in_swarm_style_waits_for_one_simulator_whatever_dr_workers_says(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DRfC's evaluation stack runs one robomaker replica: `up --eval` waits for one."""
+    from drgpu.commands import drfc_stack
+    from drgpu.commands.options import InputOptions, resolved, settings
+    from drgpu.commands.preparation import prepare_with
+
+    swarm_style(checkout)
+    set_values(checkout / "system.env", DR_WORKERS="2", DR_ROBOMAKER_CUDA_DEVICES="0")
+    enter(monkeypatch, activated(checkout))
+    for evaluation, replicas in ((False, 2), (True, 1)):
+        target = resolved(InputOptions(evaluation=evaluation))
+        config = settings(target)
+        prepared = prepare_with(config, drfc_stack.script_target(target, config), GTX_M40)
+        services = drfc_stack.render_swarm(prepared, None).services
+        assert [s.replicas for s in services if s.name == "robomaker"] == [replicas]
