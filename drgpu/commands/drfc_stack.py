@@ -99,6 +99,7 @@ def up(
         lambda: _take_down(checkout, environment, plan.project, files),
         keep_on=_StartFailed if was_up else None,
         strays=_trainers(prepared.config, plan),
+        written=prepared.override_path,
     ):
         command = drfc_scripts.start_command(checkout, extra_args)
         if progress is None:
@@ -342,6 +343,8 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
         project,
         lambda: _take_down(checkout, environment, project),
         keep_on=_StartFailed if was_up else None,
+        strays=_trainers(prepared.config, prepared.plan),
+        written=path,
     ):
         with spinner(f"deploying {project} with {script}"):
             started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)

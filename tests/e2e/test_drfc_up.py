@@ -210,6 +210,7 @@ def test_a_start_script_that_started_nothing_is_quoted_in_the_error(
     # DRfC's start script exits 0 with -q whatever Compose said; here Compose refuses (the
     # external network activation creates is gone), and the user hears Compose's reason.
     shell = checkout.activated()
+    assert checkout.drgpu(shell, "drfc-env").returncode == 0  # its override is there before
     bed.docker("network", "rm", "sagemaker-local", check=False)
 
     started = checkout.drgpu(shell, "up")
@@ -221,3 +222,4 @@ def test_a_start_script_that_started_nothing_is_quoted_in_the_error(
     assert lines[error + 1].startswith("  hint: scripts/training/start.sh said last: ")
     assert "sagemaker-local" in lines[error + 1]
     assert containers(bed, "deepracer-0") == []
+    assert not (checkout.root / ".drgpu" / "deepracer-0.override.yml").exists()  # nothing left

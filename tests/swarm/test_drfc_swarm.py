@@ -249,6 +249,7 @@ def test_a_signal_mid_start_runs_drfcs_stop_and_leaves_nothing(
     assert stderr.splitlines()[-1] == "drgpu: error: interrupted (SIGTERM)"
     assert "Traceback" not in stderr
     assert leftovers(swarm_bed, project) == []
+    assert not (checkout.root / ".drgpu").exists()  # its swarm override went too
 
 
 def test_a_missing_node_label_is_said_by_doctor_and_refused_by_up(
