@@ -160,9 +160,11 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert containers(bed, "deepracer-eval-0") == []
     assert all(c["State"]["Running"] for c in containers(bed, "deepracer-0"))
 
+    checkout.set("run.env", DRGPU_SHARNG="timeslice")  # a typo'd key: down stops all the same
     stopped = checkout.drgpu(shell, "down")
 
     assert stopped.returncode == 0, stopped.stderr
+    assert "DRGPU_SHARNG: unknown drgpu setting" in stopped.stderr
     assert containers(bed, "deepracer-0") == []
     assert "drgpu: removed " in stopped.stderr and " of deepracer-0\n" in stopped.stderr
     assert sagemaker_trainers(bed) == []  # DRfC's stop script stops rl_coach's trainer
