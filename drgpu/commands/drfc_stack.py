@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, prepare_with
 from drgpu.commands.proving import proven_tasks, verified
-from drgpu.commands.rollback import rolled_back, run_trainers
+from drgpu.commands.rollback import left_of, remove_strays, rolled_back, run_trainers
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
@@ -186,8 +186,8 @@ def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override included; then whatever is left of the
     project goes too (Compose style: `compose down --remove-orphans`; swarm style:
     `docker stack rm` until its services, tasks and network are gone, so that a quick `up`
-    meets no old network), and the override file drgpu wrote (under the engine-wide lock:
-    see `run_lock`)."""
+    meets no old network), the run's SageMaker trainers (`rollback.run_trainers`), checked
+    gone, and the override file drgpu wrote (under the engine-wide lock: see `run_lock`)."""
     swarm = swarm_style(config)
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
@@ -204,6 +204,13 @@ def down(config: Config, target: Inputs) -> None:
             stopped = _take_down(checkout, environment, config.project, None if swarm else files)
         if not stopped:
             raise DockerError(f"{script} left {config.project} up")
+        trainers = _trainers(config)
+        if trainers is not None:
+            remove_strays(trainers)  # what DRfC's own lookup missed too
+        if left := left_of(config.project, trainers):
+            raise DockerError(
+                f"{script} left {', '.join(left)}", hint=f"docker rm -f {' '.join(left)}"
+            )
         if written:
             override.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
@@ -235,11 +242,14 @@ def _take_down(
     return compose.compose_down(compose.find_compose(environment), project, files, environment).ok
 
 
-def _trainers(config: Config, plan: Plan) -> Callable[[], list[ContainerFacts]] | None:
+def _trainers(
+    config: Config, plan: Plan | None = None
+) -> Callable[[], list[ContainerFacts]] | None:
     """What lists the SageMaker trainers this run's rl_coach started
-    (`rollback.run_trainers`); None where the plan starts no rl_coach, and for an
+    (`rollback.run_trainers`); None where the `plan` starts no rl_coach, and for an
     evaluation (the training of the same run keeps its trainer)."""
-    if config.evaluation or all(s.role is not Role.TRAINER_LAUNCHER for s in plan.services):
+    launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
+    if config.evaluation or not launches:
         return None
     return lambda: run_trainers(engine.sagemaker_containers(), config.run_id, config.values)
 

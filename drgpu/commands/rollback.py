@@ -62,10 +62,10 @@ def rolled_back(
             finally:
                 engine.remove_run(project, kept)
                 if strays is not None:
-                    _remove_strays(strays)
+                    remove_strays(strays)
                 if written is not None and written_by_drgpu(written):
                     written.unlink(missing_ok=True)
-            left = _left_of(project, strays)
+            left = left_of(project, strays)
         if left:
             raise DockerError(
                 f"could not bring {project} back down: {', '.join(left)} still there",
@@ -74,7 +74,7 @@ def rolled_back(
         raise
 
 
-def _remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
+def remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
     """Remove what `strays` lists, listing again after a pause until a listing is empty."""
     for _ in range(SETTLE_ROUNDS):
         found = strays()
@@ -84,7 +84,7 @@ def _remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
         time.sleep(SETTLE_S)
 
 
-def _left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:
+def left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:
     """The names of the containers of `project`, and of `strays`, still there."""
     left = [*engine.project_containers(project), *(strays() if strays else [])]
     return sorted({container.name for container in left})

@@ -129,11 +129,16 @@ def test_three_up_down_cycles_run_drfcs_swarm_start_with_exact_gpus(
             assert override.read_text().startswith(f"# Written by drgpu for swarm stack {project}")
             assert not (checkout.root / ".drgpu" / f"{project}.swarm.yml").exists()
 
+        if cycle == 1:  # a trainer of the run DRfC's lookup misses (only created): down too
+            swarm_bed.docker(
+                "create", "--name", "tmpmiss0-algo-1-abcde-1", "--network", "none",
+                "-e", "RUN_ID=0", swarm_bed.image, "sleep", "infinity",
+            )  # fmt: skip
         stopped = checkout.drgpu(shell, "down")
 
         assert stopped.returncode == 0, f"cycle {cycle}: {stopped.stderr}"
         assert leftovers(swarm_bed, project) == []  # tasks, containers and network
-        # DRfC's stop script stopped the SageMaker trainer.
+        # DRfC's stop script (and drgpu, after it) stopped the SageMaker trainers.
         trainers = swarm_bed.docker("ps", "-aq", "--filter", "name=algo-").stdout.split()
         assert trainers == [], f"cycle {cycle}"
         assert not override.exists()
