@@ -198,21 +198,22 @@ def test_two_workers_each_get_their_gpu_and_drfcs_own_commands_use_the_override(
 
 def test_evaluation_alone_and_beside_a_training(swarm_bed: Any, swarm_checkout: Checkout) -> None:
     checkout = swarm_checkout
-    checkout.set("run.env", DR_RUN_ID="2")
-    shell = checkout.activated()
+    checkout.set("run.env", DR_RUN_ID="2", DR_WORKERS="2")  # DRfC evaluates with one
     training, evaluation = "deepracer-2", "deepracer-eval-2"
 
-    alone = checkout.drgpu(shell, "up", "--eval")
+    alone = checkout.drgpu(checkout.activated(), "up", "--eval")
 
     # DRfC's evaluation rl_coach echoes and exits 0: no GPU service, so it may end.
     assert alone.returncode == 0, alone.stderr
     evaluator = containers(swarm_bed, evaluation)[f"{evaluation}_robomaker.1"]
     assert exposed(swarm_bed, evaluator["id"]) == [GPU0]
     assert command_of(swarm_bed, evaluator["id"]) == EVALUATE
-    stopped = checkout.drgpu(shell, "down", "--eval")
+    stopped = checkout.drgpu(checkout.activated(), "down", "--eval")
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers(swarm_bed, evaluation) == []
 
+    checkout.set("run.env", DR_WORKERS="1")
+    shell = checkout.activated()
     started = checkout.drgpu(shell, "up", "--", "-w")  # the evaluation made the model prefix
     assert started.returncode == 0, started.stderr
     before = containers(swarm_bed, training)
