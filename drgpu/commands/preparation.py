@@ -90,7 +90,7 @@ def _prepare(
     chooses = config.trainer_defaulted and bool(inventory.gpus)
     if inventory_file is None and (config.wants_gpu or chooses):
         claims, blind = _claims(strict)
-    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn, drfc=target.drfc)
+    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn)
     if blind is not None:
         plan = replace(plan, warnings=(*plan.warnings, blind))
     plan = _with_device_driver(config, plan, this_host=inventory_file is None)

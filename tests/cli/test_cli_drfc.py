@@ -387,3 +387,17 @@ def test_down_refuses_only_when_it_cannot_tell_which_run(
     line = assert_one_error_line(result)
     assert "down cannot tell which run to stop (runs up: unknown (" in line
     assert "hint: fix the line, or name the run: DR_RUN_ID=<id> drgpu down" in result.err
+
+
+def test_in_a_drfc_shell_an_unchosen_order_is_refused_suggesting_drfcs_meaning_first(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    enter(monkeypatch, activated(checkout))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    three = Path(__file__).parents[1] / "topologies" / "gtx1650-rtx3090-m40-orders.json"
+    result = cli("render", "--inventory", three)
+    assert result.code == 2
+    assert "DR_SAGEMAKER_CUDA_DEVICES=1: nvidia-smi's GPU 1 is the NVIDIA GeForce RTX 3090" in (
+        assert_one_error_line(result)
+    )
+    assert "hint: write DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number') or =pci" in result.err
