@@ -119,8 +119,9 @@ def up(
                 script = _name(checkout.start_script, checkout)
                 failure.hint = f"{script} said last: {said[-1]}\n  {failure.hint}"
             raise
-        _remove_placeholders(plan, containers)
-    placeholders = _placeholder_services(plan)
+        placeholders = {service.name for service in plan.services if service.placeholder}
+        if replicas := [c.id for c in containers if c.service in placeholders]:
+            engine.remove_containers(replicas)  # `--scale`'s placeholder, once verified
     return plan, [c for c in containers if c.service not in placeholders]
 
 
@@ -168,9 +169,7 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for message in prepared.plan.warnings:
         warn(message)
-    if swarm_style(config):
-        return swarm_shell_exports(prepared)
-    return shell_exports(prepared)
+    return (swarm_shell_exports if swarm_style(config) else shell_exports)(prepared)
 
 
 def shell_exports(prepared: Prepared) -> str:
@@ -262,17 +261,6 @@ def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, 
     for line in said:
         note(f"{_name(script, checkout)}: {line}")
     return said
-
-
-def _remove_placeholders(plan: Plan, containers: list[ContainerFacts]) -> None:
-    placeholders = _placeholder_services(plan)
-    replicas = [c.id for c in containers if c.service in placeholders]
-    if replicas:
-        engine.remove_containers(replicas)
-
-
-def _placeholder_services(plan: Plan) -> set[str]:
-    return {service.name for service in plan.services if service.placeholder}
 
 
 def _name(script: Path, checkout: DrfcCheckout) -> str:
