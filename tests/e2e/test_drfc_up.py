@@ -139,9 +139,19 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
         "run", "-d", "--name", "tmpwrong0-algo-2-wrong-1", "--network", "none", "--init",
         "--gpus", "all", "-e", f"CUDA_VISIBLE_DEVICES={GPU0}", bed.image, "sleep", "infinity",
     )  # fmt: skip
+    # Run 1's leftover trainer (its RUN_ID, its rl_coach gone) is not run 0's to answer for.
+    bed.docker(
+        "run", "-d", "--name", "tmpleft1-algo-1-left1-1", "--network", "none", "--init",
+        "-e", "RUN_ID=1", "-e", f"CUDA_VISIBLE_DEVICES={GPU2}", bed.image, "sleep", "infinity",
+    )  # fmt: skip
     status = checkout.drgpu(shell, "status")
     assert status.returncode == 6
     assert f"tmpwrong0-algo-2-wrong-1 of run 0 has CUDA_VISIBLE_DEVICES={GPU0}" in status.stderr
+    document = json.loads(checkout.drgpu(shell, "status", "--json").stdout)
+    runs = {t["container"]: t["run_id"] for t in document["sagemaker_trainers"]}
+    assert runs["tmpwrong0-algo-2-wrong-1"] == "0"
+    assert "tmpleft1-algo-1-left1-1" not in runs  # run 1's: not judged as run 0's
+    bed.docker("rm", "-f", "tmpleft1-algo-1-left1-1")
     checked = checkout.drgpu(shell, "cuda-check", "--all")
     assert checked.returncode == 6, checked.stderr + checked.stdout
     bed.docker("rm", "-f", "tmpwrong0-algo-2-wrong-1")
