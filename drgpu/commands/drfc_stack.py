@@ -279,11 +279,6 @@ def swarm_style(config: Config) -> bool:
     return config.docker_style == DockerStyle.SWARM
 
 
-def swarm_override_file(prepared: Prepared) -> Path:
-    """drgpu's swarm-shaped override, `.drgpu/<project>.swarm-override.yml`."""
-    return swarm_override_path(prepared.override_path, prepared.plan.project)
-
-
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
     """What would stop DRfC's swarm start script (`jq`, the node labels), each with its fix."""
     return drfc_scripts.swarm_preflight(
@@ -309,7 +304,7 @@ def swarm_shell_exports(prepared: Prepared) -> str:
     """Write the swarm override `drgpu up` would deploy with, and return the export that
     makes DRfC's own `dr-start-*` hand it to `docker stack deploy`."""
     facts, _blind = swarm_engine.this_swarm()
-    path = swarm_override_file(prepared)
+    path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, render_swarm(prepared, facts).text)
     return drfc_scripts.shell_exports(_checkout(prepared.target), path, swarm=True)
 
@@ -329,7 +324,7 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
         )
     stack = render_swarm(prepared, facts)
     check_node(stack, facts)
-    path = swarm_override_file(prepared)
+    path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, stack.text)
     environment = drfc_scripts.script_environment(
         os.environ, prepared.config.values, checkout, path
