@@ -124,6 +124,7 @@ class Bed:
             FAKE_NVML_TOPOLOGY=str(self.topology_path),
             LD_LIBRARY_PATH=os.pathsep.join(ld_path),
             DRGPU_COMPOSE=str(self.compose_bin),
+            DRGPU_INDEX_ORDER="pci",  # the bed's CUDA order differs: its tests mean nvidia-smi's
         )
         env.update({key: os.fspath(value) for key, value in extra.items()})
         return env

@@ -45,7 +45,11 @@ def up(
         binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
     )
     project = prepared.plan.project
-    with rolled_back(project, lambda: compose.compose_down(binary, project, files, environment)):
+    with rolled_back(
+        project,
+        lambda: compose.compose_down(binary, project, files, environment),
+        written=prepared.override_path,
+    ):
         started = _compose_up(command, environment, project, progress)
         for message in compose_warnings(started.stderr):
             warn(f"compose: {message}")

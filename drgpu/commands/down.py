@@ -3,10 +3,15 @@ in an activated DRfC shell (Compose or swarm style), drgpu's Swarm stack, or Com
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.core.inputs import Inputs
+from drgpu.core.settings import Config, config_from_texts
+from drgpu.errors import ConfigError, DockerError
+from drgpu.ui.talk import warn
 
 
 @dataclass(frozen=True)
@@ -19,9 +24,13 @@ class DownOptions:
 
 def down(options: DownOptions) -> None:
     """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack
-    (under the engine-wide lock: see `run_lock`)."""
+    (under the engine-wide lock: see `run_lock`). Settings that do not read are a warning
+    here: the run is then the one the shell names (`identified`)."""
     target = resolved(options.inputs)
-    config = settings(target)
+    try:
+        config = settings(target)
+    except ConfigError as error:
+        config = identified(target, error)
     scripts = drfc_stack.runs_scripts(
         target, explicit_files=options.inputs.compose_files is not None
     )
@@ -31,3 +40,23 @@ def down(options: DownOptions) -> None:
         swarm_deploy.down(config, target)
     else:
         compose_run.down(config, target)
+
+
+def identified(target: Inputs, error: ConfigError) -> Config:
+    """The run `down` stops when its settings do not read (`error`, warned): the one the
+    shell's `DR_*` exports name, as DRfC's `dr-stop-training` reads them (DR_RUN_ID,
+    DR_DOCKER_STYLE); refused when the shell names no run, naming the runs drgpu sees."""
+    exported = {key: value for key, value in os.environ.items() if key.startswith("DR_")}
+    if "DR_RUN_ID" not in exported:
+        from drgpu.host.engine import drgpu_containers  # lazy: only for unreadable settings
+
+        try:
+            runs = ", ".join(sorted({c.project for c in drgpu_containers()})) or "none"
+        except DockerError as exc:
+            runs = f"unknown ({exc.message})"
+        raise ConfigError(
+            f"{error.message}; down cannot tell which run to stop (runs up: {runs})",
+            hint="fix the line, or name the run: DR_RUN_ID=<id> drgpu down",
+        ) from None
+    warn(f"{error.message} (down stops the run the shell names, DR_RUN_ID)")
+    return config_from_texts([], exported, evaluation=target.evaluation, drfc=target.drfc_settings)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, prepare_with
 from drgpu.commands.proving import proven_tasks, verified
-from drgpu.commands.rollback import rolled_back, run_trainers
+from drgpu.commands.rollback import left_of, remove_strays, rolled_back, run_trainers
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
@@ -101,6 +101,7 @@ def up(
         lambda: _take_down(checkout, environment, plan.project, files),
         keep_on=_StartFailed if was_up else None,
         strays=_trainers(prepared.config, plan),
+        written=prepared.override_path,
     ):
         command = drfc_scripts.start_command(checkout, extra_args)
         if progress is None:
@@ -120,8 +121,9 @@ def up(
                 script = _name(checkout.start_script, checkout)
                 failure.hint = f"{script} said last: {said[-1]}\n  {failure.hint}"
             raise
-        _remove_placeholders(plan, containers)
-    placeholders = _placeholder_services(plan)
+        placeholders = {service.name for service in plan.services if service.placeholder}
+        if replicas := [c.id for c in containers if c.service in placeholders]:
+            engine.remove_containers(replicas)  # `--scale`'s placeholder, once verified
     return plan, [c for c in containers if c.service not in placeholders]
 
 
@@ -169,9 +171,7 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for message in prepared.plan.warnings:
         warn(message)
-    if swarm_style(config):
-        return swarm_shell_exports(prepared)
-    return shell_exports(prepared)
+    return (swarm_shell_exports if swarm_style(config) else shell_exports)(prepared)
 
 
 def shell_exports(prepared: Prepared) -> str:
@@ -187,8 +187,8 @@ def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override included; then whatever is left of the
     project goes too (Compose style: `compose down --remove-orphans`; swarm style:
     `docker stack rm` until its services, tasks and network are gone, so that a quick `up`
-    meets no old network), and the override file drgpu wrote (under the engine-wide lock:
-    see `run_lock`)."""
+    meets no old network), the run's SageMaker trainers (`rollback.run_trainers`), checked
+    gone, and the override file drgpu wrote (under the engine-wide lock: see `run_lock`)."""
     swarm = swarm_style(config)
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
@@ -207,6 +207,13 @@ def down(config: Config, target: Inputs) -> None:
             stopped = _take_down(checkout, environment, config.project, None if swarm else files)
         if not stopped:
             raise DockerError(f"{script} left {config.project} up")
+        trainers = _trainers(config)
+        if trainers is not None:
+            remove_strays(trainers)  # what DRfC's own lookup missed too
+        if left := left_of(config.project, trainers):
+            raise DockerError(
+                f"{script} left {', '.join(left)}", hint=f"docker rm -f {' '.join(left)}"
+            )
         if written:
             override.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
@@ -238,11 +245,14 @@ def _take_down(
     return compose.compose_down(compose.find_compose(environment), project, files, environment).ok
 
 
-def _trainers(config: Config, plan: Plan) -> Callable[[], list[ContainerFacts]] | None:
+def _trainers(
+    config: Config, plan: Plan | None = None
+) -> Callable[[], list[ContainerFacts]] | None:
     """What lists the SageMaker trainers this run's rl_coach started
-    (`rollback.run_trainers`); None where the plan starts no rl_coach, and for an
+    (`rollback.run_trainers`); None where the `plan` starts no rl_coach, and for an
     evaluation (the training of the same run keeps its trainer)."""
-    if config.evaluation or all(s.role is not Role.TRAINER_LAUNCHER for s in plan.services):
+    launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
+    if config.evaluation or not launches:
         return None
     return lambda: run_trainers(engine.sagemaker_containers(), config.run_id, config.values)
 
@@ -258,17 +268,6 @@ def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, 
         if "with dr-stop-" in line:
             note("with drgpu: drgpu down" + " --eval" * checkout.evaluation)
     return said
-
-
-def _remove_placeholders(plan: Plan, containers: list[ContainerFacts]) -> None:
-    placeholders = _placeholder_services(plan)
-    replicas = [c.id for c in containers if c.service in placeholders]
-    if replicas:
-        engine.remove_containers(replicas)
-
-
-def _placeholder_services(plan: Plan) -> set[str]:
-    return {service.name for service in plan.services if service.placeholder}
 
 
 def _name(script: Path, checkout: DrfcCheckout) -> str:
@@ -287,11 +286,6 @@ def swarm_style(config: Config) -> bool:
     return config.docker_style == DockerStyle.SWARM
 
 
-def swarm_override_file(prepared: Prepared) -> Path:
-    """drgpu's swarm-shaped override, `.drgpu/<project>.swarm-override.yml`."""
-    return swarm_override_path(prepared.override_path, prepared.plan.project)
-
-
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
     """What would stop DRfC's swarm start script (`jq`, the node labels), each with its fix."""
     return drfc_scripts.swarm_preflight(
@@ -303,10 +297,13 @@ def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[st
 
 
 def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
-    """The swarm-shaped override of the prepared plan, laid out for this swarm."""
-    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
+    """The swarm-shaped override of the prepared plan, laid out for this swarm (one
+    simulator for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
+    config = prepared.config
+    layout = swarm_layout(swarm_gpu_mode(config.values), facts)
     names = [service.name for service in prepared.stack.services]
-    services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
+    workers = 1 if config.evaluation else config.workers
+    services = swarm_services(prepared.plan, names, workers, layout)
     return render_swarm_override(prepared.plan, services, layout)
 
 
@@ -314,7 +311,7 @@ def swarm_shell_exports(prepared: Prepared) -> str:
     """Write the swarm override `drgpu up` would deploy with, and return the export that
     makes DRfC's own `dr-start-*` hand it to `docker stack deploy`."""
     facts, _blind = swarm_engine.this_swarm()
-    path = swarm_override_file(prepared)
+    path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, render_swarm(prepared, facts).text)
     return drfc_scripts.shell_exports(_checkout(prepared.target), path, swarm=True)
 
@@ -334,7 +331,7 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
         )
     stack = render_swarm(prepared, facts)
     check_node(stack, facts)
-    path = swarm_override_file(prepared)
+    path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, stack.text)
     environment = drfc_scripts.script_environment(
         os.environ, prepared.config.values, checkout, path
@@ -346,6 +343,8 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
         project,
         lambda: _take_down(checkout, environment, project),
         keep_on=_StartFailed if was_up else None,
+        strays=_trainers(prepared.config, prepared.plan),
+        written=path,
     ):
         with spinner(f"deploying {project} with {script}"):
             started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)

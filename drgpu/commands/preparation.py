@@ -33,11 +33,15 @@ class Prepared:
     target: Inputs
 
 
-def prepare_with(config: Config, target: Inputs, inventory_file: Path | None) -> Prepared:
+def prepare_with(
+    config: Config, target: Inputs, inventory_file: Path | None, *, warn_unordered: bool = False
+) -> Prepared:
     """Read the stack and inventory of `target` and plan with `config`; any problem raises
-    its DrgpuError. Planned against this host (no inventory file), the plan also respects
-    what other runs hold; when the Docker engine cannot be asked, a warning says so."""
-    return _prepare(config, target, _checked_stack(config, target), inventory_file, strict=False)
+    its DrgpuError (bare indices whose order matters but is not chosen, too, unless
+    `warn_unordered`: `plan`). Planned against this host (no inventory file), the plan also
+    respects what other runs hold; when the Docker engine cannot be asked, a warning says so."""
+    stack = _checked_stack(config, target)
+    return _prepare(config, target, stack, inventory_file, strict=False, warn=warn_unordered)
 
 
 @contextmanager
@@ -71,7 +75,13 @@ def _checked_stack(config: Config, target: Inputs) -> Stack:
 
 
 def _prepare(
-    config: Config, target: Inputs, stack: Stack, inventory_file: Path | None, *, strict: bool
+    config: Config,
+    target: Inputs,
+    stack: Stack,
+    inventory_file: Path | None,
+    *,
+    strict: bool,
+    warn: bool = False,
 ) -> Prepared:
     inventory = _inventory(config, inventory_file)
     claims: tuple[Claim, ...] = ()
@@ -80,7 +90,7 @@ def _prepare(
     chooses = config.trainer_defaulted and bool(inventory.gpus)
     if inventory_file is None and (config.wants_gpu or chooses):
         claims, blind = _claims(strict)
-    plan = make_plan(config, stack, inventory, claims)
+    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn)
     if blind is not None:
         plan = replace(plan, warnings=(*plan.warnings, blind))
     plan = _with_device_driver(config, plan, this_host=inventory_file is None)

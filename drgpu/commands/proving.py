@@ -12,6 +12,7 @@ from drgpu.core.model import Plan
 from drgpu.core.verification import (
     state_problems,
     stopped_badly,
+    stuck_hint,
     verify,
     verify_tasks,
     waiting_on,
@@ -126,8 +127,7 @@ def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
         if stuck and now - (stuck_since or now) >= STUCK_GRACE_S:
             raise DockerError(
                 f"the stack cannot start: {'; '.join(sorted(set(stuck)))}",
-                hint="each GPU task needs a node with the label and free NVIDIA-GPU resources:"
-                " `drgpu swarm-setup` on each node, `docker node update --label-add`",
+                hint=stuck_hint(stuck),
             )
         if now >= deadline:
             raise DockerError(f"the stack did not start in {START_TIMEOUT_S:.0f}s: {waiting[0]}")

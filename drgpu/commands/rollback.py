@@ -7,11 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import is_sagemaker_local
 from drgpu.errors import DockerError
 from drgpu.host import engine, signals
+from drgpu.host.state_files import written_by_drgpu
 from drgpu.ui.talk import note
 
 # An rl_coach stopped while it asked the engine for its trainer: what it sent is done by
@@ -27,16 +29,18 @@ def rolled_back(
     *,
     keep_on: type[BaseException] | None = None,
     strays: Callable[[], list[ContainerFacts]] | None = None,
+    written: Path | None = None,
 ) -> Iterator[None]:
     """On any failure or caught signal inside the block, the run goes back down: first
     `bring_down` (Compose's own down, or DRfC's stop script), then every container and
     network of `project` and each volume it did not have when the block began (what the
     user made stays), then the containers `strays` lists (the SageMaker trainers its
     rl_coach started, which carry no label of the project), listed again until none
-    comes. Signals during the rollback do not cut it short. A failure of type `keep_on`
-    leaves the run as it is (a stack that ran before, which a refusing start script did
-    not touch). When anything of the run is still there afterwards, a DockerError names
-    it (the failure it rolled back is its cause)."""
+    comes, and the file `up` `written` (its override: nothing is left). Signals during the
+    rollback do not cut it short. A failure of type `keep_on` leaves the run as it is (a
+    stack that ran before, which a refusing start script did not touch). When anything of
+    the run is still there afterwards, a DockerError names it (the failure it rolled back
+    is its cause)."""
     kept = engine.project_volumes(project)
     try:
         yield
@@ -58,8 +62,10 @@ def rolled_back(
             finally:
                 engine.remove_run(project, kept)
                 if strays is not None:
-                    _remove_strays(strays)
-            left = _left_of(project, strays)
+                    remove_strays(strays)
+                if written is not None and written_by_drgpu(written):
+                    written.unlink(missing_ok=True)
+            left = left_of(project, strays)
         if left:
             raise DockerError(
                 f"could not bring {project} back down: {', '.join(left)} still there",
@@ -68,7 +74,7 @@ def rolled_back(
         raise
 
 
-def _remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
+def remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
     """Remove what `strays` lists, listing again after a pause until a listing is empty."""
     for _ in range(SETTLE_ROUNDS):
         found = strays()
@@ -78,7 +84,7 @@ def _remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
         time.sleep(SETTLE_S)
 
 
-def _left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:
+def left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:
     """The names of the containers of `project`, and of `strays`, still there."""
     left = [*engine.project_containers(project), *(strays() if strays else [])]
     return sorted({container.name for container in left})

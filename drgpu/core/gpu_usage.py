@@ -145,23 +145,32 @@ def trainer_checks(
     candidates: Iterable[ContainerFacts], launchers: Iterable[ContainerFacts]
 ) -> tuple[TrainerCheck, ...]:
     """Each running SageMaker local-mode trainer among `candidates`, matched to the live
-    rl_coach that forwards exactly its CUDA_VISIBLE_DEVICES, else to the only live
-    rl_coach there is; with no rl_coach of drgpu's at all, none is drgpu's to judge."""
+    rl_coach of the run its environment names (`RUN_ID`; none of drgpu's: not judged
+    here), else to the live rl_coach that forwards exactly its CUDA_VISIBLE_DEVICES, else
+    to the only live rl_coach there is; with no rl_coach of drgpu's at all, none is
+    drgpu's to judge."""
     live = _live_launchers(launchers)
-    if not live:
-        return ()
     checks = []
-    for trainer in candidates:
-        if trainer.state != "running" or not is_sagemaker_local(trainer):
-            continue
+    for trainer in candidates if live else ():
+        named = _run_launchers(trainer, live)
+        if trainer.state != "running" or not is_sagemaker_local(trainer) or named == []:
+            continue  # (named none: its run has no live rl_coach of drgpu's, a stray of it)
         visible = _split(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
-        owners = [c for c in live if forwarded_uuids(c) == visible] or (
-            live if len(live) == 1 else []
-        )
+        by_gpu = [c for c in named or live if forwarded_uuids(c) == visible]
+        owners = by_gpu or named or (live if len(live) == 1 else [])
         launcher = owners[0] if owners else None
         planned = forwarded_uuids(launcher) if launcher else ()
         checks.append(TrainerCheck(trainer, visible, planned, launcher))
     return tuple(checks)
+
+
+def _run_launchers(
+    trainer: ContainerFacts, launchers: Iterable[ContainerFacts]
+) -> list[ContainerFacts] | None:
+    """The rl_coaches among `launchers` of the run a trainer's environment names (`RUN_ID`,
+    as the rollback reads it); None when it names none."""
+    run = trainer.environment.get("RUN_ID")
+    return None if run is None else [c for c in launchers if c.labels.get(labels.RUN_ID) == run]
 
 
 @dataclass(frozen=True)
@@ -473,10 +482,17 @@ class _Judge:
         return self._placed(base, container, run_id, service, who, "given", given_uuids(container))
 
     def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
-        """A SageMaker local-mode trainer belongs to the run whose rl_coach forwards its GPU,
-        else to the only run with an rl_coach; with none (or several), to no stack."""
-        owners = [c for c in self.launchers if _covers(base.gpu, forwarded_uuids(c))]
-        owners = owners or list(self.launchers)
+        """A SageMaker local-mode trainer belongs to the run its environment names
+        (`_run_launchers`: a stray of that run when it has no live rl_coach), else to the
+        run whose rl_coach forwards its GPU, else to the only run with an rl_coach; with
+        none (or several), to no stack."""
+        named = _run_launchers(trainer, self.launchers)
+        if named == []:
+            run = trainer.environment["RUN_ID"]
+            why = f"in SageMaker trainer {trainer.name} of run {run}, which has no live rl_coach"
+            return replace(self._stray(base, trainer, why), run_id=run)
+        owners = [c for c in named or self.launchers if _covers(base.gpu, forwarded_uuids(c))]
+        owners = owners or named or list(self.launchers)
         if len(owners) != 1:
             return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]

@@ -19,6 +19,7 @@ from typing import Any
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
 from drgpu.core.modes import IndexOrder
+from drgpu.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -117,14 +118,18 @@ def index_notes(
     index_order: IndexOrder,
     *,
     chosen: bool = False,
+    refuse: bool = False,
+    drfc: bool = False,
 ) -> tuple[str | None, str | None]:
     """(a warning, an explanation) when device values (key, request) use bare indices whose
     meaning differs between nvidia-smi's and CUDA's order here: per index, the GPU each
     order gives, with its number in the other.
 
     Read in nvidia-smi's order by default, or in a CUDA order drgpu only guessed, it is a
-    warning; read in the order the user `chosen` (DRGPU_INDEX_ORDER=pci written), or in
-    the CUDA order the driver reported, an explanation."""
+    warning, or with `refuse` (no order `chosen`, CUDA's known) a ConfigError whose hint is the fix,
+    DRfC's meaning first in a `drfc` checkout; read in the order the user `chosen`
+    (DRGPU_INDEX_ORDER=pci written), or in the CUDA order the driver reported, an
+    explanation."""
     if not order.differs(inventory):
         return None, None
     meanings = [
@@ -143,6 +148,13 @@ def index_notes(
         return f"{differs}; read in that guessed order (DRGPU_INDEX_ORDER=cuda)", None
     if chosen:
         return None, f"bare indices read in nvidia-smi's order (DRGPU_INDEX_ORDER=pci): {differs}"
+    if refuse and order.known:
+        cuda, pci = "DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number')", "=pci (nvidia-smi's)"
+        fix = f"{cuda} or {pci}" if drfc else f"DRGPU_INDEX_ORDER=pci (nvidia-smi's) or {cuda[17:]}"
+        raise ConfigError(
+            f"which GPU order do bare indices use? {differs}",
+            hint=f"write {fix} in system.env; a GPU UUID means one GPU in every order",
+        )
     return (
         f"{differs}; drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's"
         " 'CUDA number'; DRGPU_INDEX_ORDER=pci: nvidia-smi's, without this warning);"

@@ -95,17 +95,24 @@ class _Worker:
 
 
 def make_plan(
-    config: Config, stack: Stack, inventory: Inventory, claims: Sequence[Claim] = ()
+    config: Config,
+    stack: Stack,
+    inventory: Inventory,
+    claims: Sequence[Claim] = (),
+    *,
+    refuse_unordered: bool = False,
 ) -> Plan:
     """Check every request against the machine and what other runs hold (`claims`, read
-    from running containers' labels), and decide each service's devices.
+    from running containers' labels), and decide each service's devices. With
+    `refuse_unordered`, bare indices that mean other GPUs in CUDA's order than in
+    nvidia-smi's are a ConfigError unless DRGPU_INDEX_ORDER is chosen.
 
     Every problem is collected and raised at once as a `GpuValidationError`.
     """
     own = service_requests(config, stack)
     _refuse_cuda_strings(config, inventory)
     notes = _Notes(warnings=list(config.key_mistakes))
-    _index_notes(config, inventory, notes)
+    _index_notes(config, inventory, notes, refuse=refuse_unordered)
     trains = _trains(config, stack)
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     if config.evaluation and trainer:
@@ -302,13 +309,14 @@ def _order_note(config: Config) -> str:
     return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
 
 
-def _index_notes(config: Config, inventory: Inventory, notes: _Notes) -> None:
+def _index_notes(config: Config, inventory: Inventory, notes: _Notes, *, refuse: bool) -> None:
     """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
     requests = _keyed_requests(config)
     if any(bare_indices(request) for _key, request in requests):
-        order = cuda_order(inventory)
+        order, chosen = cuda_order(inventory), config.index_order_chosen
+        drfc = "DR_DIR" in config.values  # an activated DRfC shell, whose docs mean CUDA's
         warning, explanation = index_notes(
-            requests, inventory, order, config.index_order, chosen=config.index_order_chosen
+            requests, inventory, order, config.index_order, chosen=chosen, refuse=refuse, drfc=drfc
         )
         notes.warnings.extend([warning] if warning else [])
         notes.explanations.extend([explanation] if explanation else [])

@@ -176,6 +176,28 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
     return waiting, stuck
 
 
+def stuck_hint(stuck: list[str]) -> str:
+    """What helps with the reasons `waiting_on` found stuck: GPU resources and node labels
+    only where the scheduler found no suitable node, a missing bind mount source where a
+    task was rejected for one, else each task's whole error."""
+    hints = [hint for cause, hint in STUCK_HINTS if any(cause in reason for reason in stuck)]
+    return "\n  ".join(hints) or "`docker service ps --no-trunc <stack>_<service>` shows why"
+
+
+STUCK_HINTS = (
+    (
+        "no suitable node",
+        "each GPU task needs a node with the label and free NVIDIA-GPU resources:"
+        " `drgpu swarm-setup` on each node, `docker node update --label-add`",
+    ),
+    (
+        "bind source path does not exist",
+        "a bind mount's source is missing on the task's node: create it there, or fix the"
+        " volume in the compose files (rl_coach mounts the engine's /var/run/docker.sock)",
+    ),
+)
+
+
 def verify_tasks(
     stack: SwarmStack,
     tasks: list[TaskFacts],

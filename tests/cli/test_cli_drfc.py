@@ -339,3 +339,65 @@ def test_render_in_swarm_style_shows_the_override_drfcs_stack_deploy_merges(
     assert services["rl_coach"]["environment"]["CUDA_VISIBLE_DEVICES"] == M40
     assert services["rl_coach"]["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
     assert "image" not in services["robomaker"]  # DRfC's files keep what they say
+
+
+def test_an_evaluation_in_swarm_style_waits_for_one_simulator_whatever_dr_workers_says(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DRfC's evaluation stack runs one robomaker replica: `up --eval` waits for one."""
+    from drgpu.commands import drfc_stack
+    from drgpu.commands.options import InputOptions, resolved, settings
+    from drgpu.commands.preparation import prepare_with
+
+    swarm_style(checkout)
+    set_values(checkout / "system.env", DR_WORKERS="2", DR_ROBOMAKER_CUDA_DEVICES="0")
+    enter(monkeypatch, activated(checkout))
+    for evaluation, replicas in ((False, 2), (True, 1)):
+        target = resolved(InputOptions(evaluation=evaluation))
+        config = settings(target)
+        prepared = prepare_with(config, drfc_stack.script_target(target, config), GTX_M40)
+        services = drfc_stack.render_swarm(prepared, None).services
+        assert [s.replicas for s in services if s.name == "robomaker"] == [replicas]
+
+
+def test_down_with_an_unreadable_setting_warns_and_stops_the_run_the_shell_names(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shell = activated(checkout)
+    set_values(checkout / "system.env", DRGPU_SHARNG="timeslice")  # a typo'd key, after
+    enter(monkeypatch, shell)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    assert cli("up").code == 2  # up refuses it
+    result = cli("down")
+    assert result.code == 5, result.err  # on to DRfC's stop (here: no engine to stop it on)
+    assert "drgpu: warning: " in result.err and "DRGPU_SHARNG: unknown drgpu setting" in result.err
+    assert "down stops the run the shell names" in result.err
+
+
+def test_down_refuses_only_when_it_cannot_tell_which_run(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    env = tmp_path / "system.env"
+    env.write_text("DR_RUN_ID=3\nDR_WORKERS=1=2\n")
+    result = cli("down", "--env-file", env)
+    assert result.code == 2
+    line = assert_one_error_line(result)
+    assert "down cannot tell which run to stop (runs up: unknown (" in line
+    assert "hint: fix the line, or name the run: DR_RUN_ID=<id> drgpu down" in result.err
+
+
+def test_in_a_drfc_shell_an_unchosen_order_is_refused_suggesting_drfcs_meaning_first(
+    cli: Cli, checkout: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    enter(monkeypatch, activated(checkout))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    three = Path(__file__).parents[1] / "topologies" / "gtx1650-rtx3090-m40-orders.json"
+    result = cli("render", "--inventory", three)
+    assert result.code == 2
+    assert "DR_SAGEMAKER_CUDA_DEVICES=1: nvidia-smi's GPU 1 is the NVIDIA GeForce RTX 3090" in (
+        assert_one_error_line(result)
+    )
+    assert "hint: write DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number') or =pci" in result.err

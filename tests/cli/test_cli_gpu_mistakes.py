@@ -200,6 +200,20 @@ def test_the_order_warning_names_each_orders_gpu_with_its_numbers(
     assert "DR_SAGEMAKER_CUDA_DEVICES=2" not in warning  # the M40 is 2 in both orders
 
 
+def test_render_refuses_an_index_whose_gpu_depends_on_an_unchosen_order(
+    cli: Cli, settings: Settings
+) -> None:
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DR_ROBOMAKER_CUDA_DEVICES="2")
+    result = cli("render", "--env-file", env, "--inventory", THREE.inventory)
+    assert result.code == 2
+    line = assert_one_error_line(result)
+    assert "which GPU order do bare indices use? CUDA's order differs" in line
+    assert "nvidia-smi's GPU 0 is the NVIDIA GeForce GTX 1650 (CUDA's 1), CUDA's GPU 0" in line
+    assert "hint: write DRGPU_INDEX_ORDER=pci (nvidia-smi's) or =cuda" in result.err
+    chosen = settings(DR_SAGEMAKER_CUDA_DEVICES="0", DRGPU_INDEX_ORDER="cuda")
+    assert cli("render", "--env-file", chosen, "--inventory", THREE.inventory).code == 0
+
+
 @BOXES
 def test_a_written_pci_order_is_not_warned_again(cli: Cli, settings: Settings, box: Box) -> None:
     env = settings(DR_SAGEMAKER_CUDA_DEVICES="1", DRGPU_INDEX_ORDER="pci")

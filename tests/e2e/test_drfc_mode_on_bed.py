@@ -57,15 +57,21 @@ def test_up_in_an_activated_shell_and_eval_beside_it(
     assert shell["DR_TRAIN_COMPOSE_FILE"].startswith("-f ")
     training, evaluation = f"deepracer-{project}", f"deepracer-eval-{project}"
     try:
-        started = run_drgpu("up", env=bed.env(**shell))
-        assert started.returncode == 0, started.stderr
         # The bed's CUDA driver enumerates fastest first (L4, GTX 1650, M40): DRfC's
-        # "CUDA number" 1 would be the GTX 1650, nvidia-smi's 1 is the M40.
+        # "CUDA number" 1 would be the GTX 1650, nvidia-smi's 1 is the M40. No order
+        # chosen: up refuses, naming both and DRfC's meaning first.
+        refused = run_drgpu("up", env=bed.env(**{**shell, "DRGPU_INDEX_ORDER": ""}))
+        assert refused.returncode == 2, refused.stderr
         assert (
             "CUDA's order differs from nvidia-smi's here: DR_SAGEMAKER_CUDA_DEVICES=1:"
             " nvidia-smi's GPU 1 is the Tesla M40 24GB (CUDA's 2), CUDA's GPU 1 the NVIDIA"
             " GeForce GTX 1650 (nvidia-smi's 0)"
-        ) in started.stderr
+        ) in refused.stderr
+        assert "hint: write DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number') or =pci" in refused.stderr
+        assert containers(bed, training) == []
+        set_values(root / "system.env", DRGPU_INDEX_ORDER="pci")
+        started = run_drgpu("up", env=bed.env(**{**shell, "DRGPU_INDEX_ORDER": ""}))
+        assert started.returncode == 0, started.stderr
         coach = container_of(bed, training, "rl_coach")
         assert env_of(coach)["CUDA_VISIBLE_DEVICES"] == TRAINER  # DR_SAGEMAKER_CUDA_DEVICES=1
         assert env_of(coach)["MODEL_KEY"] == "custom_files/model_metadata.json"

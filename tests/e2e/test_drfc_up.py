@@ -139,9 +139,19 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
         "run", "-d", "--name", "tmpwrong0-algo-2-wrong-1", "--network", "none", "--init",
         "--gpus", "all", "-e", f"CUDA_VISIBLE_DEVICES={GPU0}", bed.image, "sleep", "infinity",
     )  # fmt: skip
+    # Run 1's leftover trainer (its RUN_ID, its rl_coach gone) is not run 0's to answer for.
+    bed.docker(
+        "run", "-d", "--name", "tmpleft1-algo-1-left1-1", "--network", "none", "--init",
+        "-e", "RUN_ID=1", "-e", f"CUDA_VISIBLE_DEVICES={GPU2}", bed.image, "sleep", "infinity",
+    )  # fmt: skip
     status = checkout.drgpu(shell, "status")
     assert status.returncode == 6
     assert f"tmpwrong0-algo-2-wrong-1 of run 0 has CUDA_VISIBLE_DEVICES={GPU0}" in status.stderr
+    document = json.loads(checkout.drgpu(shell, "status", "--json").stdout)
+    runs = {t["container"]: t["run_id"] for t in document["sagemaker_trainers"]}
+    assert runs["tmpwrong0-algo-2-wrong-1"] == "0"
+    assert "tmpleft1-algo-1-left1-1" not in runs  # run 1's: not judged as run 0's
+    bed.docker("rm", "-f", "tmpleft1-algo-1-left1-1")
     checked = checkout.drgpu(shell, "cuda-check", "--all")
     assert checked.returncode == 6, checked.stderr + checked.stdout
     bed.docker("rm", "-f", "tmpwrong0-algo-2-wrong-1")
@@ -160,9 +170,11 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert containers(bed, "deepracer-eval-0") == []
     assert all(c["State"]["Running"] for c in containers(bed, "deepracer-0"))
 
+    checkout.set("run.env", DRGPU_SHARNG="timeslice")  # a typo'd key: down stops all the same
     stopped = checkout.drgpu(shell, "down")
 
     assert stopped.returncode == 0, stopped.stderr
+    assert "DRGPU_SHARNG: unknown drgpu setting" in stopped.stderr
     assert containers(bed, "deepracer-0") == []
     assert "drgpu: removed " in stopped.stderr and " of deepracer-0\n" in stopped.stderr
     assert sagemaker_trainers(bed) == []  # DRfC's stop script stops rl_coach's trainer
@@ -210,6 +222,7 @@ def test_a_start_script_that_started_nothing_is_quoted_in_the_error(
     # DRfC's start script exits 0 with -q whatever Compose said; here Compose refuses (the
     # external network activation creates is gone), and the user hears Compose's reason.
     shell = checkout.activated()
+    assert checkout.drgpu(shell, "drfc-env").returncode == 0  # its override is there before
     bed.docker("network", "rm", "sagemaker-local", check=False)
 
     started = checkout.drgpu(shell, "up")
@@ -221,3 +234,4 @@ def test_a_start_script_that_started_nothing_is_quoted_in_the_error(
     assert lines[error + 1].startswith("  hint: scripts/training/start.sh said last: ")
     assert "sagemaker-local" in lines[error + 1]
     assert containers(bed, "deepracer-0") == []
+    assert not (checkout.root / ".drgpu" / "deepracer-0.override.yml").exists()  # nothing left

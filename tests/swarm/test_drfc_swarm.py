@@ -129,11 +129,16 @@ def test_three_up_down_cycles_run_drfcs_swarm_start_with_exact_gpus(
             assert override.read_text().startswith(f"# Written by drgpu for swarm stack {project}")
             assert not (checkout.root / ".drgpu" / f"{project}.swarm.yml").exists()
 
+        if cycle == 1:  # a trainer of the run DRfC's lookup misses (only created): down too
+            swarm_bed.docker(
+                "create", "--name", "tmpmiss0-algo-1-abcde-1", "--network", "none",
+                "-e", "RUN_ID=0", swarm_bed.image, "sleep", "infinity",
+            )  # fmt: skip
         stopped = checkout.drgpu(shell, "down")
 
         assert stopped.returncode == 0, f"cycle {cycle}: {stopped.stderr}"
         assert leftovers(swarm_bed, project) == []  # tasks, containers and network
-        # DRfC's stop script stopped the SageMaker trainer.
+        # DRfC's stop script (and drgpu, after it) stopped the SageMaker trainers.
         trainers = swarm_bed.docker("ps", "-aq", "--filter", "name=algo-").stdout.split()
         assert trainers == [], f"cycle {cycle}"
         assert not override.exists()
@@ -193,21 +198,22 @@ def test_two_workers_each_get_their_gpu_and_drfcs_own_commands_use_the_override(
 
 def test_evaluation_alone_and_beside_a_training(swarm_bed: Any, swarm_checkout: Checkout) -> None:
     checkout = swarm_checkout
-    checkout.set("run.env", DR_RUN_ID="2")
-    shell = checkout.activated()
+    checkout.set("run.env", DR_RUN_ID="2", DR_WORKERS="2")  # DRfC evaluates with one
     training, evaluation = "deepracer-2", "deepracer-eval-2"
 
-    alone = checkout.drgpu(shell, "up", "--eval")
+    alone = checkout.drgpu(checkout.activated(), "up", "--eval")
 
     # DRfC's evaluation rl_coach echoes and exits 0: no GPU service, so it may end.
     assert alone.returncode == 0, alone.stderr
     evaluator = containers(swarm_bed, evaluation)[f"{evaluation}_robomaker.1"]
     assert exposed(swarm_bed, evaluator["id"]) == [GPU0]
     assert command_of(swarm_bed, evaluator["id"]) == EVALUATE
-    stopped = checkout.drgpu(shell, "down", "--eval")
+    stopped = checkout.drgpu(checkout.activated(), "down", "--eval")
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers(swarm_bed, evaluation) == []
 
+    checkout.set("run.env", DR_WORKERS="1")
+    shell = checkout.activated()
     started = checkout.drgpu(shell, "up", "--", "-w")  # the evaluation made the model prefix
     assert started.returncode == 0, started.stderr
     before = containers(swarm_bed, training)
@@ -249,6 +255,7 @@ def test_a_signal_mid_start_runs_drfcs_stop_and_leaves_nothing(
     assert stderr.splitlines()[-1] == "drgpu: error: interrupted (SIGTERM)"
     assert "Traceback" not in stderr
     assert leftovers(swarm_bed, project) == []
+    assert not (checkout.root / ".drgpu").exists()  # its swarm override went too
 
 
 def test_a_missing_node_label_is_said_by_doctor_and_refused_by_up(

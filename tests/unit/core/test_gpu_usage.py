@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -208,6 +209,27 @@ def test_a_sagemaker_trainer_without_an_rl_coach_is_a_stray() -> None:
     inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(500, 8000)),))
     status = build_status(inventory, STACK, [TRAINER_JOB_CONTAINER], CGROUPS)
     assert status.processes[0].verdict == "stray"
+
+
+def test_a_sagemaker_trainer_belongs_to_the_run_its_environment_names() -> None:
+    """Run 1's leftover trainer (RUN_ID=1, its rl_coach gone) on run 0's forwarded GPU is a
+    stray of run 1, not run 0's wrong-gpu; beside run 1's live rl_coach, it is run 1's."""
+    leftover = replace(
+        TRAINER_JOB_CONTAINER, environment={"RUN_ID": "1", "CUDA_VISIBLE_DEVICES": G1}
+    )
+    inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1, GpuProcess(500, 8000))))
+    status = build_status(inventory, [COACH_CONTAINER], [leftover], CGROUPS, sagemaker=[leftover])
+    (process,) = status.processes
+    assert (process.verdict, process.run_id) == ("stray", "1")
+    assert "of run 1, which has no live rl_coach" in process.message
+    assert not [f for f in status.violations if f.kind in ("wrong-gpu", "trainer-gpu")]
+    coach1 = container("coach1", "rl_coach", "", run_id="1", role="trainer-launcher",
+                       **{"drgpu.forwarded_gpus": G1})  # fmt: skip
+    both = build_status(
+        inventory, [COACH_CONTAINER, coach1], [leftover], CGROUPS, sagemaker=[leftover]
+    )
+    assert [(p.verdict, p.run_id) for p in both.processes] == [("ok", "1")]
+    assert [c.run_id for c in both.trainers] == ["1"]
 
 
 def test_a_lost_gpu_is_noted_and_a_service_given_it_is_flagged() -> None:

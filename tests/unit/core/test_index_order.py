@@ -97,6 +97,27 @@ def test_the_warning_names_both_gpus_of_each_index(gtx_m40: Inventory) -> None:
     )
 
 
+def test_unchosen_order_refused_naming_both_gpus_cuda_first_in_drfc(gtx_m40: Inventory) -> None:
+    requests = [("DR_SAGEMAKER_CUDA_DEVICES", parse_devices("0"))]
+    guessed = index_notes(requests, gtx_m40, cuda_order(gtx_m40), IndexOrder.PCI, refuse=True)
+    assert guessed[0] is not None  # CUDA's order only guessed: a warning
+    order = CudaOrder((1, 0), known=True)
+    with pytest.raises(ConfigError) as refused:
+        index_notes(requests, gtx_m40, order, IndexOrder.PCI, refuse=True, drfc=True)
+    assert "DR_SAGEMAKER_CUDA_DEVICES=0: nvidia-smi's GPU 0 is the Tesla M40" in str(refused.value)
+    assert refused.value.hint == (
+        "write DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number') or =pci (nvidia-smi's) in"
+        " system.env; a GPU UUID means one GPU in every order"
+    )
+    chosen = index_notes(requests, gtx_m40, order, IndexOrder.PCI, chosen=True, refuse=True)
+    assert chosen[0] is None
+    same = replace(gtx_m40, cuda_order=(0, 1))
+    assert index_notes(requests, same, cuda_order(same), IndexOrder.PCI, refuse=True) == (
+        None,
+        None,
+    )
+
+
 def test_no_warning_without_bare_indices_or_when_the_orders_agree(gtx_m40: Inventory) -> None:
     uuids = [("DR_SAGEMAKER_CUDA_DEVICES", parse_devices(M40))]
     assert index_notes(uuids, gtx_m40, cuda_order(gtx_m40), IndexOrder.PCI) == (None, None)

@@ -10,7 +10,7 @@ import pytest
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
 from drgpu.core.model import Assignment, Gpu, Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver
-from drgpu.core.verification import stopped_badly, verify
+from drgpu.core.verification import stopped_badly, stuck_hint, verify
 
 
 def planned(name: str, *, ipc: str | None = None, replicas: int | None = None) -> ServicePlan:
@@ -142,3 +142,16 @@ def test_an_nvidia_plan_refuses_a_cdi_request() -> None:
         "p-robomaker-1: device request driver 'cdi', planned 'nvidia'",
         "p-robomaker-1: device ids ['nvidia.com/gpu=GPU-a'], planned ['GPU-a']",
     ]
+
+
+def test_a_stuck_tasks_hint_matches_its_cause() -> None:
+    no_node = "robomaker: no suitable node (insufficient resources on 1 node)"
+    no_socket = (
+        'rl_coach: task rejected: invalid mount config for type "bind": bind source path'
+        " does not exist: /var/run/docker.sock"
+    )
+    assert "`drgpu swarm-setup` on each node" in stuck_hint([no_node])
+    mount = stuck_hint([no_socket])
+    assert "swarm-setup" not in mount and "label" not in mount
+    assert mount.startswith("a bind mount's source is missing on the task's node")
+    assert "swarm-setup" not in stuck_hint(["rl_coach: task failed: its command ended"])
