@@ -139,7 +139,9 @@ def test_swarm_pins_a_service_with_gpus_of_its_own_as_the_trainer(cli: Cli) -> N
 
 
 def test_swarm_places_declared_roles_as_deepracers(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / "system.env").write_text("DRGPU_TRAINER_DEVICES=2\nDRGPU_SIMULATOR_DEVICES=0\n")
+    (tmp_path / "system.env").write_text(
+        "DRGPU_INDEX_ORDER=pci\nDRGPU_TRAINER_DEVICES=2\nDRGPU_SIMULATOR_DEVICES=0\n"
+    )
     args = ("-f", EXAMPLE / "docker-compose.yml", "--inventory", MIXED_BOX)
     code, out, err = cli("render", "--swarm", *args)
     assert code == 0, err
