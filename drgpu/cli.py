@@ -174,10 +174,7 @@ def _raise(failure: DrgpuError | None) -> None:
 
 
 @_command(
-    examples=(
-        "drgpu plan",
-        "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json",
-    )
+    examples=("drgpu plan", "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json")
 )
 def plan(
     env_file: EnvFile = None,
@@ -457,8 +454,7 @@ def doctor(
         ),
     ] = None,
     probe: Annotated[
-        bool,
-        typer.Option("--probe", help="Start a short container with a GPU device request."),
+        bool, typer.Option("--probe", help="Start a short container with a GPU device request.")
     ] = False,
     json_output: Json = False,
 ) -> None:

@@ -19,12 +19,7 @@ from typing import Any
 
 from drgpu.core.model import HEADER_MARK, Plan
 from drgpu.core.service_gpus import ONE_NODE, SwarmService, SwarmStack
-from drgpu.core.swarm_node import (
-    GPU_KIND,
-    SIMULATOR_CONSTRAINT,
-    TRAINER_CONSTRAINT,
-    SwarmLayout,
-)
+from drgpu.core.swarm_node import GPU_KIND, SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT, SwarmLayout
 from drgpu.targets.swarm_stack import dump_document
 
 VERSION = "3.7"  # DRfC's own files' format

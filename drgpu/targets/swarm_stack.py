@@ -50,77 +50,20 @@ PINNED_HOW = "GPU services pinned to their GPUs on this node"
 GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
 NODE_CONSTRAINT = "node.id == {node}"
 # The service keys of the Compose file format 3.13 that `docker stack deploy` reads.
-STACK_SERVICE_KEYS = frozenset(
-    [
-        "build",
-        "cap_add",
-        "cap_drop",
-        "cgroupns_mode",
-        "cgroup_parent",
-        "command",
-        "configs",
-        "container_name",
-        "credential_spec",
-        "depends_on",
-        "deploy",
-        "devices",
-        "dns",
-        "dns_search",
-        "domainname",
-        "entrypoint",
-        "env_file",
-        "environment",
-        "expose",
-        "external_links",
-        "extra_hosts",
-        "group_add",
-        "healthcheck",
-        "hostname",
-        "image",
-        "init",
-        "ipc",
-        "isolation",
-        "labels",
-        "links",
-        "logging",
-        "mac_address",
-        "network_mode",
-        "networks",
-        "pid",
-        "ports",
-        "privileged",
-        "read_only",
-        "restart",
-        "security_opt",
-        "shm_size",
-        "secrets",
-        "sysctls",
-        "stdin_open",
-        "stop_grace_period",
-        "stop_signal",
-        "tmpfs",
-        "tty",
-        "ulimits",
-        "oom_score_adj",
-        "user",
-        "userns_mode",
-        "volumes",
-        "working_dir",
-    ]
-)
-DEPLOY_KEYS = frozenset(
-    [
-        "mode",
-        "endpoint_mode",
-        "replicas",
-        "labels",
-        "rollback_config",
-        "update_config",
-        "resources",
-        "restart_policy",
-        "placement",
-    ]
-)
+STACK_SERVICE_KEYS = frozenset((
+    "build", "cap_add", "cap_drop", "cgroupns_mode", "cgroup_parent", "command", "configs",
+    "container_name", "credential_spec", "depends_on", "deploy", "devices", "dns", "dns_search",
+    "domainname", "entrypoint", "env_file", "environment", "expose", "external_links",
+    "extra_hosts", "group_add", "healthcheck", "hostname", "image", "init", "ipc", "isolation",
+    "labels", "links", "logging", "mac_address", "network_mode", "networks", "pid", "ports",
+    "privileged", "read_only", "restart", "security_opt", "shm_size", "secrets", "sysctls",
+    "stdin_open", "stop_grace_period", "stop_signal", "tmpfs", "tty", "ulimits",
+    "oom_score_adj", "user", "userns_mode", "volumes", "working_dir"
+))  # fmt: skip
+DEPLOY_KEYS = frozenset((
+    "mode", "endpoint_mode", "replicas", "labels", "rollback_config", "update_config",
+    "resources", "restart_policy", "placement"
+))  # fmt: skip
 _PORT_KEYS = ("mode", "target", "published", "protocol")
 _TOP_LEVEL_KEYS = ("networks", "volumes", "secrets", "configs")
 
