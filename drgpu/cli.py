@@ -28,29 +28,22 @@ if TYPE_CHECKING:
     from drgpu.commands.options import InputOptions
 
 
-class _PlainHelpCommand(typer.core.TyperCommand):
+class _PlainHelp(click.Command):
     """Click's plain help, without the backslash typer puts before `[default: ...]` for rich
     (it does so even with rich_markup_mode=None)."""
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        _unescaped_help(super().format_help, ctx, formatter)
+        inner = ctx.make_formatter()
+        super().format_help(ctx, inner)
+        formatter.write(inner.getvalue().replace("\\[", "["))
 
 
-class _PlainHelpGroup(typer.core.TyperGroup):
-    """`_PlainHelpCommand`'s help for `drgpu --help`."""
-
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        _unescaped_help(super().format_help, ctx, formatter)
+class _PlainHelpCommand(_PlainHelp, typer.core.TyperCommand):
+    """A command's plain help."""
 
 
-def _unescaped_help(
-    format_help: Callable[[click.Context, click.HelpFormatter], None],
-    ctx: click.Context,
-    formatter: click.HelpFormatter,
-) -> None:
-    inner = ctx.make_formatter()
-    format_help(ctx, inner)
-    formatter.write(inner.getvalue().replace("\\[", "["))
+class _PlainHelpGroup(_PlainHelp, typer.core.TyperGroup):
+    """`drgpu --help`, plain."""
 
 
 def _examples(*lines: str) -> str:

@@ -254,35 +254,31 @@ def _dra_parts(
 
 def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, Any]:
     """A ResourceClaim with one request per GPU, each selecting that GPU by UUID."""
-    return {
-        "apiVersion": DRA_API,
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "labels": _labels(plan, None)},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": f"gpu-{index}",
-                        "exactly": {
-                            "deviceClassName": DEVICE_CLASSES[uuid.upper().startswith("MIG-")],
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                            "selectors": [
-                                {
-                                    "cel": {
-                                        "expression": UUID_SELECTOR.format(
-                                            driver=cel_string(DRA_DRIVER), uuid=cel_string(uuid)
-                                        )
-                                    }
-                                }
-                            ],
-                        },
-                    }
-                    for index, uuid in enumerate(uuids)
-                ]
-            }
-        },
-    }
+    requests = []
+    for index, uuid in enumerate(uuids):
+        selector = UUID_SELECTOR.format(driver=cel_string(DRA_DRIVER), uuid=cel_string(uuid))
+        exactly = {
+            "deviceClassName": DEVICE_CLASSES[uuid.upper().startswith("MIG-")],
+            "allocationMode": "ExactCount",
+            "count": 1,
+            "selectors": [{"cel": {"expression": selector}}],
+        }
+        requests.append({"name": f"gpu-{index}", "exactly": exactly})
+    return _object(plan, "ResourceClaim", name, DRA_API, spec={"devices": {"requests": requests}})
+
+
+def _object(
+    plan: Plan,
+    kind: str,
+    name: str,
+    api: str = "v1",
+    labels: dict[str, str] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A Kubernetes object of drgpu's stack (`labels`: the stack's), `fields` after its
+    metadata; `name` made one Kubernetes accepts."""
+    metadata = {"name": _dns_label(name), "labels": labels or _labels(plan, None)}
+    return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -327,12 +323,8 @@ def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
         "version": "v1",
         "sharing": {mode: {"resources": [{"name": GPU_RESOURCE, "replicas": replicas}]}},
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": SHARING_CONFIG_MAP, "labels": _labels(plan, None)},
-        "data": {SHARING_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
-    }
+    data = {SHARING_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)}
+    return _object(plan, "ConfigMap", SHARING_CONFIG_MAP, data=data)
 
 
 def _pod(
@@ -407,13 +399,7 @@ def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Par
         else item
         for item in container["env"]
     ]
-    document = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": secret, "labels": _labels(plan, None)},
-        "type": "Opaque",
-        "stringData": secrets,
-    }
+    document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
     return [_Part(document, SECRET_COMMENT.format(name=secret, service=name, masked="{masked}"))]
 
 
@@ -424,16 +410,9 @@ def _deployment(
     matching = {
         key: labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": _dns_label(f"{plan.project}-{name}"), "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": matching},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }
+    template = {"metadata": {"labels": labels}, "spec": pod}
+    spec = {"replicas": replicas, "selector": {"matchLabels": matching}, "template": template}
+    return _object(plan, "Deployment", f"{plan.project}-{name}", "apps/v1", labels, spec=spec)
 
 
 def _node_selector(
