@@ -137,10 +137,7 @@ def _parse_token(token: str) -> Selector:
 
 
 def resolve(request: DeviceRequest, inventory: Inventory) -> tuple[list[Assignment], list[str]]:
-    """The devices a request names on a machine, and every problem found on the way.
-
-    `auto` names none here: `drgpu.placement` chooses them.
-    """
+    """The devices a request names on a machine (`auto`: none), and every problem found."""
     if request.all:
         return _everything(inventory), []
     assignments: list[Assignment] = []

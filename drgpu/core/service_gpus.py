@@ -20,12 +20,8 @@ ONE_NODE = SwarmLayout()
 
 @dataclass(frozen=True)
 class ServiceGpus:
-    """One service of the stack and its GPUs per task.
-
-    `gpus` is how many GPUs each task gets; `replicas` is the simulator workers' number
-    (None for a service without replicas). `pinned[i]` are the GPUs of the task in slot
-    i+1 (one entry for a service without replicas); empty when it has no GPU.
-    """
+    """One service and its GPUs per task: `gpus` per task, `replicas` (None: none),
+    `pinned[i]` the GPUs of slot i+1 (one entry without replicas; none without GPUs)."""
 
     name: str
     role: Role
@@ -43,11 +39,8 @@ class ServiceGpus:
 
 
 def service_gpus(plan: Plan, names: Collection[str], workers: int) -> tuple[ServiceGpus, ...]:
-    """Each planned service of the stack (`names`: the services of its file).
-
-    The simulator workers become replicas of the stack's one simulator service, each slot
-    with its worker's GPUs; with more simulator services than one, each keeps its own.
-    """
+    """Each planned service of the stack (`names`: its file's), the simulator workers as
+    replicas of its one simulator service, a slot each (several simulators: each its own)."""
     simulators = [s for s in plan.services if s.role is Role.SIMULATOR]
     single = sum(s.name in names for s in simulators) == 1
     per_worker = max((len(s.devices) for s in simulators if s.has_gpu), default=0)

@@ -83,12 +83,9 @@ def render_manifests(
     dra: bool = False,
     secrets: Iterable[str] = (),
 ) -> Manifests:
-    """The manifests of a plan; `model` is the stack as Compose resolves it.
-
-    With `dra`, GPUs come from ResourceClaims that name them by UUID; else from the
-    NVIDIA device plugin, which picks among the node's GPUs. The shown text masks the
-    Secrets' values, and `secrets` (the settings' secret values) wherever they appear.
-    """
+    """The manifests of a plan (`model`: the stack as Compose resolves it), GPUs from
+    ResourceClaims by UUID (`dra`) or the device plugin; the shown text masks the Secrets'
+    values and `secrets` (the settings' secret values) wherever they appear."""
     bodies: Mapping[str, Any] = model.get("services") or {}
     shapes = service_gpus(plan, bodies, workers)
     warnings: list[str] = []
