@@ -160,10 +160,11 @@ def _inputs(
     )
 
 
-def _raise(failure: DrgpuError | None) -> None:
-    """A command's failure, raised once its result is shown (exit 6: see ExitCode)."""
-    if failure is not None:
-        raise failure
+def _show(show: Callable[..., None], result: Any, *, json_output: bool) -> None:
+    """A command's result shown, then its failure raised, if any (exit 6: see ExitCode)."""
+    show(result, json_output=json_output)
+    if result.failure is not None:
+        raise result.failure
 
 
 @_command(
@@ -424,9 +425,7 @@ def status(
         prometheus=prometheus,
         on_violation=on_violation,
     )
-    result = status_command.status(options)
-    show_status(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_status, status_command.status(options), json_output=json_output)
 
 
 @_command(
@@ -463,9 +462,7 @@ def doctor(
         images=tuple(image or ()),
         probe=probe,
     )
-    result = doctor_command.doctor(options)
-    show_doctor(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_doctor, doctor_command.doctor(options), json_output=json_output)
 
 
 @_command(
@@ -520,9 +517,7 @@ def cuda_check(
         env_file=env_file,
         evaluation=evaluation,
     )
-    result = cuda_check_command.check_stack(options)
-    show_cuda_check(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_cuda_check, cuda_check_command.check_stack(options), json_output=json_output)
 
 
 @_command(
@@ -554,9 +549,7 @@ def swarm_setup(
         toolkit_config=toolkit_config,
         env_file=env_file,
     )
-    result = swarm_setup_command.swarm_setup(options)
-    show_swarm_setup(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_swarm_setup, swarm_setup_command.swarm_setup(options), json_output=json_output)
 
 
 @_command("example-env", examples=("drgpu example-env -o system.env", "drgpu example-env | less"))

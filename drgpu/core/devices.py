@@ -1,10 +1,7 @@
-"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`.
-
-A value is `all`, `auto` (drgpu chooses: see `drgpu.placement`), empty or `none`
-(no GPU), or a comma list of NVML indices
-(nvidia-smi's numbering: PCI bus order, not CUDA's fastest-first order), full or
-abbreviated GPU UUIDs, PCI bus ids and MIG UUIDs. Parsing needs no machine;
-resolving checks a parsed request against an inventory.
+"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`:
+`all`, `auto` (`drgpu.placement` chooses), empty or `none`, or a comma list of NVML
+indices (PCI bus order, not CUDA's), full or abbreviated GPU UUIDs, PCI bus ids and MIG
+UUIDs. Parsing needs no machine; resolving checks a request against an inventory.
 """
 
 from __future__ import annotations

@@ -116,30 +116,17 @@ def swarm_preflight(
     `Robomaker=true` or `Sagemaker=true` (`node_labels`: each node's labels, by id)."""
     problems: list[tuple[str, str]] = []
     if not jq_found:
-        problems.append(
-            (
-                f"{JQ} is not installed: DRfC's swarm start checks the node labels with it",
-                f"sudo apt-get install {JQ} (or your distribution's {JQ} package)",
-            )
-        )
+        why = f"{JQ} is not installed: DRfC's swarm start checks the node labels with it"
+        problems.append((why, f"sudo apt-get install {JQ} (or your distribution's {JQ} package)"))
     if checkout.evaluation:
         return problems
     if not node_labels:
-        problems.append(
-            (
-                "this engine is no swarm manager: DRfC's stacks deploy from one",
-                "docker swarm init (or run it on a manager node)",
-            )
-        )
-        return problems
+        why = "this engine is no swarm manager: DRfC's stacks deploy from one"
+        return [*problems, (why, "docker swarm init (or run it on a manager node)")]
     for label in sorted(NODE_LABELS):  # Robomaker, then Sagemaker, as DRfC checks
         if not any(labels.get(label) == "true" for labels in node_labels.values()):
-            problems.append(
-                (
-                    f"no swarm node is labelled {label}=true: DRfC's start script refuses",
-                    LABEL_FIX.format(label=label, node=this_node or "<node>"),
-                )
-            )
+            why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
+            problems.append((why, LABEL_FIX.format(label=label, node=this_node or "<node>")))
     return problems
 
 

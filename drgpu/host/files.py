@@ -1,12 +1,9 @@
 """The files drgpu reads (settings, compose and inventory files, daemon.json, its own
-packaged base stack and override header, /proc) and the environment: read here, handed
-to the pure core as texts and mappings. A file that cannot be read is a `ConfigError`
-naming it.
+packaged files, /proc) and the environment, handed to the pure core as texts and mappings.
 
-Every read is bounded (docs/limits.md): the file must be a regular file (judged on the
-opened descriptor, opened without blocking, so a FIFO, a socket or /dev/zero is refused
-before a byte is read) no larger than its kind's bound, and at most bound + 1 bytes are
-read (a file growing meanwhile is refused too)."""
+Every read is bounded (docs/limits.md): a regular file (judged on the descriptor, opened
+without blocking, so a FIFO or /dev/zero is refused before a byte is read) no larger than
+its kind's bound, of which at most bound + 1 bytes are read; else a `ConfigError`."""
 
 from __future__ import annotations
 

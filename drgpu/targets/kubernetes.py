@@ -29,28 +29,30 @@ SHARING_CONFIG_MAP = "drgpu-gpu-sharing"
 SHARING_CONFIG_KEY = "drgpu"
 # DRGPU_SHARING modes the device plugin can do itself, and their names in its config.
 PLUGIN_SHARING = {Sharing.TIMESLICE: "timeSlicing", Sharing.MPS: "mps"}
-HEADER = """\
-# Written by drgpu for {project}: Kubernetes manifests, one Deployment per service.
-# GPUs come from the NVIDIA device plugin ({resource}); each GPU service goes to a node
-# whose GPU feature discovery label {label} names the product of its planned GPUs.
-# Kubernetes cannot pin a GPU UUID without dynamic resource allocation (DRA): the plugin
-# picks which GPU of that node. Carried over from Compose: image, entrypoint, command and
-# environment; not ports, volumes or networks.
-"""
-SHARING_COMMENT = """\
-# The device plugin's GPU sharing ({mode}): each GPU counts as {replicas} {resource}.
-# Point the plugin at it: helm --set config.name={name} --set config.default={key}
-# (GPU Operator: devicePlugin.config.name and devicePlugin.config.default).
-"""
 DRA_API = "resource.k8s.io/v1"
 DRA_DRIVER = "gpu.nvidia.com"
 DEVICE_CLASSES = {False: "gpu.nvidia.com", True: "mig.nvidia.com"}  # by MIG or not
 UUID_SELECTOR = "device.attributes[{driver}].uuid == {uuid}"  # each a CEL string literal
-DRA_HEADER = """\
-# Written by drgpu for {project}: Kubernetes manifests, one Deployment per service and
-# per simulator worker. GPUs come from dynamic resource allocation ({api}, Kubernetes
+HEADER = f"""\
+# Written by drgpu for {{project}}: Kubernetes manifests, one Deployment per service.
+# GPUs come from the NVIDIA device plugin ({GPU_RESOURCE}); each GPU service goes to a node
+# whose GPU feature discovery label {PRODUCT_LABEL} names the product of its planned GPUs.
+# Kubernetes cannot pin a GPU UUID without dynamic resource allocation (DRA): the plugin
+# picks which GPU of that node. Carried over from Compose: image, entrypoint, command and
+# environment; not ports, volumes or networks.
+"""
+SHARING_COMMENT = (
+    "# The device plugin's GPU sharing ({mode}): each GPU counts as {replicas}"
+    f" {GPU_RESOURCE}.\n"
+    f"# Point the plugin at it: helm --set config.name={SHARING_CONFIG_MAP}"
+    f" --set config.default={SHARING_CONFIG_KEY}\n"
+    "# (GPU Operator: devicePlugin.config.name and devicePlugin.config.default).\n"
+)
+DRA_HEADER = f"""\
+# Written by drgpu for {{project}}: Kubernetes manifests, one Deployment per service and
+# per simulator worker. GPUs come from dynamic resource allocation ({DRA_API}, Kubernetes
 # 1.34+) through NVIDIA's DRA driver: each ResourceClaim names its GPUs by UUID (CEL
-# selectors on device class {device_class}), so each pod gets exactly its planned GPUs;
+# selectors on device class {DEVICE_CLASSES[False]}), so each pod gets exactly its planned GPUs;
 # workers planned on one GPU share its claim. Carried over from Compose: image,
 # entrypoint, command and environment (secret values in a Secret); not ports, volumes
 # or networks.
@@ -91,12 +93,10 @@ def render_manifests(
     warnings: list[str] = []
     if dra:
         parts = _dra_parts(plan, shapes, bodies, warnings)
-        header = DRA_HEADER.format(
-            project=plan.project, api=DRA_API, device_class=DEVICE_CLASSES[False]
-        )
+        header = DRA_HEADER.format(project=plan.project)
     else:
         parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
-        header = HEADER.format(project=plan.project, resource=GPU_RESOURCE, label=PRODUCT_LABEL)
+        header = HEADER.format(project=plan.project)
     hidden = _hidden_values(parts, secrets)
     text = "---\n".join([header, *(part.text() for part in parts)])
     shown = "---\n".join([header, *(part.text(masked=hidden) for part in parts)])
@@ -157,13 +157,7 @@ def _plugin_parts(
     replicas = max(shared_by.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
-        comment = SHARING_COMMENT.format(
-            mode=sharing,
-            replicas=replicas,
-            resource=GPU_RESOURCE,
-            name=SHARING_CONFIG_MAP,
-            key=SHARING_CONFIG_KEY,
-        )
+        comment = SHARING_COMMENT.format(mode=sharing, replicas=replicas)
         parts.append(_Part(_sharing_config_map(plan, plugin_sharing, replicas), comment))
     elif plugin_sharing:
         warnings.append(f"DRGPU_SHARING={sharing}, but the plan puts no two services on one GPU")
