@@ -62,13 +62,7 @@ def render(options: RenderOptions) -> Rendered:
     if drfc_swarm:  # the swarm-shaped override DRfC's `docker stack deploy -c ...` merges
         result = _swarm(drfc_stack.render_swarm, prepared, this_host=options.inventory is None)
     else:
-        result = _rendered(
-            prepared,
-            swarm=options.swarm,
-            k8s=options.k8s,
-            dra=options.dra,
-            this_host=options.inventory is None,
-        )
+        result = _rendered(prepared, options)
     if options.output is not None:
         _refuse_edited(options.output)
         write_owned_file(options.output, sealed(result.text), private=result.shown != result.text)
@@ -114,11 +108,10 @@ def _refuse_edited(path: Path) -> None:
         )
 
 
-def _rendered(
-    prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host: bool
-) -> Rendered:
-    """The target the options ask for; `this_host`: planned on this host (not --inventory),
-    so the Swarm stack is laid out for this engine's swarm."""
+def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
+    """The target the options ask for (planned on this host without --inventory, so the
+    Swarm stack is laid out for this engine's swarm)."""
+    swarm, k8s, dra = options.swarm, options.k8s, options.dra
     if swarm and k8s:
         raise ConfigError("--swarm and --k8s exclude each other")
     secrets = secret_values(prepared.config.values)  # masked in the data, before encoding
@@ -141,7 +134,7 @@ def _rendered(
     if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
 
-        return _swarm(swarm_deploy.render, prepared, this_host=this_host)
+        return _swarm(swarm_deploy.render, prepared, this_host=options.inventory is None)
     header = override_header_template()
     shown = render_override(masked_plan(prepared.plan, secrets), header)
     return Rendered(shown, render_override(prepared.plan, header), ())

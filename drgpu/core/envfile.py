@@ -37,15 +37,12 @@ _REFUSED = {
     ";": "a `;` runs a second command",
     "&": "a `&` runs a command in the background",
     "|": "a `|` pipes into a command",
-    "<": "a `<` is a redirection",
-    ">": "a `>` is a redirection",
+    **{mark: f"a `{mark}` is a redirection" for mark in "<>"},
     "(": "a `(` starts a subshell or an array",
     ")": "a `)` ends a subshell or an array",
     "`": "a backquote runs a command",
     "{": "a `{` is brace expansion (`{a,b}` sets the last one)",
-    "*": "a `*` is a glob DRfC's loop expands against the current directory",
-    "?": "a `?` is a glob DRfC's loop expands against the current directory",
-    "[": "a `[` is a glob DRfC's loop expands against the current directory",
+    **{m: f"a `{m}` is a glob DRfC's loop expands against the current directory" for m in "*?["},
 }
 _SPECIAL_PARAMETERS = set("@*#?-$!0123456789")
 # Variables bash sets itself whose value drgpu cannot know: DRfC's eval reads a value of

@@ -417,7 +417,8 @@ def _node_selector(
             f" slice is one {GPU_RESOURCE}; no {PRODUCT_LABEL} selector is set"
         )
         return {}
-    products = sorted({gpu_product(device.gpu.name) for device in devices})
+    # GPU feature discovery's product label value: the NVML name with dashes for spaces.
+    products = sorted({device.gpu.name.strip().replace(" ", "-") for device in devices})
     if len(products) > 1:
         warnings.append(
             f"{name} is planned on GPUs of different products ({', '.join(products)}):"
@@ -429,11 +430,6 @@ def _node_selector(
         warnings.append(f"{product!r} is not a label value: no {PRODUCT_LABEL} selector for {name}")
         return {}
     return {PRODUCT_LABEL: product}
-
-
-def gpu_product(name: str) -> str:
-    """GPU feature discovery's product label value: the NVML name with dashes for spaces."""
-    return name.strip().replace(" ", "-")
 
 
 def _labels(plan: Plan, shape: ServiceGpus | None, name: str | None = None) -> dict[str, str]:
