@@ -153,8 +153,11 @@ def _plugin_parts(
 ) -> list[_Part]:
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
     parts: list[_Part] = []
-    shared_by = _users_per_gpu(plan, shapes)
-    replicas = max(shared_by.values(), default=0)
+    users: dict[str, int] = {}  # how many pods the plan puts on each GPU
+    for shape in shapes:
+        for device in _devices(plan, plan.service(shape.name), shape):
+            users[device.uuid] = users.get(device.uuid, 0) + (shape.replicas or 1)
+    replicas = max(users.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
         comment = SHARING_COMMENT.format(mode=sharing, replicas=replicas)
@@ -296,15 +299,6 @@ def _devices(plan: Plan, service: ServicePlan, shape: ServiceGpus) -> tuple[Assi
         workers = (s for s in plan.services if s.role is Role.SIMULATOR and s.has_gpu)
         return tuple({device.uuid: device for s in workers for device in s.devices}.values())
     return service.devices
-
-
-def _users_per_gpu(plan: Plan, shapes: tuple[ServiceGpus, ...]) -> dict[str, int]:
-    """How many pods the plan puts on each GPU."""
-    users: dict[str, int] = {}
-    for shape in shapes:
-        for device in _devices(plan, plan.service(shape.name), shape):
-            users[device.uuid] = users.get(device.uuid, 0) + (shape.replicas or 1)
-    return users
 
 
 def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:

@@ -190,14 +190,18 @@ def render_stack(
         project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
     )
     text = header + dump_document(compose_text(document))
-    masked = {
-        **document,
-        "services": {name: _masked_service(body) for name, body in document["services"].items()},
-    }
-    hidden = (*secrets, *_secret_values(document["services"]))
-    shown = header + dump_document(
-        compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True)))
-    )
+    shown_services: dict[str, Any] = {}
+    environments: dict[str, str] = {}  # every service's, for the values of secret keys
+    for name, body in document["services"].items():
+        environment = body.get("environment")
+        shown_services[name] = body
+        if isinstance(environment, Mapping):
+            environments |= {str(k): str(v) for k, v in environment.items() if v is not None}
+            shown_environment = {k: masked(str(k), v) for k, v in environment.items()}
+            shown_services[name] = {**body, "environment": shown_environment}
+    hidden = sorted((*secrets, *secret_values(environments)), key=len, reverse=True)
+    shown_document = {**document, "services": shown_services}
+    shown = header + dump_document(compose_text(masked_data(shown_document, hidden)))
     return SwarmStack(
         project=plan.project,
         text=text,
@@ -215,29 +219,6 @@ def dump_document(document: Mapping[str, Any]) -> str:
 
     dumper = yaml.CSafeDumper  # libyaml's emitter: eight times quicker than PyYAML's
     return yaml.dump(dict(document), Dumper=dumper, sort_keys=False, default_flow_style=False)
-
-
-def _secret_values(services: Mapping[str, Any]) -> tuple[str, ...]:
-    """The values of the secret keys of every service's environment."""
-    return secret_values(
-        {
-            str(key): str(value)
-            for body in services.values()
-            if isinstance(body.get("environment"), Mapping)
-            for key, value in body["environment"].items()
-            if value is not None
-        }
-    )
-
-
-def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
-    environment = body.get("environment")
-    if not isinstance(environment, Mapping):
-        return dict(body)
-    return {
-        **body,
-        "environment": {key: masked(str(key), value) for key, value in environment.items()},
-    }
 
 
 def _stack_service(
