@@ -28,29 +28,22 @@ if TYPE_CHECKING:
     from drgpu.commands.options import InputOptions
 
 
-class _PlainHelpCommand(typer.core.TyperCommand):
+class _PlainHelp(click.Command):
     """Click's plain help, without the backslash typer puts before `[default: ...]` for rich
     (it does so even with rich_markup_mode=None)."""
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        _unescaped_help(super().format_help, ctx, formatter)
+        inner = ctx.make_formatter()
+        super().format_help(ctx, inner)
+        formatter.write(inner.getvalue().replace("\\[", "["))
 
 
-class _PlainHelpGroup(typer.core.TyperGroup):
-    """`_PlainHelpCommand`'s help for `drgpu --help`."""
-
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        _unescaped_help(super().format_help, ctx, formatter)
+class _PlainHelpCommand(_PlainHelp, typer.core.TyperCommand):
+    """A command's plain help."""
 
 
-def _unescaped_help(
-    format_help: Callable[[click.Context, click.HelpFormatter], None],
-    ctx: click.Context,
-    formatter: click.HelpFormatter,
-) -> None:
-    inner = ctx.make_formatter()
-    format_help(ctx, inner)
-    formatter.write(inner.getvalue().replace("\\[", "["))
+class _PlainHelpGroup(_PlainHelp, typer.core.TyperGroup):
+    """`drgpu --help`, plain."""
 
 
 def _examples(*lines: str) -> str:
@@ -167,17 +160,15 @@ def _inputs(
     )
 
 
-def _raise(failure: DrgpuError | None) -> None:
-    """A command's failure, raised once its result is shown (exit 6: see ExitCode)."""
-    if failure is not None:
-        raise failure
+def _show(show: Callable[..., None], result: Any, *, json_output: bool) -> None:
+    """A command's result shown, then its failure raised, if any (exit 6: see ExitCode)."""
+    show(result, json_output=json_output)
+    if result.failure is not None:
+        raise result.failure
 
 
 @_command(
-    examples=(
-        "drgpu plan",
-        "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json",
-    )
+    examples=("drgpu plan", "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json")
 )
 def plan(
     env_file: EnvFile = None,
@@ -434,9 +425,7 @@ def status(
         prometheus=prometheus,
         on_violation=on_violation,
     )
-    result = status_command.status(options)
-    show_status(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_status, status_command.status(options), json_output=json_output)
 
 
 @_command(
@@ -457,8 +446,7 @@ def doctor(
         ),
     ] = None,
     probe: Annotated[
-        bool,
-        typer.Option("--probe", help="Start a short container with a GPU device request."),
+        bool, typer.Option("--probe", help="Start a short container with a GPU device request.")
     ] = False,
     json_output: Json = False,
 ) -> None:
@@ -474,9 +462,7 @@ def doctor(
         images=tuple(image or ()),
         probe=probe,
     )
-    result = doctor_command.doctor(options)
-    show_doctor(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_doctor, doctor_command.doctor(options), json_output=json_output)
 
 
 @_command(
@@ -531,9 +517,7 @@ def cuda_check(
         env_file=env_file,
         evaluation=evaluation,
     )
-    result = cuda_check_command.check_stack(options)
-    show_cuda_check(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_cuda_check, cuda_check_command.check_stack(options), json_output=json_output)
 
 
 @_command(
@@ -565,9 +549,7 @@ def swarm_setup(
         toolkit_config=toolkit_config,
         env_file=env_file,
     )
-    result = swarm_setup_command.swarm_setup(options)
-    show_swarm_setup(result, json_output=json_output)
-    _raise(result.failure)
+    _show(show_swarm_setup, swarm_setup_command.swarm_setup(options), json_output=json_output)
 
 
 @_command("example-env", examples=("drgpu example-env -o system.env", "drgpu example-env | less"))

@@ -28,14 +28,8 @@ class GpusResult:
 
 
 def gpus() -> GpusResult:
-    """`drgpu gpus`: read NVML and the engine."""
-    return GpusResult(*read())
-
-
-def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
-    """The inventory and, for each GPU index, its holders (None, with a warning, when the
-    engine cannot be asked)."""
-    # Ask the engine (and import its SDK) while NVML starts.
+    """`drgpu gpus`: read NVML and, meanwhile, the engine (holders None, with a warning,
+    when it cannot be asked)."""
     found: list[list[ContainerFacts] | DockerError] = []
 
     def ask_engine() -> None:
@@ -50,9 +44,7 @@ def read() -> tuple[Inventory, dict[int, tuple[Holder, ...]] | None]:
     if inventory.gpus:
         inventory = replace(inventory, cuda_order=default_order(inventory))
     asking.join()
-    holders = None
     if isinstance(found[0], DockerError):
         warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
-    else:
-        holders = holders_by_gpu(inventory, found[0])
-    return inventory, holders
+        return GpusResult(inventory, None)
+    return GpusResult(inventory, holders_by_gpu(inventory, found[0]))

@@ -30,14 +30,7 @@ class InputOptions:
 
 def resolved(options: InputOptions) -> Inputs:
     """What the command acts on: flags first, then an activated DRfC shell, then defaults."""
-    return resolve_inputs(
-        env_file=options.env_file,
-        run_env=options.run_env,
-        compose_files=options.compose_files,
-        evaluation=options.evaluation,
-        environ=os.environ,
-        needs_files=options.needs_files,
-    )
+    return resolve_inputs(**vars(options), environ=os.environ)
 
 
 def settings(target: Inputs, *, quiet: bool = False) -> Config:

@@ -3,8 +3,10 @@ manifests), as printed (secret values masked) and as written to a file (real val
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
@@ -16,6 +18,10 @@ from drgpu.errors import ConfigError
 from drgpu.host.files import override_header_template
 from drgpu.host.state_files import read_own_output, write_owned_file
 from drgpu.targets.compose_override import render_override
+
+if TYPE_CHECKING:
+    from drgpu.core.facts import EngineFacts
+    from drgpu.core.service_gpus import SwarmStack
 
 
 @dataclass(frozen=True)
@@ -53,16 +59,10 @@ def render(options: RenderOptions) -> Rendered:
         target = drfc_stack.script_target(target, config)
     with inventory_file_offered():
         prepared = prepare_with(config, target, options.inventory)
-    if drfc_swarm:
-        result = _drfc_swarm_override(prepared, this_host=options.inventory is None)
+    if drfc_swarm:  # the swarm-shaped override DRfC's `docker stack deploy -c ...` merges
+        result = _swarm(drfc_stack.render_swarm, prepared, this_host=options.inventory is None)
     else:
-        result = _rendered(
-            prepared,
-            swarm=options.swarm,
-            k8s=options.k8s,
-            dra=options.dra,
-            this_host=options.inventory is None,
-        )
+        result = _rendered(prepared, options)
     if options.output is not None:
         _refuse_edited(options.output)
         write_owned_file(options.output, sealed(result.text), private=result.shown != result.text)
@@ -79,15 +79,18 @@ def _drfc_swarm(options: RenderOptions, target: Inputs, config: Config) -> bool:
     return drfc_stack.swarm_style(config) and drfc_stack.runs_scripts(target, explicit_files=False)
 
 
-def _drfc_swarm_override(prepared: Prepared, *, this_host: bool) -> Rendered:
-    """The swarm-shaped override DRfC's `docker stack deploy -c ...` merges into its stack."""
-    from drgpu.commands import drfc_stack  # lazy: start-up time outside DRfC
+def _swarm(
+    render_stack: Callable[[Prepared, EngineFacts | None], SwarmStack],
+    prepared: Prepared,
+    *,
+    this_host: bool,
+) -> Rendered:
+    """A Swarm stack file `render_stack` makes; `this_host`: laid out for this engine's swarm."""
     from drgpu.host.swarm_engine import this_swarm
 
     engine, blind = this_swarm() if this_host else (None, None)
-    stack = drfc_stack.render_swarm(prepared, engine)
-    warnings = (*stack.warnings, *([blind] if blind else []))
-    return Rendered(stack.shown_text, stack.text, warnings)
+    stack = render_stack(prepared, engine)
+    return Rendered(stack.shown_text, stack.text, (*stack.warnings, *([blind] if blind else [])))
 
 
 def _refuse_edited(path: Path) -> None:
@@ -105,11 +108,10 @@ def _refuse_edited(path: Path) -> None:
         )
 
 
-def _rendered(
-    prepared: Prepared, *, swarm: bool, k8s: bool, dra: bool, this_host: bool
-) -> Rendered:
-    """The target the options ask for; `this_host`: planned on this host (not --inventory),
-    so the Swarm stack is laid out for this engine's swarm."""
+def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
+    """The target the options ask for (planned on this host without --inventory, so the
+    Swarm stack is laid out for this engine's swarm)."""
+    swarm, k8s, dra = options.swarm, options.k8s, options.dra
     if swarm and k8s:
         raise ConfigError("--swarm and --k8s exclude each other")
     secrets = secret_values(prepared.config.values)  # masked in the data, before encoding
@@ -131,12 +133,8 @@ def _rendered(
         return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
     if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
-        from drgpu.host.swarm_engine import this_swarm
 
-        engine, blind = this_swarm() if this_host else (None, None)
-        stack = swarm_deploy.render(prepared, engine)
-        warnings = (*stack.warnings, *([blind] if blind else []))
-        return Rendered(stack.shown_text, stack.text, warnings)
+        return _swarm(swarm_deploy.render, prepared, this_host=options.inventory is None)
     header = override_header_template()
     shown = render_override(masked_plan(prepared.plan, secrets), header)
     return Rendered(shown, render_override(prepared.plan, header), ())

@@ -102,8 +102,6 @@ def verification_events(
     events = []
     for name, service in containers:
         own = [p.removeprefix(f"{name}: ") for p in problems if p.startswith(f"{name}: ")]
-        if own:
-            events.append(ProgressEvent(service, f"NOT verified: {own[0]}", failed=True))
-        else:
-            events.append(ProgressEvent(service, "verified"))
+        state = f"NOT verified: {own[0]}" if own else "verified"
+        events.append(ProgressEvent(service, state, failed=bool(own)))
     return events

@@ -114,24 +114,23 @@ def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
     for file in files:
         path = file.path
         paths.append(path)
-        for name, body in _services_of(path, file.text).items():
+        for name, written in _services_of(path, file.text).items():
+            body: dict[str, Any] = written if isinstance(written, dict) else {}
             previous = services.get(name, StackService(name=name, role=role_of(name)))
-            deploy = body.get("deploy") if isinstance(body, dict) else None
-            resources = deploy.get("resources") if isinstance(deploy, dict) else None
-            reservations = resources.get("reservations") if isinstance(resources, dict) else None
-            has_devices = isinstance(reservations, dict) and bool(reservations.get("devices"))
-            has_gpus = isinstance(body, dict) and bool(body.get("gpus"))
-            if isinstance(body, dict):
-                label, extension = _declared_roles(path, name, body)
-                labelled.update({name: label} if label else {})
-                extended.update({name: extension} if extension else {})
+            node: Any = body  # down to deploy.resources.reservations
+            for key in ("deploy", "resources", "reservations"):
+                node = node.get(key) if isinstance(node, dict) else None
+            label, extension = _declared_roles(path, name, body)
+            labelled.update({name: label} if label else {})
+            extended.update({name: extension} if extension else {})
             services[name] = StackService(
                 name=name,
                 role=previous.role,
-                has_device_requests=previous.has_device_requests or has_devices,
-                has_gpus_key=previous.has_gpus_key or has_gpus,
+                has_device_requests=previous.has_device_requests
+                or (isinstance(node, dict) and bool(node.get("devices"))),
+                has_gpus_key=previous.has_gpus_key or bool(body.get("gpus")),
                 files=(*previous.files, file.resolved),
-                keys=previous.keys | (frozenset(body) if isinstance(body, dict) else frozenset()),
+                keys=previous.keys | frozenset(body),
             )
     return Stack(
         files=tuple(paths),

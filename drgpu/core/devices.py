@@ -1,10 +1,7 @@
-"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`.
-
-A value is `all`, `auto` (drgpu chooses: see `drgpu.placement`), empty or `none`
-(no GPU), or a comma list of NVML indices
-(nvidia-smi's numbering: PCI bus order, not CUDA's fastest-first order), full or
-abbreviated GPU UUIDs, PCI bus ids and MIG UUIDs. Parsing needs no machine;
-resolving checks a parsed request against an inventory.
+"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`:
+`all`, `auto` (`drgpu.placement` chooses), empty or `none`, or a comma list of NVML
+indices (PCI bus order, not CUDA's), full or abbreviated GPU UUIDs, PCI bus ids and MIG
+UUIDs. Parsing needs no machine; resolving checks a request against an inventory.
 """
 
 from __future__ import annotations
@@ -137,10 +134,7 @@ def _parse_token(token: str) -> Selector:
 
 
 def resolve(request: DeviceRequest, inventory: Inventory) -> tuple[list[Assignment], list[str]]:
-    """The devices a request names on a machine, and every problem found on the way.
-
-    `auto` names none here: `drgpu.placement` chooses them.
-    """
+    """The devices a request names on a machine (`auto`: none), and every problem found."""
     if request.all:
         return _everything(inventory), []
     assignments: list[Assignment] = []
@@ -186,15 +180,17 @@ def _everything(inventory: Inventory) -> list[Assignment]:
 def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
     if selector.kind is SelectorKind.CUDA_ORDINAL:
         return None, f"{selector.text!r} is torch's device string, not a device list"
-    if selector.kind is SelectorKind.MIG_UUID:
-        return _resolve_mig(selector, inventory)
-    gpus = _matching_gpus(selector, inventory)
-    if not gpus:
-        return None, f"no GPU matches {selector.text!r}; {describe_inventory(inventory)}"
-    if len(gpus) > 1:
-        names = ", ".join(gpu.uuid for gpu in gpus)
+    mig = selector.kind is SelectorKind.MIG_UUID
+    matches = _matches(selector, inventory)
+    if not matches:
+        what = "MIG device" if mig else "GPU"
+        return None, f"no {what} matches {selector.text!r}; {describe_inventory(inventory)}"
+    if len(matches) > 1:
+        names = ", ".join(found.uuid for found in matches)
         return None, f"{selector.text!r} is ambiguous: it matches {names}"
-    gpu = gpus[0]
+    if mig:
+        return matches[0], None
+    gpu = matches[0].gpu
     if gpu.lost:
         where = gpu.pci_bus_id or "bus id unknown"
         return None, f"GPU {gpu.index} ({where}) is lost: NVML cannot reach it"
@@ -207,30 +203,22 @@ def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment |
     return Assignment(gpu), None
 
 
-def _matching_gpus(selector: Selector, inventory: Inventory) -> list[Gpu]:
+def _matches(selector: Selector, inventory: Inventory) -> list[Assignment]:
+    """The devices `selector` names: an exact UUID, else every UUID it starts."""
     if selector.kind is SelectorKind.INDEX:
-        return [gpu for gpu in inventory.gpus if gpu.index == selector.index]
+        return [Assignment(gpu) for gpu in inventory.gpus if gpu.index == selector.index]
     if selector.kind is SelectorKind.PCI_BUS_ID:
         wanted = normalize_pci_bus_id(selector.text)
-        return [gpu for gpu in inventory.gpus if gpu.pci_bus_id == wanted]
+        return [Assignment(gpu) for gpu in inventory.gpus if gpu.pci_bus_id == wanted]
     prefix = selector.text.lower()
-    exact = [gpu for gpu in inventory.gpus if gpu.uuid.lower() == prefix]
-    return exact or [gpu for gpu in inventory.gpus if gpu.uuid.lower().startswith(prefix)]
-
-
-def _resolve_mig(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
-    prefix = selector.text.lower()
-    candidates = [
-        Assignment(gpu, mig)
-        for gpu in inventory.gpus
-        for mig in gpu.mig_devices
-        if gpu.mig_mode and mig.uuid.lower().startswith(prefix)
-    ]
-    exact = [found for found in candidates if found.uuid.lower() == prefix]
-    matches = exact or candidates
-    if not matches:
-        return None, f"no MIG device matches {selector.text!r}; {describe_inventory(inventory)}"
-    if len(matches) > 1:
-        names = ", ".join(found.uuid for found in matches)
-        return None, f"{selector.text!r} is ambiguous: it matches {names}"
-    return matches[0], None
+    found = (
+        [
+            Assignment(gpu, mig)
+            for gpu in inventory.gpus
+            for mig in (gpu.mig_devices if gpu.mig_mode else ())
+            if mig.uuid.lower().startswith(prefix)
+        ]
+        if selector.kind is SelectorKind.MIG_UUID
+        else [Assignment(gpu) for gpu in inventory.gpus if gpu.uuid.lower().startswith(prefix)]
+    )
+    return [one for one in found if one.uuid.lower() == prefix] or found

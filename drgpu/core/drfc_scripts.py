@@ -1,30 +1,11 @@
-"""What DeepRacer-for-cloud's own start and stop scripts do with Compose, and how drgpu
-runs them with its override. Pure: paths, settings and plans in, commands out.
+"""What DeepRacer-for-cloud's own start and stop scripts do with Compose (or, in swarm
+style, `docker stack deploy`), and how drgpu runs them with its override appended to their
+compose-file list (docs/drfc.md). Pure: paths, settings and plans in, commands out.
 
-DRfC's `scripts/training/start.sh` reads its compose files from `DR_TRAIN_COMPOSE_FILE`
-(`-f a.yml -f b.yml`), adds `docker-compose-mount.yml` when `DR_ROBOMAKER_MOUNT_LOGS`
-is true and `docker-compose-robomaker-multi.yml` when `DR_WORKERS` > 1 (compose style),
-and runs `docker compose $FILES -p deepracer-$DR_RUN_ID up -d --scale
-robomaker=$DR_WORKERS`. Evaluation (`scripts/evaluation/start.sh`) reads
-`DR_EVAL_COMPOSE_FILE`, project `deepracer-eval-$DR_RUN_ID`, one robomaker, no scale.
-The stop scripts run `docker compose <the first file> -p <project> down`.
-
-drgpu appends its override to the variable's list, so every file DRfC adds after it
-still merges as DRfC means. `--scale robomaker=N` sets the replicas of `robomaker`
-whatever the files say, and Compose cannot give replicas of one service different
-GPUs (docker/compose#11863), so drgpu's workers are the services `robomaker-1..N`
-(one planned GPU each) and `robomaker` becomes a placeholder: each replica the scale
-asks for runs `true` and exits at once, with no GPU; `drgpu up` removes them once the
-stack is verified. `COMPOSE_REMOVE_ORPHANS=1` makes the stop script's `down`, which
-reads only the first file, also remove the workers.
-
-In swarm style (`DR_DOCKER_STYLE=swarm`, the list written `-c a.yml -c b.yml`) the start
-scripts check with `jq` that some swarm node carries each of the labels `Robomaker` and
-`Sagemaker` (training only), then run `docker stack deploy $FILES [--detach=true]
-<project>` (`--detach=true` when `DR_DOCKER_MAJOR_VERSION` > 24); the stop scripts run
-`docker stack rm <project>`. drgpu appends its swarm-shaped override
-(`targets.swarm_override`) to the `-c` list; DRfC's `replicas: ${DR_WORKERS}` stays, so
-there is no placeholder.
+Compose style: `--scale robomaker=N` cannot give replicas different GPUs
+(docker/compose#11863), so drgpu's workers are `robomaker-1..N` and `robomaker` becomes a
+placeholder whose replicas run `true`; COMPOSE_REMOVE_ORPHANS=1 lets the stop script's
+`down` remove the workers too. Swarm style keeps DRfC's `replicas:`, so no placeholder.
 """
 
 from __future__ import annotations
@@ -135,30 +116,17 @@ def swarm_preflight(
     `Robomaker=true` or `Sagemaker=true` (`node_labels`: each node's labels, by id)."""
     problems: list[tuple[str, str]] = []
     if not jq_found:
-        problems.append(
-            (
-                f"{JQ} is not installed: DRfC's swarm start checks the node labels with it",
-                f"sudo apt-get install {JQ} (or your distribution's {JQ} package)",
-            )
-        )
+        why = f"{JQ} is not installed: DRfC's swarm start checks the node labels with it"
+        problems.append((why, f"sudo apt-get install {JQ} (or your distribution's {JQ} package)"))
     if checkout.evaluation:
         return problems
     if not node_labels:
-        problems.append(
-            (
-                "this engine is no swarm manager: DRfC's stacks deploy from one",
-                "docker swarm init (or run it on a manager node)",
-            )
-        )
-        return problems
+        why = "this engine is no swarm manager: DRfC's stacks deploy from one"
+        return [*problems, (why, "docker swarm init (or run it on a manager node)")]
     for label in sorted(NODE_LABELS):  # Robomaker, then Sagemaker, as DRfC checks
         if not any(labels.get(label) == "true" for labels in node_labels.values()):
-            problems.append(
-                (
-                    f"no swarm node is labelled {label}=true: DRfC's start script refuses",
-                    LABEL_FIX.format(label=label, node=this_node or "<node>"),
-                )
-            )
+            why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
+            problems.append((why, LABEL_FIX.format(label=label, node=this_node or "<node>")))
     return problems
 
 

@@ -38,15 +38,12 @@ _REFUSED = {
     ";": "a `;` runs a second command",
     "&": "a `&` runs a command in the background",
     "|": "a `|` pipes into a command",
-    "<": "a `<` is a redirection",
-    ">": "a `>` is a redirection",
+    **{mark: f"a `{mark}` is a redirection" for mark in "<>"},
     "(": "a `(` starts a subshell or an array",
     ")": "a `)` ends a subshell or an array",
     "`": "a backquote runs a command",
     "{": "a `{` is brace expansion (`{a,b}` sets the last one)",
-    "*": "a `*` is a glob DRfC's loop expands against the current directory",
-    "?": "a `?` is a glob DRfC's loop expands against the current directory",
-    "[": "a `[` is a glob DRfC's loop expands against the current directory",
+    **{m: f"a `{m}` is a glob DRfC's loop expands against the current directory" for m in "*?["},
 }
 _SPECIAL_PARAMETERS = set("@*#?-$!0123456789")
 # Variables bash sets itself whose value drgpu cannot know: DRfC's eval reads a value of
@@ -157,31 +154,16 @@ def _read_line(
     words = [word for word in _WORD_SEPARATORS.split(line) if word]
     if not words:
         return None
-    secret = _secret_name(words)
-    if secret is not None:
-        try:
-            return _read_words(line, words, lookup)
-        except _Unreadable as exc:
-            raise _Unreadable(_secret_reason(secret, exc), exc.hint) from None
-    return _read_words(line, words, lookup)
-
-
-def _secret_name(words: list[str]) -> str | None:
-    """The first secret name (`drgpu.core.secrets`) a line's words assign or name, if any:
-    an error about such a line names it, never a word of its value."""
-    for word in words:
-        name = word.partition("=")[0]
-        if is_secret(name):
-            return name
-    return None
-
-
-def _secret_reason(name: str, exc: _Unreadable) -> str:
-    """Why a line holding secret `name` is unreadable, without a word of what it holds."""
-    if not exc.echoes:
-        return exc.reason
-    why = exc.plain or "it is not a setting DRfC's activate.sh reads as written"
-    return f"the line of secret {name} (its value is not shown): {why}"
+    try:
+        return _read_words(line, words, lookup)
+    except _Unreadable as exc:  # a line naming a secret: told without a word of its value
+        names = (word.partition("=")[0] for word in words)
+        secret = next((name for name in names if is_secret(name)), None)
+        if secret is None or not exc.echoes:
+            raise
+        why = exc.plain or "it is not a setting DRfC's activate.sh reads as written"
+        why = f"the line of secret {secret} (its value is not shown): {why}"
+        raise _Unreadable(why, exc.hint) from None
 
 
 def _read_words(

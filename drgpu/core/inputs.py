@@ -43,14 +43,9 @@ def resolve_inputs(
     environ: Mapping[str, str],
     needs_files: bool = True,
 ) -> Inputs:
-    """The target of a command from its flags and the environment.
-
-    In an activated DRfC shell (`DR_DIR` set) the settings are `$DR_DIR/system.env` and
-    `$DR_CONFIG`, the compose files `DR_TRAIN_COMPOSE_FILE` (`DR_EVAL_COMPOSE_FILE` with
-    `evaluation`); an explicit `--env-file` or `-f`/`-c` replaces its part.
-    `needs_files`: the command reads compose files, so a DRfC shell without a list of
-    them is an error rather than a silent switch to drgpu's own stack.
-    """
+    """The target of a command from its flags and the environment: in an activated DRfC
+    shell its system.env, `$DR_CONFIG` and compose-file list, unless a flag names its own.
+    `needs_files`: a DRfC shell without a compose-file list is an error, not drgpu's stack."""
     for flag, named in (("--env-file", env_file), ("--run-env", run_env)):
         if named is not None and not named.name:  # '' (typer's '.'), '/', '.': no file
             raise ConfigError(f"{flag} names no file: give the path of a settings file")

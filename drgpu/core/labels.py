@@ -65,12 +65,8 @@ def claims(containers: Iterable[tuple[str, Mapping[str, str]]]) -> tuple[Claim, 
 
 
 def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPU (or MIG) UUIDs drgpu gave a container itself.
-
-    From its `drgpu.gpus` label; for a Swarm replica, its slot's entry of
-    `drgpu.gpus_by_slot` (the slot is in the task's name, `<service>.<slot>.<id>`); for a
-    Swarm task that reserves generic resources, what the engine gave it.
-    """
+    """The GPU (or MIG) UUIDs drgpu gave a container: its `drgpu.gpus`; a Swarm replica's
+    slot entry (task name `<service>.<slot>.<id>`); or what the engine gave a reserving task."""
     by_slot = labels.get(GPUS_BY_SLOT)
     if by_slot:
         slot = labels.get(SWARM_TASK_NAME, "").split(".")[-2:-1]

@@ -51,23 +51,11 @@ class Holder:
 
 
 def holder_labels(holder: Holder) -> dict[str, str]:
-    """The labels of the lock object that `holder` creates."""
-    process = holder.process
-    return {
-        LOCK_LABEL: "1",
-        f"{PREFIX}pid": str(process.pid),
-        f"{PREFIX}start_ticks": str(process.start_ticks),
-        f"{PREFIX}boot_id": process.boot_id,
-        f"{PREFIX}pid_namespace": process.pid_namespace,
-        f"{PREFIX}host": process.host,
-        f"{PREFIX}machine_id": process.machine_id,
-        f"{PREFIX}booted": process.booted,
-        f"{PREFIX}user": holder.user,
-        f"{PREFIX}command": holder.command,
-        f"{PREFIX}project": holder.project,
-        f"{PREFIX}since": holder.since,
-        f"{PREFIX}volumes_before": json.dumps(list(holder.volumes_before)),
-    }
+    """The labels of the lock object that `holder` creates: a label per field."""
+    fields = {**vars(holder.process), **vars(holder)}
+    fields["volumes_before"] = json.dumps(list(holder.volumes_before))
+    del fields["process"]
+    return {LOCK_LABEL: "1", **{f"{PREFIX}{key}": str(value) for key, value in fields.items()}}
 
 
 def _label_number(text: str) -> int:

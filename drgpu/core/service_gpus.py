@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from drgpu.core import labels
-from drgpu.core.model import Plan, Role, ServicePlan
+from drgpu.core.model import Plan, Role
 from drgpu.core.modes import Sharing
 from drgpu.core.swarm_node import PINNED_VARIABLE, SwarmLayout
 
@@ -20,12 +20,8 @@ ONE_NODE = SwarmLayout()
 
 @dataclass(frozen=True)
 class ServiceGpus:
-    """One service of the stack and its GPUs per task.
-
-    `gpus` is how many GPUs each task gets; `replicas` is the simulator workers' number
-    (None for a service without replicas). `pinned[i]` are the GPUs of the task in slot
-    i+1 (one entry for a service without replicas); empty when it has no GPU.
-    """
+    """One service and its GPUs per task: `gpus` per task, `replicas` (None: none),
+    `pinned[i]` the GPUs of slot i+1 (one entry without replicas; none without GPUs)."""
 
     name: str
     role: Role
@@ -43,56 +39,27 @@ class ServiceGpus:
 
 
 def service_gpus(plan: Plan, names: Collection[str], workers: int) -> tuple[ServiceGpus, ...]:
-    """Each planned service of the stack (`names`: the services of its file).
-
-    The simulator workers become replicas of the stack's one simulator service, each slot
-    with its worker's GPUs; with more simulator services than one, each keeps its own.
-    """
-    simulators = [s for s in plan.services if s.role is Role.SIMULATOR and s.name in names]
-    workers_gpus = [
-        s.devices
-        for s in plan.services
-        if s.role is Role.SIMULATOR and s.has_gpu and s.name not in names
-    ]
-    per_worker = max(
-        (len(s.devices) for s in plan.services if s.role is Role.SIMULATOR and s.has_gpu),
-        default=0,
+    """Each planned service of the stack (`names`: its file's), the simulator workers as
+    replicas of its one simulator service, a slot each (several simulators: each its own)."""
+    simulators = [s for s in plan.services if s.role is Role.SIMULATOR]
+    single = sum(s.name in names for s in simulators) == 1
+    per_worker = max((len(s.devices) for s in simulators if s.has_gpu), default=0)
+    by_slot = tuple(
+        tuple(device.uuid for device in s.devices)
+        for s in simulators
+        if s.has_gpu and s.name not in names
     )
-    single_simulator = len(simulators) == 1
-    by_slot = tuple(tuple(device.uuid for device in devices) for devices in workers_gpus)
-    return tuple(
-        _service_gpus(
-            service,
-            workers=workers if single_simulator else None,
-            per_worker=per_worker,
-            by_slot=by_slot if single_simulator and service.role is Role.SIMULATOR else (),
+    shapes = []
+    for service in (s for s in plan.services if s.name in names):
+        uuids = tuple(device.uuid for device in service.devices) if service.has_gpu else ()
+        replicas, gpus = None, len(uuids)
+        pinned: tuple[tuple[str, ...], ...] = (uuids,) if uuids else ()
+        if service.role is Role.SIMULATOR and single:
+            replicas, gpus, pinned = workers, per_worker, by_slot or pinned
+        shapes.append(
+            ServiceGpus(service.name, service.role, gpus, replicas, pinned if gpus else ())
         )
-        for service in plan.services
-        if service.name in names
-    )
-
-
-def _service_gpus(
-    service: ServicePlan,
-    *,
-    workers: int | None,
-    per_worker: int,
-    by_slot: tuple[tuple[str, ...], ...],
-) -> ServiceGpus:
-    uuids = tuple(device.uuid for device in service.devices) if service.has_gpu else ()
-    replicas = None
-    pinned: tuple[tuple[str, ...], ...] = (uuids,) if uuids else ()
-    gpus = len(uuids)
-    if service.role is Role.SIMULATOR and workers is not None:
-        replicas, gpus = workers, per_worker
-        pinned = by_slot or pinned
-    return ServiceGpus(
-        name=service.name,
-        role=service.role,
-        gpus=gpus,
-        replicas=replicas,
-        pinned=pinned if gpus else (),
-    )
+    return tuple(shapes)
 
 
 def own_gpus_environment(gpus: int) -> dict[str, str]:

@@ -1,10 +1,6 @@
-"""system.env (and run.env on top of it), evaluated as DeepRacer-for-cloud's activation
-evaluates them (`drgpu.core.envfile`), from texts and an environment mapping that
-`drgpu.host.files` reads.
-
-DeepRacer-for-cloud's `DR_*` keys work unchanged; drgpu's own keys start with
-`DRGPU_`. Every key drgpu reads is declared once, in `SETTINGS`.
-"""
+"""system.env (and run.env on top), evaluated as DRfC's activation does (`core.envfile`).
+DRfC's `DR_*` keys work unchanged; drgpu's own start with `DRGPU_`. Every key drgpu reads
+is declared once, in `SETTINGS`."""
 
 from __future__ import annotations
 
@@ -33,15 +29,6 @@ from drgpu.core.numbers import whole_number
 from drgpu.core.redaction import redact, secret_values
 from drgpu.errors import ConfigError
 
-__all__ = [
-    "Config",
-    "Origin",
-    "SettingsFiles",
-    "config_from_texts",
-    "config_from_values",
-    "settings_files",
-]
-
 TRAINER_DEVICES_KEY = "DR_SAGEMAKER_CUDA_DEVICES"
 SIMULATOR_DEVICES_KEY = "DR_ROBOMAKER_CUDA_DEVICES"
 TRAINER_ALIAS_KEY = "DRGPU_TRAINER_DEVICES"
@@ -67,9 +54,8 @@ class _Invalid(Exception):
 
 
 def _run_id(text: str) -> str:
-    """DR_RUN_ID checked: its spelling, its length, and not `eval-N`, which is how drgpu's
-    labels name the evaluation of run N (`run_key`): a run called so would be taken for
-    it (its GPUs, its `down`)."""
+    """DR_RUN_ID checked: spelling, length, and not `eval-N` (`run_key` of run N's
+    evaluation, whose GPUs and `down` it would be taken for)."""
     if not _RUN_ID.match(text):
         raise _Invalid(f"{_shown(text)} must be lowercase letters, digits, '-' or '_'")
     if len(text) > MAX_RUN_ID_LENGTH:
@@ -133,9 +119,8 @@ def _memory(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class Setting:
-    """One key drgpu reads: what an unset or empty key means ("": nothing), what it is
-    for, and how its value is parsed into the `Config` field of its name (`field`); None:
-    drgpu reads it where it is used."""
+    """One key drgpu reads: its default ("": nothing), help, and parser into the `Config`
+    field of its name (None: read where it is used)."""
 
     key: str
     default: str
@@ -184,14 +169,12 @@ MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
 
 
 def project_name(run_id: str, *, evaluation: bool) -> str:
-    """The compose project name of a run, as DeepRacer-for-cloud names it (its evaluation
-    of a run is a project of its own)."""
+    """The compose project name of a run (or its evaluation), as DRfC names it."""
     return f"deepracer-eval-{run_id}" if evaluation else f"deepracer-{run_id}"
 
 
 def run_key(run_id: str, *, evaluation: bool) -> str:
-    """A run as drgpu's labels name it: an evaluation (`eval-<id>`) holds its GPUs apart
-    from the training of the same `DR_RUN_ID`."""
+    """A run as drgpu's labels name it: its evaluation is `eval-<id>`."""
     return f"{EVALUATION_PREFIX}{run_id}" if evaluation else run_id
 
 
@@ -245,8 +228,7 @@ class Config:
         return swarm_flag or self.docker_style == DockerStyle.SWARM
 
     def refuse_key_mistakes(self) -> None:
-        """Raise a `ConfigError` for the first key that looks like a GPU key but is none
-        (`up`, `render` and `drfc-env` refuse them; `plan` shows them as warnings)."""
+        """A `ConfigError` for the first key that looks like a GPU key but is none."""
         if self.key_mistakes:
             raise ConfigError(
                 self.key_mistakes[0],
@@ -255,8 +237,8 @@ class Config:
 
     @property
     def wants_gpu(self) -> bool:
-        """Whether any service asks for a GPU (and NVML is therefore needed; a trainer
-        whose key is not set asks for one only where NVML answers)."""
+        """Whether any service asks for a GPU (an unset trainer key: only where NVML
+        answers)."""
         return (
             (self.trainer_devices.wants_gpu and not self.trainer_defaulted)
             or self.simulator_devices.wants_gpu
@@ -275,11 +257,9 @@ class SettingsFiles:
 def settings_files(
     env_file: Path, run_env: Path | None, existing: Collection[Path], *, drfc: bool = False
 ) -> SettingsFiles:
-    """`env_file`, then `run_env` (default: the run.env beside it, when present), as
-    DeepRacer-for-cloud's activation reads them; `existing`: which of `env_file`, `run_env`
-    and the run.env beside are files. A missing one is a `ConfigError`, or with `drfc` (an
-    activated shell, whose scripts read system.env alone then) a warning.
-    """
+    """`env_file`, then `run_env` (default: the run.env beside it, when present);
+    `existing`: which of those are files. A missing one is a `ConfigError`, or with `drfc`
+    (an activated shell, whose scripts read system.env alone then) a warning."""
     if env_file not in existing:
         raise ConfigError(
             f"no settings file at {env_file}",
@@ -308,16 +288,10 @@ def config_from_texts(
     drfc: bool = False,
     warnings: Sequence[str] = (),
 ) -> Config:
-    """The settings of files' `texts` (path and text, in `settings_files`'s order),
-    evaluated as DeepRacer-for-cloud's activation does: `$VAR` references see earlier
-    keys, then `environ` (the shell's environment, never changed). `warnings`: what
-    choosing the files warned of, shown first.
-
-    `drfc`: an activated DeepRacer-for-cloud shell (`drgpu.core.drfc`). Then its
-    exported `DR_*` keys count where the files do not set them (as for DRfC's own
-    scripts), and what activation derives from the files (`DR_RUN_ID`'s default, the
-    ports, `AWS_DEFAULT_REGION`) is derived again.
-    """
+    """The settings of files' `texts` (path, text), evaluated as DRfC's activation does:
+    `$VAR` sees earlier keys, then `environ` (never changed); `warnings` come first. With
+    `drfc` (an activated shell) its exported `DR_*` keys count where the files set none,
+    and `activation_exports` derives its keys again."""
     read = read_env_texts(list(texts), environ)
     values = dict(read.values)
     if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
@@ -396,9 +370,8 @@ _GPU_WORDS = re.compile(r"CUDA|GPU|DEVICE")
 
 
 def gpu_key_mistakes(values: Mapping[str, str], origins: Mapping[str, Origin]) -> tuple[str, ...]:
-    """One line for each key of the settings that looks like a GPU key of drgpu or
-    DeepRacer-for-cloud but is none (a typo, another case, a missing S), naming the key
-    meant; and for CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES, the keys to use."""
+    """A line for each key of the files that looks like a GPU key but is none (a typo,
+    another case), naming the key meant, or the keys to use instead."""
     found = []
     for key in values:
         origin = origins.get(key)
@@ -468,8 +441,7 @@ def service_devices_key(service: str) -> str:
 def role_devices_key(
     values: Mapping[str, str], key: str, alias: str, fail: Callable[[str, str], ConfigError]
 ) -> str:
-    """Which of a role's two keys holds its devices (the alias when both are written,
-    which must then agree)."""
+    """Which of a role's two keys holds its devices (both written: the alias; they agree)."""
     if alias not in values:
         return key
     if key in values:

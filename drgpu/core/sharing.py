@@ -1,11 +1,7 @@
-"""GPU sharing (DRGPU_SHARING): what `timeslice` and `mps` add to a plan's services.
-
-- exclusive: nothing (overlaps were refused while planning).
-- timeslice: every service with a GPU is told to grow its memory instead of taking it
-  all (TensorFlow and PyTorch), so that processes on one GPU do not starve each other.
-- mps: an MPS control daemon for the GPUs two or more services share; each service on
-  them becomes an MPS client (shared IPC namespace and pipe directory, thread and pinned
-  memory limits from system.env) that starts after the daemon.
+"""GPU sharing (DRGPU_SHARING, docs/sharing.md): `exclusive` adds nothing (overlaps were
+refused while planning); `timeslice` tells each GPU service to grow its memory instead of
+taking it all; `mps` runs an MPS control daemon for the GPUs two or more services share,
+each service on them its client (shared IPC and pipe directory, limits from system.env).
 """
 
 from __future__ import annotations

@@ -39,15 +39,10 @@ def is_mig_uuid(text: str) -> bool:
 
 def parse_pci_bus_id(text: str) -> tuple[int, int, int, int] | None:
     """(domain, bus, device, function) of a PCI bus id, or None if `text` is not one."""
-    match = _PCI_BUS_ID.match(text.strip())
-    if match is None:
+    if (match := _PCI_BUS_ID.match(text.strip())) is None:
         return None
-    return (
-        int(match["domain"] or "0", 16),
-        int(match["bus"], 16),
-        int(match["device"], 16),
-        int(match["function"]),
-    )
+    domain, bus, device, function = match.groups()
+    return int(domain or "0", 16), int(bus, 16), int(device, 16), int(function)
 
 
 def normalize_pci_bus_id(text: str) -> str:
@@ -63,6 +58,7 @@ def normalize_pci_bus_id(text: str) -> str:
 MAX_GPUS = 1024
 MAX_MEMORY_MIB = 1 << 30  # a PiB: more than any GPU has
 MAX_PID = 1 << 22  # Linux's pid_max limit
+_PROCESS_KEYS = (("processes", "C"), ("graphics_processes", "G"))  # and their kinds
 
 
 def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
@@ -85,7 +81,7 @@ def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
     for key in ("driver_version", "init_error"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise ConfigError(f"{source}: {key} must be text")
-    indexed = tuple(_with_index(gpu, index) for index, gpu in enumerate(gpus))
+    indexed = tuple(replace(gpu, index=index) for index, gpu in enumerate(gpus))
     return Inventory(
         gpus=indexed,
         driver_version=data.get("driver_version"),
@@ -99,10 +95,7 @@ def _cuda_order(data: Any, count: int, source: str) -> tuple[int, ...] | None:
     """The optional `cuda_order`: the NVML index of each CUDA ordinal, in CUDA's order."""
     if data is None:
         return None
-    if not isinstance(data, list) or not all(
-        isinstance(index, int) and not isinstance(index, bool) and 0 <= index < count
-        for index in data
-    ):
+    if not isinstance(data, list) or not all(_is_whole(index, 0, count - 1) for index in data):
         raise ConfigError(
             f"{source}: cuda_order must list NVML indices (0 to {count - 1}) in CUDA's order"
         )
@@ -255,7 +248,7 @@ def _mig_uuid(mig: dict[str, Any]) -> str:
 
 def _processes_from_json(item: dict[str, Any]) -> tuple[GpuProcess, ...]:
     entries: list[tuple[int, int, str]] = []
-    for key, kind in (("processes", "C"), ("graphics_processes", "G")):
+    for key, kind in _PROCESS_KEYS:
         listed = item.get(key) or []
         if not isinstance(listed, list) or not all(isinstance(proc, dict) for proc in listed):
             raise ValueError(f"{key} is not a list of objects")
@@ -284,10 +277,6 @@ def merge_processes(entries: Iterable[tuple[int, int, str]]) -> tuple[GpuProcess
     return tuple(found.values())
 
 
-def _with_index(gpu: Gpu, index: int) -> Gpu:
-    return replace(gpu, index=index)
-
-
 def _gpu_to_json(gpu: Gpu) -> dict[str, Any]:
     return {
         "index": gpu.index,
@@ -302,16 +291,14 @@ def _gpu_to_json(gpu: Gpu) -> dict[str, Any]:
         "mig_devices": [
             {"uuid": mig.uuid, "memory_total_mib": mig.memory_total_mib} for mig in gpu.mig_devices
         ],
-        "processes": [
-            {"pid": proc.pid, "used_memory_mib": proc.used_memory_mib}
-            for proc in gpu.processes
-            if "C" in proc.kind
-        ],
-        "graphics_processes": [
-            {"pid": proc.pid, "used_memory_mib": proc.used_memory_mib}
-            for proc in gpu.processes
-            if "G" in proc.kind
-        ],
+        **{
+            key: [
+                {"pid": proc.pid, "used_memory_mib": proc.used_memory_mib}
+                for proc in gpu.processes
+                if kind in proc.kind
+            ]
+            for key, kind in _PROCESS_KEYS
+        },
         "error": gpu.error,
         "processes_error": gpu.processes_unknown,
     }

@@ -1,19 +1,16 @@
 """The files drgpu reads (settings, compose and inventory files, daemon.json, its own
-packaged base stack and override header, /proc) and the environment: read here, handed
-to the pure core as texts and mappings. A file that cannot be read is a `ConfigError`
-naming it.
+packaged files, /proc) and the environment, handed to the pure core as texts and mappings.
 
-Every read is bounded (docs/limits.md): the file must be a regular file (judged on the
-opened descriptor, opened without blocking, so a FIFO, a socket or /dev/zero is refused
-before a byte is read) no larger than its kind's bound, and at most bound + 1 bytes are
-read (a file growing meanwhile is refused too)."""
+Every read is bounded (docs/limits.md): a regular file (judged on the descriptor, opened
+without blocking, so a FIFO or /dev/zero is refused before a byte is read) no larger than
+its kind's bound, of which at most bound + 1 bytes are read; else a `ConfigError`."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from enum import IntEnum
 from pathlib import Path
 
@@ -24,8 +21,6 @@ from drgpu.core.settings import Config, config_from_texts, settings_files
 from drgpu.core.topology import inventory_from_text
 from drgpu.errors import ConfigError
 
-BASE_STACK_NAME = "docker-compose.yml"
-OVERRIDE_HEADER_NAME = "override-header.txt"
 EXAMPLE_SETTINGS_NAME = "system.env.example"
 
 _MIB = 1024 * 1024
@@ -87,10 +82,7 @@ def _our_stdin(found: os.stat_result) -> bool:
         ours = os.fstat(0)
     except OSError:
         return False
-    return stat.S_ISFIFO(found.st_mode) and (found.st_dev, found.st_ino) == (
-        ours.st_dev,
-        ours.st_ino,
-    )
+    return stat.S_ISFIFO(found.st_mode) and os.path.samestat(found, ours)
 
 
 def read_text_bounded(
@@ -164,7 +156,7 @@ def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> C
     existing = {path for path in (target.env_file, run_env) if exists(path)}
     chosen = settings_files(target.env_file, target.run_env, existing, drfc=target.drfc_settings)
     return config_from_texts(
-        [(path, _settings_text(path)) for path in chosen.paths],
+        [(path, read_text_bounded(path, Bound.SETTINGS, "settings file")) for path in chosen.paths],
         shell_environment() if environ is None else environ,
         evaluation=target.evaluation,
         drfc=target.drfc_settings,
@@ -185,37 +177,27 @@ def shell_environment() -> dict[str, str]:
     }
 
 
-def exists(path: Path) -> bool:
-    """Whether anything is at `path` (a FIFO or a device too: reading it is refused with
-    what it is); a name the system refuses (too long) is a `ConfigError`."""
+def exists(path: Path, *, file: bool = False) -> bool:
+    """Whether anything (with `file`: a file) is at `path` (a FIFO or a device too: reading
+    it is refused with what it is); a name the system refuses (too long) is a `ConfigError`."""
     try:
-        return path.exists()
+        return path.is_file() if file else path.exists()
     except OSError as exc:
         raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
 
 
 def is_file(path: Path) -> bool:
-    """Whether `path` is a file; a name the system refuses (too long) is a `ConfigError`."""
-    try:
-        return path.is_file()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
-
-
-def _settings_text(path: Path) -> str:
-    return read_text_bounded(path, Bound.SETTINGS, "settings file")
+    """`exists(path, file=True)`."""
+    return exists(path, file=True)
 
 
 def load_stack(files: Sequence[Path]) -> Stack:
     """The stack of compose files. Each is read when the core comes to it, so the first
     problem in file order is the one reported."""
-    return stack_from_texts(_compose_texts(files))
-
-
-def _compose_texts(files: Sequence[Path]) -> Iterator[ComposeText]:
-    for path in files:
-        text = read_text_bounded(path, Bound.COMPOSE, "compose file")
-        yield ComposeText(path=path, resolved=path.resolve(), text=text)
+    return stack_from_texts(
+        ComposeText(path, path.resolve(), read_text_bounded(path, Bound.COMPOSE, "compose file"))
+        for path in files
+    )
 
 
 def load_inventory(path: Path) -> Inventory:
@@ -226,7 +208,7 @@ def load_inventory(path: Path) -> Inventory:
 
 def base_stack_file() -> Path:
     """drgpu's own base stack: `compose/docker-compose.yml` (installed or in the source tree)."""
-    found = _packaged("compose", BASE_STACK_NAME)
+    found = _packaged("compose", "docker-compose.yml")
     if found is None:
         raise ConfigError("drgpu's base stack is missing from this installation", hint="reinstall")
     return found
@@ -235,7 +217,7 @@ def base_stack_file() -> Path:
 def override_header_template() -> str | None:
     """The header template of the compose override (`templates/override-header.txt`);
     None where this installation lacks it."""
-    found = _packaged("templates", OVERRIDE_HEADER_NAME)
+    found = _packaged("templates", "override-header.txt")
     return None if found is None else read_text_bounded(found, Bound.OWN, "drgpu's template")
 
 
@@ -300,8 +282,6 @@ def optional_text(path: Path) -> str | None:
 def nvidia_device_nodes(dev: Path = Path("/dev")) -> dict[str, tuple[int, int]]:
     """Each NVIDIA character device node (`/dev/nvidia*`, `/dev/nvidia-caps/*` aside) with
     its major:minor."""
-    import stat  # lazy: only doctor asks
-
     found: dict[str, tuple[int, int]] = {}
     for node in sorted(dev.glob("nvidia*")):
         try:

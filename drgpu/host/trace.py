@@ -1,11 +1,7 @@
-"""DRGPU_LOG: what drgpu does with the outside world, on stderr (python's logging):
-`info`, each program it runs; `debug`, also each engine API call and each NVML call;
-each with its duration.
-
-Off by default, and then free: `logging` is imported only when it is on (its import
-takes a while, and it registers after-fork handlers that `process` must not race).
-Records are written to the `sys.stderr` of the moment they are emitted, which masks
-every secret value (ui.redacting)."""
+"""DRGPU_LOG (docs/exit-codes.md): `info` logs each program drgpu runs, `debug` also each
+engine API and NVML call, each with its duration, on the `sys.stderr` of the moment (which
+masks secret values). Off, it is free: `logging` (slow to import, and with after-fork
+handlers that `process` must not race) is imported only when it is on."""
 
 from __future__ import annotations
 

@@ -45,7 +45,10 @@ def render_override(plan: Plan, header_template: str | None) -> str:
         yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
         for document in documents
     ]
-    return _header(plan, header_template) + "---\n".join(bodies)
+    header = f"{HEADER_MARK} for compose project {plan.project}.\n"
+    if header_template is not None:
+        header = header_template.format(project=plan.project)
+    return header + "---\n".join(bodies)
 
 
 def _document(plan: Plan) -> dict[str, Any]:
@@ -74,12 +77,6 @@ def _base_documents(plan: Plan) -> list[dict[str, Any]]:
                 "extends": {"file": path, "service": service.extends.service}
             }
     return documents
-
-
-def _header(plan: Plan, template: str | None) -> str:
-    if template is not None:
-        return template.format(project=plan.project)
-    return f"{HEADER_MARK} for compose project {plan.project}.\n"
 
 
 def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:

@@ -29,28 +29,30 @@ SHARING_CONFIG_MAP = "drgpu-gpu-sharing"
 SHARING_CONFIG_KEY = "drgpu"
 # DRGPU_SHARING modes the device plugin can do itself, and their names in its config.
 PLUGIN_SHARING = {Sharing.TIMESLICE: "timeSlicing", Sharing.MPS: "mps"}
-HEADER = """\
-# Written by drgpu for {project}: Kubernetes manifests, one Deployment per service.
-# GPUs come from the NVIDIA device plugin ({resource}); each GPU service goes to a node
-# whose GPU feature discovery label {label} names the product of its planned GPUs.
-# Kubernetes cannot pin a GPU UUID without dynamic resource allocation (DRA): the plugin
-# picks which GPU of that node. Carried over from Compose: image, entrypoint, command and
-# environment; not ports, volumes or networks.
-"""
-SHARING_COMMENT = """\
-# The device plugin's GPU sharing ({mode}): each GPU counts as {replicas} {resource}.
-# Point the plugin at it: helm --set config.name={name} --set config.default={key}
-# (GPU Operator: devicePlugin.config.name and devicePlugin.config.default).
-"""
 DRA_API = "resource.k8s.io/v1"
 DRA_DRIVER = "gpu.nvidia.com"
 DEVICE_CLASSES = {False: "gpu.nvidia.com", True: "mig.nvidia.com"}  # by MIG or not
 UUID_SELECTOR = "device.attributes[{driver}].uuid == {uuid}"  # each a CEL string literal
-DRA_HEADER = """\
-# Written by drgpu for {project}: Kubernetes manifests, one Deployment per service and
-# per simulator worker. GPUs come from dynamic resource allocation ({api}, Kubernetes
+HEADER = f"""\
+# Written by drgpu for {{project}}: Kubernetes manifests, one Deployment per service.
+# GPUs come from the NVIDIA device plugin ({GPU_RESOURCE}); each GPU service goes to a node
+# whose GPU feature discovery label {PRODUCT_LABEL} names the product of its planned GPUs.
+# Kubernetes cannot pin a GPU UUID without dynamic resource allocation (DRA): the plugin
+# picks which GPU of that node. Carried over from Compose: image, entrypoint, command and
+# environment; not ports, volumes or networks.
+"""
+SHARING_COMMENT = (
+    "# The device plugin's GPU sharing ({mode}): each GPU counts as {replicas}"
+    f" {GPU_RESOURCE}.\n"
+    f"# Point the plugin at it: helm --set config.name={SHARING_CONFIG_MAP}"
+    f" --set config.default={SHARING_CONFIG_KEY}\n"
+    "# (GPU Operator: devicePlugin.config.name and devicePlugin.config.default).\n"
+)
+DRA_HEADER = f"""\
+# Written by drgpu for {{project}}: Kubernetes manifests, one Deployment per service and
+# per simulator worker. GPUs come from dynamic resource allocation ({DRA_API}, Kubernetes
 # 1.34+) through NVIDIA's DRA driver: each ResourceClaim names its GPUs by UUID (CEL
-# selectors on device class {device_class}), so each pod gets exactly its planned GPUs;
+# selectors on device class {DEVICE_CLASSES[False]}), so each pod gets exactly its planned GPUs;
 # workers planned on one GPU share its claim. Carried over from Compose: image,
 # entrypoint, command and environment (secret values in a Secret); not ports, volumes
 # or networks.
@@ -83,23 +85,18 @@ def render_manifests(
     dra: bool = False,
     secrets: Iterable[str] = (),
 ) -> Manifests:
-    """The manifests of a plan; `model` is the stack as Compose resolves it.
-
-    With `dra`, GPUs come from ResourceClaims that name them by UUID; else from the
-    NVIDIA device plugin, which picks among the node's GPUs. The shown text masks the
-    Secrets' values, and `secrets` (the settings' secret values) wherever they appear.
-    """
+    """The manifests of a plan (`model`: the stack as Compose resolves it), GPUs from
+    ResourceClaims by UUID (`dra`) or the device plugin; the shown text masks the Secrets'
+    values and `secrets` (the settings' secret values) wherever they appear."""
     bodies: Mapping[str, Any] = model.get("services") or {}
     shapes = service_gpus(plan, bodies, workers)
     warnings: list[str] = []
     if dra:
         parts = _dra_parts(plan, shapes, bodies, warnings)
-        header = DRA_HEADER.format(
-            project=plan.project, api=DRA_API, device_class=DEVICE_CLASSES[False]
-        )
+        header = DRA_HEADER.format(project=plan.project)
     else:
         parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
-        header = HEADER.format(project=plan.project, resource=GPU_RESOURCE, label=PRODUCT_LABEL)
+        header = HEADER.format(project=plan.project)
     hidden = _hidden_values(parts, (*secrets, *service_secrets(bodies)))
     text = "---\n".join([header, *(part.text() for part in parts)])
     shown = "---\n".join([header, *(part.text(masked=hidden) for part in parts)])
@@ -156,17 +153,14 @@ def _plugin_parts(
 ) -> list[_Part]:
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
     parts: list[_Part] = []
-    shared_by = _users_per_gpu(plan, shapes)
-    replicas = max(shared_by.values(), default=0)
+    users: dict[str, int] = {}  # how many pods the plan puts on each GPU
+    for shape in shapes:
+        for device in _devices(plan, plan.service(shape.name), shape):
+            users[device.uuid] = users.get(device.uuid, 0) + (shape.replicas or 1)
+    replicas = max(users.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
-        comment = SHARING_COMMENT.format(
-            mode=sharing,
-            replicas=replicas,
-            resource=GPU_RESOURCE,
-            name=SHARING_CONFIG_MAP,
-            key=SHARING_CONFIG_KEY,
-        )
+        comment = SHARING_COMMENT.format(mode=sharing, replicas=replicas)
         parts.append(_Part(_sharing_config_map(plan, plugin_sharing, replicas), comment))
     elif plugin_sharing:
         warnings.append(f"DRGPU_SHARING={sharing}, but the plan puts no two services on one GPU")
@@ -254,35 +248,31 @@ def _dra_parts(
 
 def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, Any]:
     """A ResourceClaim with one request per GPU, each selecting that GPU by UUID."""
-    return {
-        "apiVersion": DRA_API,
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "labels": _labels(plan, None)},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": f"gpu-{index}",
-                        "exactly": {
-                            "deviceClassName": DEVICE_CLASSES[uuid.upper().startswith("MIG-")],
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                            "selectors": [
-                                {
-                                    "cel": {
-                                        "expression": UUID_SELECTOR.format(
-                                            driver=cel_string(DRA_DRIVER), uuid=cel_string(uuid)
-                                        )
-                                    }
-                                }
-                            ],
-                        },
-                    }
-                    for index, uuid in enumerate(uuids)
-                ]
-            }
-        },
-    }
+    requests = []
+    for index, uuid in enumerate(uuids):
+        selector = UUID_SELECTOR.format(driver=cel_string(DRA_DRIVER), uuid=cel_string(uuid))
+        exactly = {
+            "deviceClassName": DEVICE_CLASSES[uuid.upper().startswith("MIG-")],
+            "allocationMode": "ExactCount",
+            "count": 1,
+            "selectors": [{"cel": {"expression": selector}}],
+        }
+        requests.append({"name": f"gpu-{index}", "exactly": exactly})
+    return _object(plan, "ResourceClaim", name, DRA_API, spec={"devices": {"requests": requests}})
+
+
+def _object(
+    plan: Plan,
+    kind: str,
+    name: str,
+    api: str = "v1",
+    labels: dict[str, str] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A Kubernetes object of drgpu's stack (`labels`: the stack's), `fields` after its
+    metadata; `name` made one Kubernetes accepts."""
+    metadata = {"name": _dns_label(name), "labels": labels or _labels(plan, None)}
+    return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -311,15 +301,6 @@ def _devices(plan: Plan, service: ServicePlan, shape: ServiceGpus) -> tuple[Assi
     return service.devices
 
 
-def _users_per_gpu(plan: Plan, shapes: tuple[ServiceGpus, ...]) -> dict[str, int]:
-    """How many pods the plan puts on each GPU."""
-    users: dict[str, int] = {}
-    for shape in shapes:
-        for device in _devices(plan, plan.service(shape.name), shape):
-            users[device.uuid] = users.get(device.uuid, 0) + (shape.replicas or 1)
-    return users
-
-
 def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
     import yaml  # lazy: PyYAML is heavy; only rendering needs it
 
@@ -327,12 +308,8 @@ def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
         "version": "v1",
         "sharing": {mode: {"resources": [{"name": GPU_RESOURCE, "replicas": replicas}]}},
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": SHARING_CONFIG_MAP, "labels": _labels(plan, None)},
-        "data": {SHARING_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
-    }
+    data = {SHARING_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)}
+    return _object(plan, "ConfigMap", SHARING_CONFIG_MAP, data=data)
 
 
 def _pod(
@@ -407,13 +384,7 @@ def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Par
         else item
         for item in container["env"]
     ]
-    document = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": secret, "labels": _labels(plan, None)},
-        "type": "Opaque",
-        "stringData": secrets,
-    }
+    document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
     return [_Part(document, SECRET_COMMENT.format(name=secret, service=name, masked="{masked}"))]
 
 
@@ -424,16 +395,9 @@ def _deployment(
     matching = {
         key: labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": _dns_label(f"{plan.project}-{name}"), "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": matching},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }
+    template = {"metadata": {"labels": labels}, "spec": pod}
+    spec = {"replicas": replicas, "selector": {"matchLabels": matching}, "template": template}
+    return _object(plan, "Deployment", f"{plan.project}-{name}", "apps/v1", labels, spec=spec)
 
 
 def _node_selector(
@@ -447,7 +411,8 @@ def _node_selector(
             f" slice is one {GPU_RESOURCE}; no {PRODUCT_LABEL} selector is set"
         )
         return {}
-    products = sorted({gpu_product(device.gpu.name) for device in devices})
+    # GPU feature discovery's product label value: the NVML name with dashes for spaces.
+    products = sorted({device.gpu.name.strip().replace(" ", "-") for device in devices})
     if len(products) > 1:
         warnings.append(
             f"{name} is planned on GPUs of different products ({', '.join(products)}):"
@@ -459,11 +424,6 @@ def _node_selector(
         warnings.append(f"{product!r} is not a label value: no {PRODUCT_LABEL} selector for {name}")
         return {}
     return {PRODUCT_LABEL: product}
-
-
-def gpu_product(name: str) -> str:
-    """GPU feature discovery's product label value: the NVML name with dashes for spaces."""
-    return name.strip().replace(" ", "-")
 
 
 def _labels(plan: Plan, shape: ServiceGpus | None, name: str | None = None) -> dict[str, str]:

@@ -1,16 +1,10 @@
 """DeepRacer-for-cloud's swarm style: drgpu's override, appended to the `-c` list DRfC's
-start script hands `docker stack deploy` (`-c a.yml -c b.yml -c <override>`).
+start script hands `docker stack deploy` (docs/drfc.md).
 
-The docker CLI merges the files (environment per key, `deploy.placement.constraints`
-appended, labels per key, other keys replaced) in its Compose file format 3 schema,
-which has no device requests, no `gpus`, no `runtime`, no `extends` and no `!reset`:
-so the override carries only what merges. Each GPU service gets its GPUs through
-NVIDIA_VISIBLE_DEVICES, which the node's default runtime (nvidia) obeys, and
-CUDA_VISIBLE_DEVICES (DRfC's robomaker replicas each their own, by `{{.Task.Slot}}`
-templates), rl_coach the trainer's UUID to forward, every other service `void`; drgpu's
-labels; the constraint that pins a GPU service to this node, or with
-DRGPU_SWARM_GPUS=generic the simulators' generic-resource reservations. DRfC's files
-keep their replicas (`${DR_WORKERS}`) and node-label constraints. Everything here is pure.
+The Compose file format 3 has no device requests, `gpus`, `extends` or `!reset`, so the
+override carries only what the docker CLI merges: each service's environment (GPUs in
+NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES, by slot template for replicas), drgpu's
+labels, the constraint to this node or the generic-resource reservations. Pure.
 """
 
 from __future__ import annotations
@@ -19,12 +13,7 @@ from typing import Any
 
 from drgpu.core.model import HEADER_MARK, Plan
 from drgpu.core.service_gpus import ONE_NODE, SwarmService, SwarmStack
-from drgpu.core.swarm_node import (
-    GPU_KIND,
-    SIMULATOR_CONSTRAINT,
-    TRAINER_CONSTRAINT,
-    SwarmLayout,
-)
+from drgpu.core.swarm_node import GPU_KIND, SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT, SwarmLayout
 from drgpu.targets.swarm_stack import dump_document
 
 VERSION = "3.7"  # DRfC's own files' format

@@ -1,15 +1,10 @@
-"""Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving.
+"""Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving
+(docs/swarm.md). Everything here is pure.
 
-Swarm cannot carry device requests. On a node whose default runtime is the NVIDIA
-runtime (as DeepRacer-for-cloud has Swarm nodes set up), a container's
-NVIDIA_VISIBLE_DEVICES names exactly the GPUs it gets: drgpu pins each GPU service that
-way, on this node, and gives each simulator replica its own worker's GPUs through a
-`{{.Task.Slot}}` template (Swarm expands templates in the environment, per task). Where
-the simulators may run on other nodes, they reserve `NVIDIA-GPU` generic resources
-instead: each node advertises its GPUs (daemon.json `node-generic-resources`), the engine
-picks which, and the container gets `DOCKER_RESOURCE_NVIDIA-GPU=<uuid>,...`, which the
-runtime reads in place of NVIDIA_VISIBLE_DEVICES when its config.toml says
-`swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"`. Everything here is pure.
+Pinned: on a node whose default runtime is nvidia, NVIDIA_VISIBLE_DEVICES names a
+container's GPUs, each simulator replica its own through a `{{.Task.Slot}}` template.
+Reserving: simulators reserve `NVIDIA-GPU` generic resources, the engine picks which and
+sets `DOCKER_RESOURCE_NVIDIA-GPU`, which the runtime's `swarm-resource` setting reads.
 """
 
 from __future__ import annotations
@@ -50,77 +45,20 @@ PINNED_HOW = "GPU services pinned to their GPUs on this node"
 GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
 NODE_CONSTRAINT = "node.id == {node}"
 # The service keys of the Compose file format 3.13 that `docker stack deploy` reads.
-STACK_SERVICE_KEYS = frozenset(
-    [
-        "build",
-        "cap_add",
-        "cap_drop",
-        "cgroupns_mode",
-        "cgroup_parent",
-        "command",
-        "configs",
-        "container_name",
-        "credential_spec",
-        "depends_on",
-        "deploy",
-        "devices",
-        "dns",
-        "dns_search",
-        "domainname",
-        "entrypoint",
-        "env_file",
-        "environment",
-        "expose",
-        "external_links",
-        "extra_hosts",
-        "group_add",
-        "healthcheck",
-        "hostname",
-        "image",
-        "init",
-        "ipc",
-        "isolation",
-        "labels",
-        "links",
-        "logging",
-        "mac_address",
-        "network_mode",
-        "networks",
-        "pid",
-        "ports",
-        "privileged",
-        "read_only",
-        "restart",
-        "security_opt",
-        "shm_size",
-        "secrets",
-        "sysctls",
-        "stdin_open",
-        "stop_grace_period",
-        "stop_signal",
-        "tmpfs",
-        "tty",
-        "ulimits",
-        "oom_score_adj",
-        "user",
-        "userns_mode",
-        "volumes",
-        "working_dir",
-    ]
-)
-DEPLOY_KEYS = frozenset(
-    [
-        "mode",
-        "endpoint_mode",
-        "replicas",
-        "labels",
-        "rollback_config",
-        "update_config",
-        "resources",
-        "restart_policy",
-        "placement",
-    ]
-)
+STACK_SERVICE_KEYS = frozenset((
+    "build", "cap_add", "cap_drop", "cgroupns_mode", "cgroup_parent", "command", "configs",
+    "container_name", "credential_spec", "depends_on", "deploy", "devices", "dns", "dns_search",
+    "domainname", "entrypoint", "env_file", "environment", "expose", "external_links",
+    "extra_hosts", "group_add", "healthcheck", "hostname", "image", "init", "ipc", "isolation",
+    "labels", "links", "logging", "mac_address", "network_mode", "networks", "pid", "ports",
+    "privileged", "read_only", "restart", "security_opt", "shm_size", "secrets", "sysctls",
+    "stdin_open", "stop_grace_period", "stop_signal", "tmpfs", "tty", "ulimits",
+    "oom_score_adj", "user", "userns_mode", "volumes", "working_dir"
+))  # fmt: skip
+DEPLOY_KEYS = frozenset((
+    "mode", "endpoint_mode", "replicas", "labels", "rollback_config", "update_config",
+    "resources", "restart_policy", "placement"
+))  # fmt: skip
 _PORT_KEYS = ("mode", "target", "published", "protocol")
 _TOP_LEVEL_KEYS = ("networks", "volumes", "secrets", "configs")
 
@@ -137,12 +75,8 @@ class SwarmView:
 def swarm_services(
     plan: Plan, names: Collection[str], workers: int, layout: SwarmLayout = ONE_NODE
 ) -> tuple[SwarmService, ...]:
-    """Each planned service of the stack as Swarm gets it (`drgpu.core.service_gpus`).
-
-    Pinned, each simulator replica gets its worker's GPUs (by slot); reserving, each
-    reserves one worker's number. The trainer, and the trainer rl_coach starts, are
-    always pinned on this node.
-    """
+    """Each planned service of the stack as Swarm gets it: simulator replicas pinned by
+    slot or reserving, the trainer (and the one rl_coach starts) pinned on this node."""
     return tuple(
         _swarm_service(plan, shape, layout) for shape in service_gpus(plan, names, workers)
     )
@@ -237,13 +171,9 @@ def render_stack(
     layout: SwarmLayout = ONE_NODE,
     secrets: Iterable[str] = (),
 ) -> SwarmStack:
-    """The stack file for `docker stack deploy`: Compose's resolved model (its values
-    literal, so each `$` is written `$$`), made Swarm's.
-
-    The file keeps the real values of secret settings (it is written for deploy, mode
-    600); `shown_text` masks them for printing: the values of secret keys, and `secrets`
-    (the settings' secret values) wherever they appear.
-    """
+    """The stack file for `docker stack deploy`: Compose's resolved model (each `$` written
+    `$$`) made Swarm's, with real secret values; `shown_text` masks secret keys' values and
+    `secrets` (the settings' secret values) wherever they appear."""
     mine = {service.name: service for service in services}
     warnings: list[str] = []
     document: dict[str, Any] = {

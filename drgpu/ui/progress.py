@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,14 +41,9 @@ class UpProgress:
             self._live.__enter__()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *raised: object) -> None:
         if self._live is not None:
-            self._live.__exit__(kind, error, traceback)
+            self._live.__exit__(*raised)
 
     def __call__(self, event: ProgressEvent) -> None:
         if self._quiet:
