@@ -35,11 +35,11 @@ class Alert:
         return {
             "kind": v.kind,
             "message": v.message,
-            "run": v.facts["run_id"],
-            "service": v.facts["service"] or None,
-            "pid": v.facts["pid"],
-            "gpu_index": v.facts["gpu_index"],
-            "gpu_uuid": v.facts["gpu_uuid"],
+            "run": v.facts.get("run_id"),
+            "service": v.facts.get("service") or None,
+            "pid": v.facts.get("pid"),
+            "gpu_index": v.facts.get("gpu_index"),
+            "gpu_uuid": v.facts.get("gpu_uuid"),
             "time": self.time,
         }
 

@@ -100,9 +100,9 @@ def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
     lost GPU's row (NVML no longer tells which GPU a lost one was)."""
     return tuple(
         Occupant(
-            run_id=f.facts["run_id"],
-            role=roles.get(f.facts["container"], "") or "-",
-            name=f.facts["service"],
+            run_id=f.facts.get("run_id"),
+            role=roles.get(f.facts.get("container", ""), "") or "-",
+            name=f.facts.get("service") or "",
             problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}",
         )
         for f in status.violations
@@ -120,7 +120,7 @@ def _row(
         if status.run_id is None or h.run_id == status.run_id
     ]
     here = [p for p in status.processes if p.gpu.index == index]
-    vanished = {f.facts["container"] for f in status.findings if f.kind == "processes-vanished"}
+    vanished = {f.facts.get("container") for f in status.findings if f.kind == "processes-vanished"}
     occupants: list[Occupant] = []
     shown: set[int] = set()
     for holder in holders:
@@ -137,7 +137,7 @@ def _row(
             occupants += [replace(o, problem=o.problem + more) for o in missing]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
-    if any(f.kind == "shared-gpu" and f.facts["gpu_index"] == index for f in status.findings):
+    if any(f.kind == "shared-gpu" and f.facts.get("gpu_index") == index for f in status.findings):
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(

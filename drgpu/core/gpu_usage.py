@@ -353,9 +353,9 @@ def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
 def _concerns(facts: Mapping[str, Any], pids: set[int], run_id: str, gpus: set[int]) -> bool:
     """Whether a finding is about run `run_id`: one of its processes (`pids`), the run
     itself, or one of its GPUs (a finding of no process)."""
-    pid = facts["pid"]
-    on_gpu = pid is None and facts["run_id"] is None and facts["gpu_index"] in gpus
-    return pid in pids or facts["run_id"] == run_id or on_gpu
+    pid = facts.get("pid")
+    on_gpu = pid is None and facts.get("run_id") is None and facts.get("gpu_index") in gpus
+    return pid in pids or facts.get("run_id") == run_id or on_gpu
 
 
 def _unknown_processes(inventory: Inventory) -> list[Finding]:

@@ -123,8 +123,8 @@ def _violation_samples(status: Status) -> list[Sample]:
     for violation in status.violations:
         key = (
             ("kind", violation.kind),
-            ("run", violation.facts["run_id"] or ""),
-            ("service", violation.facts["service"] or ""),
+            ("run", violation.facts.get("run_id") or ""),
+            ("service", violation.facts.get("service") or ""),
         )
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, violation.message)
