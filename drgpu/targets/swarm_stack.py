@@ -39,6 +39,7 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
+from drgpu.core.swarm_view import NodeFacts
 
 HEADER = """\
 # Written by drgpu for swarm stack {project}: {how}.
@@ -132,6 +133,7 @@ class SwarmView:
     services: tuple[SwarmService, ...]
     layout: SwarmLayout
     warnings: tuple[str, ...]
+    nodes: tuple[NodeFacts, ...] = ()  # the swarm's, as its manager lists them
 
 
 def swarm_services(

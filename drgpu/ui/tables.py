@@ -11,6 +11,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
+from drgpu.core.swarm_view import advertised
 from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
         table.add_row(service.name, service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
     _print(table)
+    for line in advertised(view.nodes):
+        sys.stdout.write(f"{line}\n")
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")
 
