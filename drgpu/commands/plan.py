@@ -3,7 +3,7 @@ Swarm, which GPUs are pinned and which the engine chooses)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +11,7 @@ from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import inventory_file_offered, prepare_with
 from drgpu.core.model import Plan
 from drgpu.core.redaction import masked_plan
+from drgpu.core.swarm_view import swarm_reasons
 
 if TYPE_CHECKING:
     from drgpu.targets.swarm_stack import SwarmView
@@ -44,5 +45,11 @@ def plan(options: PlanOptions) -> PlanResult:
         from drgpu.commands import swarm_deploy  # lazy: start-up time of a plan on Compose
 
         view = swarm_deploy.plan_view(prepared, this_host=options.inventory is None)
-        return PlanResult(prepared.plan, view, (*prepared.plan.warnings, *view.warnings))
+        config, reserving = prepared.config, [s.name for s in view.services if s.reserves]
+        explicit = config.simulator_devices.selectors or config.simulator_devices.all
+        key = config.simulator_key
+        setting = f"{key}={config.values.get(key, '')}" if explicit else None
+        reasons, said = swarm_reasons(prepared.plan.explanations, reserving, setting)
+        warnings = (*prepared.plan.warnings, *view.warnings, *said)
+        return PlanResult(replace(prepared.plan, explanations=reasons), view, warnings)
     return PlanResult(masked_plan(prepared.plan), None, prepared.plan.warnings)

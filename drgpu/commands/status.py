@@ -6,8 +6,9 @@ cheap listing call; it inspects a container only when it first appears (the fact
 needs never change while the container exists, except its state, which the listing has).
 Once it has shown a refresh, it outlives the engine restarting and NVML failing: it says
 so once on stderr, skips those refreshes, reconnects (starts NVML again) and says when
-they are back. Each refresh it shows also goes to the exporters (`--influx`,
-`--prometheus`) and, for each new violation, to `--on-violation`'s command.
+they are back. On a swarm manager each refresh also judges the whole swarm from the
+manager's records (core.swarm_view). Each refresh it shows also goes to the exporters
+(`--influx`, `--prometheus`) and, for each new violation, to `--on-violation`'s command.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
-from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.findings import Level
+from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
 from drgpu.core.settings import run_key
+from drgpu.core.swarm_view import SwarmState, swarm_findings
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
-from drgpu.host import engine, nvml
+from drgpu.host import engine, nvml, swarm_engine
 from drgpu.host.cgroups import read_cgroup
 from drgpu.host.procs import read_process
 from drgpu.host.signals import Interrupted
@@ -32,7 +36,6 @@ from drgpu.ui.live import watch_display
 from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
-    from drgpu.core.facts import ContainerFacts
     from drgpu.host.engine import EngineSession
 
 
@@ -94,10 +97,17 @@ class Reader:
     """Reads snapshots through an open NVML session and engine connection, remembering
     the facts of each drgpu container (and SageMaker trainer) by id."""
 
-    def __init__(self, session: Any, connection: EngineSession, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        session: Any,
+        connection: EngineSession,
+        run_id: str | None = None,
+        swarm: Callable[[], SwarmState | None] = lambda: None,
+    ) -> None:
         self._nvml = session
         self._engine = connection
         self._run_id = run_id
+        self._swarm = swarm
         self._known: Mapping[str, ContainerFacts] = {}
         self._had_processes: frozenset[str] = frozenset()
         self.inspections = 0
@@ -135,7 +145,16 @@ class Reader:
         # vanish, the next refreshes say so (see core.gpu_usage's warnings).
         alive = {c.id for c in ours}
         self._had_processes = (self._had_processes & alive) | judged.with_processes()
-        return judged
+        swarm = self._swarm()
+        if swarm is None:
+            return judged
+        # Each status finding has every FACTS key (the exporters and --on-violation read them).
+        judging = (
+            replace(f, facts={**dict.fromkeys(FACTS), **f.facts})
+            for f in swarm_findings(swarm, self._run_id)
+        )
+        found = sorted([*judged.findings, *judging], key=lambda f: f.level != Level.FAIL)
+        return replace(judged, findings=tuple(found), swarm=swarm)
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of
@@ -150,10 +169,21 @@ class Reader:
         return known
 
 
+def swarm_reader(connection: EngineSession) -> Callable[[], SwarmState | None]:
+    """Reads the swarm through the manager's API at each call (None: no swarm manager)."""
+    here: list[str] = []
+
+    def read() -> SwarmState | None:
+        here[:] = here or [swarm_engine.engine_facts().node_id]
+        return swarm_engine.swarm_picture(connection.connection, here[0])
+
+    return read
+
+
 def snapshot(session: Any, run_id: str | None = None) -> Status:
     """One snapshot through an initialised NVML session."""
     with engine.engine_session() as connection:
-        return Reader(session, connection, run_id).snapshot()
+        return Reader(session, connection, run_id, swarm_reader(connection)).snapshot()
 
 
 def watch(
@@ -172,7 +202,7 @@ def watch(
     shown = 0
     try:
         with engine.engine_session() as connection:
-            reader = Reader(session, connection, run_id)
+            reader = Reader(session, connection, run_id, swarm_reader(connection))
             health = Health()
             start = time.monotonic()
             while count is None or shown < count:

@@ -33,13 +33,15 @@ def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
 
 
 def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
-    """How the plan's services would get their GPUs on the swarm (this engine's, when
-    planned on this host; else a one-node swarm)."""
+    """How the plan's services would get their GPUs on the swarm (this engine's, with its
+    nodes on a manager, when planned on this host; else a one-node swarm)."""
     facts, blind = swarm_engine.this_swarm() if this_host else (None, None)
     layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
     names = [service.name for service in prepared.stack.services]
     services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
-    return SwarmView(services=services, layout=layout, warnings=(blind,) if blind else ())
+    manager = facts is not None and facts.node_labels is not None
+    nodes = tuple(swarm_engine.swarm_nodes()) if manager else ()
+    return SwarmView(services, layout, (blind,) if blind else (), nodes)
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:

@@ -21,6 +21,7 @@ from drgpu.core.swarm_node import (
     SetupReport,
     read_swarm_resource,
     report,
+    runs_trainer,
     wanted_resources,
 )
 from drgpu.core.toolkit import ToolkitFacts
@@ -66,12 +67,14 @@ def swarm_setup(options: SwarmSetupOptions) -> SwarmSetupResult:
         gpus = nvml.read_inventory()
     target = resolved(InputOptions(env_file=options.env_file, needs_files=False))
     config = settings(target) if is_file(target.env_file) else None
-    kept = trainer_gpus(config, gpus)
     state = read_node(options.daemon_json, options.toolkit_config)
-    wanted = wanted_resources(gpus, kept)
-    return SwarmSetupResult(
-        report(wanted, state, options.daemon_json, options.toolkit_config, kept=kept)
-    )
+    here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
+    kept = trainer_gpus(config, gpus) if here else ()
+    found = report(
+        wanted_resources(gpus, kept), state, options.daemon_json, options.toolkit_config,
+        kept=kept, trainer_here=here,
+    )  # fmt: skip
+    return SwarmSetupResult(found)
 
 
 def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]:

@@ -89,6 +89,8 @@ class TaskFacts:
     error: str
     environment: Mapping[str, str] = field(default_factory=dict)
     generic_resources: tuple[tuple[str, str], ...] = ()
+    run_id: str = ""  # drgpu's run label of its container spec
+    started: bool = False  # its node reported a container process (ContainerStatus.PID)
 
 
 @dataclass(frozen=True)

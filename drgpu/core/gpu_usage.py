@@ -45,6 +45,7 @@ from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
 from drgpu.core.modes import Sharing, StrEnum
+from drgpu.core.swarm_view import SwarmState
 
 LAUNCHER_ROLE = Role.TRAINER_LAUNCHER.value
 LIVE_STATES = ("running", "paused", "restarting")
@@ -185,6 +186,7 @@ class Status:
     notes: tuple[str, ...]
     run_id: str | None = None
     trainers: tuple[TrainerCheck, ...] = ()
+    swarm: SwarmState | None = None  # on a swarm manager: its nodes and drgpu's tasks
 
     @property
     def ok(self) -> bool:

@@ -92,9 +92,9 @@ def choose_trainer(
     if not pool:
         return Choice((), "", _nothing_free(who, inventory, busy, taken))
     best = max(pool, key=lambda gpu: (gpu.memory_total_mib, gpu.compute_capability, -gpu.index))
-    major, minor = best.compute_capability
+    capability = ".".join(map(str, best.compute_capability))
     reason = (
-        f"the free GPU with the most memory ({best.memory_total_mib} MiB, compute {major}.{minor})"
+        f"the free GPU with the most memory ({best.memory_total_mib} MiB, compute {capability})"
     )
     if best.uuid in taken:
         reason += f", shared with {taken_by}: no other GPU is free"
@@ -117,13 +117,9 @@ def choose_simulators(
         key=lambda gpu: (-gpu.memory_total_mib, gpu.index),
     )
     if rest:
-        reason = "the free GPUs besides the trainer's, the most memory first"
-        if others:
-            reason = (
-                "the free GPUs besides the trainer's and other services', the most memory first"
-            )
-        devices = tuple(Assignment(gpu) for gpu in rest)
-        return Choice(devices, reason + _passed_over(inventory, busy))
+        besides = "the trainer's and other services'" if others else "the trainer's"
+        reason = f"the free GPUs besides {besides}, the most memory first"
+        return Choice(tuple(map(Assignment, rest)), reason + _passed_over(inventory, busy))
     if may_share and trainer:
         reason = "no other GPU is free, so the simulators share the trainer's"
         return Choice(tuple(trainer), reason + _passed_over(inventory, busy))

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from drgpu.core.devices import DeviceRequest, SelectorKind
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Inventory
 from drgpu.core.modes import SwarmGpus, choices, member
+from drgpu.core.placement import locate
 from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
 from drgpu.errors import ConfigError
 
@@ -84,6 +86,18 @@ def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[
     return tuple(f"{GPU_KIND}={uuid}" for uuid in uuids)
 
 
+def runs_trainer(engine: EngineFacts | None, trainer: DeviceRequest, inventory: Inventory) -> bool:
+    """Whether the trainer may run on this node: in a swarm on a manager only (`drgpu up`
+    pins it to the manager it runs on); elsewhere (not joined yet, engine unknown) unless
+    its GPUs are named by UUIDs none of which is this node's (another node's trainer)."""
+    if engine is not None and engine.swarm_state == "active":
+        return engine.node_labels is not None  # node labels are a manager's to read
+    kinds = (SelectorKind.GPU_UUID, SelectorKind.MIG_UUID)
+    uuids = [s.text for s in trainer.selectors if s.kind in kinds]
+    foreign = uuids and len(uuids) == len(trainer.selectors)
+    return not (foreign and not any(locate(uuid, inventory) for uuid in uuids))
+
+
 def report(
     resources: tuple[str, ...],
     state: NodeState,
@@ -91,8 +105,10 @@ def report(
     toolkit_path: Path,
     *,
     kept: Collection[str] = (),
+    trainer_here: bool = True,
 ) -> SetupReport:
-    """Compare the node with what it needs (`kept`: the trainer's GPUs, never advertised)."""
+    """Compare the node with what it needs (`kept`: the trainer's GPUs, never advertised;
+    `trainer_here`: whether the trainer may run on this node)."""
     existing = dict(state.daemon_json or {})
     findings = [
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
@@ -100,19 +116,17 @@ def report(
         *_toolkit_mode_findings(state.toolkit, toolkit_path),
         *_engine_findings(resources, state.engine, state.engine_problem, kept),
     ]
-    findings.extend(
-        Finding("trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm")
-        for uuid in kept
-    )
+    trainer = [f"{uuid} is the trainer's: not advertised to Swarm" for uuid in kept]
+    if not trainer_here:
+        trainer = [
+            "the trainer does not run on this node (a worker, or its GPUs are another"
+            " node's), so every GPU is advertised"
+        ]
+    findings.extend(Finding("trainer", NOTE, message) for message in trainer)
     if not resources:
         findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
-    return SetupReport(
-        resources=resources,
-        daemon_json_path=daemon_json_path,
-        daemon_json=_wanted_daemon_json(existing, resources),
-        toolkit_path=toolkit_path,
-        findings=tuple(findings),
-    )
+    wanted = _wanted_daemon_json(existing, resources)
+    return SetupReport(resources, daemon_json_path, wanted, toolkit_path, tuple(findings))
 
 
 def _gpu_entries(entries: list[str]) -> tuple[list[str], list[str]]:
@@ -163,23 +177,17 @@ def _daemon_json_findings(
     if state.daemon_json is None:
         return [Finding(str(path), FAIL, state.daemon_json_problem or "cannot be read")]
     document = state.daemon_json
-    have = document.get("node-generic-resources") or []
+    have = [str(entry) for entry in document.get("node-generic-resources") or []]
     findings = _resource_findings(
-        f"{path}: node-generic-resources",
-        resources,
-        [str(entry) for entry in have],
-        "add them",
-        kept,
+        f"{path}: node-generic-resources", resources, have, "add them", kept
     )
     runtime = document.get("default-runtime")
+    why = "Swarm cannot choose a runtime per service, so it must be"
     findings.append(
         Finding(f"{path}: default-runtime", OK, RUNTIME)
         if runtime == RUNTIME
         else Finding(
-            f"{path}: default-runtime",
-            FAIL,
-            f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it"
-            f" must be {RUNTIME!r}",
+            f"{path}: default-runtime", FAIL, f"{runtime or 'unset (runc)'}; {why} {RUNTIME!r}"
         )
     )
     if RUNTIME not in (document.get("runtimes") or {}):
@@ -192,18 +200,13 @@ def _toolkit_finding(state: NodeState, path: Path) -> Finding:
     if state.toolkit_problem is not None:
         return Finding(subject, FAIL, state.toolkit_problem)
     if state.swarm_resource is None:
-        return Finding(
-            subject, FAIL, f"not set (the shipped file has it commented out); add {TOOLKIT_LINE}"
-        )
+        unset = "not set (the shipped file has it commented out); add"
+        return Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
     names = [name.strip() for name in state.swarm_resource.split(",")]
     if RESOURCE_VARIABLE in names:
         return Finding(subject, OK, state.swarm_resource)
-    return Finding(
-        subject,
-        FAIL,
-        f"{state.swarm_resource!r}: the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND}"
-        f" (nvidia-container-toolkit#57); write {TOOLKIT_LINE}",
-    )
+    sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} (nvidia-container-toolkit#57)"
+    return Finding(subject, FAIL, f"{state.swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
 
 
 def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Finding]:
@@ -239,15 +242,15 @@ def _engine_findings(
         "dockerd advertises what daemon.json said when it started: restart dockerd",
         kept,
     )
-    if engine.default_runtime != RUNTIME:
-        absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
-        findings.append(Finding("engine: default runtime", FAIL, engine.default_runtime + absent))
-    else:
-        findings.append(Finding("engine: default runtime", OK, RUNTIME))
+    absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
+    findings.append(
+        Finding("engine: default runtime", OK, RUNTIME)
+        if engine.default_runtime == RUNTIME
+        else Finding("engine: default runtime", FAIL, engine.default_runtime + absent)
+    )
     if engine.swarm_state != "active":
-        findings.append(
-            Finding("engine: swarm", FAIL, f"{engine.swarm_state}: `docker swarm init` or `join`")
-        )
+        joined = f"{engine.swarm_state}: `docker swarm init` or `join`"
+        findings.append(Finding("engine: swarm", FAIL, joined))
     elif engine.node_labels is not None:
         found = [f"{k}={engine.node_labels[k]}" for k in NODE_LABELS if k in engine.node_labels]
         none = f"no {' or '.join(NODE_LABELS)} label: no drgpu service is placed here"

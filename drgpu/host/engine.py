@@ -269,15 +269,15 @@ class EngineSession:
     """One connection to the engine kept open: a live view lists the containers every tick."""
 
     def __init__(self, engine: Connection) -> None:
-        self._engine = engine
+        self.connection = engine
 
     def containers(self) -> list[ContainerFacts]:
         """Every container, from one listing call: names, states and labels only."""
-        return listing(self._engine)
+        return listing(self.connection)
 
     def inspect(self, container_id: str) -> ContainerFacts | None:
         """Everything about one container (None when it is gone)."""
-        attrs = _inspected(self._engine, container_id)
+        attrs = _inspected(self.connection, container_id)
         return None if attrs is None else _facts(attrs)
 
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.core.swarm_node import GPU_KIND
+from drgpu.core.swarm_view import NodeFacts, SwarmState
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
@@ -63,6 +66,53 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         error=status.get("Err") or "",
         environment=environment(spec.get("Env")),
         generic_resources=_named_resources(task.get("GenericResources") or []),
+        run_id=(spec.get("Labels") or {}).get(labels.RUN_ID, ""),
+        started=bool((status.get("ContainerStatus") or {}).get("PID")),
+    )
+
+
+def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
+    """Every node of the swarm and every task of drgpu's stacks, as the manager records
+    them (`here`: this node's id, whose GPUs are read; None: this engine is no manager)."""
+    nodes = _nodes(engine)
+    if nodes is None:
+        return None
+    services = engine.call("GET", "/services").checked("list services", 200, kind=list) or []
+    names = {s["ID"]: str((s.get("Spec") or {}).get("Name") or "") for s in services}
+    tasks = [
+        _task_facts(names.get(task.get("ServiceID"), ""), task)
+        for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list) or []
+    ]
+    return SwarmState(tuple(nodes), tuple(task for task in tasks if task.run_id), (here,))
+
+
+def swarm_nodes() -> list[NodeFacts]:
+    """Every node of the swarm (none: this engine is no swarm manager)."""
+    with docker_api.connected() as engine:
+        return _nodes(engine) or []
+
+
+def _nodes(engine: Connection) -> list[NodeFacts] | None:
+    answer = engine.call("GET", "/nodes")
+    if answer.status == 503:
+        return None
+    return [_node_facts(node) for node in answer.checked("list the swarm's nodes", 200, kind=list)]
+
+
+def _node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    description = node.get("Description") or {}
+    spec = node.get("Spec") or {}
+    resources = (description.get("Resources") or {}).get("GenericResources") or []
+    return NodeFacts(
+        id=str(node["ID"]),
+        hostname=str(description.get("Hostname") or "?"),
+        role=str(spec.get("Role") or ""),
+        state=str((node.get("Status") or {}).get("State") or "unknown"),
+        availability=str(spec.get("Availability") or ""),
+        labels=spec.get("Labels") or {},
+        advertised_gpus=tuple(
+            value for kind, value in _named_resources(resources) if kind == GPU_KIND
+        ),
     )
 
 
@@ -116,14 +166,9 @@ def engine_facts() -> EngineFacts:
     with docker_api.connected() as engine:
         info = engine.call("GET", "/info").checked("say what it is", 200) or {}
         swarm = info.get("Swarm") or {}
-        node_labels: Mapping[str, str] | None = None
-        nodes: dict[str, Mapping[str, str]] = {}
-        if swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable"):
-            for node in engine.call("GET", "/nodes").checked(
-                "list the swarm's nodes", 200, kind=list
-            ):
-                nodes[str(node["ID"])] = (node.get("Spec") or {}).get("Labels") or {}
-            node_labels = nodes.get(swarm["NodeID"], {})
+        manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
+        nodes = {node.id: node.labels for node in (_nodes(engine) or [])} if manager else {}
+        node_labels = nodes.get(swarm["NodeID"], {}) if manager else None
     return EngineFacts(
         version=str(info.get("ServerVersion") or ""),
         default_runtime=str(info.get("DefaultRuntime") or ""),

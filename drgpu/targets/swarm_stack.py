@@ -34,6 +34,7 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
+from drgpu.core.swarm_view import NodeFacts
 
 HEADER = """\
 # Written by drgpu for swarm stack {project}: {how}.
@@ -70,6 +71,7 @@ class SwarmView:
     services: tuple[SwarmService, ...]
     layout: SwarmLayout
     warnings: tuple[str, ...]
+    nodes: tuple[NodeFacts, ...] = ()  # the swarm's, as its manager lists them
 
 
 def swarm_services(

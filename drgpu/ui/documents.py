@@ -8,6 +8,7 @@ judgement in it is a finding, written by `finding()` with the same keys everywhe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core.findings import Finding, Level, failed
@@ -90,6 +91,7 @@ def plan_document(
                 }
                 for service in view.services
             },
+            "nodes": [asdict(node) for node in view.nodes],
         }
     found = [Finding(plan.project, Level.WARN, w, kind="plan-warning") for w in warnings]
     return document(found, **body)

@@ -4,6 +4,7 @@ every violation and warning is a finding)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
@@ -14,6 +15,7 @@ from drgpu.ui.documents import document
 
 if TYPE_CHECKING:
     from drgpu.core.model import Gpu, Inventory
+    from drgpu.core.swarm_view import SwarmState
 
 
 def status_document(status: Status) -> dict[str, Any]:
@@ -54,7 +56,30 @@ def status_document(status: Status) -> dict[str, Any]:
             }
             for check in status.trainers
         ],
+        **({} if status.swarm is None else {"swarm": swarm_document(status.swarm)}),
     )
+
+
+def swarm_document(swarm: SwarmState) -> dict[str, Any]:
+    """The swarm as its manager records it: nodes, and the tasks of drgpu's runs."""
+    return {
+        "nodes": [{**asdict(n), "gpus_seen": n.id in swarm.seen} for n in swarm.nodes],
+        "tasks": [
+            {
+                "id": t.id,
+                "service": t.service,
+                "slot": t.slot,
+                "run_id": t.run_id,
+                "node_id": t.node_id,
+                "state": t.state,
+                "desired_state": t.desired_state,
+                "error": t.error or None,
+                "generic_gpus": [v for _, v in t.generic_resources],
+                "nvidia_visible_devices": t.environment.get("NVIDIA_VISIBLE_DEVICES"),
+            }
+            for t in swarm.tasks
+        ],
+    }
 
 
 def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:

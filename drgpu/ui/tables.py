@@ -12,6 +12,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
 from drgpu.core.planning import ORDER_NOTE
+from drgpu.core.swarm_view import advertised
 from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
         _row(table, service.name, service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
     _print(table)
+    for line in advertised(view.nodes):
+        sys.stdout.write(f"{visible(line)}\n")
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")
 

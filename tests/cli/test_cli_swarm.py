@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from drgpu.core.swarm_node import TOOLKIT_LINE
+from drgpu.host import nvml
+from drgpu.host.files import load_inventory
 from tests.cli.conftest import GTX1650, GTX_M40, M40
 from tests.support.runners import run_main
-from tests.unit.core.test_swarm_node import GOOD, RESOURCES
+from tests.unit.core.test_swarm_node import GOOD, GOOD_ENGINE, RESOURCES
+
+G = "GPU-22222222-0000-4000-8000-000000000000"
 
 
 def test_the_docker_style_setting_picks_the_swarm_rendering(tmp_path: Path) -> None:
@@ -54,6 +59,28 @@ def test_plan_in_swarm_mode_says_what_is_pinned_and_what_the_engine_chooses(
     assert "the engine's choice: 1 NVIDIA-GPU generic resource(s) per task x 2 replicas" in table
     assert "pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on this node" in table
     assert "device request" not in table
+    assert "spread" not in table  # no per-GPU reason the engine's choice will not follow
+    assert "why robomaker: the engine chooses among the GPUs its node advertises" in table
+    said = run_main(*args).err
+    assert "DR_ROBOMAKER_CUDA_DEVICES=1 is not how the simulators get GPUs on this swarm" in said
+
+
+def test_plan_on_a_manager_says_which_gpus_each_node_advertises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drgpu.core.swarm_view import NodeFacts
+    from drgpu.host import swarm_engine
+
+    (tmp_path / "system.env").write_text("DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\n")
+    manager = replace(GOOD_ENGINE, node_id="m" * 25, swarm_nodes={"w" * 25: {"Robomaker": "true"}})
+    worker = NodeFacts("w" * 25, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,))
+    monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
+    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda: [worker])
+    monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
+    args: list[str | Path] = ["plan", "--env-file", tmp_path / "system.env"]
+    [node] = json.loads(run_main(*args, "--json").out)["swarm"]["nodes"]
+    assert (node["id"], node["advertised_gpus"], node["labels"]) == (worker.id, [G], worker.labels)
+    assert f"node bed (wwwwwwwwwwww), worker, Robomaker=true: advertises {G}" in run_main(*args).out
 
 
 def test_the_cli_prints_json_and_exits_6_when_the_node_differs(
@@ -71,3 +98,44 @@ def test_the_cli_prints_json_and_exits_6_when_the_node_differs(
     assert document["node_generic_resources"] == list(RESOURCES)
     assert [f["subject"] for f in document["findings"] if f["level"] == "fail"] == ["engine"]
     assert "not set up for Swarm GPUs" in captured.err
+
+
+@pytest.mark.parametrize("trainer", ["GPU-0a0a0a0a-0000-4000-8000-00000000000a", "0"])
+def test_on_a_worker_node_the_clusters_settings_hold_no_gpu_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trainer: str
+) -> None:
+    """The trainer (named by the manager's UUID, or by an index) never runs on a worker:
+    swarm-setup there advertises every GPU; where it may run, the UUID is still refused."""
+    from drgpu.host import swarm_engine
+
+    (tmp_path / "system.env").write_text(
+        f"DR_DOCKER_STYLE=swarm\nDR_SAGEMAKER_CUDA_DEVICES={trainer}\n"
+    )
+    daemon_json, toolkit = tmp_path / "daemon.json", tmp_path / "config.toml"
+    daemon_json.write_text(
+        json.dumps({**(GOOD.daemon_json or {}), "node-generic-resources": RESOURCES})
+    )
+    toolkit.write_text(TOOLKIT_LINE + "\n")
+    worker = replace(GOOD_ENGINE, node_labels=None, swarm_nodes={})
+    monkeypatch.setattr(swarm_engine, "engine_facts", lambda: worker)
+    args: list[str | Path] = ["swarm-setup", "--json", "--inventory", GTX_M40]
+    args += ["--env-file", tmp_path / "system.env"]
+    done = run_main(*args, "--daemon-json", daemon_json, "--toolkit-config", toolkit)
+    document = json.loads(done.out)
+    assert document["node_generic_resources"] == list(RESOURCES)
+    assert [f["message"] for f in document["findings"] if f["subject"] == "trainer"] == [
+        "the trainer does not run on this node (a worker, or its GPUs are another node's),"
+        " so every GPU is advertised"
+    ]
+    # Not joined yet (swarm-setup comes before `docker swarm join`): the manager's UUID is
+    # another node's GPU, an index may be this node's.
+    monkeypatch.setattr(
+        swarm_engine, "engine_facts", lambda: replace(worker, swarm_state="inactive")
+    )
+    unjoined = run_main(*args, "--daemon-json", daemon_json, "--toolkit-config", toolkit)
+    assert unjoined.code == 6  # no swarm yet
+    advertised = json.loads(unjoined.out)["node_generic_resources"]
+    assert advertised == list(RESOURCES if trainer.startswith("GPU-") else RESOURCES[1:])
+    monkeypatch.setattr(swarm_engine, "engine_facts", lambda: GOOD_ENGINE)  # the manager
+    on_manager = run_main(*args, "--daemon-json", daemon_json, "--toolkit-config", toolkit)
+    assert on_manager.code == (3 if trainer.startswith("GPU-") else 6)

@@ -54,7 +54,7 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     queue: list[gpu_usage.Status] = []
 
     class Reader:
-        def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
+        def __init__(self, session: Any, engine: Any, run_id: str | None = None, *_: Any) -> None:
             pass
 
         def snapshot(self) -> gpu_usage.Status:

@@ -80,7 +80,7 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
     restarts: list[bool] = []
 
     class Reader:
-        def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
+        def __init__(self, session: Any, engine: Any, run_id: str | None = None, *_: Any) -> None:
             self.restart_nvml = False
 
         def snapshot(self) -> Any:
@@ -106,7 +106,7 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
 
 def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     class Reader:
-        def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
+        def __init__(self, session: Any, engine: Any, run_id: str | None = None, *_: Any) -> None:
             self.restart_nvml = False
 
         def snapshot(self) -> Any:

@@ -57,3 +57,39 @@ def test_processes_that_vanish_between_refreshes_are_warned_of(
     assert [w.kind for w in vanished.warnings] == ["processes-vanished"]
     assert vanished.warnings[0].facts["container"] == SIMULATOR.name
     assert [w.kind for w in reader.snapshot().warnings] == ["processes-vanished"]
+
+
+def test_on_a_swarm_manager_a_snapshot_judges_the_whole_swarm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from drgpu.core.swarm_view import NodeFacts, SwarmState
+
+    monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
+    here = NodeFacts("m" * 25, "bed", "manager", "ready", "active", advertised_gpus=(G0,))
+    lost = NodeFacts("w" * 25, "bed", "worker", "down", "active")
+    swarm = SwarmState((here, lost), (), (here.id,))
+    reader = status.Reader(object(), Engine(), None, lambda: swarm)  # type: ignore[arg-type]
+    judged = reader.snapshot()
+    assert not judged.ok and [w.kind for w in judged.warnings] == ["node-down"]
+    assert judged.swarm == swarm
+    assert status.Reader(object(), Engine()).snapshot().ok  # type: ignore[arg-type]
+
+
+def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from drgpu.core.alerts import Alert
+    from drgpu.core.facts import TaskFacts
+    from drgpu.core.metrics import VIOLATIONS, samples
+    from drgpu.core.swarm_view import NodeFacts, SwarmState
+
+    monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
+    lost = NodeFacts("w" * 25, "bed", "worker", "down", "active")
+    task = TaskFacts("t" * 25, "deepracer-0_robomaker", 1, lost.id, "running", "running", "")
+    swarm = SwarmState((lost,), (replace(task, run_id="0"),), ())
+    judged = status.Reader(object(), Engine(), None, lambda: swarm).snapshot()  # type: ignore[arg-type]
+    assert [v.kind for v in judged.violations] == ["node-down", "task-on-lost-node"]
+    counted = {dict(s.labels)["kind"]: s.value for s in samples(judged) if s.metric == VIOLATIONS}
+    assert counted == {"node-down": 1.0, "task-on-lost-node": 1.0}
+    alert = Alert(judged.violations[1], 0.0).document()
+    assert (alert["run"], alert["service"], alert["pid"]) == ("0", "deepracer-0_robomaker", None)

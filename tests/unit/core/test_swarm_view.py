@@ -1,0 +1,134 @@
+"""core/swarm_view.py judges the swarm from the manager's records (host/swarm_engine's
+swarm_picture reads them: here recorded answers of a 2.x engine's /nodes, /services and
+/tasks)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from drgpu.core.findings import Level
+from drgpu.core.swarm_view import swarm_findings, swarm_reasons
+from drgpu.host import swarm_engine
+from drgpu.host.docker_api import Answer
+
+MANAGER, WORKER = "m" * 25, "w" * 25
+G_M, G_W = "GPU-11111111-0000-4000-8000-000000000000", "GPU-22222222-0000-4000-8000-000000000000"
+
+
+def node(node_id: str, state: str, gpu: str, role: str = "worker") -> dict[str, Any]:
+    resource = {"NamedResourceSpec": {"Kind": "NVIDIA-GPU", "Value": gpu}}
+    return {
+        "ID": node_id,
+        "Spec": {"Role": role, "Availability": "active", "Labels": {"Robomaker": "true"}},
+        "Description": {"Hostname": "bed", "Resources": {"GenericResources": [resource]}},
+        "Status": {"State": state},
+    }
+
+
+def task(task_id: str, on: str, state: str, desired: str = "running", err: str = "") -> Any:
+    labels = {"drgpu.run_id": "0", "com.docker.stack.namespace": "deepracer-0"}
+    return {
+        "ID": task_id,
+        "ServiceID": "svc",
+        "Slot": 1,
+        "NodeID": on,
+        "DesiredState": desired,
+        "Status": {"State": state, "Err": err},
+        "Spec": {"ContainerSpec": {"Labels": labels, "Env": ["A=1"]}},
+        "GenericResources": [{"NamedResourceSpec": {"Kind": "NVIDIA-GPU", "Value": G_W}}],
+    }
+
+
+class Engine:
+    """A manager answering recorded /nodes, /services and /tasks (503: no manager)."""
+
+    def __init__(self, nodes: list[Any] | None, tasks: list[Any]) -> None:
+        self.answers = {
+            "/nodes": nodes,
+            "/services": [{"ID": "svc", "Spec": {"Name": "deepracer-0_robomaker"}}],
+            "/tasks": tasks,
+        }
+
+    def call(self, method: str, path: str) -> Answer:
+        body = self.answers[path]
+        status = 503 if body is None else 200
+        return Answer(status, json.dumps(body if body is not None else {}).encode())
+
+
+def judged(nodes: list[Any], tasks: list[Any], run_id: str | None = None) -> list[Any]:
+    swarm = swarm_engine.swarm_picture(Engine(nodes, tasks), MANAGER)  # type: ignore[arg-type]
+    assert swarm is not None and swarm.seen == (MANAGER,)
+    return swarm_findings(swarm, run_id)
+
+
+def test_a_healthy_swarm_still_says_a_worker_node_was_not_seen() -> None:
+    nodes = [node(MANAGER, "ready", G_M, "manager"), node(WORKER, "ready", G_W)]
+    findings = judged(nodes, [task("t1", WORKER, "running")])
+    assert [(f.level, f.kind, f.facts["node"]) for f in findings] == [
+        (Level.WARN, "node-unseen", WORKER)
+    ]
+    assert findings[0].subject == f"node bed ({WORKER[:12]})"
+
+
+def test_a_task_the_manager_rejected_on_a_lost_node_may_still_run() -> None:
+    """As a 2-node bed's manager recorded it once the worker's dockerd was killed: the
+    started task rejected, desired shutdown; its replacement pending, desired ready."""
+    nodes = [node(MANAGER, "ready", G_M, "manager"), node(WORKER, "down", G_W)]
+    gone = "assigned node no longer meets constraints"
+    lost = task("t1", WORKER, "rejected", desired="shutdown", err=gone)
+    lost["Status"]["ContainerStatus"] = {"ContainerID": "c" * 64, "PID": 4242}
+    err = "no suitable node (1 node not available for new tasks)"
+    findings = judged(nodes, [lost, task("t2", "", "pending", desired="ready", err=err)])
+    assert [(f.level, f.kind) for f in findings] == [
+        (Level.FAIL, "task-pending"),
+        (Level.FAIL, "node-down"),
+        (Level.FAIL, "task-on-lost-node"),
+    ]
+    assert findings[2].facts["gpus"] == [G_W]
+    assert findings[2].message == (
+        f"task deepracer-0_robomaker.1 (t1) on node bed ({WORKER[:12]}) is rejected, but may"
+        f" still run on node bed ({WORKER[:12]}), which the manager has lost, holding its GPUs"
+    )
+    assert findings[1].message == f"node bed ({WORKER[:12]}) is down, holding 1 task(s) of a run"
+    never_started = task("t1", WORKER, "rejected", desired="shutdown", err=gone)
+    assert [f.level for f in judged(nodes, [never_started])] == [Level.WARN]  # node-down
+
+
+def test_a_down_node_without_tasks_is_a_warning() -> None:
+    nodes = [node(MANAGER, "ready", G_M, "manager"), node(WORKER, "down", G_W)]
+    assert [(f.level, f.kind) for f in judged(nodes, [])] == [(Level.WARN, "node-down")]
+
+
+def test_a_task_pending_for_gpus_is_a_violation_naming_the_engines_error() -> None:
+    err = "no suitable node (insufficient resources on 2 nodes)"
+    nodes = [node(MANAGER, "ready", G_M, "manager")]
+    findings = judged(nodes, [task("t2", "", "pending", err=err)])
+    assert [(f.level, f.kind) for f in findings] == [(Level.FAIL, "task-pending")]
+    assert findings[0].message == f"task deepracer-0_robomaker.1 (t2) on no node is pending: {err}"
+    assert judged(nodes, [task("t2", "", "pending", err=err)], run_id="other") == []
+
+
+def test_tasks_of_other_stacks_are_not_drgpus_and_a_worker_engine_is_no_manager() -> None:
+    foreign = task("t3", MANAGER, "pending")
+    foreign["Spec"]["ContainerSpec"]["Labels"] = {}
+    swarm = swarm_engine.swarm_picture(Engine([], [foreign]), MANAGER)  # type: ignore[arg-type]
+    assert swarm is not None and swarm.tasks == ()
+    assert swarm_engine.swarm_picture(Engine(None, []), MANAGER) is None  # type: ignore[arg-type]
+
+
+def test_reserving_services_lose_their_per_gpu_reasons_and_an_explicit_setting_is_said() -> None:
+    reasons = (
+        "simulators (auto): GPU 1: the most free",
+        "robomaker-1: GPU 1: spread: worker 1 of 2, round-robin over GPUs 1",
+        "robomaker: GPU 1: spread",
+        "sagemaker: GPU 0: asked for",
+    )
+    setting = "DR_ROBOMAKER_CUDA_DEVICES=1"
+    kept, said = swarm_reasons(reasons, ["robomaker"], setting)
+    assert kept == (
+        "sagemaker: GPU 0: asked for",
+        "robomaker: the engine chooses among the GPUs its node advertises",
+    )
+    assert said[0].startswith("DR_ROBOMAKER_CUDA_DEVICES=1 is not how the simulators get")
+    assert swarm_reasons(reasons, [], setting) == (reasons, ())  # all pinned: all apply
