@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
+from drgpu.commands.proving import probe_in
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import (
     CheckResult,
@@ -22,7 +22,6 @@ from drgpu.core.gpu_usage import LAUNCHER_ROLE, TrainerCheck, trainer_checks
 from drgpu.core.settings import project_name
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine
-from drgpu.host.files import Bound, read_bounded
 
 
 @dataclass(frozen=True)
@@ -78,16 +77,9 @@ def check(containers: list[ContainerFacts]) -> list[CheckResult]:
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
         results.append(
-            judge(container, *_probe(container, probe_arguments(expected_uuids(container))))
+            judge(container, *probe_in(container, probe_arguments(expected_uuids(container))))
         )
     return results
-
-
-def _probe(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
-    """Copy drgpu's probe into `container` and run it there: its exit code and output."""
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
-    ran = engine.run_file_in_container(container.id, source, arguments)
-    return ran.exit_code, ran.output
 
 
 def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
@@ -102,4 +94,4 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
 
 def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
     """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
-    return [judge_trainer(check, *_probe(check.container, ["--json"])) for check in checks]
+    return [judge_trainer(check, *probe_in(check.container, ["--json"])) for check in checks]

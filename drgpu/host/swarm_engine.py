@@ -42,6 +42,16 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
     )
 
 
+def task_log_tail(task_id: str, lines: int) -> list[str]:
+    """A task's last log lines as the manager gathers them from its node (`docker service
+    logs --tail`); none when they cannot be read."""
+    query = f"stdout=1&stderr=1&tail={lines}"
+    answer = docker_api.call("GET", f"/tasks/{task_id}/logs?{query}")
+    if answer.status != 200:
+        return []
+    return docker_api.unframed(answer.body).decode("utf-8", "replace").splitlines()[-lines:]
+
+
 def _services(engine: Connection, namespace: str) -> list[Mapping[str, Any]]:
     query = filters({"label": f"{STACK_LABEL}={namespace}"})
     found = engine.call("GET", f"/services?filters={query}").checked("list services", 200)

@@ -370,3 +370,43 @@ def test_a_service_with_gpus_of_its_own_is_pinned_and_claims_them(
     )
     assert taken.returncode == 3, taken.stderr
     assert run_id in taken.stderr
+
+
+def test_a_toolkit_that_ignores_the_swarm_request_fails_up_from_inside(
+    swarm_bed: Any, tmp_path: Path, stack: Path, new_run: NewRun
+) -> None:
+    """The manager's records are right, but the runtime hands every GPU to every task:
+    only the probe inside each task's container sees it."""
+    run_id = new_run()
+    env_file = settings(tmp_path, run_id, workers=1)
+    swarm_bed.set_topology({**THREE_GPUS, "hook_ignores_requests": True})
+    try:
+        started = run_drgpu(
+            "up", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env()
+        )
+    finally:
+        swarm_bed.set_topology(THREE_GPUS)
+
+    assert started.returncode == 5, started.stderr
+    assert "(seen from inside)" in started.stderr
+    assert "Traceback" not in started.stderr
+    assert leftovers(swarm_bed, f"deepracer-{run_id}") == []
+
+
+def test_a_task_that_fails_during_the_settle_fails_up_with_its_error_and_log(
+    swarm_bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    run_id = new_run()
+    path = tmp_path / "stack.yml"
+    services = {name: service(swarm_bed) for name in ("sagemaker", "robomaker")}
+    services["robomaker"]["command"] = ["sh", "-c", "echo lost the world >&2; sleep 0.1; exit 4"]
+    path.write_text(yaml.safe_dump({"services": services}))
+    env_file = settings(tmp_path, run_id, workers=1)
+
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(path), env=swarm_bed.env())
+
+    assert started.returncode == 5, started.stderr
+    # Its own error, as the manager recorded it or as its container on this node ended.
+    assert "non-zero exit (4)" in started.stderr or "exited with status 4" in started.stderr
+    assert "| lost the world" in started.stderr
+    assert leftovers(swarm_bed, f"deepracer-{run_id}") == []
