@@ -6,14 +6,17 @@ must see exactly its planned GPUs (NVML and CUDA)."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu import probe
+from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
 from drgpu.core.cuda_verdict import CheckResult, expected_uuids, judge, probe_arguments
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
+from drgpu.core.swarm_node import GPU_KIND
 from drgpu.core.verification import (
     stack_service_name,
     state_problems,
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
     from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts, TaskFacts
-    from drgpu.core.service_gpus import SwarmStack
+    from drgpu.core.service_gpus import SwarmService, SwarmStack
 
 
 LOG_TAIL_LINES = 5
@@ -94,27 +97,70 @@ def proving_inside(
 
     chosen = [c for c in containers if expected_uuids(c) and not c.stopped]
     pool = ThreadPoolExecutor(max_workers=max(len(chosen), 1))
-    futures = [pool.submit(_inside, container) for container in chosen]
+    futures = [pool.submit(_judged, c, partial(probe_in, c, _arguments(c))) for c in chosen]
     pool.shutdown(wait=False)
 
-    def results() -> tuple[list[Finding], list[str]]:
-        findings = [finding for future in futures for finding in future.result().findings]
-        return [f for f in findings if f.level is Level.WARN], [
-            f"{f.subject} (seen from inside): {f.message}"
-            for f in findings
-            if f.level is Level.FAIL
-        ]
-
-    return results
+    return lambda: _sorted([future.result() for future in futures])
 
 
-def _inside(container: ContainerFacts) -> CheckResult:
-    expected = expected_uuids(container)
+def _sorted(results: list[CheckResult]) -> tuple[list[Finding], list[str]]:
+    """The warnings (not provable from inside) and the mismatches of the probes' verdicts."""
+    findings = [finding for result in results for finding in result.findings]
+    return [f for f in findings if f.level is Level.WARN], [
+        f"{f.subject} (seen from inside): {f.message}" for f in findings if f.level is Level.FAIL
+    ]
+
+
+def _arguments(container: ContainerFacts) -> list[str]:
+    return probe_arguments(expected_uuids(container))
+
+
+def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> CheckResult:
+    """The verdict on what the probe saw in `container`; a warning when it could not run."""
     try:
-        return judge(container, *probe_in(container, probe_arguments(expected)))
+        return judge(container, *ran())
     except DockerError as exc:
         why = Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}")
+        expected = expected_uuids(container)
         return CheckResult(container.service, container.name, expected, (), (), (why,))
+
+
+def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
+    """The probe's verdicts on GPU tasks that run on other nodes than this one, run beside
+    them by a one-shot Swarm job per node (`swarm_engine.proofs_on_nodes`)."""
+    if not tasks:
+        return [], []
+    services = {stack_service_name(stack.project, s.name): s for s in stack.services}
+    stand_ins = {task.id: _stand_in(stack.project, services[task.service], task) for task in tasks}
+    wanted: dict[str, dict[str, list[str]]] = {}
+    for task in tasks:
+        wanted.setdefault(task.node_id, {})[task.id] = _arguments(stand_ins[task.id])
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
+    seen, failures = swarm_engine.proofs_on_nodes(stack.project, tasks[0].image, source, wanted)
+
+    def ran(task: TaskFacts) -> tuple[int, str]:
+        if task.id in seen:
+            return seen[task.id]
+        why = failures.get(task.node_id) or "the proof job found no container of it there"
+        raise DockerError(why)
+
+    return _sorted([_judged(stand_ins[t.id], partial(ran, t)) for t in tasks])
+
+
+def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> ContainerFacts:
+    """A task on another node as the probe's verdict needs it: its name and planned GPUs
+    (pinned, or those the engine reserved for it)."""
+    reserved = [value for kind, value in task.generic_resources if kind == GPU_KIND]
+    gpus = service.pinned_for(task.slot) or reserved
+    name = f"{_name(task)} on node {task.node_id[:12]}"
+    return ContainerFacts(
+        id=task.id,
+        name=name,
+        service=service.name,
+        project=project,
+        state="running",
+        labels={labels.GPUS: ",".join(gpus)},
+    )
 
 
 def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
@@ -137,10 +183,10 @@ def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
 def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[Finding]]:
     """The running tasks of the deployed `stack`, once every one runs and has run as long
     as a Compose stack's containers must (`proving.settle`), each verified against the
-    plan and, on this node, from inside; a warning for each task not proven from inside
-    (another node's: this engine cannot look inside it). A DockerError naming every
-    difference if not, with the last log lines of each task that stopped or was replaced
-    during the settle, as the manager records them."""
+    plan and from inside, where it runs (`proven_elsewhere` on other nodes), and a
+    warning for each task that could not be proven from inside. A DockerError naming
+    every difference if not, with the last log lines of each task that stopped or was
+    replaced during the settle, as the manager records them."""
     project = plan.project
     before = {task.id for task in _wait_running(stack) if task.state == "running"}
     containers = swarm_engine.stack_containers(project)
@@ -157,6 +203,12 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
         *verify_tasks(stack, tasks, containers),
         *mismatches,
     ]
+    running = [task for task in tasks if task.state == "running"]
+    if not problems:
+        gpu = {stack_service_name(project, s.name) for s in stack.services if s.gpus or s.pinned}
+        remote = [t for t in running if t.service in gpu and t.id not in containers]
+        elsewhere, problems = proven_elsewhere(stack, remote)
+        unproven += elsewhere
     if problems:
         raise DockerError(
             f"the deployed stack does not match the plan: {'; '.join(problems)}",
@@ -168,18 +220,6 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
                 ]
             ),
         )
-    running = [task for task in tasks if task.state == "running"]
-    gpu = {stack_service_name(project, s.name) for s in stack.services if s.gpus or s.pinned}
-    unproven += [
-        Finding(
-            _name(task),
-            Level.WARN,
-            f"not inspected: it runs on node {task.node_id[:12]}, not this one",
-            kind="not-inspected",
-        )
-        for task in running
-        if task.service in gpu and task.id not in containers
-    ]
     return running, unproven
 
 

@@ -89,6 +89,7 @@ class TaskFacts:
     error: str
     environment: Mapping[str, str] = field(default_factory=dict)
     generic_resources: tuple[tuple[str, str], ...] = ()
+    image: str = ""
 
 
 @dataclass(frozen=True)
