@@ -14,20 +14,67 @@ import yaml
 from drgpu import probe
 from drgpu.host import swarm_engine
 from tests.conftest import NewRun
-from tests.e2e.helpers import SIMULATOR, SPARE
+from tests.e2e.helpers import SIMULATOR, SPARE, THREE_GPUS
 from tests.support.runners import run_drgpu
-from tests.swarm.test_swarm_up import service, settings
+from tests.swarm.test_swarm_up import leftovers, service, settings
 
 NAMES = ("sagemaker", "robomaker")
 
+
+def _stack(bed: Any, tmp_path: Path) -> Path:
+    path = tmp_path / "stack.yml"
+    path.write_text(yaml.safe_dump({"services": {name: service(bed) for name in NAMES}}))
+    return path
+
+
 pytestmark = pytest.mark.docker
+
+
+def test_a_toolkit_that_ignores_the_swarm_request_fails_up_from_inside(
+    swarm_bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    """The manager's records are right, but the runtime hands every GPU to every task:
+    only the probe inside each task's container sees it."""
+    run_id = new_run()
+    env_file = settings(tmp_path, run_id, workers=1)
+    stack = _stack(swarm_bed, tmp_path)
+    swarm_bed.set_topology({**THREE_GPUS, "hook_ignores_requests": True})
+    try:
+        started = run_drgpu(
+            "up", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env()
+        )
+    finally:
+        swarm_bed.set_topology(THREE_GPUS)
+
+    assert started.returncode == 5, started.stderr
+    assert "(seen from inside)" in started.stderr
+    assert "Traceback" not in started.stderr
+    assert leftovers(swarm_bed, f"deepracer-{run_id}") == []
+
+
+def test_a_task_that_fails_during_the_settle_fails_up_with_its_error_and_log(
+    swarm_bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    run_id = new_run()
+    path = tmp_path / "stack.yml"
+    services = {name: service(swarm_bed) for name in ("sagemaker", "robomaker")}
+    services["robomaker"]["command"] = ["sh", "-c", "echo lost the world >&2; sleep 0.1; exit 4"]
+    path.write_text(yaml.safe_dump({"services": services}))
+    env_file = settings(tmp_path, run_id, workers=1)
+
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(path), env=swarm_bed.env())
+
+    assert started.returncode == 5, started.stderr
+    # Its own error, as the manager recorded it or as its container on this node ended.
+    assert "non-zero exit (4)" in started.stderr or "exited with status 4" in started.stderr
+    assert "| lost the world" in started.stderr
+    assert leftovers(swarm_bed, f"deepracer-{run_id}") == []
 
 
 def test_a_global_job_probes_each_task_where_it_runs_and_is_removed(
     swarm_bed: Any, tmp_path: Path, new_run: NewRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stack = tmp_path / "stack.yml"
-    stack.write_text(yaml.safe_dump({"services": {n: service(swarm_bed) for n in NAMES}}))
+    stack = _stack(swarm_bed, tmp_path)
     run_id = new_run()
     project = f"deepracer-{run_id}"
     env_file = settings(tmp_path, run_id, workers=1)
@@ -59,3 +106,5 @@ def test_a_global_job_probes_each_task_where_it_runs_and_is_removed(
     assert code != 0
     assert [d["uuid"] for d in json.loads(output)["nvml"]["devices"]] == [SPARE]
     assert swarm_bed.docker("service", "ls", "-q", "--filter", "label=drgpu.proof").stdout == ""
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=swarm_bed.env())
+    assert stopped.returncode == 0, stopped.stderr
