@@ -70,16 +70,12 @@ def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
 
 def check(containers: list[ContainerFacts]) -> list[CheckResult]:
     """Run the probe in each running container and judge what it saw."""
-    results = []
     for container in containers:
         if container.state != "running":
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-        results.append(
-            judge(container, *probe_in(container, probe_arguments(expected_uuids(container))))
-        )
-    return results
+    return [judge(c, *probe_in(c, probe_arguments(expected_uuids(c)))) for c in containers]
 
 
 def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:

@@ -107,7 +107,7 @@ def _sorted(results: list[CheckResult]) -> tuple[list[Finding], list[str]]:
     """The warnings (not provable from inside) and the mismatches of the probes' verdicts."""
     findings = [finding for result in results for finding in result.findings]
     return [f for f in findings if f.level is Level.WARN], [
-        f"{f.subject} (seen from inside): {f.message}" for f in findings if f.level is Level.FAIL
+        f"{f.subject}: seen from inside, {f.message}" for f in findings if f.level is Level.FAIL
     ]
 
 
@@ -172,12 +172,15 @@ def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]
 
 def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
     """The last log lines of each container whose state fails verification."""
-    logs = []
-    for container in stopped_badly(plan, list(containers)):
-        tail = engine.container_log_tail(container.id, LOG_TAIL_LINES)
-        shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
-        logs.append(f"last lines of {container.name}:{shown}")
-    return logs
+    return [
+        _shown(c.name, engine.container_log_tail(c.id, LOG_TAIL_LINES))
+        for c in stopped_badly(plan, list(containers))
+    ]
+
+
+def _shown(name: str, tail: list[str]) -> str:
+    shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
+    return f"last lines of {name}:{shown}"
 
 
 def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[Finding]]:
@@ -228,9 +231,7 @@ def _name(task: TaskFacts) -> str:
 
 
 def _task_logs(task: TaskFacts) -> str:
-    tail = swarm_engine.task_log_tail(task.id, LOG_TAIL_LINES)
-    shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
-    return f"last lines of {_name(task)}:{shown}"
+    return _shown(_name(task), swarm_engine.task_log_tail(task.id, LOG_TAIL_LINES))
 
 
 def _wait_running(stack: SwarmStack) -> list[TaskFacts]:

@@ -65,12 +65,9 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
 def state_problems(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
     """Why each container whose state fails verification fails it (as `verify` words it),
     for containers whose other facts are proven elsewhere (a Swarm task's)."""
-    return [
-        f"{container.name}: {state_problem(service, container)}"
-        for container in stopped_badly(plan, list(containers))
-        for service in plan.services
-        if service.name == container.service
-    ]
+    planned = {service.name: service for service in plan.services}
+    stopped = stopped_badly(plan, list(containers))
+    return [f"{c.name}: {state_problem(planned[c.service], c)}" for c in stopped]
 
 
 def stopped_badly(plan: Plan, containers: list[ContainerFacts]) -> list[ContainerFacts]:

@@ -100,8 +100,9 @@ def test_a_toolkit_that_ignores_the_device_request_fails_up_from_inside(
         bed.set_topology(THREE_GPUS)
 
     assert started.returncode == 5, started.stderr
-    assert f"deepracer-{project}-sagemaker-1 (seen from inside):" in started.stderr
-    assert f"deepracer-{project}-robomaker-1 (seen from inside):" in started.stderr
+    assert f"deepracer-{project}-sagemaker-1: seen from inside," in started.stderr
+    assert f"deepracer-{project}-robomaker-1: seen from inside," in started.stderr
+    assert "NOT verified: seen from inside" in started.stderr  # the progress line says it
     assert "Traceback" not in started.stderr
     assert containers(bed, f"deepracer-{project}") == []
 

@@ -52,5 +52,5 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
         worker.bed.set_topology(topology)
 
     assert broken.returncode == 5, broken.stderr
-    assert f"on node {worker.node_id[:12]} (seen from inside)" in broken.stderr
-    assert f"on node {manager.node_id[:12]} (seen from inside)" not in broken.stderr
+    assert f"on node {worker.node_id[:12]}: seen from inside" in broken.stderr
+    assert f"on node {manager.node_id[:12]}: seen from inside" not in broken.stderr
