@@ -14,6 +14,7 @@ from drgpu import probe
 from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
 from drgpu.core.cuda_verdict import CheckResult, expected_uuids, judge, probe_arguments
+from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
 from drgpu.core.swarm_node import GPU_KIND
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from drgpu.core.compose_progress import ProgressEvent
-    from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.service_gpus import SwarmService, SwarmStack
 
 
