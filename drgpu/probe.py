@@ -1293,5 +1293,68 @@ def main(
     return exit_code(report)
 
 
-if __name__ == "__main__":
+def on_node(namespace: str, node: str, source: bytes, wanted: dict[str, list[str]]) -> None:
+    """`drgpu up`'s proof on the Swarm node `node` (a one-shot global job with the node's
+    engine socket mounted): this probe, run through the node's own engine in each
+    container of the stack `namespace` whose task is `wanted` (task id: the probe's
+    arguments); one JSON line each: the task, the probe's exit code and output. An engine
+    that is another node's is said in one line instead (`{"error": ...}`)."""
+    import http.client
+    import io
+    import socket
+    import tarfile
+    import urllib.parse
+
+    class Engine(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.connect("/var/run/docker.sock")
+
+    def call(method: str, path: str, body: Any = None, raw: bytes | None = None) -> bytes:
+        engine = Engine("localhost", timeout=120)
+        data = raw if raw is not None else json.dumps(body).encode() if body else None
+        engine.request(method, path, data, {"Content-Type": "application/json"})
+        answer = engine.getresponse()
+        text = answer.read()
+        if answer.status >= 300:
+            raise OSError(f"{method} {path.partition('?')[0]}: {answer.status} {text[:200]!r}")
+        return text
+
+    def run(container: str, arguments: list[str]) -> tuple[int, str]:
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            info = tarfile.TarInfo("drgpu-probe.py")
+            info.size = len(source)
+            tar.addfile(info, io.BytesIO(source))
+        call("PUT", f"/containers/{container}/archive?path=/tmp", raw=archive.getvalue())
+        command = ["python3", "/tmp/drgpu-probe.py", *arguments]
+        made = json.loads(
+            call("POST", f"/containers/{container}/exec", {"Cmd": command, "AttachStdout": True})
+        )
+        stream, output = call("POST", f"/exec/{made['Id']}/start", {"Tty": False}), b""
+        while len(stream) >= 8:  # the engine's frames: 8 bytes of header, then the payload
+            size = int.from_bytes(stream[4:8], "big")
+            output, stream = output + stream[8 : 8 + size], stream[8 + size :]
+        code = json.loads(call("GET", f"/exec/{made['Id']}/json"))["ExitCode"]
+        return code, output.decode("utf-8", "replace")
+
+    found = json.loads(call("GET", "/info")).get("Swarm", {}).get("NodeID")
+    if found != node:
+        print(json.dumps({"error": f"the socket mounted there is node {found}'s engine"}))
+        return
+    query = json.dumps({"label": [f"com.docker.stack.namespace={namespace}"]})
+    for listed in json.loads(call("GET", f"/containers/json?filters={urllib.parse.quote(query)}")):
+        task = (listed.get("Labels") or {}).get("com.docker.swarm.task.id")
+        if task in wanted:
+            try:
+                code, output = run(listed["Id"], wanted[task])
+            except OSError as exc:
+                code, output = -1, str(exc)
+            print(json.dumps({"task": task, "exit_code": code, "output": output}), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--on-node"]:  # run as a Swarm job: source in env
+    tasks = json.loads(os.environ["DRGPU_TASKS"])
+    on_node(sys.argv[2], sys.argv[3], os.environ["DRGPU_PROBE"].encode(), tasks)
+elif __name__ == "__main__":
     sys.exit(main())

@@ -26,13 +26,15 @@ if TYPE_CHECKING:
 
     from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts
+    from drgpu.core.findings import Finding
     from drgpu.host.process import Completed
 
 
 def up(
     prepared: Prepared, progress: Callable[[ProgressEvent], None] | None = None
-) -> list[ContainerFacts]:
-    """Render, start the stack, and verify it; on any failure or caught signal the run
+) -> tuple[list[ContainerFacts], list[Finding]]:
+    """Render, start the stack, and verify it (its containers, and a warning for each not
+    provable from inside); on any failure or caught signal the run
     goes back down (`rollback.rolled_back`). With `progress`, it hears each service's state
     as Compose reports it, then its verification (else a spinner shows)."""
     text = render_override(prepared.plan, override_header_template())
@@ -59,8 +61,7 @@ def up(
                 hint=failure_hint(started.stderr),
             )
         with process.meanwhile(preload_rich):  # the tables' import, while verification waits
-            containers = verified(prepared.plan, progress)
-    return containers
+            return verified(prepared.plan, progress)
 
 
 def _compose_up(

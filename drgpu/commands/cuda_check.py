@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
+from drgpu.commands.proving import probe_in
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import (
     CheckResult,
@@ -22,7 +22,6 @@ from drgpu.core.gpu_usage import LAUNCHER_ROLE, TrainerCheck, trainer_checks
 from drgpu.core.settings import project_name
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine
-from drgpu.host.files import Bound, read_bounded
 
 
 @dataclass(frozen=True)
@@ -71,23 +70,12 @@ def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
 
 def check(containers: list[ContainerFacts]) -> list[CheckResult]:
     """Run the probe in each running container and judge what it saw."""
-    results = []
     for container in containers:
         if container.state != "running":
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-        results.append(
-            judge(container, *_probe(container, probe_arguments(expected_uuids(container))))
-        )
-    return results
-
-
-def _probe(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
-    """Copy drgpu's probe into `container` and run it there: its exit code and output."""
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
-    ran = engine.run_file_in_container(container.id, source, arguments)
-    return ran.exit_code, ran.output
+    return [judge(c, *probe_in(c, probe_arguments(expected_uuids(c)))) for c in containers]
 
 
 def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
@@ -102,4 +90,4 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
 
 def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
     """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
-    return [judge_trainer(check, *_probe(check.container, ["--json"])) for check in checks]
+    return [judge_trainer(check, *probe_in(check.container, ["--json"])) for check in checks]

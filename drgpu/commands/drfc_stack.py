@@ -45,6 +45,7 @@ from drgpu.ui.talk import note, preload_rich, spinner, warn
 if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
     from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+    from drgpu.core.findings import Finding
     from drgpu.core.model import Plan
     from drgpu.core.settings import Config
     from drgpu.host.process import Completed
@@ -80,8 +81,9 @@ def up(
     prepared: Prepared,
     extra_args: Sequence[str],
     progress: Callable[[ProgressEvent], None] | None = None,
-) -> tuple[Plan, list[ContainerFacts]]:
-    """Render the override, run DRfC's start script with it, and verify every container;
+) -> tuple[Plan, list[ContainerFacts], list[Finding]]:
+    """Render the override, run DRfC's start script with it, and verify every container
+    (a warning for each not provable from inside);
     on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again.
     With `progress`, it hears each service's state from Compose's lines, then its
     verification (else a spinner shows)."""
@@ -114,7 +116,7 @@ def up(
         said = _started(started, checkout)
         try:
             with process.meanwhile(preload_rich):  # the tables' import, while verification waits
-                containers = verified(plan, progress)
+                containers, unproven = verified(plan, progress)
         except DockerError as failure:
             # DRfC's start script exits 0 with -q whatever Compose said: say what it said.
             if said and "has no container" in failure.message:
@@ -124,7 +126,7 @@ def up(
         placeholders = {service.name for service in plan.services if service.placeholder}
         if replicas := [c.id for c in containers if c.service in placeholders]:
             engine.remove_containers(replicas)  # `--scale`'s placeholder, once verified
-    return plan, [c for c in containers if c.service not in placeholders]
+    return plan, [c for c in containers if c.service not in placeholders], unproven
 
 
 def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
@@ -316,7 +318,9 @@ def swarm_shell_exports(prepared: Prepared) -> str:
     return drfc_scripts.shell_exports(_checkout(prepared.target), path, swarm=True)
 
 
-def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack, list[TaskFacts]]:
+def swarm_up(
+    prepared: Prepared, extra_args: Sequence[str]
+) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
     """DRfC's swarm start script with drgpu's override appended to its `-c` list, then every
     task waited for and verified (`proving.proven_tasks`); on any failure (or a caught
     signal) DRfC's stop script, then drgpu's cleanup, remove the stack. Refused before
@@ -354,5 +358,5 @@ def swarm_up(prepared: Prepared, extra_args: Sequence[str]) -> tuple[SwarmStack,
             last = said[-1] if said else "exit status 0"
             raise DockerError(f"{script} deployed no service of {project}: {last}")
         with spinner(f"verifying {project}"):
-            tasks = proven_tasks(prepared.plan, stack)
-    return stack, tasks
+            tasks, unproven = proven_tasks(prepared.plan, stack)
+    return stack, tasks, unproven

@@ -1,15 +1,25 @@
 """The proof of a started stack: wait until its containers (or Swarm tasks) run and settle,
 then check each against the plan (`core.verification`), with the last log lines of each
-that stopped."""
+that stopped, and from inside: drgpu's probe, run in each GPU container during the settle,
+must see exactly its planned GPUs (NVML and CUDA)."""
 
 from __future__ import annotations
 
 import time
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from drgpu import probe
+from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
+from drgpu.core.cuda_verdict import CheckResult, expected_uuids, judge, probe_arguments
+from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
+from drgpu.core.swarm_node import GPU_KIND
 from drgpu.core.verification import (
+    stack_service_name,
     state_problems,
     stopped_badly,
     stuck_hint,
@@ -19,13 +29,13 @@ from drgpu.core.verification import (
 )
 from drgpu.errors import DockerError
 from drgpu.host import engine, swarm_engine
+from drgpu.host.files import Bound, read_bounded
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from drgpu.core.compose_progress import ProgressEvent
-    from drgpu.core.facts import ContainerFacts, TaskFacts
-    from drgpu.core.service_gpus import SwarmStack
+    from drgpu.core.service_gpus import SwarmService, SwarmStack
 
 
 LOG_TAIL_LINES = 5
@@ -37,22 +47,25 @@ POLL_S = 0.1  # a few cheap API calls; every 0.1 s of waiting counts in `up`
 
 def verified(
     plan: Plan, progress: Callable[[ProgressEvent], None] | None = None
-) -> list[ContainerFacts]:
-    """The containers of the started stack, proven against the plan; a DockerError naming
-    every difference (with the last log lines of each container that stopped) if not.
-    `progress` hears whether each container was verified.
+) -> tuple[list[ContainerFacts], list[Finding]]:
+    """The containers of the started stack, proven against the plan, and a warning for each
+    that could not be proven from inside; a DockerError naming every difference (with the
+    last log lines of each container that stopped) if not. `progress` hears whether each
+    container was verified.
 
     A container counts once it has run for SETTLE_S: one whose command fails at once
     has stopped by then."""
     containers = engine.project_containers(plan.project)
+    inside = proving_inside(containers)
     if settle(containers):
         containers = engine.project_containers(plan.project)
-    problems = verify(plan, containers)
+    unproven, mismatches = inside()
+    problems = [*verify(plan, containers), *mismatches]
     if progress is not None:
         for event in verification_events([(c.name, c.service) for c in containers], problems):
             progress(event)
     if not problems:
-        return containers
+        return containers, unproven
     raise DockerError(
         f"the started stack does not match the plan: {'; '.join(problems)}",
         hint="\n  ".join(
@@ -75,43 +88,151 @@ def settle(containers: Iterable[ContainerFacts]) -> bool:
     return True
 
 
+def proving_inside(
+    containers: Iterable[ContainerFacts],
+) -> Callable[[], tuple[list[Finding], list[str]]]:
+    """Start drgpu's probe in each running GPU container, each in a thread of its own; the
+    function returned waits for them: a warning for each container not provable from
+    inside (no python3, the probe could not run), and every mismatch the probes saw."""
+    from concurrent.futures import ThreadPoolExecutor  # lazy: only `up` proves
+
+    chosen = [c for c in containers if expected_uuids(c) and not c.stopped]
+    pool = ThreadPoolExecutor(max_workers=max(len(chosen), 1))
+    futures = [pool.submit(_judged, c, partial(probe_in, c, _arguments(c))) for c in chosen]
+    pool.shutdown(wait=False)
+
+    return lambda: _sorted([future.result() for future in futures])
+
+
+def _sorted(results: list[CheckResult]) -> tuple[list[Finding], list[str]]:
+    """The warnings (not provable from inside) and the mismatches of the probes' verdicts."""
+    findings = [finding for result in results for finding in result.findings]
+    return [f for f in findings if f.level is Level.WARN], [
+        f"{f.subject}: seen from inside, {f.message}" for f in findings if f.level is Level.FAIL
+    ]
+
+
+def _arguments(container: ContainerFacts) -> list[str]:
+    return probe_arguments(expected_uuids(container))
+
+
+def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> CheckResult:
+    """The verdict on what the probe saw in `container`; a warning when it could not run."""
+    try:
+        return judge(container, *ran())
+    except DockerError as exc:
+        why = Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}")
+        expected = expected_uuids(container)
+        return CheckResult(container.service, container.name, expected, (), (), (why,))
+
+
+def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
+    """The probe's verdicts on GPU tasks that run on other nodes than this one, run beside
+    them by a one-shot Swarm job per node (`swarm_engine.proofs_on_nodes`)."""
+    if not tasks:
+        return [], []
+    services = {stack_service_name(stack.project, s.name): s for s in stack.services}
+    stand_ins = {task.id: _stand_in(stack.project, services[task.service], task) for task in tasks}
+    wanted: dict[str, dict[str, list[str]]] = {}
+    for task in tasks:
+        wanted.setdefault(task.node_id, {})[task.id] = _arguments(stand_ins[task.id])
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
+    seen, failures = swarm_engine.proofs_on_nodes(stack.project, tasks[0].image, source, wanted)
+
+    def ran(task: TaskFacts) -> tuple[int, str]:
+        if task.id in seen:
+            return seen[task.id]
+        why = failures.get(task.node_id) or "the proof job found no container of it there"
+        raise DockerError(why)
+
+    return _sorted([_judged(stand_ins[t.id], partial(ran, t)) for t in tasks])
+
+
+def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> ContainerFacts:
+    """A task on another node as the probe's verdict needs it: its name and planned GPUs
+    (pinned, or those the engine reserved for it)."""
+    reserved = [value for kind, value in task.generic_resources if kind == GPU_KIND]
+    gpus = service.pinned_for(task.slot) or reserved
+    name = f"{_name(task)} on node {task.node_id[:12]}"
+    return ContainerFacts(
+        id=task.id,
+        name=name,
+        service=service.name,
+        project=project,
+        state="running",
+        labels={labels.GPUS: ",".join(gpus)},
+    )
+
+
+def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
+    """Copy drgpu's probe into `container` and run it there: its exit code and output."""
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
+    ran = engine.run_file_in_container(container.id, source, arguments)
+    return ran.exit_code, ran.output
+
+
 def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
     """The last log lines of each container whose state fails verification."""
-    logs = []
-    for container in stopped_badly(plan, list(containers)):
-        tail = engine.container_log_tail(container.id, LOG_TAIL_LINES)
-        shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
-        logs.append(f"last lines of {container.name}:{shown}")
-    return logs
+    return [
+        _shown(c.name, engine.container_log_tail(c.id, LOG_TAIL_LINES))
+        for c in stopped_badly(plan, list(containers))
+    ]
 
 
-def proven_tasks(plan: Plan, stack: SwarmStack) -> list[TaskFacts]:
+def _shown(name: str, tail: list[str]) -> str:
+    shown = "".join(f"\n    | {line}" for line in tail) or "\n    | (no output)"
+    return f"last lines of {name}:{shown}"
+
+
+def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[Finding]]:
     """The running tasks of the deployed `stack`, once every one runs and has run as long
     as a Compose stack's containers must (`proving.settle`), each verified against the
-    plan; a DockerError naming every difference (with the last log lines of each task
-    that stopped) if not."""
+    plan and from inside, where it runs (`proven_elsewhere` on other nodes), and a
+    warning for each task that could not be proven from inside. A DockerError naming
+    every difference if not, with the last log lines of each task that stopped or was
+    replaced during the settle, as the manager records them."""
     project = plan.project
-    tasks = _wait_running(stack)
+    before = {task.id for task in _wait_running(stack) if task.state == "running"}
     containers = swarm_engine.stack_containers(project)
-    if settle(containers.values()):  # a task whose command fails at once has ended
-        tasks = swarm_engine.stack_tasks(project)
-        containers = swarm_engine.stack_containers(project)
+    inside = proving_inside(containers.values())
+    settle(containers.values())  # a task whose command fails at once has ended
+    tasks = swarm_engine.stack_tasks(project)  # the manager's word, of every node's tasks
+    containers = swarm_engine.stack_containers(project)
+    ended = [task for task in tasks if task.id in before and task.state != "running"]
+    unproven, mismatches = inside()
     problems = [
         *waiting_on(stack, tasks)[0],
+        *(f"{_name(task)} {task.state}: {task.error or 'its command ended'}" for task in ended),
         *state_problems(plan, containers.values()),
         *verify_tasks(stack, tasks, containers),
+        *mismatches,
     ]
+    running = [task for task in tasks if task.state == "running"]
+    if not problems:
+        gpu = {stack_service_name(project, s.name) for s in stack.services if s.gpus or s.pinned}
+        remote = [t for t in running if t.service in gpu and t.id not in containers]
+        elsewhere, problems = proven_elsewhere(stack, remote)
+        unproven += elsewhere
     if problems:
         raise DockerError(
             f"the deployed stack does not match the plan: {'; '.join(problems)}",
             hint="\n  ".join(
                 [
                     *stopped_logs(plan, containers.values()),
+                    *(_task_logs(task) for task in ended if task.id not in containers),
                     "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
                 ]
             ),
         )
-    return [task for task in tasks if task.state == "running"]
+    return running, unproven
+
+
+def _name(task: TaskFacts) -> str:
+    return f"{task.service}.{task.slot}"
+
+
+def _task_logs(task: TaskFacts) -> str:
+    return _shown(_name(task), swarm_engine.task_log_tail(task.id, LOG_TAIL_LINES))
 
 
 def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
@@ -125,9 +246,10 @@ def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
         now = time.monotonic()
         stuck_since = (stuck_since or now) if stuck else None
         if stuck and now - (stuck_since or now) >= STUCK_GRACE_S:
+            failed = {task.service: task for task in tasks if task.state == "failed"}
             raise DockerError(
                 f"the stack cannot start: {'; '.join(sorted(set(stuck)))}",
-                hint=stuck_hint(stuck),
+                hint="\n  ".join([*map(_task_logs, failed.values()), stuck_hint(stuck)]),
             )
         if now >= deadline:
             raise DockerError(f"the stack did not start in {START_TIMEOUT_S:.0f}s: {waiting[0]}")

@@ -20,6 +20,7 @@ from drgpu.ui.talk import spinner, warn
 if TYPE_CHECKING:
     from drgpu.commands.preparation import Prepared
     from drgpu.core.facts import EngineFacts, TaskFacts
+    from drgpu.core.findings import Finding
 
 
 def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
@@ -44,7 +45,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     return SwarmView(services, layout, (blind,) if blind else (), nodes)
 
 
-def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
+def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
     """Render, deploy, wait for every task, let each run as long as a Compose stack's
     containers must (`proving.settle`) and verify what each really got; on any failure
     or caught signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited
@@ -66,8 +67,8 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts]]:
         spinner(f"deploying {project} to the swarm"),
     ):
         swarm.deploy(project, path, environment)
-        tasks = proven_tasks(prepared.plan, stack)
-    return stack, tasks
+        tasks, unproven = proven_tasks(prepared.plan, stack)
+    return stack, tasks, unproven
 
 
 def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:

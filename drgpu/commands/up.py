@@ -11,6 +11,7 @@ from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import prepare_locked
 from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.findings import Finding
 from drgpu.core.model import Plan
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.errors import ConfigError
@@ -32,18 +33,21 @@ class UpOptions:
 @dataclass(frozen=True)
 class Started:
     """A stack started by Compose (or DRfC's start script): its plan and its containers,
-    each proven."""
+    each proven, but those `unproven` from inside (a warning each)."""
 
     plan: Plan
     containers: list[ContainerFacts]
+    unproven: list[Finding]
 
 
 @dataclass(frozen=True)
 class Deployed:
-    """A stack deployed to Docker Swarm: its stack file and its running tasks, verified."""
+    """A stack deployed to Docker Swarm: its stack file and its running tasks, verified,
+    but those `unproven` from inside (a warning each)."""
 
     stack: SwarmStack
     tasks: list[TaskFacts]
+    unproven: list[Finding]
 
 
 def up(options: UpOptions) -> Started | Deployed:
@@ -73,7 +77,5 @@ def up(options: UpOptions) -> Started | Deployed:
             return Deployed(*swarm_deploy.up(prepared))
         with UpProgress(quiet=options.quiet) as progress:
             if scripts:
-                plan, containers = drfc_stack.up(prepared, options.script_args, progress)
-            else:
-                plan, containers = prepared.plan, compose_run.up(prepared, progress)
-    return Started(plan, containers)
+                return Started(*drfc_stack.up(prepared, options.script_args, progress))
+            return Started(prepared.plan, *compose_run.up(prepared, progress))

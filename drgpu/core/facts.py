@@ -91,6 +91,7 @@ class TaskFacts:
     generic_resources: tuple[tuple[str, str], ...] = ()
     run_id: str = ""  # drgpu's run label of its container spec
     started: bool = False  # its node reported a container process (ContainerStatus.PID)
+    image: str = ""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from drgpu.core.swarm_node import (
 )
 from drgpu.errors import DockerError, GpuValidationError
 
+CONSTRAINT_RACE = "no longer meets constraints"
+
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     """Every way the containers differ from the plan; empty when they match.
@@ -63,12 +65,9 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
 def state_problems(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
     """Why each container whose state fails verification fails it (as `verify` words it),
     for containers whose other facts are proven elsewhere (a Swarm task's)."""
-    return [
-        f"{container.name}: {state_problem(service, container)}"
-        for container in stopped_badly(plan, list(containers))
-        for service in plan.services
-        if service.name == container.service
-    ]
+    planned = {service.name: service for service in plan.services}
+    stopped = stopped_badly(plan, list(containers))
+    return [f"{c.name}: {state_problem(planned[c.service], c)}" for c in stopped]
 
 
 def stopped_badly(plan: Plan, containers: list[ContainerFacts]) -> list[ContainerFacts]:
@@ -169,9 +168,12 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
         )
         ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
         ended = [t for t in tasks if t.service == full and t.state in ended_states]
+        # Docker 20.10 rejects a task whose node "no longer meets constraints" while the
+        # node's own failure is the real one: name that, the race is noise.
+        real = [t for t in ended if CONSTRAINT_RACE not in t.error] or ended
         if ended and not running:
             stuck.append(
-                f"{service.name}: task {ended[-1].state}: {ended[-1].error or 'its command ended'}"
+                f"{service.name}: task {real[-1].state}: {real[-1].error or 'its command ended'}"
             )
     return waiting, stuck
 

@@ -3,6 +3,10 @@ its containers on this node, what is left of it, and this node and the swarm's n
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +20,9 @@ from drgpu.host.docker_api import Connection, filters
 from drgpu.host.engine import STACK_LABEL, containers, environment, listing
 
 TASK_ID_LABEL = "com.docker.swarm.task.id"
+SOCKET = "/var/run/docker.sock"  # where the proof job finds its node's engine
+JOB_TIMEOUT_S = 30.0
+POLL_S = 0.1
 
 
 def stack_containers(namespace: str) -> dict[str, ContainerFacts]:
@@ -45,6 +52,100 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
     )
 
 
+def task_log_tail(task_id: str, lines: int) -> list[str]:
+    """A task's last log lines as the manager gathers them from its node (`docker service
+    logs --tail`); none when they cannot be read."""
+    query = f"stdout=1&stderr=1&tail={lines}"
+    answer = docker_api.call("GET", f"/tasks/{task_id}/logs?{query}")
+    if answer.status != 200:
+        return []
+    return docker_api.unframed(answer.body).decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def proofs_on_nodes(
+    namespace: str, image: str, source: str, wanted: Mapping[str, Mapping[str, list[str]]]
+) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """Run drgpu's probe (`source`, its `on_node` mode) beside the stack's tasks on other
+    nodes: one one-shot global job per node (`wanted`: node id: task id: the probe's
+    arguments), constrained to it, in `image`, with the node's engine socket (at
+    DRGPU_NODE_SOCKET, a Swarm template such as `/run/{{.Node.ID}}.sock`; else where
+    drgpu reaches this engine's, or the default); each job read with `service logs` and
+    removed. The
+    probe's (exit code, output) by task id, and why each node whose job failed."""
+    results: dict[str, tuple[int, str]] = {}
+    failures: dict[str, str] = {}
+    with docker_api.connected() as engine:
+        jobs = {
+            node: engine.call(
+                "POST", "/services/create", _job(namespace, image, source, node, tasks)
+            ).checked("create the proof job", 201)["ID"]
+            for node, tasks in wanted.items()
+        }
+        try:
+            for node, job in jobs.items():
+                failure = _job_done(engine, job)
+                logs = engine.call("GET", f"/services/{job}/logs?stdout=1&stderr=1")
+                for line in docker_api.unframed(logs.body).decode("utf-8", "replace").splitlines():
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        said = json.loads(line)
+                        failure = failure or said.get("error")
+                        results[said["task"]] = (int(said["exit_code"]), str(said["output"]))
+                if failure:
+                    failures[node] = failure
+        finally:
+            for job in jobs.values():
+                engine.call("DELETE", f"/services/{job}")
+    return results, failures
+
+
+def _job(
+    namespace: str, image: str, source: str, node: str, tasks: Mapping[str, list[str]]
+) -> dict[str, Any]:
+    run = "import os; exec(os.environ['DRGPU_PROBE'])"
+    return {
+        "Name": f"drgpu-proof-{namespace}-{node[:12]}",
+        "Labels": {"drgpu.proof": namespace},
+        "Mode": {"GlobalJob": {}},
+        "TaskTemplate": {
+            "ContainerSpec": {
+                "Image": image,
+                "Command": ["python3", "-c", run, "--on-node", namespace, node],
+                "Env": [
+                    f"DRGPU_PROBE={source}",
+                    f"DRGPU_TASKS={json.dumps(tasks)}",
+                    "NVIDIA_VISIBLE_DEVICES=void",  # the job itself holds no GPU
+                ],
+                "Mounts": [{"Type": "bind", "Source": _socket(), "Target": SOCKET}],
+            },
+            "Placement": {"Constraints": [f"node.id=={node}"]},
+            "RestartPolicy": {"Condition": "none"},
+        },
+    }
+
+
+def _socket() -> str:
+    found = docker_api.engine_address(os.environ).socket_path
+    return os.environ.get("DRGPU_NODE_SOCKET") or found or SOCKET
+
+
+def _job_done(engine: Connection, job: str) -> str | None:
+    """Wait until the job's task on its node ends; None when it completed, else why not."""
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        query = filters({"service": job})
+        tasks = engine.call("GET", f"/tasks?filters={query}").checked(
+            "list the job's task", 200, kind=list
+        )
+        for task in tasks or []:
+            status = task.get("Status") or {}
+            if status.get("State") == "complete":
+                return None
+            if status.get("State") in ("failed", "rejected", "shutdown"):
+                return f"the proof job {status.get('State')}: {status.get('Err') or 'no error'}"
+        time.sleep(POLL_S)
+    return f"the proof job did not end in {JOB_TIMEOUT_S:.0f}s (is the node down?)"
+
+
 def _services(engine: Connection, namespace: str) -> list[Mapping[str, Any]]:
     query = filters({"label": f"{STACK_LABEL}={namespace}"})
     found = engine.call("GET", f"/services?filters={query}").checked(
@@ -68,6 +169,7 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         generic_resources=_named_resources(task.get("GenericResources") or []),
         run_id=(spec.get("Labels") or {}).get(labels.RUN_ID, ""),
         started=bool((status.get("ContainerStatus") or {}).get("PID")),
+        image=str(spec.get("Image") or ""),
     )
 
 

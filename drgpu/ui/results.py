@@ -47,9 +47,9 @@ def show_up(result: Started | Deployed) -> None:
 
     if isinstance(result, Deployed):
         tables.warnings(result.stack.warnings)
-        tables.swarm_up_table(result.stack, result.tasks)
+        tables.swarm_up_table(result.stack, result.tasks, result.unproven)
     else:
-        tables.up_table(result.plan, result.containers)
+        tables.up_table(result.plan, result.containers, result.unproven)
 
 
 def show_gpus(result: GpusResult, *, json_output: bool, full: bool) -> None:

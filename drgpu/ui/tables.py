@@ -113,17 +113,28 @@ def _uuids_text(uuids: Iterable[str], devices: Mapping[str, Assignment]) -> str:
     return "; ".join(_devices_text([devices[u]]) if u in devices else u for u in uuids)
 
 
-def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:
-    """The verified assignment of a started stack."""
+def up_table(plan: Plan, containers: list[ContainerFacts], unproven: list[Finding]) -> None:
+    """The verified assignment of a started stack, and what was not proven from inside."""
+    why = {finding.subject: finding.message for finding in unproven}
     table = _table(f"{plan.project} is up", "Container", "State", "GPUs", "Verified")
     for container in containers:
         try:
             service = plan.service(container.service)
         except KeyError:
             continue
-        _row(table, container.name, container.state, _devices_text(service.devices), "ok")
+        verdict = why.get(container.name, "ok")
+        _row(table, container.name, container.state, _devices_text(service.devices), verdict)
     _print(table)
-    note(f"every container of {plan.project} has exactly its planned GPUs")
+    _proven(f"every container of {plan.project} has exactly its planned GPUs", unproven)
+
+
+def _proven(sentence: str, unproven: list[Finding]) -> None:
+    """The final sentence of `up`: what was proven, and each thing that was not."""
+    if not unproven:
+        note(sentence)
+        return
+    shown = "; ".join(f"{finding.subject} {finding.message}" for finding in unproven)
+    warn(f"{sentence} as the engine says, but not proven from inside: {shown}")
 
 
 def gpus_table(
@@ -252,13 +263,14 @@ def doctor_table(checks: list[Finding]) -> None:
     _print(table, piped_width=DOCTOR_WIDTH)
 
 
-def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
+def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Finding]) -> None:
     """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
     # lazy: only the swarm tables need them
     from drgpu.core.swarm_node import GPU_KIND
     from drgpu.core.verification import stack_service_name
 
     services = {stack_service_name(stack.project, s.name): s for s in stack.services}
+    why = {finding.subject: finding.message for finding in unproven}
     table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
     for task in tasks:
         service = services.get(task.service)
@@ -268,9 +280,11 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
             f"{uuid} (engine's choice)" for uuid in chosen
         ]
         name = f"{task.service}.{task.slot}"
-        _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", "ok")
+        verdict = why.get(name, "ok")
+        _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", verdict)
     _print(table)
-    note(
+    _proven(
         f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"
-        " number of them (engine's choice); none holds another's"
+        " number of them (engine's choice); none holds another's",
+        unproven,
     )

@@ -82,3 +82,46 @@ def test_the_engine_reports_over_its_socket_what_the_docker_cli_sees(
     assert [[r.device_ids for r in c.device_requests] for c in over_socket] == [
         [tuple(r["DeviceIDs"]) for r in c["HostConfig"]["DeviceRequests"]] for c in inspected
     ]
+
+
+def test_a_toolkit_that_ignores_the_device_request_fails_up_from_inside(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    """The engine's records are right (one device request, its UUIDs), but the runtime
+    hands every GPU to every container: only the probe inside sees it."""
+    project = new_run()
+    bed.set_topology({**THREE_GPUS, "hook_ignores_requests": True})
+    try:
+        stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+        env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+
+        started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+    finally:
+        bed.set_topology(THREE_GPUS)
+
+    assert started.returncode == 5, started.stderr
+    assert f"deepracer-{project}-sagemaker-1: seen from inside," in started.stderr
+    assert f"deepracer-{project}-robomaker-1: seen from inside," in started.stderr
+    assert "NOT verified: seen from inside" in started.stderr  # the progress line says it
+    assert "Traceback" not in started.stderr
+    assert containers(bed, f"deepracer-{project}") == []
+
+
+def test_a_container_without_python3_is_named_not_provable_from_inside(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    project = new_run()
+    bed.set_topology(THREE_GPUS)
+    no_python = service(bed, command=["/bin/sleep", "infinity"], environment={"PATH": "/none"})
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": no_python})
+    env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+
+    assert started.returncode == 0, started.stderr
+    robomaker = f"deepracer-{project}-robomaker-1"
+    assert "not provable from inside" in started.stdout  # its row of the table
+    assert f"{robomaker} not provable from inside: {robomaker}: the image has no python3" in (
+        " ".join(started.stderr.split())
+    )
+    assert "sagemaker-1 not provable" not in started.stderr

@@ -26,9 +26,7 @@ def test_status_covers_every_node_and_says_a_lost_worker(two_node_swarm: Any) ->
     unseen = {f["node"] for f in document["findings"] if f["kind"] == "node-unseen"}
     assert unseen == {worker.node_id for worker in workers}
     nodes = {node["id"]: node["gpus_seen"] for node in document["swarm"]["nodes"]}
-    assert nodes == {
-        node.node_id: node is two_node_swarm.manager for node in two_node_swarm.nodes
-    }
+    assert nodes == {node.node_id: node is two_node_swarm.manager for node in two_node_swarm.nodes}
     lost, manager = workers[0], two_node_swarm.manager.bed
     manager.docker(
         "service", "create", "--detach", "--name", "drgpu-on-worker", "--container-label",

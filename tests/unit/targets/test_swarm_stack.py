@@ -348,3 +348,19 @@ def test_a_service_without_gpus_may_end_well_a_gpu_service_may_not(pinned: Swarm
     waiting, stuck = waiting_on(pinned, stopped)
     assert waiting == ["robomaker: 2/3 running"]
     assert stuck == []  # two replicas still run: the engine may start another
+
+
+def test_a_stuck_deploy_names_the_tasks_own_error_not_the_constraint_race(
+    pinned: SwarmStack,
+) -> None:
+    """Docker 20.10 rejects a task whose node "no longer meets constraints" after the
+    hook's own failure: the hook's error is the one to name."""
+    tasks = [t for t in matching(pinned)[0] if t.service != "deepracer-0_sagemaker"]
+    hook = "starting container failed: nvidia-container-cli: device error: 7: unknown device"
+    race = "assigned node no longer meets constraints"
+    ended = [
+        task("sagemaker", 1, id="s1", state="failed", desired_state="shutdown", error=hook),
+        task("sagemaker", 1, id="s2", state="rejected", desired_state="shutdown", error=race),
+    ]
+    _waiting, stuck = waiting_on(pinned, [*tasks, *ended])
+    assert stuck == [f"sagemaker: task failed: {hook}"]

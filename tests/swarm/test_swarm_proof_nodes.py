@@ -1,0 +1,56 @@
+"""`up` proves each GPU task from inside where it runs, on every node of a multi-node
+swarm (the `two_node_swarm` fixture of the multi-node bed: tests/support/swarm_nodes):
+tasks on the worker node through a one-shot global job beside them. A worker whose toolkit
+ignores the Swarm resource fails `up`, named by its node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.runners import run_drgpu
+from tests.swarm.test_swarm_up import service, settings
+
+pytestmark = pytest.mark.docker
+
+
+def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fails_up(
+    two_node_swarm: Any, tmp_path: Path
+) -> None:
+    manager, worker = two_node_swarm.nodes
+    stack = tmp_path / "stack.yml"
+    names = ("sagemaker", "robomaker")
+    stack.write_text(yaml.safe_dump({"services": {n: service(manager.bed) for n in names}}))
+    # Four simulators on four advertised GPUs: two on each node.
+    extra = "DRGPU_SWARM_GPUS=generic\n"
+    env_file = settings(tmp_path, "proof", workers=4, simulator="0,1", extra=extra)
+    # Each node's engine at a path of its own, found by node ID as the proof job mounts it.
+    sockets = tmp_path / "nodes"
+    sockets.mkdir()
+    for node in two_node_swarm.nodes:
+        engine = node.bed.env()["DOCKER_HOST"].removeprefix("unix://")
+        (sockets / f"{node.node_id}.sock").symlink_to(engine)
+    env = {**manager.bed.env(), "DRGPU_NODE_SOCKET": f"{sockets}/{{{{.Node.ID}}}}.sock"}
+
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=env)
+
+    assert started.returncode == 0, started.stderr
+    assert worker.node_id[:12] in started.stdout  # tasks ran there
+    assert "not provable" not in started.stdout + started.stderr
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=env)
+    assert stopped.returncode == 0, stopped.stderr
+
+    topology = json.loads(worker.bed.topology_path.read_text())
+    worker.bed.set_topology({**topology, "hook_ignores_requests": True})
+    try:
+        broken = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=env)
+    finally:
+        worker.bed.set_topology(topology)
+
+    assert broken.returncode == 5, broken.stderr
+    assert f"on node {worker.node_id[:12]}: seen from inside" in broken.stderr
+    assert f"on node {manager.node_id[:12]}: seen from inside" not in broken.stderr
