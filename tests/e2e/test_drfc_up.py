@@ -146,7 +146,8 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     )  # fmt: skip
     status = checkout.drgpu(shell, "status")
     assert status.returncode == 6
-    assert f"tmpwrong0-algo-2-wrong-1 of run 0 has CUDA_VISIBLE_DEVICES={GPU0}" in status.stderr
+    wrong = "tmpwrong0-algo-2-wrong-1 of run 0 has CUDA_VISIBLE_DEVICES=0: NVIDIA GeForce GTX 1650"
+    assert wrong in status.stderr
     document = json.loads(checkout.drgpu(shell, "status", "--json").stdout)
     runs = {t["container"]: t["run_id"] for t in document["sagemaker_trainers"]}
     assert runs["tmpwrong0-algo-2-wrong-1"] == "0"

@@ -14,7 +14,8 @@ from pathlib import Path
 @contextmanager
 def serving_no_containers(path: Path) -> Iterator[str]:
     """Serve the engine API on the unix socket `path` while the block runs: every container
-    listing is empty, anything else is 404. Yields the DOCKER_HOST to use."""
+    listing is empty, `/info` and `/nodes` say no swarm, anything else is 404. Yields the
+    DOCKER_HOST to use."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen()
@@ -32,9 +33,13 @@ def serving_no_containers(path: Path) -> Iterator[str]:
                     if name.strip().lower() == "content-length":
                         length = int(value)
                 reader.read(length)
-                listing = request.split()[1].startswith(b"/containers/json")
-                body = b"[]" if listing else b'{"message": "not in this stand-in engine"}'
-                status = b"200 OK" if listing else b"404 Not Found"
+                path = request.split()[1]
+                listing = path.startswith(b"/containers/json")
+                info = path.startswith(b"/info")  # no swarm: status asks before it lists
+                body = b"[]" if listing else b'{"Swarm": {}}' if info else b'{"message": "no"}'
+                status = b"200 OK" if listing or info else b"404 Not Found"
+                if path.startswith(b"/nodes"):  # as an engine that is no swarm manager
+                    status = b"503 Service Unavailable"
                 connection.sendall(
                     b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
