@@ -12,12 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import (
-    Holder,
-    ProcessStatus,
-    Status,
-    Verdict,
-)
+from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
 
 FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
@@ -77,12 +72,8 @@ def build_board(status: Status, history: History | None = None) -> Board:
     a history, each GPU's recent utilisation and memory."""
     roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
     missing = _missing(status, roles)
-    rows = tuple(_row(status, gpu, roles, missing) for gpu in status.inventory.gpus)
-    if history is not None:
-        rows = tuple(
-            _with_history(row, gpu, history)
-            for row, gpu in zip(rows, status.inventory.gpus, strict=True)
-        )
+    history = history or History({}, {})
+    rows = tuple(_row(status, gpu, roles, missing, history) for gpu in status.inventory.gpus)
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     return Board(
         scope=scope,
@@ -111,7 +102,11 @@ def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
 
 
 def _row(
-    status: Status, gpu: Gpu, roles: Mapping[str, str], missing: tuple[Occupant, ...]
+    status: Status,
+    gpu: Gpu,
+    roles: Mapping[str, str],
+    missing: tuple[Occupant, ...],
+    history: History,
 ) -> GpuRow:
     index = gpu.index
     holders = [
@@ -151,14 +146,14 @@ def _row(
         occupants=tuple(occupants),
         temperature_c=gpu.temperature_c,
         power_w=gpu.power_w,
+        utilization_history=history.utilization.get(gpu.uuid, ()),
+        memory_history=history.memory.get(gpu.uuid, ()),
     )
 
 
 def _occupant(process: ProcessStatus) -> Occupant:
-    if process.verdict in FLAGGED_VERDICTS:
-        problem = f"{process.verdict.upper()}: {process.reason}"
-    else:
-        problem = ""
+    flagged = process.verdict in FLAGGED_VERDICTS
+    problem = f"{process.verdict.upper()}: {process.reason}" if flagged else ""
     if process.service is not None:
         name = process.service
     elif process.verdict == Verdict.DISPLAY:
@@ -234,11 +229,3 @@ def recorded(history: History, status: Status) -> History:
         )[-HISTORY_POINTS:]
         memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
     return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)
-
-
-def _with_history(row: GpuRow, gpu: Gpu, history: History) -> GpuRow:
-    return replace(
-        row,
-        utilization_history=history.utilization.get(gpu.uuid, ()),
-        memory_history=history.memory.get(gpu.uuid, ()),
-    )

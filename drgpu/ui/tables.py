@@ -46,36 +46,26 @@ def _devices_text(devices: Iterable[Assignment]) -> str:
     return "\n".join(lines) or "none (CPU only)"
 
 
-def plan_table(plan: Plan) -> None:
-    """The plan as a table on stdout, with the index-order note under it."""
-    table = _table(f"drgpu plan for {plan.project}", "Service", "Role", "GPUs", "Gets")
-    for service in plan.services:
-        if service.disabled and service.note:
-            gets = service.note
-        elif service.has_gpu:
+def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
+    """The plan as a table on stdout, with the index-order note under it; with a Swarm
+    `view`, as Swarm runs it: per service (and replica slot), the GPUs pinned to it, or how
+    many the engine chooses."""
+    title = f"drgpu plan for {'' if view is None else 'swarm stack '}{plan.project}"
+    table = _table(title, "Service", "Role", "GPUs", "Gets")
+    for service in plan.services if view is None else ():
+        if service.has_gpu and not (service.disabled and service.note):
             how = "cdi device request" if plan.device_driver == "cdi" else "device request"
             gets = f"{how}: " + ", ".join(service.capabilities)
             if service.ipc and service.ipc.startswith("service:"):
                 gets += "; MPS client"
-        elif service.note:
-            gets = service.note
         else:
-            gets = "NVIDIA_VISIBLE_DEVICES=void"
+            gets = service.note or "NVIDIA_VISIBLE_DEVICES=void"
         _row(table, service.name, service.role.value, _devices_text(service.devices), gets)
-    table.caption = plan.index_note or ORDER_NOTE
-    _print(table)
-    for line in plan.explanations:
-        sys.stdout.write(f"why {line}\n")
-
-
-def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
-    """The plan as Swarm runs it: per service (and replica slot), the GPUs pinned to it, or
-    how many the engine chooses."""
-    devices = {device.uuid: device for s in plan.services for device in s.devices}
-    table = _table(f"drgpu plan for swarm stack {plan.project}", "Service", "Role", "GPUs", "Gets")
-    for service in view.services:
-        gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
-        _row(table, service.name, service.role.value, gpus, gets)
+    if view is not None:
+        devices = {device.uuid: device for s in plan.services for device in s.devices}
+        for swarm_service in view.services:
+            gpus, gets = _swarm_gets(swarm_service, devices, view.layout.node_id)
+            _row(table, swarm_service.name, swarm_service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
     _print(table)
     for line in plan.explanations:
@@ -133,12 +123,8 @@ def gpus_table(
     order = cuda_order(inventory)
     cuda_indices = ordinals(order)
     columns = ["Index", "CUDA", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC"]
-    columns.append("MIG")
-    table = _table(
-        f"GPUs (driver {inventory.driver_version or '?'})",
-        *columns,
-        *(["Held by"] if holders is not None else []),
-    )
+    held_by = ["Held by"] if holders is not None else []
+    table = _table(f"GPUs (driver {inventory.driver_version or '?'})", *columns, "MIG", *held_by)
     for gpu in inventory.gpus:
         held = [holders_text(holders.get(gpu.index, ()), full=full)] if holders is not None else []
         if gpu.lost:
