@@ -62,10 +62,9 @@ def doctor(options: DoctorOptions) -> DoctorResult:
 def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
     settings, config = _gather_settings(target)
-    values = dict(config.values) if config is not None else {}
     nvml = _gather_nvml()
     docker = _gather_docker()
-    compose = _gather_compose(values)
+    compose = _gather_compose(dict(config.values) if config is not None else {})
     used, simulator_image = _stack_images(config, target)
     names = list(dict.fromkeys([*images, *used]))
     checked: tuple[checks.ImageCheck, ...] = ()

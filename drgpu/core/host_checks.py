@@ -1,9 +1,6 @@
-"""`drgpu doctor`'s judgements: a checklist of the host problems that keep a GPU stack from
-starting.
-
-The facts are gathered first (`commands.doctor.gather`, the only part that touches NVML,
-the engine, Compose and files); every check is a pure function of them and yields findings
-(`core.findings`) of level ok, warn or fail, each failure with a one-line fix.
+"""`drgpu doctor`'s checklist: pure checks of the host's facts (gathered by
+`commands.doctor.gather`), each yielding findings of level ok, warn or fail, a failure with
+its one-line fix.
 """
 
 from __future__ import annotations

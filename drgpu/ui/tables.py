@@ -15,7 +15,7 @@ from drgpu.core.planning import ORDER_NOTE
 from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import Console
     from rich.table import Table
 
     from drgpu.core.cuda_verdict import CheckResult
@@ -67,7 +67,7 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
             gpus, gets = _swarm_gets(swarm_service, devices, view.layout.node_id)
             _row(table, swarm_service.name, swarm_service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
-    _print(table)
+    console().print(table)
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")
 
@@ -81,17 +81,15 @@ def _swarm_gets(
         text = f"the engine's choice: {service.gpus} NVIDIA-GPU generic resource(s) per task"
         return "any advertised", text + replicas
     if service.pinned:
-        slots = service.pinned if len(service.pinned) > 1 else service.pinned[:1]
+        several = len(service.pinned) > 1
         lines = [
-            (f"slot {slot}: " if len(slots) > 1 else "") + _uuids_text(uuids, devices)
-            for slot, uuids in enumerate(slots, 1)
+            (f"slot {slot}: " if several else "") + _uuids_text(uuids, devices)
+            for slot, uuids in enumerate(service.pinned, 1)
         ]
         return "\n".join(lines), f"pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on {where}{replicas}"
     if service.forwarded:
-        return (
-            _uuids_text(service.forwarded, devices),
-            f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself",
-        )
+        gets = f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself"
+        return _uuids_text(service.forwarded, devices), gets
     return "none (CPU only)", "NVIDIA_VISIBLE_DEVICES=void" + replicas
 
 
@@ -109,7 +107,7 @@ def up_table(plan: Plan, containers: list[ContainerFacts]) -> None:
         except KeyError:
             continue
         _row(table, container.name, container.state, _devices_text(service.devices), "ok")
-    _print(table)
+    console().print(table)
     note(f"every container of {plan.project} has exactly its planned GPUs")
 
 
@@ -146,7 +144,7 @@ def gpus_table(
             ("on: " + migs) if gpu.mig_mode else "off",
             *held,
         )
-    _print(table)
+    console().print(table)
     if order.reorders:
         guessed = (
             " (guessed, marked ?: the CUDA driver could not be asked)" if not order.known else ""
@@ -172,10 +170,6 @@ def _row(table: Table, *cells: str) -> None:
     """A row of text shown as written: no markup (`[link=...]`), no control characters but
     the newlines between a cell's lines (labels, names and commands come from others)."""
     table.add_row(*(visible(cell, "\n") for cell in cells))
-
-
-def _print(table: RenderableType, *, piped_width: int = 240) -> None:
-    console(piped_width).print(table)
 
 
 def console(piped_width: int = 240) -> Console:
@@ -210,7 +204,7 @@ def check_table(project: str, results: list[CheckResult]) -> None:
             "\n".join(result.seen_cuda) or "none",
             verdict,
         )
-    _print(table)
+    console().print(table)
 
 
 def holders_text(holders: Iterable[Holder], *, full: bool = False) -> str:
@@ -232,7 +226,7 @@ def doctor_table(checks: list[Finding]) -> None:
     for check in checks:
         fix = f"\nfix: {check.fix}" if check.fix and check.level != Level.OK else ""
         _row(table, check.level.upper(), check.kind, check.message + fix)
-    _print(table, piped_width=DOCTOR_WIDTH)
+    console(DOCTOR_WIDTH).print(table)
 
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
@@ -252,7 +246,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts]) -> None:
         ]
         name = f"{task.service}.{task.slot}"
         _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", "ok")
-    _print(table)
+    console().print(table)
     note(
         f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"
         " number of them (engine's choice); none holds another's"
