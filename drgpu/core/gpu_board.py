@@ -71,9 +71,8 @@ def build_board(status: Status, history: History | None = None) -> Board:
     """The live view of one snapshot; with a run filter, only that run's containers; with
     a history, each GPU's recent utilisation and memory."""
     roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
-    missing = _missing(status, roles)
     history = history or History({}, {})
-    rows = tuple(_row(status, gpu, roles, missing, history) for gpu in status.inventory.gpus)
+    rows = tuple(_row(status, gpu, roles, history) for gpu in status.inventory.gpus)
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     return Board(
         scope=scope,
@@ -101,13 +100,7 @@ def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
     )
 
 
-def _row(
-    status: Status,
-    gpu: Gpu,
-    roles: Mapping[str, str],
-    missing: tuple[Occupant, ...],
-    history: History,
-) -> GpuRow:
+def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:
     index = gpu.index
     holders = [
         h
@@ -129,7 +122,7 @@ def _row(
         lost = [g.index for g in status.inventory.gpus if g.lost]
         if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
-            occupants += [replace(o, problem=o.problem + more) for o in missing]
+            occupants += [replace(o, problem=o.problem + more) for o in _missing(status, roles)]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(f.kind == "shared-gpu" and f.facts["gpu_index"] == index for f in status.findings):

@@ -404,9 +404,8 @@ def check_daemon_reload(
             " containers their GPUs"
         )
         return [_check("daemon-reload", PASS, message)]
-    if choose(settings.device_driver, docker.daemon, docker.hook_on_path).driver is (
-        DeviceDriver.CDI
-    ):
+    choice = choose(settings.device_driver, docker.daemon, docker.hook_on_path)
+    if choice.driver is DeviceDriver.CDI:
         message = (
             "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
             " systemd knows: a daemon-reload leaves containers their GPUs"
