@@ -16,6 +16,7 @@ from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
 
 FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
+_HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
 
 @dataclass(frozen=True)
@@ -147,14 +148,9 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
 def _occupant(process: ProcessStatus) -> Occupant:
     flagged = process.verdict in FLAGGED_VERDICTS
     problem = f"{process.verdict.upper()}: {process.reason}" if flagged else ""
-    if process.service is not None:
-        name = process.service
-    elif process.verdict == Verdict.DISPLAY:
-        name = "host (display)"
-    elif process.verdict == Verdict.UNKNOWN:
-        name = "? (not visible here)"
-    else:
-        name = process.container or "host"
+    name = process.service
+    if name is None:
+        name = _HOST_NAMES.get(process.verdict, process.container or "host")
     stray = process.verdict == Verdict.STRAY
     return Occupant(
         run_id=process.run_id,
