@@ -8,21 +8,8 @@ from dataclasses import dataclass
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import stack_files
 from drgpu.commands.swarm_setup import read_toolkit
+from drgpu.core import host_checks as checks
 from drgpu.core.findings import Finding, Level
-from drgpu.core.host_checks import (
-    ComposeFacts,
-    DeviceNodeFacts,
-    DockerFacts,
-    DrfcSwarmFacts,
-    HostFacts,
-    ImageCheck,
-    NvmlFacts,
-    ProbeFacts,
-    SettingsFacts,
-    resolved_images,
-    run_checks,
-    stack_images,
-)
 from drgpu.core.inputs import Inputs
 from drgpu.core.modes import IndexOrder
 from drgpu.core.settings import Config
@@ -69,31 +56,30 @@ def doctor(options: DoctorOptions) -> DoctorResult:
     """Gather the host's facts (behind a spinner) and judge them."""
     with spinner("checking the host"):
         facts = gather(resolved(options.inputs), list(options.images), options.probe)
-    return DoctorResult(run_checks(facts))
+    return DoctorResult(checks.run_checks(facts))
 
 
-def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
+def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
     settings, config = _gather_settings(target)
-    values = dict(config.values) if config is not None else {}
     nvml = _gather_nvml()
     docker = _gather_docker()
-    compose = _gather_compose(values)
+    compose = _gather_compose(dict(config.values) if config is not None else {})
     used, simulator_image = _stack_images(config, target)
     names = list(dict.fromkeys([*images, *used]))
-    checked: tuple[ImageCheck, ...] = ()
+    checked: tuple[checks.ImageCheck, ...] = ()
     probe_facts = None
     if docker.daemon is not None:
         try:
-            checked = tuple(ImageCheck(name, engine.local_image(name)) for name in names)
+            checked = tuple(checks.ImageCheck(name, engine.local_image(name)) for name in names)
             image = images[0] if images else simulator_image
             if probe and image is not None:
                 present = engine.local_image(image) is not None
                 error = engine.try_device_request(image) if present else None
-                probe_facts = ProbeFacts(image, present, error)
+                probe_facts = checks.ProbeFacts(image, present, error)
         except DrgpuError as exc:
-            docker = DockerFacts(error=exc.message, hint=exc.hint)
-    return HostFacts(
+            docker = checks.DockerFacts(error=exc.message, hint=exc.hint)
+    return checks.HostFacts(
         settings,
         nvml,
         docker,
@@ -101,12 +87,12 @@ def gather(target: Inputs, images: list[str], probe: bool) -> HostFacts:
         checked,
         probe_facts,
         toolkit=read_toolkit(),
-        device_nodes=DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
+        device_nodes=checks.DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
         drfc_swarm=_gather_drfc_swarm(config, target),
     )
 
 
-def _gather_drfc_swarm(config: Config | None, target: Inputs) -> DrfcSwarmFacts | None:
+def _gather_drfc_swarm(config: Config | None, target: Inputs) -> checks.DrfcSwarmFacts | None:
     """In a swarm-style DRfC shell, what would stop DRfC's swarm start (`jq`, node labels)."""
     from drgpu.commands import drfc_stack  # lazy: start-up time of doctor outside DRfC
     from drgpu.host import swarm_engine  # lazy: as above
@@ -116,18 +102,18 @@ def _gather_drfc_swarm(config: Config | None, target: Inputs) -> DrfcSwarmFacts 
     try:
         facts = swarm_engine.engine_facts()
     except DockerError as exc:
-        return DrfcSwarmFacts(error=exc.message)
+        return checks.DrfcSwarmFacts(error=exc.message)
     if facts.swarm_state != "active":
-        return DrfcSwarmFacts(error="this engine is in no swarm")
-    return DrfcSwarmFacts(problems=tuple(drfc_stack.swarm_preflight(target.checkout, facts)))
+        return checks.DrfcSwarmFacts(error="this engine is in no swarm")
+    return checks.DrfcSwarmFacts(problems=tuple(drfc_stack.swarm_preflight(target.checkout, facts)))
 
 
-def _gather_settings(target: Inputs) -> tuple[SettingsFacts, Config | None]:
+def _gather_settings(target: Inputs) -> tuple[checks.SettingsFacts, Config | None]:
     try:
         config = settings(target, quiet=True)
     except ConfigError as exc:
-        return SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
-    facts = SettingsFacts(
+        return checks.SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
+    facts = checks.SettingsFacts(
         target.env_file,
         run_id=config.run_id,
         device_driver=config.device_driver,
@@ -146,40 +132,40 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     if config is not None:
         try:
             model = compose.resolve_stack(config, tuple(stack_files(target)))
-            return resolved_images(model["services"])
+            return checks.resolved_images(model["services"])
         except DrgpuError:
             pass  # the compose check says why
     if target.compose_files is None:
-        trainer, simulator = stack_images(dict(config.values) if config else {})
+        trainer, simulator = checks.stack_images(dict(config.values) if config else {})
         return (trainer, simulator), simulator
     return (), None
 
 
-def _gather_nvml() -> NvmlFacts:
+def _gather_nvml() -> checks.NvmlFacts:
     try:
         with nvml.nvml_session() as session:
-            return NvmlFacts(
+            return checks.NvmlFacts(
                 inventory=nvml.inventory_from_nvml(session),
                 persistence=nvml.persistence_modes(session),
             )
     except NvmlUnavailableError as exc:
-        return NvmlFacts(error=exc.message, hint=exc.hint)
+        return checks.NvmlFacts(error=exc.message, hint=exc.hint)
 
 
-def _gather_docker() -> DockerFacts:
+def _gather_docker() -> checks.DockerFacts:
     hook = files.hook_installed()
     try:
-        return DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook)
+        return checks.DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook)
     except DockerError as exc:
-        return DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook)
+        return checks.DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook)
 
 
-def _gather_compose(values: dict[str, str]) -> ComposeFacts:
+def _gather_compose(values: dict[str, str]) -> checks.ComposeFacts:
     try:
         command = compose.find_compose(values)
         done = process.run([*command, "version", "--short"], timeout=30)
     except DockerError as exc:
-        return ComposeFacts(error=exc.message)
+        return checks.ComposeFacts(error=exc.message)
     if not done.ok:
-        return ComposeFacts(command, error=done.last_error_line())
-    return ComposeFacts(command, output=done.stdout)
+        return checks.ComposeFacts(command, error=done.last_error_line())
+    return checks.ComposeFacts(command, output=done.stdout)

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from drgpu.core.facts import CDI_GPU_PREFIX, DaemonFacts
 from drgpu.core.modes import DeviceDriver
 
-CDI_PREFIX = CDI_GPU_PREFIX
-NVIDIA_RUNTIME = "nvidia"
 UUID_STRATEGY_FIX = (
     "sudo nvidia-ctk cdi generate --device-name-strategy=uuid --device-name-strategy=index"
     " --output=/etc/cdi/nvidia.yaml"
@@ -37,12 +35,11 @@ class DriverChoice:
 
 def nvidia_cdi_devices(daemon: DaemonFacts) -> tuple[str, ...]:
     """The NVIDIA GPU devices the engine discovered through CDI (`nvidia.com/gpu=...`)."""
-    found = []
-    for device in daemon.discovered_devices:
-        source, _, name = device.partition(":")
-        if source == "cdi" and name.startswith(CDI_PREFIX):
-            found.append(name)
-    return tuple(found)
+    return tuple(
+        device.partition(":")[2]
+        for device in daemon.discovered_devices
+        if device.startswith(f"cdi:{CDI_GPU_PREFIX}")
+    )
 
 
 def choose(setting: DeviceDriver, daemon: DaemonFacts | None, hook: bool) -> DriverChoice:
@@ -57,7 +54,7 @@ def choose(setting: DeviceDriver, daemon: DaemonFacts | None, hook: bool) -> Dri
     if daemon is None:
         return DriverChoice(DeviceDriver.NVIDIA, "the engine was not asked: the toolkit's hook")
     cdi = nvidia_cdi_devices(daemon)
-    runtime = NVIDIA_RUNTIME in daemon.runtimes
+    runtime = "nvidia" in daemon.runtimes
     if cdi and not runtime and not hook:
         return DriverChoice(
             DeviceDriver.CDI,
@@ -76,7 +73,7 @@ def choose(setting: DeviceDriver, daemon: DaemonFacts | None, hook: bool) -> Dri
 def request_ids(driver: DeviceDriver, uuids: Iterable[str]) -> tuple[str, ...]:
     """The `device_ids` of a request for these GPU (or MIG) UUIDs."""
     if driver is DeviceDriver.CDI:
-        return tuple(f"{CDI_PREFIX}{uuid}" for uuid in uuids)
+        return tuple(f"{CDI_GPU_PREFIX}{uuid}" for uuid in uuids)
     return tuple(uuids)
 
 
@@ -86,11 +83,11 @@ def unnamed_in_spec(driver: DeviceDriver, daemon: DaemonFacts | None, uuids: Ite
     if driver is not DeviceDriver.CDI or daemon is None or not daemon.discovered_devices:
         return ""
     listed = set(nvidia_cdi_devices(daemon))
-    missing = [uuid for uuid in dict.fromkeys(uuids) if f"{CDI_PREFIX}{uuid}" not in listed]
+    missing = [uuid for uuid in dict.fromkeys(uuids) if f"{CDI_GPU_PREFIX}{uuid}" not in listed]
     if not missing:
         return ""
     return (
-        f"the engine's CDI spec names no {CDI_PREFIX}{missing[0]}"
+        f"the engine's CDI spec names no {CDI_GPU_PREFIX}{missing[0]}"
         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
         + f": containers will not start; regenerate it with UUID names: {UUID_STRATEGY_FIX}"
     )

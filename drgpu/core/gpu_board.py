@@ -12,15 +12,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import (
-    Holder,
-    ProcessStatus,
-    Status,
-    Verdict,
-)
+from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
 
 FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
+_HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
 
 @dataclass(frozen=True)
@@ -76,13 +72,8 @@ def build_board(status: Status, history: History | None = None) -> Board:
     """The live view of one snapshot; with a run filter, only that run's containers; with
     a history, each GPU's recent utilisation and memory."""
     roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
-    missing = _missing(status, roles)
-    rows = tuple(_row(status, gpu, roles, missing) for gpu in status.inventory.gpus)
-    if history is not None:
-        rows = tuple(
-            _with_history(row, gpu, history)
-            for row, gpu in zip(rows, status.inventory.gpus, strict=True)
-        )
+    history = history or History({}, {})
+    rows = tuple(_row(status, gpu, roles, history) for gpu in status.inventory.gpus)
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
     return Board(
         scope=scope,
@@ -110,9 +101,7 @@ def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
     )
 
 
-def _row(
-    status: Status, gpu: Gpu, roles: Mapping[str, str], missing: tuple[Occupant, ...]
-) -> GpuRow:
+def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:
     index = gpu.index
     holders = [
         h
@@ -134,7 +123,7 @@ def _row(
         lost = [g.index for g in status.inventory.gpus if g.lost]
         if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
-            occupants += [replace(o, problem=o.problem + more) for o in missing]
+            occupants += [replace(o, problem=o.problem + more) for o in _missing(status, roles)]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(f.kind == "shared-gpu" and f.facts.get("gpu_index") == index for f in status.findings):
@@ -151,22 +140,17 @@ def _row(
         occupants=tuple(occupants),
         temperature_c=gpu.temperature_c,
         power_w=gpu.power_w,
+        utilization_history=history.utilization.get(gpu.uuid, ()),
+        memory_history=history.memory.get(gpu.uuid, ()),
     )
 
 
 def _occupant(process: ProcessStatus) -> Occupant:
-    if process.verdict in FLAGGED_VERDICTS:
-        problem = f"{process.verdict.upper()}: {process.reason}"
-    else:
-        problem = ""
-    if process.service is not None:
-        name = process.service
-    elif process.verdict == Verdict.DISPLAY:
-        name = "host (display)"
-    elif process.verdict == Verdict.UNKNOWN:
-        name = "? (not visible here)"
-    else:
-        name = process.container or "host"
+    flagged = process.verdict in FLAGGED_VERDICTS
+    problem = f"{process.verdict.upper()}: {process.reason}" if flagged else ""
+    name = process.service
+    if name is None:
+        name = _HOST_NAMES.get(process.verdict, process.container or "host")
     stray = process.verdict == Verdict.STRAY
     return Occupant(
         run_id=process.run_id,
@@ -234,11 +218,3 @@ def recorded(history: History, status: Status) -> History:
         )[-HISTORY_POINTS:]
         memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
     return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)
-
-
-def _with_history(row: GpuRow, gpu: Gpu, history: History) -> GpuRow:
-    return replace(
-        row,
-        utilization_history=history.utilization.get(gpu.uuid, ()),
-        memory_history=history.memory.get(gpu.uuid, ()),
-    )

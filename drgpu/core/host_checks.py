@@ -1,9 +1,6 @@
-"""`drgpu doctor`'s judgements: a checklist of the host problems that keep a GPU stack from
-starting.
-
-The facts are gathered first (`commands.doctor.gather`, the only part that touches NVML,
-the engine, Compose and files); every check is a pure function of them and yields findings
-(`core.findings`) of level ok, warn or fail, each failure with a one-line fix.
+"""`drgpu doctor`'s checklist: pure checks of the host's facts (gathered by
+`commands.doctor.gather`), each yielding findings of level ok, warn or fail, a failure with
+its one-line fix.
 """
 
 from __future__ import annotations
@@ -11,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import eq, ge, gt, le, lt
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +32,15 @@ TOOLKIT_FIX = (
 )
 # The first Linux driver of each CUDA release (CUDA toolkit release notes, table 3).
 DRIVER_FOR_CUDA: dict[tuple[int, int], str] = {
-    (11, 0): "450.36",
-    (11, 1): "455.23",
-    (11, 2): "460.27",
-    (11, 3): "465.19",
-    (11, 4): "470.42",
-    (11, 5): "495.29",
-    (11, 6): "510.39",
-    (11, 7): "515.43",
-    (11, 8): "520.61",
-    (12, 0): "525.60",
-    (12, 1): "530.30",
-    (12, 2): "535.54",
-    (12, 3): "545.23",
-    (12, 4): "550.54",
-    (12, 5): "555.42",
-    (12, 6): "560.28",
-    (12, 8): "570.26",
-    (12, 9): "575.51",
-    (13, 0): "580.65",
-}
+    (11, 0): "450.36", (11, 1): "455.23", (11, 2): "460.27", (11, 3): "465.19",
+    (11, 4): "470.42", (11, 5): "495.29", (11, 6): "510.39", (11, 7): "515.43",
+    (11, 8): "520.61", (12, 0): "525.60", (12, 1): "530.30", (12, 2): "535.54",
+    (12, 3): "545.23", (12, 4): "550.54", (12, 5): "555.42", (12, 6): "560.28",
+    (12, 8): "570.26", (12, 9): "575.51", (13, 0): "580.65",
+}  # fmt: skip
 HOOK = "nvidia-container-runtime-hook"
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_COMPARE = {">=": ge, ">": gt, "<=": le, "<": lt, "=": eq, "==": eq}
 _CONDITION = re.compile(r"^(?P<key>[a-z]+)(?P<op>>=|<=|==|=|>|<)(?P<value>\S+)$")
 
 
@@ -177,7 +162,6 @@ def run_checks(facts: HostFacts) -> list[Finding]:
         *check_device_requests(facts.docker, facts.probe),
         *check_device_driver(facts.settings, facts.docker, facts.nvml),
         *check_toolkit(facts.settings, facts.toolkit),
-        *check_egl(facts.toolkit),
         *check_x_server(facts.settings, facts.nvml),
         *check_daemon_reload(facts.settings, facts.docker, facts.device_nodes),
         *check_default_runtime(facts.docker, facts.images),
@@ -325,26 +309,26 @@ def check_device_driver(
 
 def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Finding]:
     """The toolkit's version and runtime mode; a warning for a Swarm stack where 1.18.x in
-    jit-cdi mode would give tasks that reserve generic resources no GPU."""
-    if toolkit is None or (toolkit.version is None and not toolkit.config_found):
+    jit-cdi mode would give tasks that reserve generic resources no GPU, and one where its
+    jit-cdi mode lets a container's EGL/Vulkan reach every GPU."""
+    if toolkit is None:
         return []
+    egl = egl_problem(toolkit)
+    found = [] if egl is None else [_check("toolkit-egl", WARN, egl)]
+    if toolkit.version is None and not toolkit.config_found:
+        return found
     summary = f"NVIDIA container toolkit {toolkit.version_text}"
     if toolkit.effective_mode:
         summary += f", runtime mode {toolkit.effective_mode}"
     problem = generic_resources_problem(toolkit)
     if problem is None:
-        return [_check("toolkit", PASS, summary)]
-    if not settings.swarm:
-        return [_check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")]
-    return [
-        _check("toolkit", WARN, f"Swarm: {problem}", "drgpu swarm-setup shows the node's setup")
-    ]
-
-
-def check_egl(toolkit: ToolkitFacts | None) -> list[Finding]:
-    """A toolkit whose jit-cdi mode lets a container's EGL/Vulkan reach every GPU."""
-    problem = None if toolkit is None else egl_problem(toolkit)
-    return [] if problem is None else [_check("toolkit-egl", WARN, problem)]
+        check = _check("toolkit", PASS, summary)
+    elif not settings.swarm:
+        check = _check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")
+    else:
+        fix = "drgpu swarm-setup shows the node's setup"
+        check = _check("toolkit", WARN, f"Swarm: {problem}", fix)
+    return [check, *found]
 
 
 def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
@@ -420,9 +404,8 @@ def check_daemon_reload(
             " containers their GPUs"
         )
         return [_check("daemon-reload", PASS, message)]
-    if choose(settings.device_driver, docker.daemon, docker.hook_on_path).driver is (
-        DeviceDriver.CDI
-    ):
+    choice = choose(settings.device_driver, docker.daemon, docker.hook_on_path)
+    if choice.driver is DeviceDriver.CDI:
         message = (
             "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
             " systemd knows: a daemon-reload leaves containers their GPUs"
@@ -607,17 +590,7 @@ def _compat_clause_met(requirement: str, driver: str | None) -> bool:
 
 def _holds(version: tuple[int, int, int], op: str, value: str) -> bool:
     bound = parse_version(value if "." in value else f"{value}.0")
-    if bound is None:
-        return False
-    left, right = version[:2], bound[:2]
-    return {
-        ">=": left >= right,
-        ">": left > right,
-        "<=": left <= right,
-        "<": left < right,
-        "=": left == right,
-        "==": left == right,
-    }[op]
+    return bound is not None and _COMPARE[op](version[:2], bound[:2])
 
 
 def min_driver(cuda: tuple[int, int]) -> str:

@@ -16,11 +16,6 @@ SHORTEST_REDACTED = 4
 _URL_PASSWORD = re.compile(r"://([^/@:\s]*):([^/@\s]+)@")
 
 
-def masked_items(items: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """(name, value) pairs as drgpu may print them."""
-    return tuple((name, masked(name, value)) for name, value in items)
-
-
 def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:
     """The values of `settings` that must never appear in any output, longest first: those
     of secret names, and each password in a URL's user info (with its user where short)."""
@@ -53,29 +48,23 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def masked_plan(plan: Plan, secrets: Iterable[str] = ()) -> Plan:
     """`plan` as drgpu may print it: every secret environment value masked, and every
-    value holding one of `secrets` (a secret passed on under another name)."""
-    found = plan_secrets(plan, secrets)
+    value holding one of `secrets` or of the plan's own secret values (a secret passed on
+    under another name)."""
+    own = secret_values({name: value for s in plan.services for name, value in s.environment})
+    found = sorted({*secrets, *own}, key=len, reverse=True)
     return replace(
         plan,
         services=tuple(
             replace(
                 service,
                 environment=tuple(
-                    (name, redact(value, found))
-                    for name, value in masked_items(service.environment)
+                    (name, redact(masked(name, value), found))
+                    for name, value in service.environment
                 ),
             )
             for service in plan.services
         ),
     )
-
-
-def plan_secrets(plan: Plan, secrets: Iterable[str] = ()) -> tuple[str, ...]:
-    """`secrets` and the plan's own secret values (`secret_values`), longest first."""
-    own = secret_values(
-        {name: value for service in plan.services for name, value in service.environment}
-    )
-    return tuple(sorted({*secrets, *own}, key=len, reverse=True))
 
 
 def masked_data(data: Any, secrets: Iterable[str]) -> Any:

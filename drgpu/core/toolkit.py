@@ -53,8 +53,7 @@ def parse_version(output: str) -> tuple[int, int, int] | None:
     """The version on the first line of `nvidia-ctk --version` ("NVIDIA Container Toolkit
     CLI version 1.18.0") or `nvidia-container-runtime --version` (whose later lines name
     runc's version: never read)."""
-    first = output.strip().splitlines()[0] if output.strip() else ""
-    match = _VERSION.search(first)
+    match = _VERSION.search((output.strip().splitlines() or [""])[0])
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
@@ -75,15 +74,12 @@ def read_mode(text: str) -> str | None:
 def generic_resources_problem(toolkit: ToolkitFacts) -> str | None:
     """Why Swarm tasks that reserve generic resources would get no GPU from this toolkit
     (its fix included), or None."""
-    mode = toolkit.effective_mode
-    if mode == "legacy":
+    mode, version = toolkit.effective_mode, toolkit.version
+    if mode in (None, "legacy"):
         return None
-    version = toolkit.version
     if version is not None and not JIT_CDI_DEFAULT <= version < SWARM_RESOURCE_AGAIN:
         return None
     if version is None:
-        if mode is None:
-            return None
         return (
             f"the runtime's mode is {mode!r} and the toolkit's version is unknown: 1.18.x in"
             f" that mode ignores swarm-resource (tasks reserving NVIDIA-GPU get no GPU);"

@@ -27,10 +27,8 @@ def show_plan(result: PlanResult, *, json_output: bool) -> None:
         from drgpu.ui.documents import plan_document  # lazy: start-up time of a plan table
 
         tables.print_json(plan_document(result.plan, result.warnings, result.swarm_view))
-    elif result.swarm_view is not None:
-        tables.swarm_plan_table(result.plan, result.swarm_view)
     else:
-        tables.plan_table(result.plan)
+        tables.plan_table(result.plan, result.swarm_view)
     tables.warnings(result.warnings)
 
 

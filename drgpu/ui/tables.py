@@ -16,7 +16,7 @@ from drgpu.core.swarm_view import advertised
 from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import Console
     from rich.table import Table
 
     from drgpu.core.cuda_verdict import CheckResult
@@ -47,40 +47,31 @@ def _devices_text(devices: Iterable[Assignment]) -> str:
     return "\n".join(lines) or "none (CPU only)"
 
 
-def plan_table(plan: Plan) -> None:
-    """The plan as a table on stdout, with the index-order note under it."""
-    table = _table(f"drgpu plan for {plan.project}", "Service", "Role", "GPUs", "Gets")
-    for service in plan.services:
-        if service.disabled and service.note:
-            gets = service.note
-        elif service.has_gpu:
+def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
+    """The plan as a table on stdout, with the index-order note under it; with a Swarm
+    `view`, as Swarm runs it: per service (and replica slot), the GPUs pinned to it, or how
+    many the engine chooses."""
+    title = f"drgpu plan for {'' if view is None else 'swarm stack '}{plan.project}"
+    table = _table(title, "Service", "Role", "GPUs", "Gets")
+    for service in plan.services if view is None else ():
+        if service.has_gpu and not (service.disabled and service.note):
             how = "cdi device request" if plan.device_driver == "cdi" else "device request"
             gets = f"{how}: " + ", ".join(service.capabilities)
             if service.ipc and service.ipc.startswith("service:"):
                 gets += "; MPS client"
-        elif service.note:
-            gets = service.note
         else:
-            gets = "NVIDIA_VISIBLE_DEVICES=void"
+            gets = service.note or "NVIDIA_VISIBLE_DEVICES=void"
         _row(table, service.name, service.role.value, _devices_text(service.devices), gets)
+    if view is not None:
+        devices = {device.uuid: device for s in plan.services for device in s.devices}
+        for swarm_service in view.services:
+            gpus, gets = _swarm_gets(swarm_service, devices, view.layout.node_id)
+            _row(table, swarm_service.name, swarm_service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
-    _print(table)
-    for line in plan.explanations:
-        sys.stdout.write(f"why {line}\n")
-
-
-def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
-    """The plan as Swarm runs it: per service (and replica slot), the GPUs pinned to it, or
-    how many the engine chooses."""
-    devices = {device.uuid: device for s in plan.services for device in s.devices}
-    table = _table(f"drgpu plan for swarm stack {plan.project}", "Service", "Role", "GPUs", "Gets")
-    for service in view.services:
-        gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
-        _row(table, service.name, service.role.value, gpus, gets)
-    table.caption = plan.index_note or ORDER_NOTE
-    _print(table)
-    for line in advertised(view.nodes):
-        sys.stdout.write(f"{visible(line)}\n")
+    console().print(table)
+    if view is not None:
+        for line in advertised(view.nodes):
+            sys.stdout.write(f"{visible(line)}\n")
     for line in plan.explanations:
         sys.stdout.write(f"why {line}\n")
 
@@ -94,17 +85,15 @@ def _swarm_gets(
         text = f"the engine's choice: {service.gpus} NVIDIA-GPU generic resource(s) per task"
         return "any advertised", text + replicas
     if service.pinned:
-        slots = service.pinned if len(service.pinned) > 1 else service.pinned[:1]
+        several = len(service.pinned) > 1
         lines = [
-            (f"slot {slot}: " if len(slots) > 1 else "") + _uuids_text(uuids, devices)
-            for slot, uuids in enumerate(slots, 1)
+            (f"slot {slot}: " if several else "") + _uuids_text(uuids, devices)
+            for slot, uuids in enumerate(service.pinned, 1)
         ]
         return "\n".join(lines), f"pinned: NVIDIA_VISIBLE_DEVICES=<uuids> on {where}{replicas}"
     if service.forwarded:
-        return (
-            _uuids_text(service.forwarded, devices),
-            f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself",
-        )
+        gets = f"forwards CUDA_VISIBLE_DEVICES=<uuid> to its trainer on {where}; no GPU itself"
+        return _uuids_text(service.forwarded, devices), gets
     return "none (CPU only)", "NVIDIA_VISIBLE_DEVICES=void" + replicas
 
 
@@ -124,7 +113,7 @@ def up_table(plan: Plan, containers: list[ContainerFacts], unproven: list[Findin
             continue
         verdict = why.get(container.name, "ok")
         _row(table, container.name, container.state, _devices_text(service.devices), verdict)
-    _print(table)
+    console().print(table)
     _proven(f"every container of {plan.project} has exactly its planned GPUs", unproven)
 
 
@@ -147,12 +136,8 @@ def gpus_table(
     order = cuda_order(inventory)
     cuda_indices = ordinals(order)
     columns = ["Index", "CUDA", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC"]
-    columns.append("MIG")
-    table = _table(
-        f"GPUs (driver {inventory.driver_version or '?'})",
-        *columns,
-        *(["Held by"] if holders is not None else []),
-    )
+    held_by = ["Held by"] if holders is not None else []
+    table = _table(f"GPUs (driver {inventory.driver_version or '?'})", *columns, "MIG", *held_by)
     for gpu in inventory.gpus:
         held = [holders_text(holders.get(gpu.index, ()), full=full)] if holders is not None else []
         if gpu.lost:
@@ -174,7 +159,7 @@ def gpus_table(
             ("on: " + migs) if gpu.mig_mode else "off",
             *held,
         )
-    _print(table)
+    console().print(table)
     if order.reorders:
         guessed = (
             " (guessed, marked ?: the CUDA driver could not be asked)" if not order.known else ""
@@ -200,10 +185,6 @@ def _row(table: Table, *cells: str) -> None:
     """A row of text shown as written: no markup (`[link=...]`), no control characters but
     the newlines between a cell's lines (labels, names and commands come from others)."""
     table.add_row(*(visible(cell, "\n") for cell in cells))
-
-
-def _print(table: RenderableType, *, piped_width: int = 240) -> None:
-    console(piped_width).print(table)
 
 
 def console(piped_width: int = 240) -> Console:
@@ -238,7 +219,7 @@ def check_table(project: str, results: list[CheckResult]) -> None:
             "\n".join(result.seen_cuda) or "none",
             verdict,
         )
-    _print(table)
+    console().print(table)
 
 
 def holders_text(holders: Iterable[Holder], *, full: bool = False) -> str:
@@ -260,7 +241,7 @@ def doctor_table(checks: list[Finding]) -> None:
     for check in checks:
         fix = f"\nfix: {check.fix}" if check.fix and check.level != Level.OK else ""
         _row(table, check.level.upper(), check.kind, check.message + fix)
-    _print(table, piped_width=DOCTOR_WIDTH)
+    console(DOCTOR_WIDTH).print(table)
 
 
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Finding]) -> None:
@@ -282,7 +263,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Fin
         name = f"{task.service}.{task.slot}"
         verdict = why.get(name, "ok")
         _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", verdict)
-    _print(table)
+    console().print(table)
     _proven(
         f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"
         " number of them (engine's choice); none holds another's",

@@ -17,7 +17,6 @@ from drgpu.core.host_checks import (
     SettingsFacts,
     check_daemon_reload,
     check_device_driver,
-    check_egl,
     check_toolkit,
     check_x_server,
 )
@@ -76,12 +75,12 @@ def test_a_spec_with_index_names_only_warns() -> None:
 def test_toolkit_1_18_in_jit_cdi_mode_warns_a_swarm_stack() -> None:
     jit = ToolkitFacts(version=(1, 18, 0), mode="auto")
     swarm = replace(SETTINGS, swarm=True)
-    status, summary, _ = only(check_toolkit(swarm, jit))
+    status, summary, _ = only(check_toolkit(swarm, jit)[:1])
     assert status == WARN
     assert "toolkit 1.18.0 runs in mode jit-cdi" in summary and 'mode = "legacy"' in summary
-    assert only(check_toolkit(SETTINGS, jit))[0] == PASS  # Compose: not its concern
+    assert only(check_toolkit(SETTINGS, jit)[:1])[0] == PASS  # Compose: not its concern
     for fine in (replace(jit, mode="legacy"), replace(jit, version=(1, 19, 0))):
-        assert only(check_toolkit(swarm, fine))[0] == PASS
+        assert only(check_toolkit(swarm, fine)[:1])[0] == PASS
     assert check_toolkit(swarm, ToolkitFacts(None, None, config_found=False)) == []
 
 
@@ -106,11 +105,11 @@ def test_the_daemon_reload_risk_is_named_with_its_fix() -> None:
 
 
 def test_doctor_warns_where_jit_cdi_lets_egl_reach_every_gpu() -> None:
-    [warning] = check_egl(ToolkitFacts(version=(1, 19, 0), mode="auto"))
+    [_, warning] = check_toolkit(SETTINGS, ToolkitFacts(version=(1, 19, 0), mode="auto"))
     assert warning.level == WARN and warning.kind == "toolkit-egl"
     assert "does not limit EGL/Vulkan" in warning.message
-    assert check_egl(ToolkitFacts(version=(1, 20, 0), mode="auto")) == []
-    assert check_egl(None) == []
+    assert len(check_toolkit(SETTINGS, ToolkitFacts(version=(1, 20, 0), mode="auto"))) == 1
+    assert check_toolkit(SETTINGS, None) == []
 
 
 def test_doctor_names_the_x_servers_gpu_and_warns_where_the_simulator_has_another() -> None:
