@@ -43,7 +43,9 @@ def _devices_text(devices: Iterable[Assignment]) -> str:
     lines = []
     for device in devices:
         slice_note = f" MIG {device.uuid}" if device.mig else ""
-        lines.append(f"{device.gpu.index}: {device.gpu.name}{slice_note} ({device.gpu.pci_bus_id})")
+        gpu = device.gpu  # index -1: another swarm node's GPU, said by UUID and node
+        here = f"{gpu.index}: {gpu.name}{slice_note} ({gpu.pci_bus_id})"
+        lines.append(here if gpu.index >= 0 else f"{gpu.uuid} {gpu.name}")
     return "\n".join(lines) or "none (CPU only)"
 
 
@@ -75,7 +77,7 @@ def swarm_plan_table(plan: Plan, view: SwarmView) -> None:
     devices = {device.uuid: device for s in plan.services for device in s.devices}
     table = _table(f"drgpu plan for swarm stack {plan.project}", "Service", "Role", "GPUs", "Gets")
     for service in view.services:
-        gpus, gets = _swarm_gets(service, devices, view.layout.node_id)
+        gpus, gets = _swarm_gets(service, devices, service.node or view.layout.node_id)
         _row(table, service.name, service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
     _print(table)
