@@ -162,8 +162,7 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
             " nodes advertise GPUs: name the simulators' GPUs by UUID",
             hint="`drgpu plan --swarm` lists the GPUs each node advertises",
         )
-    kinds = (SelectorKind.GPU_UUID, SelectorKind.MIG_UUID)
-    return nodes if any(s.kind in kinds for s in request.selectors) else ()
+    return nodes if any(s.kind is SelectorKind.GPU_UUID for s in request.selectors) else ()
 
 
 def stack_files(target: Inputs) -> list[Path]:

@@ -17,16 +17,7 @@ from drgpu.core.devices import (
 from drgpu.core.host_checks import x_server_text, x_server_warning
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
-from drgpu.core.model import (
-    Assignment,
-    Claim,
-    Extends,
-    Gpu,
-    Inventory,
-    Plan,
-    Role,
-    ServicePlan,
-)
+from drgpu.core.model import Assignment, Claim, Extends, Gpu, Inventory, Plan, Role, ServicePlan
 from drgpu.core.modes import IndexOrder, Sharing
 from drgpu.core.placement import (
     WORKER_MEMORY_MIB,
@@ -185,12 +176,11 @@ def make_plan(
 
 def _remote(inventory: Inventory, nodes: Sequence[NodeFacts]) -> Inventory:
     """The inventory and the GPUs other nodes advertise (index -1, memory unknown: 0)."""
-    here = {gpu.uuid for gpu in inventory.gpus}
     there = tuple(
         Gpu(-1, uuid, f"on {node.name}", "", 0)
         for node in nodes
         for uuid in node.advertised_gpus
-        if uuid not in here and locate(uuid, inventory) is None
+        if locate(uuid, inventory) is None
     )
     return replace(inventory, gpus=(*inventory.gpus, *there)) if there else inventory
 
@@ -201,7 +191,7 @@ def _one_node(
     """The simulators' GPUs of other nodes all on one node (one service, one constraint);
     an unknown one is said with every node's GPUs."""
     where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
-    if len(where) > 1 and any(device.gpu.index < 0 for device in simulator):
+    if len(where) > 1:
         notes.problems.append(
             f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
             " the simulators' GPUs must all be on one node"
