@@ -305,7 +305,7 @@ def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     layout = swarm_layout(swarm_gpu_mode(config.values), facts)
     names = [service.name for service in prepared.stack.services]
     workers = 1 if config.evaluation else config.workers
-    services = swarm_services(prepared.plan, names, workers, layout)
+    services = swarm_services(prepared.plan, names, workers, layout, prepared.nodes)
     return render_swarm_override(prepared.plan, services, layout)
 
 

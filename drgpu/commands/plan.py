@@ -40,7 +40,9 @@ def plan(options: PlanOptions) -> PlanResult:
     """Read the settings, stack and inventory, and plan."""
     target = resolved(options.inputs)
     with inventory_file_offered():
-        prepared = prepare_with(settings(target), target, options.inventory, warn_unordered=True)
+        prepared = prepare_with(
+            settings(target), target, options.inventory, warn_unordered=True, swarm=options.swarm
+        )
     if prepared.config.deploys_to_swarm(options.swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of a plan on Compose
 

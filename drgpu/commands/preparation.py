@@ -10,6 +10,7 @@ from pathlib import Path
 
 from drgpu.core.compose_stack import Stack
 from drgpu.core.device_driver import choose, unnamed_in_spec
+from drgpu.core.devices import SelectorKind
 from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
 from drgpu.core.labels import claims
@@ -17,7 +18,8 @@ from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan, service_requests
 from drgpu.core.settings import Config
-from drgpu.errors import DockerError, NvmlUnavailableError
+from drgpu.core.swarm_view import NodeFacts
+from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host.files import base_stack_file, hook_installed, load_inventory, load_stack
 from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure, stack_path
 
@@ -31,17 +33,26 @@ class Prepared:
     plan: Plan
     override_path: Path
     target: Inputs
+    nodes: tuple[NodeFacts, ...] = ()  # the swarm's, when the simulators' UUIDs may be theirs
 
 
 def prepare_with(
-    config: Config, target: Inputs, inventory_file: Path | None, *, warn_unordered: bool = False
+    config: Config,
+    target: Inputs,
+    inventory_file: Path | None,
+    *,
+    warn_unordered: bool = False,
+    swarm: bool = False,
 ) -> Prepared:
     """Read the stack and inventory of `target` and plan with `config`; any problem raises
     its DrgpuError (bare indices whose order matters but is not chosen, too, unless
     `warn_unordered`: `plan`). Planned against this host (no inventory file), the plan also
-    respects what other runs hold; when the Docker engine cannot be asked, a warning says so."""
+    respects what other runs hold; when the Docker engine cannot be asked, a warning says so.
+    On a swarm (`swarm`: --swarm) the simulators' UUIDs may name other nodes' GPUs."""
     stack = _checked_stack(config, target)
-    return _prepare(config, target, stack, inventory_file, strict=False, warn=warn_unordered)
+    return _prepare(
+        config, target, stack, inventory_file, strict=False, warn=warn_unordered, swarm=swarm
+    )
 
 
 @contextmanager
@@ -63,7 +74,7 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
         override = override_path(target.env_file, config.project)
         written = stack_path(override, config.project) if swarm else override
         with removed_on_failure(written):  # under the lock: no other up's file
-            yield _prepare(config, target, stack, None, strict=not swarm)
+            yield _prepare(config, target, stack, None, strict=not swarm, swarm=swarm)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:
@@ -82,15 +93,18 @@ def _prepare(
     *,
     strict: bool,
     warn: bool = False,
+    swarm: bool = False,
 ) -> Prepared:
     inventory = _inventory(config, inventory_file)
+    here = inventory_file is None
+    nodes = _swarm_nodes(config) if here and config.deploys_to_swarm(swarm) else ()
     claims: tuple[Claim, ...] = ()
     blind: str | None = None
     # (a trainer whose key is not set chooses a GPU too: never one another run holds)
     chooses = config.trainer_defaulted and bool(inventory.gpus)
     if inventory_file is None and (config.wants_gpu or chooses):
         claims, blind = _claims(strict)
-    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn)
+    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn, nodes=nodes)
     if blind is not None:
         plan = replace(plan, warnings=(*plan.warnings, blind))
     plan = _with_device_driver(config, plan, this_host=inventory_file is None)
@@ -100,6 +114,7 @@ def _prepare(
         plan=plan,
         override_path=override_path(target.env_file, config.project),
         target=target,
+        nodes=nodes,
     )
 
 
@@ -126,6 +141,28 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
         explanations=(*plan.explanations, *explained),
         warnings=(*plan.warnings, *warnings),
     )
+
+
+def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
+    """The swarm's nodes when the simulators' GPUs are named by UUID (they may be other
+    nodes'); bare indices, ambiguous when the engine chooses among several nodes' GPUs,
+    are refused (ConfigError)."""
+    request = config.simulator_devices
+    if not request.selectors:
+        return ()
+    from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
+    from drgpu.host import swarm_engine  # lazy: only a swarm's plan asks for its nodes
+
+    facts, _ = swarm_engine.this_swarm()
+    nodes = tuple(swarm_engine.swarm_nodes()) if facts and facts.node_labels is not None else ()
+    generic = not swarm_layout(swarm_gpu_mode(config.values), facts).pin_simulators
+    if generic and bare_indices(request) and sum(bool(n.advertised_gpus) for n in nodes) > 1:
+        raise ConfigError(
+            f"{config.where(config.simulator_key)}: a bare index is ambiguous on a swarm whose"
+            " nodes advertise GPUs: name the simulators' GPUs by UUID",
+            hint="`drgpu plan --swarm` lists the GPUs each node advertises",
+        )
+    return nodes if any(s.kind is SelectorKind.GPU_UUID for s in request.selectors) else ()
 
 
 def stack_files(target: Inputs) -> list[Path]:

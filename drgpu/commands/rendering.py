@@ -58,7 +58,7 @@ def render(options: RenderOptions) -> Rendered:
 
         target = drfc_stack.script_target(target, config)
     with inventory_file_offered():
-        prepared = prepare_with(config, target, options.inventory)
+        prepared = prepare_with(config, target, options.inventory, swarm=options.swarm)
     if drfc_swarm:  # the swarm-shaped override DRfC's `docker stack deploy -c ...` merges
         result = _swarm(drfc_stack.render_swarm, prepared, this_host=options.inventory is None)
     else:

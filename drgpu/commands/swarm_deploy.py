@@ -28,7 +28,8 @@ def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     out for the swarm the engine's `facts` describe (None: a one-node swarm, node unknown)."""
     layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
     model = compose.resolve_stack(prepared.config, prepared.stack.files)
-    services = swarm_services(prepared.plan, model["services"], prepared.config.workers, layout)
+    workers = prepared.config.workers
+    services = swarm_services(prepared.plan, model["services"], workers, layout, prepared.nodes)
     secrets = secret_values(prepared.config.values)
     return render_stack(prepared.plan, model, services, layout, secrets)
 
@@ -39,9 +40,9 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     facts, blind = swarm_engine.this_swarm() if this_host else (None, None)
     layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
     names = [service.name for service in prepared.stack.services]
-    services = swarm_services(prepared.plan, names, prepared.config.workers, layout)
     manager = facts is not None and facts.node_labels is not None
-    nodes = tuple(swarm_engine.swarm_nodes()) if manager else ()
+    nodes = prepared.nodes or (tuple(swarm_engine.swarm_nodes()) if manager else ())
+    services = swarm_services(prepared.plan, names, prepared.config.workers, layout, nodes)
     return SwarmView(services, layout, (blind,) if blind else (), nodes)
 
 

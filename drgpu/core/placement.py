@@ -70,9 +70,15 @@ def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dic
 
 
 def short(device: Assignment) -> str:
-    """`GPU 1 (NVIDIA L4)`, or `GPU 0 MIG-… (NVIDIA A100…)` for a slice."""
+    """`GPU 1 (NVIDIA L4)`, `GPU 0 MIG-… (NVIDIA A100…)` for a slice, or `GPU-… (on node
+    …)` for another swarm node's GPU (index -1)."""
     slice_ = f" {device.mig.uuid}" if device.mig else ""
-    return f"GPU {device.gpu.index}{slice_} ({device.gpu.name})"
+    return f"{number(device.gpu)}{slice_} ({device.gpu.name})"
+
+
+def number(gpu: Gpu) -> str:
+    """`GPU 1`, or the UUID of another node's GPU (its index there is unknown: -1)."""
+    return f"GPU {gpu.index}" if gpu.index >= 0 else gpu.uuid
 
 
 def choose_trainer(
@@ -138,7 +144,7 @@ def place_workers(
     if not devices:
         return []
     if mode == WorkerPlacement.SPREAD:
-        indices = ", ".join(str(device.gpu.index) for device in devices)
+        indices = ", ".join(number(device.gpu).removeprefix("GPU ") for device in devices)
         return [
             (
                 devices[(slot - 1) % len(devices)],

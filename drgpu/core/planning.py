@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import (
@@ -17,7 +17,7 @@ from drgpu.core.devices import (
 from drgpu.core.host_checks import x_server_text, x_server_warning
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
-from drgpu.core.model import Assignment, Claim, Extends, Inventory, Plan, Role, ServicePlan
+from drgpu.core.model import Assignment, Claim, Extends, Gpu, Inventory, Plan, Role, ServicePlan
 from drgpu.core.modes import IndexOrder, Sharing
 from drgpu.core.placement import (
     WORKER_MEMORY_MIB,
@@ -39,6 +39,7 @@ from drgpu.core.settings import (
     service_devices_key,
 )
 from drgpu.core.sharing import apply_sharing
+from drgpu.core.swarm_view import NodeFacts, advertised
 from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
@@ -101,9 +102,11 @@ def make_plan(
     claims: Sequence[Claim] = (),
     *,
     refuse_unordered: bool = False,
+    nodes: Sequence[NodeFacts] = (),
 ) -> Plan:
     """Check every request against the machine and what other runs hold (`claims`, read
-    from running containers' labels), and decide each service's devices. With
+    from running containers' labels), and decide each service's devices; the simulators'
+    UUIDs may name GPUs other `nodes` of the swarm advertise (all on one node). With
     `refuse_unordered`, bare indices that mean other GPUs in CUDA's order than in
     nvidia-smi's are a ConfigError unless DRGPU_INDEX_ORDER is chosen.
 
@@ -119,7 +122,11 @@ def make_plan(
         # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
         notes.explanations.append(f"evaluation: no trainer, {config.trainer_key} is not used")
         trainer = ()
-    simulator = _resolve(config, config.simulator_key, config.simulator_devices, inventory, notes)
+    simulator = _resolve(
+        config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
+    )
+    if nodes:
+        _one_node(config, simulator, nodes, notes)
     owned = {
         name: _resolve(config, request.key, request.request, inventory, notes)
         for name, request in own.items()
@@ -165,6 +172,32 @@ def make_plan(
         tmpfs_volumes=shared.tmpfs_volumes,
         index_note=_order_note(config),
     )
+
+
+def _remote(inventory: Inventory, nodes: Sequence[NodeFacts]) -> Inventory:
+    """The inventory and the GPUs other nodes advertise (index -1, memory unknown: 0)."""
+    there = tuple(
+        Gpu(-1, uuid, f"on {node.name}", "", 0)
+        for node in nodes
+        for uuid in node.advertised_gpus
+        if locate(uuid, inventory) is None
+    )
+    return replace(inventory, gpus=(*inventory.gpus, *there)) if there else inventory
+
+
+def _one_node(
+    config: Config, simulator: tuple[Assignment, ...], nodes: Sequence[NodeFacts], notes: _Notes
+) -> None:
+    """The simulators' GPUs of other nodes all on one node (one service, one constraint);
+    an unknown one is said with every node's GPUs."""
+    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
+    if len(where) > 1:
+        notes.problems.append(
+            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
+            " the simulators' GPUs must all be on one node"
+        )
+    if any("no GPU matches" in p for p in notes.problems):
+        notes.hints.append("the swarm's nodes: " + "; ".join(advertised(nodes)))
 
 
 def _auto(
@@ -712,7 +745,7 @@ def _memory_warnings(
         f"the simulator's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 1 GiB for each of {count} worker(s)"
         for device, count in workers.values()
-        if device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * count
+        if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * count
     )
 
 

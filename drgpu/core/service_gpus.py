@@ -88,6 +88,12 @@ class SwarmService(ServiceGpus):
         )
 
     @property
+    def node(self) -> str | None:
+        """The node its `node.id == <id>` constraint pins it to, if any."""
+        ids = [c.partition("== ")[2] for c in self.constraints if c.startswith("node.id ==")]
+        return ids[0] if ids else None
+
+    @property
     def reserves(self) -> bool:
         """Whether the engine chooses this service's GPUs (generic resources)."""
         return self.gpus > 0 and not self.pinned

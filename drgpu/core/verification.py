@@ -241,7 +241,8 @@ def verify_tasks(
             problems.extend(
                 f"{label}: {key}={environment.get(key, '<unset>')!r}, planned {value!r}"
                 for key, value in expected.items()
-                if environment.get(key) != value and (container or "{{" not in value)
+                if environment.get(key) != value
+                and (container or "{{" not in f"{value}{environment.get(key)}")
             )
     for (node_id, uuid), names in sorted(holders.items()):
         services = {service.name for service, _label in names}
@@ -280,11 +281,12 @@ def _task_gpus(
             f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
             f" ({RESOURCE_VARIABLE}) instead of its pinned GPUs"
         )
-    if node is not None and task.node_id != node:
-        problems.append(f"runs on node {task.node_id[:12]}, pinned to this node {node[:12]}")
-    elif container is None:
+    there = service.node or node  # another node's GPUs are proven there (`proven_elsewhere`)
+    if there is not None and task.node_id != there:
+        problems.append(f"runs on node {task.node_id[:12]}, pinned to node {there[:12]}")
+    elif container is None and there == node:
         problems.append("no container of it on this node: its GPUs cannot be checked")
-    else:
+    elif container is not None:
         visible = container.environment.get(PINNED_VARIABLE)
         if visible != wanted:
             problems.append(f"{PINNED_VARIABLE}={visible!r}, planned {wanted!r}")

@@ -75,23 +75,34 @@ class SwarmView:
 
 
 def swarm_services(
-    plan: Plan, names: Collection[str], workers: int, layout: SwarmLayout = ONE_NODE
+    plan: Plan,
+    names: Collection[str],
+    workers: int,
+    layout: SwarmLayout = ONE_NODE,
+    nodes: Collection[NodeFacts] = (),
 ) -> tuple[SwarmService, ...]:
     """Each planned service of the stack as Swarm gets it: simulator replicas pinned by
-    slot or reserving, the trainer (and the one rl_coach starts) pinned on this node."""
+    slot (on the node of `nodes` that advertises their GPUs, else this one) or reserving,
+    the trainer (and the one rl_coach starts) pinned on this node."""
+    owner = {u: n.id for n in nodes if n.id != layout.node_id for u in n.advertised_gpus}
     return tuple(
-        _swarm_service(plan, shape, layout) for shape in service_gpus(plan, names, workers)
+        _swarm_service(plan, shape, layout, owner) for shape in service_gpus(plan, names, workers)
     )
 
 
-def _swarm_service(plan: Plan, shape: ServiceGpus, layout: SwarmLayout) -> SwarmService:
+def _swarm_service(
+    plan: Plan, shape: ServiceGpus, layout: SwarmLayout, owner: Mapping[str, str]
+) -> SwarmService:
     service = plan.service(shape.name)
     here = (NODE_CONSTRAINT.format(node=layout.node_id),) if layout.node_id else ()
+    there = {owner[uuid] for slot in shape.pinned for uuid in slot if uuid in owner}
     environment = dict(service.environment)
     pinned, gpus = shape.pinned, shape.gpus
     constraints: tuple[str, ...] = ()
     if service.role is Role.SIMULATOR:
-        if layout.pin_simulators or not gpus:
+        if there:  # another node's GPUs, named by UUID: planning keeps them on one node
+            constraints = (SIMULATOR_CONSTRAINT, NODE_CONSTRAINT.format(node=min(there)))
+        elif layout.pin_simulators or not gpus:
             constraints = (SIMULATOR_CONSTRAINT, *(here if gpus else ()))
         else:
             constraints, pinned = (SIMULATOR_CONSTRAINT,), ()

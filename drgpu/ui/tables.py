@@ -43,7 +43,9 @@ def _devices_text(devices: Iterable[Assignment]) -> str:
     lines = []
     for device in devices:
         slice_note = f" MIG {device.uuid}" if device.mig else ""
-        lines.append(f"{device.gpu.index}: {device.gpu.name}{slice_note} ({device.gpu.pci_bus_id})")
+        gpu = device.gpu  # index -1: another swarm node's GPU, said by UUID and node
+        here = f"{gpu.index}: {gpu.name}{slice_note} ({gpu.pci_bus_id})"
+        lines.append(here if gpu.index >= 0 else f"{gpu.uuid} {gpu.name}")
     return "\n".join(lines) or "none (CPU only)"
 
 
@@ -65,7 +67,9 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
     if view is not None:
         devices = {device.uuid: device for s in plan.services for device in s.devices}
         for swarm_service in view.services:
-            gpus, gets = _swarm_gets(swarm_service, devices, view.layout.node_id)
+            gpus, gets = _swarm_gets(
+                swarm_service, devices, swarm_service.node or view.layout.node_id
+            )
             _row(table, swarm_service.name, swarm_service.role.value, gpus, gets)
     table.caption = plan.index_note or ORDER_NOTE
     console().print(table)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.swarm_node import TOOLKIT_LINE
+from drgpu.core.swarm_node import SIMULATOR_CONSTRAINT, TOOLKIT_LINE
 from drgpu.host import nvml
 from drgpu.host.files import load_inventory
 from tests.cli.conftest import GTX1650, GTX_M40, M40
@@ -81,6 +81,72 @@ def test_plan_on_a_manager_says_which_gpus_each_node_advertises(
     [node] = json.loads(run_main(*args, "--json").out)["swarm"]["nodes"]
     assert (node["id"], node["advertised_gpus"], node["labels"]) == (worker.id, [G], worker.labels)
     assert f"node bed (wwwwwwwwwwww), worker, Robomaker=true: advertises {G}" in run_main(*args).out
+
+
+def _two_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, simulators: str, *, manager_gpus: bool = True
+) -> list[str | Path]:
+    """`plan` on a manager (GTX_M40, advertising its GTX 1650 when `manager_gpus`) whose
+    worker advertises G, the simulators' GPUs set to `simulators`."""
+    from drgpu.core.swarm_view import NodeFacts
+    from drgpu.host import swarm_engine
+
+    (tmp_path / "system.env").write_text(
+        f"DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\nDR_SAGEMAKER_CUDA_DEVICES=1\n"
+        f"DR_ROBOMAKER_CUDA_DEVICES={simulators}\n"
+    )
+    m, w = "m" * 25, "w" * 25
+    manager = replace(GOOD_ENGINE, node_id=m, swarm_nodes={w: {"Robomaker": "true"}})
+    nodes = [
+        NodeFacts(m, "bed", "manager", "ready", "active", {}, (GTX1650,) if manager_gpus else ()),
+        NodeFacts(w, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,)),
+    ]
+    monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
+    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda: nodes)
+    monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
+    return ["plan", "--env-file", tmp_path / "system.env"]
+
+
+def test_the_simulators_may_name_another_nodes_gpu_and_are_pinned_to_that_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = _two_nodes(tmp_path, monkeypatch, G)
+    done = run_main(*args, "--json")
+    assert done.code == 0, done.err
+    robomaker = json.loads(done.out)["swarm"]["services"]["robomaker"]
+    assert robomaker["pinned_by_slot"] == [[G], [G]]
+    assert robomaker["constraints"] == [SIMULATOR_CONSTRAINT, f"node.id == {'w' * 25}"]
+    table = run_main(*args).out
+    assert f"slot 1: {G} on node bed (wwwwwwwwwwww)" in table
+    assert "on node wwwwwwwwwwww x 2 replicas" in table
+    rendered = run_main("render", "--env-file", tmp_path / "system.env", "--swarm").out
+    assert f"node.id == {'w' * 25}" in rendered
+    # The simulators' GPUs on two nodes: one service cannot be constrained to both.
+    args = _two_nodes(tmp_path, monkeypatch, f"{G},{GTX1650}")
+    done = run_main(*args)
+    assert done.code == 3
+    assert "the simulators' GPUs must all be on one node" in done.err
+
+
+def test_a_uuid_no_node_advertises_is_refused_naming_each_nodes_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unknown = "GPU-99999999-0000-4000-8000-000000000000"
+    done = run_main(*_two_nodes(tmp_path, monkeypatch, unknown))
+    assert done.code == 3
+    assert f"no GPU matches {unknown!r}" in done.err
+    assert f"node bed (wwwwwwwwwwww), worker, Robomaker=true: advertises {G}" in done.err
+
+
+def test_a_bare_index_is_refused_only_where_several_nodes_advertise_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done = run_main(*_two_nodes(tmp_path, monkeypatch, "0"))
+    assert done.code == 2
+    assert "a bare index is ambiguous on a swarm whose nodes advertise GPUs" in done.err
+    assert "`drgpu plan --swarm` lists the GPUs each node advertises" in done.err
+    # One node advertising GPUs (DRfC's default DR_ROBOMAKER_CUDA_DEVICES=0): as before.
+    assert run_main(*_two_nodes(tmp_path, monkeypatch, "0", manager_gpus=False)).code == 0
 
 
 def test_the_cli_prints_json_and_exits_6_when_the_node_differs(

@@ -46,8 +46,11 @@ def test_drfcs_swarm_style_spans_two_nodes_each_worker_on_its_nodes_gpu(
     checkout = copy_checkout(manager.bed, tmp_path)
     system = checkout.root / "system.env"
     system.write_text(system.read_text().replace("DR_DOCKER_STYLE=compose\n", ""))
-    # Four simulators, four advertised GPUs: two on each node.
-    checkout.set("system.env", DR_WORKERS="4", DRGPU_SWARM_GPUS="generic")
+    # Four simulators, four advertised GPUs: two on each node. DRfC's default index 0 is
+    # ambiguous where several nodes advertise GPUs (refused): the engine chooses instead.
+    checkout.set(
+        "system.env", DR_WORKERS="4", DRGPU_SWARM_GPUS="generic", DR_ROBOMAKER_CUDA_DEVICES="auto"
+    )
     checkout.set("run.env", DR_RUN_ID="7")
     shell = checkout.activated()
     project = "deepracer-7"
@@ -87,6 +90,32 @@ def test_drfcs_swarm_style_spans_two_nodes_each_worker_on_its_nodes_gpu(
     finally:
         manager.bed.docker("stack", "rm", project, check=False)
         manager.bed.docker("service", "rm", "attached", check=False)
+
+
+def test_simulators_named_by_the_workers_uuid_run_there_on_that_gpu(
+    two_node_swarm: Swarm, tmp_path: Path
+) -> None:
+    """DR_ROBOMAKER_CUDA_DEVICES names the GPUs only the worker node advertises (the
+    manager's NVML has not got them): each simulator runs on the worker with its own."""
+    manager, worker = two_node_swarm.nodes
+    stack = tmp_path / "stack.yml"
+    services = {name: service(manager.bed) for name in ("sagemaker", "robomaker")}
+    stack.write_text(yaml.safe_dump({"services": services}))
+    gpus = list(worker.advertised[:2])
+    env_file = settings(tmp_path, "pinned", workers=2, simulator=",".join(gpus))
+    project = "deepracer-pinned"
+    try:
+        started = run_drgpu(
+            "up", "--env-file", str(env_file), "-f", str(stack), env=manager.bed.env()
+        )
+        assert started.returncode == 0, started.stderr
+        there = containers(worker.bed, project)
+        assert sorted(there) == [f"{project}_robomaker.1", f"{project}_robomaker.2"]
+        got = [record_of(worker.bed, there[f"{project}_robomaker.{i}"]["id"]) for i in (1, 2)]
+        assert [record["devices"] for record in got] == [[gpu] for gpu in gpus]
+        assert_one_holder_each(two_node_swarm)
+    finally:
+        manager.bed.docker("stack", "rm", project, check=False)
 
 
 def down_is_said(swarm: Swarm, node: Node) -> str | None:

@@ -24,6 +24,7 @@ from drgpu.core.swarm_node import (
     SwarmLayout,
 )
 from drgpu.core.verification import exposed_gpus, verify_tasks, waiting_on
+from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_inventory, load_stack, read_settings
 from drgpu.targets.swarm_stack import (
@@ -278,7 +279,7 @@ def test_a_pinned_task_on_another_node_or_without_container_is_found(pinned: Swa
     tasks[1] = replace(tasks[1], node_id="node2")
     del containers[tasks[2].id]
     problems = verify_tasks(pinned, tasks, containers)
-    assert problems[0].endswith("runs on node node2, pinned to this node node1")
+    assert problems[0].endswith("runs on node node2, pinned to node node1")
     assert "no container of it on this node" in problems[1]
 
 
@@ -364,3 +365,34 @@ def test_a_stuck_deploy_names_the_tasks_own_error_not_the_constraint_race(
     ]
     _waiting, stuck = waiting_on(pinned, [*tasks, *ended])
     assert stuck == [f"sagemaker: task failed: {hook}"]
+
+
+def test_simulators_on_another_nodes_gpu_are_pinned_there_and_proven_there(
+    tmp_path: Path,
+) -> None:
+    """DR_ROBOMAKER_CUDA_DEVICES names a GPU node2 advertises (this host's NVML has not
+    got it): the replicas are constrained to node2, their tasks there are left to the
+    proof on that node, a task of them elsewhere is a problem."""
+    from drgpu.core.swarm_view import NodeFacts
+
+    remote = "GPU-22222222-0000-4000-8000-000000000000"
+    env_file = tmp_path / "system.env"
+    env_file.write_text(f"DR_WORKERS=2\nDR_ROBOMAKER_CUDA_DEVICES={remote}\n")
+    nodes = [NodeFacts("node2", "bed", "worker", "ready", "active", {}, (remote,))]
+    config, stack = read_settings(Inputs(env_file)), load_stack([base_stack_file()])
+    plan = make_plan(config, stack, load_inventory(GTX_M40), nodes=nodes)
+    services = swarm_services(plan, [s.name for s in stack.services], 2, GENERIC, nodes)
+    [simulator] = [s for s in services if s.role.value == "simulator"]
+    assert (simulator.pinned, simulator.node) == (((remote,), (remote,)), "node2")
+    assert simulator.constraints == (SIMULATOR_CONSTRAINT, "node.id == node2")
+    deployed = SwarmStack(plan.project, "", services, (), GENERIC)
+    spec = dict(simulator.environment)  # a task's, as the manager records it: templates
+    there = [task(simulator.name, slot, node_id="node2", environment=spec) for slot in (1, 2)]
+    assert verify_tasks(deployed, there, {}) == []
+    here = [replace(there[0], node_id="node1")]
+    assert verify_tasks(deployed, here, {}) == [
+        "robomaker.1: runs on node node1, pinned to node node2"
+    ]
+    with pytest.raises(GpuValidationError, match="must all be on one node"):
+        env_file.write_text(f"DR_WORKERS=2\nDR_ROBOMAKER_CUDA_DEVICES={remote},{GTX}\n")
+        make_plan(read_settings(Inputs(env_file)), stack, load_inventory(GTX_M40), nodes=nodes)
