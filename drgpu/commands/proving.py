@@ -198,7 +198,14 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
     settle(containers.values())  # a task whose command fails at once has ended
     tasks = swarm_engine.stack_tasks(project)  # the manager's word, of every node's tasks
     containers = swarm_engine.stack_containers(project)
-    ended = [task for task in tasks if task.id in before and task.state != "running"]
+    gpu = {stack_service_name(project, s.name) for s in stack.services if s.gpus or s.pinned}
+    ended = [  # a task without a GPU may complete (DRfC's evaluation rl_coach does)
+        task
+        for task in tasks
+        if task.id in before
+        and task.state != "running"
+        and (task.state != "complete" or task.service in gpu)
+    ]
     unproven, mismatches = inside()
     problems = [
         *waiting_on(stack, tasks)[0],
@@ -209,7 +216,6 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
     ]
     running = [task for task in tasks if task.state == "running"]
     if not problems:
-        gpu = {stack_service_name(project, s.name) for s in stack.services if s.gpus or s.pinned}
         remote = [t for t in running if t.service in gpu and t.id not in containers]
         elsewhere, problems = proven_elsewhere(stack, remote)
         unproven += elsewhere
