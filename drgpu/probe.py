@@ -311,8 +311,9 @@ def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any
     return section, lib
 
 
-def probe_nvml(library: str = NVML_LIBRARY) -> Section:
-    """What NVML shows; every failure is recorded in the section, never raised."""
+def probe_nvml(library: str = NVML_LIBRARY, processes: bool = False) -> Section:
+    """What NVML shows (with each GPU's `processes`); every failure is recorded in the
+    section, never raised."""
     section, lib = _opened(library, {"cuda_driver_version": None}, {})
     if lib is None:
         return section
@@ -327,14 +328,14 @@ def probe_nvml(library: str = NVML_LIBRARY) -> Section:
         section["error_code"] = exc.code
         return section
     try:
-        _fill_nvml(nvml, section)
+        _fill_nvml(nvml, section, processes)
     finally:
         with contextlib.suppress(_CallError):
             nvml.call("nvmlShutdown")
     return section
 
 
-def _fill_nvml(nvml: _Nvml, section: Section) -> None:
+def _fill_nvml(nvml: _Nvml, section: Section, processes: bool) -> None:
     with contextlib.suppress(_CallError):
         section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion", size=96)
     version = ctypes.c_int()
@@ -355,10 +356,10 @@ def _fill_nvml(nvml: _Nvml, section: Section) -> None:
         return
     section["available"] = True
     section["device_count"] = int(count.value)
-    section["devices"] = [_nvml_device(nvml, index) for index in range(int(count.value))]
+    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(int(count.value))]
 
 
-def _nvml_device(nvml: _Nvml, index: int) -> Device:
+def _nvml_device(nvml: _Nvml, index: int, processes: bool = False) -> Device:
     device: Device = {
         "index": index,
         "uuid": None,
@@ -406,9 +407,35 @@ def _nvml_device(nvml: _Nvml, index: int) -> Device:
     query("mig_mode", lambda: _nvml_mig_mode(nvml, handle))
     if device["mig_mode"]:
         query("mig_devices", lambda: _nvml_mig_devices(nvml, handle))
+    if processes:
+        query("processes", lambda: _nvml_processes(nvml, handle))
     if errors:
         device["error"] = "; ".join(errors)
     return device
+
+
+class _ProcessInfo(ctypes.Structure):
+    """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every driver
+    still exports them)."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]]:
+    """The GPU's compute (C) and graphics (G) processes: host PID, used MiB (0: unknown)."""
+    found = []
+    for kind in ("Compute", "Graphics"):
+        count, infos = ctypes.c_uint(256), (_ProcessInfo * 256)()
+        nvml.call(f"nvmlDeviceGet{kind}RunningProcesses", handle, ctypes.byref(count), infos)
+        found += [
+            {
+                "pid": int(i.pid),
+                "used_memory_mib": i.usedGpuMemory >> 20 if i.usedGpuMemory < 1 << 63 else 0,
+                "kind": kind[0],
+            }
+            for i in infos[: count.value]
+        ]
+    return found
 
 
 def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
@@ -1353,7 +1380,22 @@ def on_node(namespace: str, node: str, source: bytes, wanted: dict[str, list[str
             print(json.dumps({"task": task, "exit_code": code, "output": output}), flush=True)
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--on-node"]:  # run as a Swarm job: source in env
+def node_gpus() -> None:
+    """`drgpu status`'s reading of a Swarm node (a one-shot global job that sees every GPU,
+    the host's /proc at /host/proc): one JSON line, NVML's view with each GPU's processes,
+    and each process's cgroup file (none: not visible)."""
+    nvml = probe_nvml(processes=True)
+    pids = {p["pid"] for d in nvml.get("devices") or [] for p in d.get("processes") or []}
+    cgroups = {}
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/host/proc/{pid}/cgroup") as cgroup:
+            cgroups[pid] = cgroup.read()
+    print(json.dumps({"nvml": nvml, "cgroups": cgroups}), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--node-gpus"]:  # a Swarm job: source in env
+    node_gpus()
+elif __name__ == "__main__" and sys.argv[1:2] == ["--on-node"]:  # run as a Swarm job: source in env
     tasks = json.loads(os.environ["DRGPU_TASKS"])
     on_node(sys.argv[2], sys.argv[3], os.environ["DRGPU_PROBE"].encode(), tasks)
 elif __name__ == "__main__":

@@ -13,23 +13,28 @@ manager's records (core.swarm_view). Each refresh it shows also goes to the expo
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
+from drgpu.core.model import Inventory
 from drgpu.core.settings import run_key
-from drgpu.core.swarm_view import SwarmState, swarm_findings
+from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml, swarm_engine
 from drgpu.host.cgroups import read_cgroup
+from drgpu.host.files import Bound, read_bounded
 from drgpu.host.procs import read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
@@ -169,15 +174,78 @@ class Reader:
         return known
 
 
-def swarm_reader(connection: EngineSession) -> Callable[[], SwarmState | None]:
-    """Reads the swarm through the manager's API at each call (None: no swarm manager)."""
+def swarm_reader(
+    connection: EngineSession, interval_s: float = 0.0
+) -> Callable[[], SwarmState | None]:
+    """Reads the swarm through the manager's API at each call (None: no swarm manager),
+    and every other node's GPUs on the node (`swarm_engine.node_gpus`): at most one round
+    per NODE_READ_S or `interval_s`, whichever is longer, its readings reused in between;
+    a reading older than 3 rounds, or none, leaves the node unseen."""
     here: list[str] = []
+    period = max(NODE_READ_S, interval_s)
+    readings: dict[str, tuple[float, Inventory, dict[int, str]]] = {}
+    why: dict[str, str] = {}
+    last = [-period]
 
     def read() -> SwarmState | None:
         here[:] = here or [swarm_engine.engine_facts().node_id]
-        return swarm_engine.swarm_picture(connection.connection, here[0])
+        swarm = swarm_engine.swarm_picture(connection.connection, here[0])
+        now = time.monotonic()
+        if swarm is None:
+            return None
+        if now - last[0] >= period:
+            last[0] = now
+            _read_nodes(swarm, here[0], now, readings, why)
+        fresh = {node: r for node, r in readings.items() if now - r[0] <= 3 * period}
+        nodes = {node.id: node for node in swarm.nodes}
+        found = [
+            replace(
+                f,
+                subject=f"{nodes[node].name}: {f.subject}",
+                message=f"on {nodes[node].name}: {f.message}",
+                facts={**f.facts, "node": node},
+            )
+            for node, (_, inventory, cgroups) in fresh.items()
+            if node in nodes
+            for f in build_status(inventory, task_containers(swarm, node), [], cgroups).findings
+        ]
+        seen = (*swarm.seen, *fresh)
+        return replace(swarm, seen=seen, node_findings=tuple(found), unseen_why=dict(why))
 
     return read
+
+
+NODE_READ_S = 10.0  # the shortest time between two rounds of reading jobs
+
+
+def _read_nodes(
+    swarm: SwarmState,
+    here: str,
+    now: float,
+    readings: dict[str, tuple[float, Inventory, dict[int, str]]],
+    why: dict[str, str],
+) -> None:
+    """One round: read each other ready node's GPUs in the image of one of drgpu's tasks
+    there (else DRGPU_NODE_IMAGE's); keep each reading, or say why there is none."""
+    images = {t.node_id: t.image for t in swarm.tasks if t.image and t.state == "running"}
+    fallback = os.environ.get("DRGPU_NODE_IMAGE")
+    wanted = {}
+    for facts in swarm.nodes:
+        image = images.get(facts.id) or fallback
+        if facts.id != here and facts.state == "ready":
+            if image:
+                wanted[facts.id] = image
+            else:
+                why[facts.id] = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
+    if not wanted:
+        return
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
+    for node, read in swarm_engine.node_gpus(source, wanted).items():
+        if isinstance(read, str):
+            why[node] = read
+        else:
+            readings[node] = (now, *read)
+            why.pop(node, None)
 
 
 def snapshot(session: Any, run_id: str | None = None) -> Status:
@@ -202,7 +270,7 @@ def watch(
     shown = 0
     try:
         with engine.engine_session() as connection:
-            reader = Reader(session, connection, run_id, swarm_reader(connection))
+            reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
             health = Health()
             start = time.monotonic()
             while count is None or shown < count:

@@ -92,6 +92,7 @@ class TaskFacts:
     run_id: str = ""  # drgpu's run label of its container spec
     started: bool = False  # its node reported a container process (ContainerStatus.PID)
     image: str = ""
+    container_id: str = ""  # its container's, as its node reported it
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The manager knows every node's state and every task's (desired and actual) state, node
 and generic resources, but it cannot look inside another node: only the GPUs of the nodes
-in `seen` were read there (this node's through NVML), the others are said to be unseen.
+in `seen` were read there (this node's through NVML, others' by a job on each: their
+verdicts are `node_findings`), the others are said to be unseen.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from drgpu.core.facts import TaskFacts
+from drgpu.core import labels
+from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
+from drgpu.core.swarm_node import GPU_KIND
 
 RUNNING = "running"
 
@@ -37,12 +40,15 @@ class NodeFacts:
 
 @dataclass(frozen=True)
 class SwarmState:
-    """The swarm as its manager records it: every node, every task of drgpu's runs, and
-    the nodes whose GPUs were read from inside (`seen`: this one's)."""
+    """The swarm as its manager records it: every node, every task of drgpu's runs, the
+    nodes whose GPUs were read from inside (`seen`), the verdicts on other nodes' GPUs, and
+    why a node's could not be read (by node id)."""
 
     nodes: tuple[NodeFacts, ...]
     tasks: tuple[TaskFacts, ...]
     seen: tuple[str, ...]
+    node_findings: tuple[Finding, ...] = ()
+    unseen_why: Mapping[str, str] = field(default_factory=dict)
 
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:
@@ -59,6 +65,7 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         for t in ours
         if t.desired_state in _WANTED and t.state in ("new", "pending", "assigned")
     ]
+    findings += swarm.node_findings
     for node in swarm.nodes:
         held = [
             t for t in ours if t.node_id == node.id and (t.desired_state in _WANTED or _may_run(t))
@@ -77,7 +84,8 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
                 if _may_run(t)
             )
         elif node.id not in swarm.seen and (held or node.advertised_gpus):
-            unseen = f"{node.name}: GPUs not seen, only the manager's records of its tasks read"
+            why = swarm.unseen_why.get(node.id, "only the manager's records of its tasks read")
+            unseen = f"{node.name}: GPUs not seen, {why}"
             findings.append(Finding(node.name, Level.WARN, unseen, kind="node-unseen", facts=facts))
     return sorted(findings, key=lambda f: f.level != Level.FAIL)
 
@@ -98,6 +106,26 @@ def _task_finding(task: TaskFacts, node: NodeFacts | None, message: str, kind: s
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"
     facts["service"] = task.service
     return Finding(subject, Level.FAIL, f"{subject} {message}", kind=kind, facts=facts)
+
+
+def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
+    """The tasks of drgpu's runs that may run on a node, as containers (their GPUs: what
+    the engine reserved for them), so that its GPUs are judged like this node's."""
+    return [
+        ContainerFacts(
+            id=task.container_id,
+            name=f"{task.service}.{task.slot} on node {node_id[:12]}",
+            service=task.service,
+            project="",
+            state=RUNNING,
+            labels={
+                labels.RUN_ID: task.run_id,
+                labels.GPUS: ",".join(v for k, v in task.generic_resources if k == GPU_KIND),
+            },
+        )
+        for task in swarm.tasks
+        if task.node_id == node_id and task.container_id and _may_run(task)
+    ]
 
 
 def advertised(nodes: Collection[NodeFacts]) -> list[str]:

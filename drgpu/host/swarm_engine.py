@@ -12,6 +12,7 @@ from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.core.swarm_node import GPU_KIND
 from drgpu.core.swarm_view import NodeFacts, SwarmState
 from drgpu.errors import DockerError
@@ -66,56 +67,118 @@ def proofs_on_nodes(
     namespace: str, image: str, source: str, wanted: Mapping[str, Mapping[str, list[str]]]
 ) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
     """Run drgpu's probe (`source`, its `on_node` mode) beside the stack's tasks on other
-    nodes: one one-shot global job per node (`wanted`: node id: task id: the probe's
-    arguments), constrained to it, in `image`, with the node's engine socket (at
-    DRGPU_NODE_SOCKET, a Swarm template such as `/run/{{.Node.ID}}.sock`; else where
-    drgpu reaches this engine's, or the default); each job read with `service logs` and
-    removed. The
+    nodes (`wanted`: node id: task id: the probe's arguments), through `on_nodes`. The
     probe's (exit code, output) by task id, and why each node whose job failed."""
     results: dict[str, tuple[int, str]] = {}
     failures: dict[str, str] = {}
-    with docker_api.connected() as engine:
-        jobs = {
-            node: engine.call(
-                "POST", "/services/create", _job(namespace, image, source, node, tasks)
-            ).checked("create the proof job", 201)["ID"]
-            for node, tasks in wanted.items()
-        }
-        try:
-            for node, job in jobs.items():
-                failure = _job_done(engine, job)
-                logs = engine.call("GET", f"/services/{job}/logs?stdout=1&stderr=1")
-                for line in docker_api.unframed(logs.body).decode("utf-8", "replace").splitlines():
-                    with contextlib.suppress(ValueError, KeyError, TypeError):
-                        said = json.loads(line)
-                        failure = failure or said.get("error")
-                        results[said["task"]] = (int(said["exit_code"]), str(said["output"]))
-                if failure:
-                    failures[node] = failure
-        finally:
-            for job in jobs.values():
-                engine.call("DELETE", f"/services/{job}")
+    env = "NVIDIA_VISIBLE_DEVICES=void"  # the job itself holds no GPU
+    jobs = {
+        node: (image, ["--on-node", namespace, node], [env, f"DRGPU_TASKS={json.dumps(tasks)}"])
+        for node, tasks in wanted.items()
+    }
+    for node, (said, failed) in on_nodes(f"proof-{namespace}", source, jobs).items():
+        for line in said:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                results[line["task"]] = (int(line["exit_code"]), str(line["output"]))
+        failure = failed or next((line["error"] for line in said if "error" in line), None)
+        if failure:
+            failures[node] = str(failure)
     return results, failures
 
 
+def on_nodes(
+    name: str, source: str, jobs: Mapping[str, tuple[str, list[str], list[str]]]
+) -> dict[str, tuple[list[dict[str, Any]], str | None]]:
+    """Run drgpu's probe (`source`) on other nodes: one one-shot global job per node
+    (`jobs`: node id: image, the probe's arguments, environment), constrained to it, with
+    the node's engine socket (at DRGPU_NODE_SOCKET, a Swarm template such as
+    `/run/{{.Node.ID}}.sock`; else where drgpu reaches this engine's, or the default) and
+    the host's /proc read-only at /host/proc; each job read with `service logs` and
+    removed. The JSON objects each job printed, and why it failed (None: it completed)."""
+    said: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
+    with docker_api.connected() as engine:
+        made = {
+            node: engine.call("POST", "/services/create", _job(name, source, node, *job)).checked(
+                "create a job on a node", 201
+            )["ID"]
+            for node, job in jobs.items()
+        }
+        try:
+            for node, job in made.items():
+                failure = _job_done(engine, job)
+                logs = engine.call("GET", f"/services/{job}/logs?stdout=1&stderr=1")
+                lines = []
+                for line in docker_api.unframed(logs.body).decode("utf-8", "replace").splitlines():
+                    with contextlib.suppress(ValueError):
+                        lines.append(json.loads(line))
+                said[node] = ([x for x in lines if isinstance(x, dict)], failure)
+        finally:
+            for job in made.values():
+                engine.call("DELETE", f"/services/{job}")
+    return said
+
+
+def node_gpus(
+    source: str, images: Mapping[str, str]
+) -> dict[str, tuple[Inventory, dict[int, str]] | str]:
+    """Each node's GPUs and their processes (with each PID's cgroup file), read on the
+    node by the probe's `node_gpus` mode in a job seeing every GPU (`images`: node id: an
+    image with python3); or why it could not be read."""
+    env = ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=utility"]
+    jobs = {node: (image, ["--node-gpus"], env) for node, image in images.items()}
+    try:
+        said = on_nodes(f"status-{os.getpid()}", source, jobs)
+    except DockerError as exc:
+        return dict.fromkeys(images, f"the reading job failed: {exc.message}")
+    read: dict[str, tuple[Inventory, dict[int, str]] | str] = {}
+    for node, (lines, failure) in said.items():
+        nvml: dict[str, Any] = next((line["nvml"] for line in lines if "nvml" in line), {})
+        cgroups: dict[str, str] = next((line["cgroups"] for line in lines if "cgroups" in line), {})
+        why = failure or nvml.get("error") or (None if nvml.get("available") else "no NVML")
+        read[node] = f"the reading job said: {why}" if why else _inventory(nvml, cgroups)
+    return read
+
+
+def _inventory(
+    nvml: Mapping[str, Any], cgroups: Mapping[str, str]
+) -> tuple[Inventory, dict[int, str]]:
+    """The probe's NVML section as an inventory (a query that failed: processes unknown)."""
+    said = [(d, str(d.get("error") or "")) for d in nvml.get("devices") or []]
+    gpus = tuple(
+        Gpu(
+            index=int(d["index"]),
+            uuid=str(d.get("uuid") or ""),
+            name=str(d.get("name") or "?"),
+            pci_bus_id=str(d.get("pci_bus_id") or ""),
+            memory_total_mib=int(d.get("memory_total_mib") or 0),
+            memory_used_mib=int(d.get("memory_used_mib") or 0),
+            processes=tuple(
+                GpuProcess(int(p["pid"]), int(p["used_memory_mib"]), str(p["kind"]))
+                for p in d.get("processes") or []
+            ),
+            error=error if "GPU is lost" in error else None,
+            processes_unknown=error or "not read" if d.get("processes") is None else None,
+        )
+        for d, error in said
+    )
+    return Inventory(gpus, nvml.get("driver_version")), {int(k): str(v) for k, v in cgroups.items()}
+
+
 def _job(
-    namespace: str, image: str, source: str, node: str, tasks: Mapping[str, list[str]]
+    name: str, source: str, node: str, image: str, arguments: list[str], env: list[str]
 ) -> dict[str, Any]:
     run = "import os; exec(os.environ['DRGPU_PROBE'])"
+    proc = {"Type": "bind", "Source": "/proc", "Target": "/host/proc", "ReadOnly": True}
     return {
-        "Name": f"drgpu-proof-{namespace}-{node[:12]}",
-        "Labels": {"drgpu.proof": namespace},
+        "Name": f"drgpu-{name}-{node[:12]}",
+        "Labels": {"drgpu.proof": name},
         "Mode": {"GlobalJob": {}},
         "TaskTemplate": {
             "ContainerSpec": {
                 "Image": image,
-                "Command": ["python3", "-c", run, "--on-node", namespace, node],
-                "Env": [
-                    f"DRGPU_PROBE={source}",
-                    f"DRGPU_TASKS={json.dumps(tasks)}",
-                    "NVIDIA_VISIBLE_DEVICES=void",  # the job itself holds no GPU
-                ],
-                "Mounts": [{"Type": "bind", "Source": _socket(), "Target": SOCKET}],
+                "Command": ["python3", "-c", run, *arguments],
+                "Env": [f"DRGPU_PROBE={source}", *env],
+                "Mounts": [{"Type": "bind", "Source": _socket(), "Target": SOCKET}, proc],
             },
             "Placement": {"Constraints": [f"node.id=={node}"]},
             "RestartPolicy": {"Condition": "none"},
@@ -170,6 +233,7 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         run_id=(spec.get("Labels") or {}).get(labels.RUN_ID, ""),
         started=bool((status.get("ContainerStatus") or {}).get("PID")),
         image=str(spec.get("Image") or ""),
+        container_id=str((status.get("ContainerStatus") or {}).get("ContainerID") or ""),
     )
 
 

@@ -1,12 +1,15 @@
 """`drgpu status` on the manager of a multi-node swarm (the `two_node_swarm` bed: a
-tests/support/swarm_nodes.Swarm of 2 nodes): a worker node's GPUs are not seen from the
-manager (a warning, never `ok: true`); a worker whose dockerd was killed is said to be
-down within one refresh of Swarm noticing, and its task, which the manager marks
+tests/support/swarm_nodes.Swarm of 2 nodes): a worker node with none of drgpu's tasks is
+not seen from the manager (a warning, never `ok: true`); once one runs there, the worker's
+GPUs are read on the worker (a job in that task's image), and a process holding a GPU
+there outside drgpu's tasks is a violation; a worker whose dockerd was killed is said to
+be down within one refresh of Swarm noticing, and its task, which the manager marks
 rejected while its container runs on, is a violation, as is the replacement pending."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -37,6 +40,22 @@ def test_status_covers_every_node_and_says_a_lost_worker(two_node_swarm: Any) ->
     while "running" not in _task_states(env):
         assert time.monotonic() < deadline, "the worker's task never ran"
         time.sleep(0.5)
+    read = json.loads(run_drgpu("status", "--json", env=env).stdout)
+    assert {n["id"]: n["gpus_seen"] for n in read["swarm"]["nodes"]}[lost.node_id] is True
+    assert not [f for f in read["findings"] if f["kind"] == "node-unseen"], read["findings"]
+    topology = json.loads(lost.bed.topology_path.read_text())
+    mine = [{"pid": os.getpid(), "used_memory_mib": 64}]  # this test: on every worker GPU
+    lost.bed.set_topology(
+        {**topology, "gpus": [{**g, "processes": mine} for g in topology["gpus"]]}
+    )
+    try:
+        stray = run_drgpu("status", "--json", "--run-id", "on-worker", env=env)
+    finally:
+        lost.bed.set_topology(topology)
+    assert stray.returncode == 6, stray.stdout
+    found = [f for f in json.loads(stray.stdout)["findings"] if f["kind"] == "stray"]
+    assert found and found[0]["node"] == lost.node_id and found[0]["pid"] == os.getpid()
+    assert found[0]["gpu_uuid"] in lost.advertised
     two_node_swarm.kill(lost)
     deadline, down = time.monotonic() + 30, list[Any]()
     while not down and time.monotonic() < deadline:

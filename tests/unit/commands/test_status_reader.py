@@ -93,3 +93,47 @@ def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
     assert counted == {"node-down": 1.0, "task-on-lost-node": 1.0}
     alert = Alert(judged.violations[1], 0.0).document()
     assert (alert["run"], alert["service"], alert["pid"]) == ("0", "deepracer-0_robomaker", None)
+
+
+def test_other_nodes_are_read_on_the_node_at_most_once_a_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from drgpu.core.facts import TaskFacts
+    from drgpu.core.swarm_view import NodeFacts, SwarmState
+    from drgpu.host import swarm_engine
+
+    here = NodeFacts("m" * 25, "bed", "manager", "ready", "active")
+    worker = NodeFacts("w" * 25, "bed", "worker", "ready", "active", advertised_gpus=(G0,))
+    task = TaskFacts("t" * 25, "r", 1, worker.id, "running", "running", "", run_id="0")
+    swarm = SwarmState((here, worker), (replace(task, image="img"),), (here.id,))
+    clock, rounds = [100.0], list[dict[str, str]]()
+    stray = Inventory(gpus=(replace(GPU, processes=(GpuProcess(7, 64),)),))
+    said: list[Any] = [(stray, {7: "0::/user.slice\n"})]
+    monkeypatch.setattr("drgpu.commands.status.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr(swarm_engine, "engine_facts", lambda: SimpleNamespace(node_id=here.id))
+    monkeypatch.setattr(swarm_engine, "swarm_picture", lambda engine, node: swarm)
+
+    def node_gpus(source: str, images: dict[str, str]) -> dict[str, Any]:
+        rounds.append(images)
+        return {worker.id: said[0]}
+
+    monkeypatch.setattr(swarm_engine, "node_gpus", node_gpus)
+    read = status.swarm_reader(SimpleNamespace(connection=None), interval_s=1.0)  # type: ignore[arg-type]
+    first = read()
+    assert first is not None and first.seen == (here.id, worker.id)
+    assert [(f.kind, f.facts["node"]) for f in first.node_findings] == [("stray", worker.id)]
+    clock[0] += 9  # within the round: the reading is reused, no job runs
+    assert read() == first and rounds == [{worker.id: "img"}]
+    said[0] = "the reading job said: boom"
+    clock[0] += 22  # a new round fails; the old reading is older than 3 rounds
+    late = read()
+    assert late is not None and late.seen == (here.id,) and len(rounds) == 2
+    assert late.unseen_why == {worker.id: "the reading job said: boom"}
+    from drgpu.core.swarm_view import swarm_findings
+
+    unseen = [f for f in swarm_findings(late) if f.kind == "node-unseen"]
+    assert [f.message for f in unseen] == [
+        f"{worker.name}: GPUs not seen, the reading job said: boom"
+    ]
