@@ -27,7 +27,7 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
     stack.write_text(yaml.safe_dump({"services": {n: service(manager.bed) for n in names}}))
     # Four simulators on four advertised GPUs: two on each node.
     extra = "DRGPU_SWARM_GPUS=generic\n"
-    env_file = settings(tmp_path, "proof", workers=4, simulator="0,1", extra=extra)
+    env_file = settings(tmp_path, "proof", workers=4, simulator="auto", extra=extra)
     # Each node's engine at a path of its own, found by node ID as the proof job mounts it.
     sockets = tmp_path / "nodes"
     sockets.mkdir()
