@@ -301,6 +301,13 @@ def bed() -> Generator[Bed, None, None]:
         yield started
 
 
+@pytest.fixture(scope="session")
+def other_bed() -> Generator[Bed, None, None]:
+    """A second plain engine beside `bed`, for tests where two engines run at once."""
+    with started_bed("drgpu-bed2-") as started:
+        yield started
+
+
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
     """`cli("plan", "--json", ...)`: tests.support.runners.run_main in a fresh working
@@ -313,7 +320,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
 
 NewRun = Callable[..., str]
 # The fixtures of the engines a run may be made on (tests/swarm/conftest.py has the swarms).
-ENGINE_FIXTURES = ("bed", "swarm_bed", "simulator_swarm_bed")
+ENGINE_FIXTURES = ("bed", "other_bed", "swarm_bed", "simulator_swarm_bed")
 RUN_ID_LENGTH = 20  # of the test's name; DR_RUN_ID's suffix (`-a`) comes after it
 
 
