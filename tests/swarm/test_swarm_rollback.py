@@ -25,7 +25,11 @@ def slow_stack(bed: Any, directory: Path) -> Path:
     check as running once it is healthy): `up` waits on it long enough to be stopped."""
     trainer = service(bed)
     trainer["command"] = ["sh", "-c", "sleep 20; touch /tmp/ready; exec sleep infinity"]
-    trainer["healthcheck"] = {"test": ["CMD", "test", "-f", "/tmp/ready"], "interval": "1s"}
+    trainer["healthcheck"] = {  # failures while it sleeps do not count: never unhealthy
+        "test": ["CMD", "test", "-f", "/tmp/ready"],
+        "interval": "1s",
+        "start_period": "60s",
+    }
     path = directory / "stack.yml"
     path.write_text(yaml.safe_dump({"services": {"sagemaker": trainer, "redis": service(bed)}}))
     return path
