@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
+from drgpu.core.faults import GpuHealth, with_faults
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
 from drgpu.core.settings import run_key
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
@@ -102,6 +103,8 @@ class Reader:
         self._had_processes: frozenset[str] = frozenset()
         self.inspections = 0
         self.restart_nvml = False  # start NVML again first (it failed at the last refresh)
+        self.events: nvml.EventFollower | None = None  # a watch's
+        self.health: tuple[GpuHealth, ...] = ()
 
     def snapshot(self) -> Status:
         """Read the world once and judge it."""
@@ -135,7 +138,11 @@ class Reader:
         # vanish, the next refreshes say so (see core.gpu_usage's warnings).
         alive = {c.id for c in ours}
         self._had_processes = (self._had_processes & alive) | judged.with_processes()
-        return judged
+        self.health = nvml.health_from_nvml(self._nvml, len(inventory.gpus))
+        follower = self.events
+        if follower is None:
+            return with_faults(judged, self.health)
+        return with_faults(judged, self.health, tuple(follower.events), follower.unsupported)
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of
@@ -170,9 +177,11 @@ def watch(
     retried at the next (the first refresh still fails: nothing was ever shown)."""
     last = None
     shown = 0
+    reader = None
     try:
         with engine.engine_session() as connection:
             reader = Reader(session, connection, run_id)
+            reader.events = nvml.EventFollower(session)
             health = Health()
             start = time.monotonic()
             while count is None or shown < count:
@@ -190,6 +199,9 @@ def watch(
     except Interrupted as stop:  # Ctrl-C ends a watch; SIGTERM and SIGHUP still interrupt it
         if stop.signum != signal.SIGINT:
             raise
+    finally:
+        if reader is not None and reader.events is not None:
+            reader.events.close()
     return last
 
 

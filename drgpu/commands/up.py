@@ -11,9 +11,10 @@ from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import prepare_locked
 from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.faults import preflight
 from drgpu.core.model import Plan
 from drgpu.core.service_gpus import SwarmStack
-from drgpu.errors import ConfigError
+from drgpu.errors import ConfigError, GpuValidationError
 from drgpu.ui.progress import UpProgress
 from drgpu.ui.talk import warn
 
@@ -65,7 +66,7 @@ def up(options: UpOptions) -> Started | Deployed:
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
     with prepare_locked(config, target, swarm=own_swarm) as prepared:
-        for message in prepared.plan.warnings:
+        for message in (*prepared.plan.warnings, *_preflight(prepared.plan)):
             warn(message)
         if drfc_swarm:  # drgpu's override appended to the start script's `-c` list
             return Deployed(*drfc_stack.swarm_up(prepared, options.script_args))
@@ -77,3 +78,18 @@ def up(options: UpOptions) -> Started | Deployed:
             else:
                 plan, containers = prepared.plan, compose_run.up(prepared, progress)
     return Started(plan, containers)
+
+
+def _preflight(plan: Plan) -> list[str]:
+    """What NVML says of this host's GPUs in the plan: a fault raises (exit 3), the rest
+    are warnings (see core.faults.preflight)."""
+    if not any(service.devices for service in plan.services):
+        return []
+    from drgpu.host import nvml  # lazy: as prepare_locked's
+
+    problems, warnings = preflight(plan, nvml.read_health())
+    if problems:
+        raise GpuValidationError(
+            problems, hint="reset the GPU (`sudo nvidia-smi -r -i N`) or plan without it"
+        )
+    return warnings

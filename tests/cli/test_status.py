@@ -63,6 +63,7 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
     monkeypatch.setattr(engine, "engine_session", fake_session)
     monkeypatch.setattr(status, "Reader", Reader)
+    monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     return queue
 
 

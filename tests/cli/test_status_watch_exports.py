@@ -91,6 +91,7 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
             return step
 
     monkeypatch.setattr(status, "Reader", Reader)
+    monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     code, out, err = cli("status", "--watch", "--json", "--count", "7", "--interval", "0.1")
     assert code == 6  # the last refresh shown had a violation
     assert len(out.splitlines()) == 4  # the failed refreshes are skipped
@@ -119,6 +120,7 @@ def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
     monkeypatch.setattr(engine, "engine_session", fake_session)
     monkeypatch.setattr(status, "Reader", Reader)
+    monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     code, _, err = cli("status", "--watch", "--count", "3", "--interval", "0.1")
     assert code == 5
     assert err.startswith("drgpu: error: cannot reach the Docker engine at /nowhere")

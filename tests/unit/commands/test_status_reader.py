@@ -49,6 +49,7 @@ def test_processes_that_vanish_between_refreshes_are_warned_of(
         return inventories.pop(0)
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", inventory)
+    monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
     monkeypatch.setattr(status, "read_cgroup", lambda pid: f"0::/docker/{SIM_ID}\n")
     reader = status.Reader(object(), Engine())  # type: ignore[arg-type]
     working = reader.snapshot()
