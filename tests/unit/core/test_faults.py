@@ -3,6 +3,8 @@ pre-flight over NVML's health."""
 
 from __future__ import annotations
 
+import pytest
+
 from drgpu.core.alerts import AlertState, due
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.faults import ECC_EVENT, XID_EVENT, GpuEvent, GpuHealth, preflight, with_faults
@@ -10,6 +12,7 @@ from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.metrics import samples
 from drgpu.core.model import Assignment, Gpu, Inventory, Plan, Role, ServicePlan
+from drgpu.errors import GpuValidationError
 
 G0, G1 = "GPU-00000000-0000-4000-8000-000000000000", "GPU-11111111-0000-4000-8000-000000000001"
 GPUS = tuple(
@@ -93,3 +96,17 @@ def test_preflight_refuses_a_gpu_with_pages_pending_and_warns_of_the_rest() -> N
     assert warnings[0].startswith("persistence mode is off on GPU 0:")
     assert warnings[1] == "GPU 0 has 1360 MiB free, below the 8192 MiB its services need"
     assert preflight(stack, [GpuHealth(0, G0), GpuHealth(1, G1)]) == ([], [warnings[1]])
+
+
+def test_up_refuses_a_faulty_gpu_with_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    from drgpu.commands import up
+    from drgpu.host import nvml
+
+    stack = plan(service("sagemaker", Role.TRAINER, GPUS[0]))
+    monkeypatch.setattr(nvml, "read_health", lambda: (GpuHealth(0, G0, remap_pending=True),))
+    with pytest.raises(GpuValidationError) as refused:
+        up._preflight(stack)
+    assert refused.value.exit_code == 3 and "reset the GPU" in (refused.value.hint or "")
+    monkeypatch.setattr(nvml, "read_health", lambda: (GpuHealth(0, G0, persistence=False),))
+    assert up._preflight(stack)[0].startswith("persistence mode is off on GPU 0")
+    assert up._preflight(plan()) == []  # no GPU planned: NVML is not asked
