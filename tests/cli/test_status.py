@@ -54,6 +54,8 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     queue: list[gpu_usage.Status] = []
 
     class Reader:
+        health = ()  # no GPU health: nothing is charged but time
+
         def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
             pass
 

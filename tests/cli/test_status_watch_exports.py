@@ -80,6 +80,8 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
     restarts: list[bool] = []
 
     class Reader:
+        health = ()  # no GPU health: nothing is charged but time
+
         def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
             self.restart_nvml = False
 
@@ -107,6 +109,8 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
 
 def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     class Reader:
+        health = ()  # no GPU health: nothing is charged but time
+
         def __init__(self, session: Any, engine: Any, run_id: str | None = None) -> None:
             self.restart_nvml = False
 
