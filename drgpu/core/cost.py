@@ -113,6 +113,7 @@ def to_json(ledger: Ledger) -> list[dict[str, Any]]:
     """The ledger as the file (and `report --json`) keeps it: one entry per worker."""
     return [
         {"run": run, "service": service, "container": container, **asdict(usage)}
+        | {"mean_utilization": usage.mean_utilization}
         for (run, service, container), usage in sorted(ledger.items())
     ]
 
