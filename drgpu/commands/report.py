@@ -27,7 +27,7 @@ def report(env_file: Path | None, run_id: str | None, *, evaluation: bool) -> Re
     target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
     if evaluation:
         run_id = run_key(run_id or run_id_of(target), evaluation=True)
-    path = ledger_path(target.env_file, create=False)
+    path = ledger_path(target.env_file)
     ledger = read_ledger(path)
     if run_id is None:
         return Report(path, ledger)

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drgpu.commands.options import InputOptions, resolved, run_id_of
@@ -100,11 +99,11 @@ def _cost_keeper(options: StatusOptions) -> CostKeeper:
     from drgpu.host.cost_file import CostKeeper, ledger_path  # lazy: only a watch keeps it
 
     try:
-        path: Path | None = ledger_path(resolved(InputOptions(needs_files=False)).env_file)
+        path = ledger_path(resolved(InputOptions(needs_files=False)).env_file)
+        return CostKeeper(path, options.interval_s, warn)
     except ConfigError as exc:
-        warn(f"GPU cost is not kept: {exc.message}")
-        path = None
-    return CostKeeper(path, options.interval_s, warn)
+        warn(f"GPU cost is not kept on disk: {exc.message}")
+        return CostKeeper(None, options.interval_s, warn)
 
 
 class Reader:

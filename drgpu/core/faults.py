@@ -120,7 +120,8 @@ def with_faults(
             Level.FAIL,
             f"GPU {index}: {text}"
             + (f" (run {run} service {service}, {container})" if run else ""),
-            "see `nvidia-smi -q` and the kernel log (Xid); reset or replace the GPU",
+            "see `nvidia-smi -q -d PERFORMANCE,ECC,PAGE_RETIREMENT,ROW_REMAPPER` and the kernel"
+            " log (Xid); pages or rows pending need a GPU reset",
             kind=FAULT,
             facts={
                 **dict.fromkeys(FACTS),

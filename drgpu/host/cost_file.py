@@ -21,9 +21,9 @@ NAME = "cost.json"
 SAVE_S = 30.0
 
 
-def ledger_path(env_file: Path, *, create: bool = True) -> Path:
-    """Where the ledger of the runs of these settings lives."""
-    return state_dir(env_file, create=create) / NAME
+def ledger_path(env_file: Path) -> Path:
+    """Where the ledger of the runs of these settings lives (its folder made once saved)."""
+    return state_dir(env_file, create=False) / NAME
 
 
 def read_ledger(path: Path) -> dict[tuple[str, str, str], Usage]:
