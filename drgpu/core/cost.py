@@ -14,7 +14,7 @@ last.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from drgpu.core.faults import GpuHealth, throttled
@@ -89,18 +89,21 @@ def charge(
         joules = (now_mj - before_mj) / 1000 if now_mj and before_mj and now_mj > before_mj else 0
         for key in holders:
             usage = found.get(key) or Usage(first_seen=now)
-            found[key] = replace(
-                usage,
-                gpu_seconds=usage.gpu_seconds + seconds,
-                energy_j=usage.energy_j + joules / len(holders),
-                busy_seconds=usage.busy_seconds
-                + (gpu.utilization_gpu_percent or 0) * seconds / 100,
-                throttled_seconds=usage.throttled_seconds + seconds * throttled(gpu_health),
-                peak_memory_mib=max(usage.peak_memory_mib, memory.get(key, 0)),
-                last_seen=now,
+            found[key] = Usage(
+                usage.gpu_seconds + seconds,
+                usage.energy_j + joules / len(holders),
+                max(usage.peak_memory_mib, memory.get(key, 0)),
+                usage.busy_seconds + (gpu.utilization_gpu_percent or 0) * seconds / 100,
+                usage.throttled_seconds + seconds * throttled(gpu_health),
+                usage.first_seen,
+                now,
             )
-    last = {run: max(u.last_seen for k, u in found.items() if k[0] == run) for run, *_ in found}
-    kept = sorted(last, key=last.__getitem__)[-MAX_RUNS:]
+    last: dict[str, float] = {}
+    for (run, _, _), usage in found.items():
+        last[run] = max(last.get(run, 0.0), usage.last_seen)
+    if len(last) <= MAX_RUNS:
+        return found
+    kept = set(sorted(last, key=last.__getitem__)[-MAX_RUNS:])
     return {key: usage for key, usage in found.items() if key[0] in kept}
 
 

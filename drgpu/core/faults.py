@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from drgpu.core.findings import Finding, Level
 from drgpu.core.gpu_usage import FACTS, Status
 from drgpu.core.model import Gpu, Plan, Role
-from drgpu.core.planning import TRAINER_MIN_MEMORY_MIB, WORKER_MEMORY_MIB
+from drgpu.core.placement import WORKER_MEMORY_MIB
+from drgpu.core.planning import TRAINER_MIN_MEMORY_MIB
 
 FAULT = "gpu-fault"
 # nvmlClocksEventReason* bits that mean the GPU slowed itself down (not idle, not a set

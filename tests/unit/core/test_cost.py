@@ -14,7 +14,7 @@ from drgpu.core.faults import GpuHealth
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.host.cost_file import CostKeeper, ledger_path, read_ledger
-from tests.conftest import Cli
+from tests.support.runners import Cli
 from tests.unit.core.test_faults import G0, G1, TRAINER
 
 GPU0 = Gpu(0, G0, "Tesla T4", "00000000:00:00.0", 15360, utilization_gpu_percent=50)
