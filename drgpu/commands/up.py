@@ -66,8 +66,9 @@ def up(options: UpOptions) -> Started | Deployed:
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
     with prepare_locked(config, target, swarm=own_swarm) as prepared:
-        for message in (*prepared.plan.warnings, *_preflight(prepared.plan)):
+        for message in prepared.plan.warnings:
             warn(message)
+        _preflight(prepared.plan)
         if drfc_swarm:  # drgpu's override appended to the start script's `-c` list
             return Deployed(*drfc_stack.swarm_up(prepared, options.script_args))
         if own_swarm:  # `--swarm` outside DRfC's swarm style: drgpu's own stack file
@@ -80,16 +81,17 @@ def up(options: UpOptions) -> Started | Deployed:
     return Started(plan, containers)
 
 
-def _preflight(plan: Plan) -> list[str]:
-    """What NVML says of this host's GPUs in the plan: a fault raises (exit 3), the rest
-    are warnings (see core.faults.preflight)."""
+def _preflight(plan: Plan) -> None:
+    """What NVML says of this host's GPUs in the plan: warnings said, then a fault raises
+    (exit 3; see core.faults.preflight)."""
     if not any(service.devices for service in plan.services):
-        return []
+        return
     from drgpu.host import nvml  # lazy: as prepare_locked's
 
     problems, warnings = preflight(plan, nvml.read_health())
+    for message in warnings:
+        warn(message)
     if problems:
         raise GpuValidationError(
             problems, hint="reset the GPU (`sudo nvidia-smi -r -i N`) or plan without it"
         )
-    return warnings

@@ -98,15 +98,19 @@ def test_preflight_refuses_a_gpu_with_pages_pending_and_warns_of_the_rest() -> N
     assert preflight(stack, [GpuHealth(0, G0), GpuHealth(1, G1)]) == ([], [warnings[1]])
 
 
-def test_up_refuses_a_faulty_gpu_with_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_refuses_a_faulty_gpu_with_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from drgpu.commands import up
     from drgpu.host import nvml
 
     stack = plan(service("sagemaker", Role.TRAINER, GPUS[0]))
-    monkeypatch.setattr(nvml, "read_health", lambda: (GpuHealth(0, G0, remap_pending=True),))
+    faulty = (GpuHealth(0, G0, remap_pending=True, persistence=False),)
+    monkeypatch.setattr(nvml, "read_health", lambda: faulty)
     with pytest.raises(GpuValidationError) as refused:
         up._preflight(stack)
     assert refused.value.exit_code == 3 and "reset the GPU" in (refused.value.hint or "")
-    monkeypatch.setattr(nvml, "read_health", lambda: (GpuHealth(0, G0, persistence=False),))
-    assert up._preflight(stack)[0].startswith("persistence mode is off on GPU 0")
-    assert up._preflight(plan()) == []  # no GPU planned: NVML is not asked
+    assert "persistence mode is off on GPU 0" in capsys.readouterr().err  # said first
+    monkeypatch.setattr(nvml, "read_health", lambda: (GpuHealth(0, G0),))
+    up._preflight(stack)
+    up._preflight(plan())  # no GPU planned: NVML is not asked
