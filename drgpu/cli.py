@@ -428,6 +428,26 @@ def status(
     _show(show_status, status_command.status(options), json_output=json_output)
 
 
+@_command(examples=("drgpu report", "drgpu report --run-id 0 --json", "drgpu report --eval"))
+def report(
+    env_file: EnvFile = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run", "--run-id", help="Only this run (default: every run).")
+    ] = None,
+    evaluation: Annotated[
+        bool,
+        typer.Option("--eval", help="The run's evaluation (--run, or DR_RUN_ID of the settings)."),
+    ] = False,
+    json_output: Json = False,
+) -> None:
+    """What each run cost in GPU time, energy, peak memory, utilisation and time throttled, per
+    service and worker, as `status --watch` measured it (also for a run that has ended)."""
+    from drgpu.commands.report import report as report_command  # lazy: start-up time
+    from drgpu.ui.report import show_report  # lazy: start-up time
+
+    show_report(report_command(env_file, run_id, evaluation=evaluation), json_output=json_output)
+
+
 @_command(
     examples=(
         "drgpu doctor",

@@ -26,6 +26,7 @@ from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts
+from drgpu.core.faults import GpuHealth, with_faults
 from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
 from drgpu.core.model import Inventory
@@ -41,6 +42,8 @@ from drgpu.ui.live import watch_display
 from drgpu.ui.talk import note, warn
 
 if TYPE_CHECKING:
+    from drgpu.core.metrics import Sample
+    from drgpu.host.cost_file import CostKeeper
     from drgpu.host.engine import EngineSession
 
 
@@ -89,13 +92,26 @@ def status(options: StatusOptions) -> StatusResult:
     if options.evaluation:
         settled = run_id or run_id_of(resolved(InputOptions(evaluation=True, needs_files=False)))
         run_id = run_key(settled, evaluation=True)
-    with exports(options) as sinks, nvml.nvml_session() as session:
+    costs = _cost_keeper(options) if options.watch else None
+    with exports(options, costs) as sinks, nvml.nvml_session() as session:
         if not options.watch:
             return StatusResult(snapshot(session, run_id), watched=False)
 
         with watch_display(json_lines=options.json_lines, interval_s=options.interval_s) as show:
-            last = watch(session, run_id, show, options.interval_s, options.count, sinks)
+            last = watch(session, run_id, show, options.interval_s, options.count, sinks, costs)
     return StatusResult(last, watched=True)
+
+
+def _cost_keeper(options: StatusOptions) -> CostKeeper:
+    """The ledger beside the settings file (kept in memory alone where it cannot be)."""
+    from drgpu.host.cost_file import CostKeeper, ledger_path  # lazy: only a watch keeps it
+
+    try:
+        path = ledger_path(resolved(InputOptions(needs_files=False)).env_file)
+        return CostKeeper(path, options.interval_s, warn)
+    except ConfigError as exc:
+        warn(f"GPU cost is not kept on disk: {exc.message}")
+        return CostKeeper(None, options.interval_s, warn)
 
 
 class Reader:
@@ -117,6 +133,8 @@ class Reader:
         self._had_processes: frozenset[str] = frozenset()
         self.inspections = 0
         self.restart_nvml = False  # start NVML again first (it failed at the last refresh)
+        self.events: nvml.EventFollower | None = None  # a watch's
+        self.health: tuple[GpuHealth, ...] = ()
 
     def snapshot(self) -> Status:
         """Read the world once and judge it."""
@@ -150,6 +168,12 @@ class Reader:
         # vanish, the next refreshes say so (see core.gpu_usage's warnings).
         alive = {c.id for c in ours}
         self._had_processes = (self._had_processes & alive) | judged.with_processes()
+        self.health = nvml.health_from_nvml(self._nvml, len(inventory.gpus))
+        follower = self.events
+        if follower is None:
+            judged = with_faults(judged, self.health)
+        else:
+            judged = with_faults(judged, self.health, tuple(follower.events), follower.unsupported)
         swarm = self._swarm()
         if swarm is None:
             return judged
@@ -261,16 +285,20 @@ def watch(
     interval_s: float,
     count: int | None = None,
     sinks: Sequence[Callable[[Status], None]] = (),
+    costs: CostKeeper | None = None,
 ) -> Status | None:
     """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
     Ctrl-C, and hand each to the `sinks`; the last snapshot shown (None when interrupted
     before the first). A refresh the engine or NVML fails is skipped, said once, and
-    retried at the next (the first refresh still fails: nothing was ever shown)."""
+    retried at the next (the first refresh still fails: nothing was ever shown); each
+    refresh shown is charged to `costs`."""
     last = None
     shown = 0
+    reader = None
     try:
         with engine.engine_session() as connection:
             reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
+            reader.events = nvml.EventFollower(session)
             health = Health()
             start = time.monotonic()
             while count is None or shown < count:
@@ -279,6 +307,8 @@ def watch(
                 fresh = health.snapshot(reader, first=last is None)
                 if fresh is not None:
                     last = fresh
+                    if costs is not None:
+                        costs.charge(last, reader.health)
                     show(last)
                     for sink in sinks:
                         sink(last)
@@ -288,6 +318,11 @@ def watch(
     except Interrupted as stop:  # Ctrl-C ends a watch; SIGTERM and SIGHUP still interrupt it
         if stop.signum != signal.SIGINT:
             raise
+    finally:
+        if reader is not None and reader.events is not None:
+            reader.events.close()
+        if costs is not None:
+            costs.save()
     return last
 
 
@@ -338,35 +373,47 @@ class Health:
 
 
 @contextmanager
-def exports(options: StatusOptions) -> Iterator[list[Callable[[Status], None]]]:
-    """What each refresh of a watch goes to besides the screen: `--influx`, `--prometheus`,
-    `--on-violation` (each checked before the watch starts: exit 2)."""
+def exports(
+    options: StatusOptions, costs: CostKeeper | None = None
+) -> Iterator[list[Callable[[Status], None]]]:
+    """What each refresh of a watch goes to besides the screen: `--influx`, `--prometheus`
+    (with the cost series of `costs`), `--on-violation` (each checked before the watch
+    starts: exit 2)."""
     sinks: list[Callable[[Status], None]] = []
     with ExitStack() as stack:
         if options.influx is not None:
-            sinks.append(_influx_sink(options.influx, stack))
+            sinks.append(_influx_sink(options.influx, stack, costs))
         if options.prometheus is not None:
-            sinks.append(_prometheus_sink(options.prometheus, stack))
+            sinks.append(_prometheus_sink(options.prometheus, stack, costs))
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
 
 
-def _influx_sink(url: str, stack: ExitStack) -> Callable[[Status], None]:
+def _all_samples(status: Status, costs: CostKeeper | None) -> list[Sample]:
+    from drgpu.core import cost  # lazy: only the watch's exporters need them
+    from drgpu.core.metrics import samples
+
+    return [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+
+
+def _influx_sink(url: str, stack: ExitStack, costs: CostKeeper | None) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import influx_target, line_protocol, samples
+    from drgpu.core.metrics import influx_target, line_protocol
     from drgpu.host.metrics_export import InfluxSender
 
     target = influx_target(url)
     outage = Outage(f"--influx {target.url}")
     sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    return lambda status: sender.send(line_protocol(samples(status), time.time_ns()))
+    return lambda status: sender.send(line_protocol(_all_samples(status, costs), time.time_ns()))
 
 
-def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]:
+def _prometheus_sink(
+    address: str, stack: ExitStack, costs: CostKeeper | None
+) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address, samples
+    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
@@ -375,7 +422,7 @@ def _prometheus_sink(address: str, stack: ExitStack) -> Callable[[Status], None]
     shown = f"[{host}]" if ":" in host else host
     everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
     note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
-    return lambda status: endpoint.publish(samples(status))
+    return lambda status: endpoint.publish(_all_samples(status, costs))
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:

@@ -11,10 +11,11 @@ from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import prepare_locked
 from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.faults import preflight
 from drgpu.core.findings import Finding
 from drgpu.core.model import Plan
 from drgpu.core.service_gpus import SwarmStack
-from drgpu.errors import ConfigError
+from drgpu.errors import ConfigError, GpuValidationError
 from drgpu.ui.progress import UpProgress
 from drgpu.ui.talk import warn
 
@@ -71,6 +72,7 @@ def up(options: UpOptions) -> Started | Deployed:
     with prepare_locked(config, target, swarm=own_swarm) as prepared:
         for message in prepared.plan.warnings:
             warn(message)
+        _preflight(prepared.plan)
         if drfc_swarm:  # drgpu's override appended to the start script's `-c` list
             return Deployed(*drfc_stack.swarm_up(prepared, options.script_args))
         if own_swarm:  # `--swarm` outside DRfC's swarm style: drgpu's own stack file
@@ -79,3 +81,19 @@ def up(options: UpOptions) -> Started | Deployed:
             if scripts:
                 return Started(*drfc_stack.up(prepared, options.script_args, progress))
             return Started(prepared.plan, *compose_run.up(prepared, progress))
+
+
+def _preflight(plan: Plan) -> None:
+    """What NVML says of this host's GPUs in the plan: warnings said, then a fault raises
+    (exit 3; see core.faults.preflight)."""
+    if not any(service.devices for service in plan.services):
+        return
+    from drgpu.host import nvml  # lazy: as prepare_locked's
+
+    problems, warnings = preflight(plan, nvml.read_health())
+    for message in warnings:
+        warn(message)
+    if problems:
+        raise GpuValidationError(
+            problems, hint="reset the GPU (`sudo nvidia-smi -r -i N`) or plan without it"
+        )

@@ -55,14 +55,17 @@ PROCESS_MEMORY = Metric(
 VIOLATIONS = Metric(
     "drgpu_violations", "drgpu_violations", "count", "Violations now, per kind", True
 )
-METRICS = (
-    GPU_UTILIZATION,
-    GPU_MEMORY_USED,
-    GPU_MEMORY_TOTAL,
-    GPU_TEMPERATURE,
-    GPU_POWER,
-    PROCESS_MEMORY,
-    VIOLATIONS,
+COST = "drgpu_cost"  # the cost series (core.cost): one measurement, a field each
+GPU_SECONDS = Metric("drgpu_cost_gpu_seconds", COST, "gpu_seconds", "Seconds a GPU was held")
+ENERGY = Metric("drgpu_cost_energy_joules", COST, "energy_joules", "Energy of the GPUs held")
+PEAK_MEMORY = Metric(
+    "drgpu_cost_peak_memory_bytes", COST, "peak_memory_bytes", "Peak GPU memory", True
+)
+MEAN_UTILIZATION = Metric(
+    "drgpu_cost_utilization_percent", COST, "utilization_percent", "Mean GPU utilisation"
+)
+THROTTLED = Metric(
+    "drgpu_cost_throttled_seconds", COST, "throttled_seconds", "Seconds the clocks were held down"
 )
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from drgpu.core.metrics import METRICS, InfluxTarget, Sample
+from drgpu.core.metrics import InfluxTarget, Metric, Sample
 from drgpu.errors import ConfigError, DrgpuError
 
 if TYPE_CHECKING:
@@ -232,13 +232,10 @@ class PrometheusEndpoint:
 
         with self._lock:
             found = self._samples
-        by_metric: dict[str, list[Sample]] = {}
+        by_metric: dict[Metric, list[Sample]] = {}
         for sample in found:
-            by_metric.setdefault(sample.metric.name, []).append(sample)
-        for metric in METRICS:
-            mine = by_metric.get(metric.name)
-            if not mine:
-                continue
+            by_metric.setdefault(sample.metric, []).append(sample)
+        for metric, mine in by_metric.items():
             names = [name for name, _ in mine[0].labels]
             family = GaugeMetricFamily(metric.name, metric.help, labels=names)
             for sample in mine:

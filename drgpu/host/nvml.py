@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any, TypeVar
 
+from drgpu.core.faults import GpuEvent, GpuHealth
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
 from drgpu.core.topology import merge_processes, normalize_pci_bus_id
 from drgpu.errors import NvmlUnavailableError
@@ -302,6 +304,114 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_health() -> tuple[GpuHealth, ...]:
+    """Each GPU's health, through a session of its own."""
+    with nvml_session() as nvml:
+        return health_from_nvml(nvml, nvml.nvmlDeviceGetCount())
+
+
+def health_from_nvml(nvml: Any, count: int) -> tuple[GpuHealth, ...]:
+    """The health and counters of the first `count` GPUs, field by field (None where NVML
+    cannot give one); a lost GPU has none."""
+    found = []
+    for index in range(count):
+        with suppress(nvml.NVMLError):
+            found.append(_health(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index))
+    return tuple(found)
+
+
+def _health(nvml: Any, handle: Any, index: int) -> GpuHealth:
+    def get(name: str, *args: Any) -> Any:
+        return _field(nvml, lambda: getattr(nvml, name)(handle, *args))
+
+    remap = get("nvmlDeviceGetRemappedRows") or (None, None, None, None)
+    reasons = get("nvmlDeviceGetCurrentClocksEventReasons")
+    return GpuHealth(
+        index=index,
+        uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
+        energy_mj=get("nvmlDeviceGetTotalEnergyConsumption"),
+        throttle=get("nvmlDeviceGetCurrentClocksThrottleReasons") if reasons is None else reasons,
+        retired_pending=_flag(get("nvmlDeviceGetRetiredPagesPendingStatus")),
+        remapped_uncorrectable=remap[1],
+        remap_pending=_flag(remap[2]),
+        remap_failure=_flag(remap[3]),
+        ecc_uncorrected=get("nvmlDeviceGetTotalEccErrors", 1, 0),  # uncorrected, volatile
+        persistence=_flag(get("nvmlDeviceGetPersistenceMode")),
+    )
+
+
+def _flag(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+class EventFollower:
+    """A thread that waits on NVML's event set (critical Xid and double-bit ECC errors of
+    every GPU) and keeps the last `EVENTS_KEPT` events; `unsupported` says why none can be
+    followed on this driver. NVML failing (the driver reloaded) makes it wait and start a
+    new event set."""
+
+    EVENTS_KEPT = 64
+
+    def __init__(self, nvml: Any) -> None:
+        import threading  # lazy: only a watch follows events
+
+        self._nvml = nvml
+        self.events: deque[GpuEvent] = deque(maxlen=self.EVENTS_KEPT)
+        self.unsupported: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="nvml-events", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop following (within one wait)."""
+        self._stop.set()
+        self._thread.join()
+
+    def _follow(self) -> None:
+        nvml = self._nvml
+        while not self._stop.is_set():
+            try:
+                events = nvml.nvmlEventSetCreate()
+            except nvml.NVMLError as exc:
+                self.unsupported = str(exc)
+                self._stop.wait(5.0)
+                continue
+            self.unsupported = None
+            try:
+                gpus = self._register(events)
+                while not self._stop.is_set():
+                    with suppress(nvml.NVMLError_Timeout):
+                        data = nvml.nvmlEventSetWait_v2(events, 500)
+                        index, uuid = gpus.get(_address(data.device), (-1, ""))
+                        self.events.append(
+                            GpuEvent(index, uuid, data.eventType, data.eventData, time.time())
+                        )
+            except nvml.NVMLError:
+                self._stop.wait(1.0)
+            finally:
+                with suppress(nvml.NVMLError):
+                    nvml.nvmlEventSetFree(events)
+
+    def _register(self, events: Any) -> dict[int | None, tuple[int, str]]:
+        """(NVML index, UUID) by handle address; each GPU registered for what it supports of
+        the faults' events (none, for a GPU that cannot)."""
+        nvml = self._nvml
+        gpus = {}
+        wanted = nvml.nvmlEventTypeXidCriticalError | nvml.nvmlEventTypeDoubleBitEccError
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            gpus[_address(handle)] = (index, "")
+            with suppress(nvml.NVMLError):
+                gpus[_address(handle)] = (index, _text(nvml.nvmlDeviceGetUUID(handle)) or "")
+                if supported := wanted & nvml.nvmlDeviceGetSupportedEventTypes(handle):
+                    nvml.nvmlDeviceRegisterEvents(handle, supported, events)
+        return gpus
+
+
+def _address(handle: Any) -> int | None:
+    return ctypes.cast(handle, ctypes.c_void_p).value
 
 
 def persistence_modes(nvml: Any) -> tuple[bool | None, ...]:

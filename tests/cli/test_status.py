@@ -54,6 +54,8 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     queue: list[gpu_usage.Status] = []
 
     class Reader:
+        health = ()  # no GPU health: nothing is charged but time
+
         def __init__(self, session: Any, engine: Any, run_id: str | None = None, *_: Any) -> None:
             pass
 
@@ -63,6 +65,7 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
     monkeypatch.setattr(engine, "engine_session", fake_session)
     monkeypatch.setattr(status, "Reader", Reader)
+    monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     return queue
 
 

@@ -80,6 +80,8 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
     restarts: list[bool] = []
 
     class Reader:
+        health = ()  # no GPU health: nothing is charged but time
+
         def __init__(self, session: Any, engine: Any, run_id: str | None = None, *_: Any) -> None:
             self.restart_nvml = False
 
@@ -91,6 +93,7 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
             return step
 
     monkeypatch.setattr(status, "Reader", Reader)
+    monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     code, out, err = cli("status", "--watch", "--json", "--count", "7", "--interval", "0.1")
     assert code == 6  # the last refresh shown had a violation
     assert len(out.splitlines()) == 4  # the failed refreshes are skipped
@@ -106,6 +109,8 @@ def test_the_watch_says_once_when_the_engine_or_nvml_fails_and_goes_on(
 
 def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     class Reader:
+        health = ()  # no GPU health: nothing is charged but time
+
         def __init__(self, session: Any, engine: Any, run_id: str | None = None, *_: Any) -> None:
             self.restart_nvml = False
 
@@ -119,6 +124,7 @@ def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
     monkeypatch.setattr(engine, "engine_session", fake_session)
     monkeypatch.setattr(status, "Reader", Reader)
+    monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     code, _, err = cli("status", "--watch", "--count", "3", "--interval", "0.1")
     assert code == 5
     assert err.startswith("drgpu: error: cannot reach the Docker engine at /nowhere")

@@ -192,6 +192,33 @@ def test_a_lost_gpu_is_marked_and_the_others_listed(bed: Any, stack: Stack) -> N
     assert "service sagemaker" in violation["message"]
 
 
+def test_a_gpu_fault_is_a_violation_of_the_run_on_that_gpu(bed: Any, stack: Stack) -> None:
+    faulty = topology(processes={TRAINER: [stack.trainer_pid]})
+    gpu_of = {g["uuid"]: g for g in faulty["gpus"]}
+    gpu_of[TRAINER] |= {"remap_pending": True, "ecc_uncorrected": 2}
+    bed.set_topology(faulty)
+
+    status = run_drgpu("status", "--json", env=bed.env())
+
+    assert status.returncode == 6, status.stderr
+    faults = [f for f in json_of(status)["findings"] if f["kind"] == "gpu-fault"]
+    assert [(f["run_id"], f["service"], f["gpu_index"]) for f in faults] == [
+        (RUN_ID, "sagemaker", INDEX[TRAINER])
+    ] * 2
+    assert "row remapping pending" in faults[1]["message"]
+
+    # A watch also follows NVML's events: an Xid on the simulator's GPU.
+    events = topology(processes={SIMULATOR: [stack.simulator_pid]})
+    next(g for g in events["gpus"] if g["uuid"] == SIMULATOR)["events"] = [
+        {"type": "xid", "xid": 79}
+    ]
+    bed.set_topology(events)
+    watch = run_drgpu("status", "--watch", "--json", *THREE_QUICK_REFRESHES, env=bed.env())
+    last = json.loads(watch.stdout.splitlines()[-1])
+    (xid,) = [f for f in last["findings"] if f["kind"] == "gpu-fault"]
+    assert xid["service"] == "robomaker" and "critical Xid 79 (fell off the bus)" in xid["message"]
+
+
 def test_gpus_shows_which_run_and_service_holds_each_gpu(bed: Any, stack: Stack) -> None:
     bed.set_topology(topology())
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core import metrics
+from drgpu.core import cost, metrics
+from drgpu.core.cost import Usage
+from drgpu.core.faults import GpuHealth, with_faults
 from drgpu.core.metrics import InfluxTarget
 from drgpu.errors import ConfigError
 from drgpu.host.metrics_export import ExportError, InfluxSender, PrometheusEndpoint, datagrams
@@ -140,12 +142,17 @@ def test_the_grafana_dashboards_queries_find_the_points(tmp_path: Path) -> None:
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert variables["datasource"]["query"] == "influxdb"
     assert variables["datasource"]["current"]["value"] == "InfluxDB"  # DRfC's data source
-    targets = [target for panel in dashboard["panels"] for target in panel["targets"]]
+    targets = [target for panel in dashboard["panels"] for target in panel.get("targets", ())]
     assert {target["datasource"]["uid"] for target in targets} == {"${datasource}"}
     queries = [target["query"] for target in targets]
+    faulty = with_faults(a_status(), [GpuHealth(0, G0, remap_pending=True)])
+    worker = {("0", "sagemaker", "deepracer-0-sagemaker-1"): Usage(60.0, 9.0, 900, 30.0, 2.0)}
+    found = [*metrics.samples(faulty), *cost.samples(worker)]
     with influxdb(tmp_path) as influx:
-        sent(sender(InfluxTarget("udp", "127.0.0.1", influx.udp_port)))
-        wait_until(lambda: bool(influx.query("SELECT * FROM drgpu_violations")), "the points")
+        to_influx = sender(InfluxTarget("udp", "127.0.0.1", influx.udp_port))
+        to_influx.send(metrics.line_protocol(found, time.time_ns()))
+        to_influx.close()
+        wait_until(lambda: bool(influx.query("SELECT * FROM drgpu_cost")), "the points")
         runs = influx.query(variables["run"]["query"])
         assert runs[0]["values"] == [["run", "0"]]
         for query in queries:

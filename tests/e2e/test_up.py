@@ -116,6 +116,25 @@ def test_invalid_request_starts_nothing(bed: Any, tmp_path: Path, new_run: NewRu
     assert containers(bed, f"deepracer-{project}") == []
 
 
+def test_up_refuses_a_gpu_with_rows_pending_and_warns_of_persistence(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    project = new_run()
+    faulty = json.loads(json.dumps(THREE_GPUS))
+    faulty["gpus"][2] |= {"remap_pending": True}  # the trainer's, NVML index 1
+    faulty["gpus"][1] |= {"persistence_mode": False}  # the simulator's
+    bed.set_topology(faulty)
+    stack = write_stack(tmp_path, {"sagemaker": service(bed), "robomaker": service(bed)})
+    env_file = write_env(tmp_path, project, trainer="1", simulator="0")
+
+    started = run_drgpu("up", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+
+    assert started.returncode == 3, started.stderr
+    assert "GPU 1: row remapping pending (reset the GPU)" in started.stderr
+    assert "persistence mode is off on GPU 0" in started.stderr
+    assert containers(bed, f"deepracer-{project}") == []
+
+
 def test_rl_coach_forwards_the_trainer_uuid_and_gets_no_gpu(
     bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:

@@ -868,15 +868,18 @@ nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *
     return codec_utilization(device, utilization, samplingPeriodUs);
 }
 
-/* ECC (a data-centre feature) and the driver model (Windows only) are not supported. */
+/* ECC: the uncorrected volatile count of "ecc_uncorrected", else not supported (as the
+ * driver model, Windows only). */
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
                                          nvmlEccCounterType_t counterType,
                                          unsigned long long *eccCounts)
 {
-    (void)errorType;
-    (void)counterType;
     RETURN_IF_FAILED(check_gpu(device, eccCounts));
-    return NVML_ERROR_NOT_SUPPORTED;
+    if (device->gpu->ecc_uncorrected < 0 || errorType != NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *eccCounts = counterType == NVML_VOLATILE_ECC ? (unsigned long long)device->gpu->ecc_uncorrected
+                                                  : 0;
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t device, nvmlDriverModel_t *current,
@@ -891,4 +894,179 @@ nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDriverModel_t *cu
                                       nvmlDriverModel_t *pending)
 {
     return nvmlDeviceGetDriverModel_v2(device, current, pending);
+}
+
+/* ------------------------------------------------------------------ */
+/* Health and cost: energy, clock-event reasons, retired and remapped */
+/* pages, volatile ECC; a function named in "missing_symbols" answers  */
+/* FUNCTION_NOT_FOUND, one in "denied_symbols" NO_PERMISSION.          */
+
+#define RETURN_IF_WITHHELD()                                \
+    do {                                                    \
+        if (fk_missing(&g_topo, __func__))                  \
+            return NVML_ERROR_FUNCTION_NOT_FOUND;           \
+        if (fk_denied(&g_topo, __func__))                   \
+            return NVML_ERROR_NO_PERMISSION;                \
+    } while (0)
+
+#include <time.h>
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double g_loaded_at; /* when the library first answered an energy query */
+
+/* millijoules since the driver loaded: the topology's "energy_mj", plus the power
+ * drawn since this process first asked. */
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy)
+{
+    RETURN_IF_WITHHELD();
+    RETURN_IF_FAILED(check_gpu(device, energy));
+    if (!device->gpu->sensors_supported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (g_loaded_at == 0)
+        g_loaded_at = seconds_now();
+    double drawn = device->gpu->power_mw * (seconds_now() - g_loaded_at);
+    *energy = device->gpu->energy_mj + (unsigned long long)drawn;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long *reasons)
+{
+    RETURN_IF_WITHHELD();
+    RETURN_IF_FAILED(check_gpu(device, reasons));
+    *reasons = device->gpu->throttle_reasons;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long *reasons)
+{
+    RETURN_IF_WITHHELD();
+    return nvmlDeviceGetCurrentClocksEventReasons(device, reasons);
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t *isPending)
+{
+    RETURN_IF_WITHHELD();
+    RETURN_IF_FAILED(check_gpu(device, isPending));
+    *isPending = device->gpu->retired_pages_pending ? NVML_FEATURE_ENABLED
+                                                    : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+                                       unsigned int *uncRows, unsigned int *isPending,
+                                       unsigned int *failureOccurred)
+{
+    RETURN_IF_WITHHELD();
+    RETURN_IF_FAILED(check_gpu(device, corrRows));
+    if (!uncRows || !isPending || !failureOccurred)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *corrRows = device->gpu->remapped_correctable;
+    *uncRows = device->gpu->remapped_uncorrectable;
+    *isPending = device->gpu->remap_pending;
+    *failureOccurred = device->gpu->remap_failure;
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Events: each event of the topology is delivered once per event set */
+/* that registered its GPU (again after the file is reloaded).        */
+
+#define FK_EVENT_TYPES (nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError)
+
+struct nvmlEventSet_st {
+    unsigned long long types[FK_MAX_GPUS]; /* registered per GPU index */
+    unsigned delivered[FK_MAX_GPUS];
+    long long stamp; /* the file those counts are for */
+};
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    RETURN_IF_WITHHELD();
+    if (g_refcount == 0)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *set = calloc(1, sizeof **set);
+    if (!*set)
+        return NVML_ERROR_MEMORY;
+    (*set)->stamp = g_stamp;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    free(set);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *types)
+{
+    RETURN_IF_WITHHELD();
+    RETURN_IF_FAILED(check_gpu(device, types));
+    *types = FK_EVENT_TYPES;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                      nvmlEventSet_t set)
+{
+    RETURN_IF_WITHHELD();
+    RETURN_IF_FAILED(check_gpu(device, set));
+    if (types & ~(unsigned long long)FK_EVENT_TYPES)
+        return NVML_ERROR_NOT_SUPPORTED;
+    set->types[device->index] |= types;
+    return NVML_SUCCESS;
+}
+
+/* The next undelivered event of a registered GPU, or NVML_ERROR_TIMEOUT after
+ * `timeoutms` (the file is re-read meanwhile, with FAKE_NVML_RELOAD). */
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
+                                 unsigned int timeoutms)
+{
+    RETURN_IF_WITHHELD();
+    if (g_refcount == 0)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!set || !data)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    double until = seconds_now() + timeoutms / 1000.0;
+    for (;;) {
+        RETURN_IF_FAILED(reload_if_changed());
+        pthread_mutex_lock(&g_lock);
+        if (set->stamp != g_stamp) {
+            memset(set->delivered, 0, sizeof set->delivered);
+            set->stamp = g_stamp;
+        }
+        for (unsigned i = 0; i < g_topo.gpu_count; i++) {
+            const fk_gpu *gpu = &g_topo.gpus[i];
+            while (set->delivered[i] < gpu->event_count) {
+                const fk_event *event = &gpu->events[set->delivered[i]++];
+                if (!(set->types[i] & event->type))
+                    continue;
+                *data = (nvmlEventData_t){&g_gpu_handles[i], event->type, event->data,
+                                          event->gpu_instance_id, event->compute_instance_id};
+                pthread_mutex_unlock(&g_lock);
+                return NVML_SUCCESS;
+            }
+        }
+        pthread_mutex_unlock(&g_lock);
+        double left = until - seconds_now();
+        if (left <= 0)
+            return NVML_ERROR_TIMEOUT;
+        struct timespec pause = {0, (long)(1e9 * (left < 0.05 ? left : 0.05))};
+        nanosleep(&pause, NULL);
+    }
+}
+
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    return nvmlEventSetWait_v2(set, data, timeoutms);
 }

@@ -165,6 +165,36 @@ static void load_mig(loader *ld, const json_value *obj, const char *where,
     load_processes(ld, obj, where, "processes", &mig->processes);
 }
 
+/* "events": [{"type": "xid" | "double_bit_ecc" | "gpu_lost", "xid": 13,
+ * "gpu_instance_id": 1, "compute_instance_id": 0}]: what nvmlEventSetWait delivers. */
+static void load_events(loader *ld, const json_value *obj, const char *where, fk_gpu *gpu)
+{
+    const json_value *events = field(ld, obj, where, "events", JSON_ARRAY);
+    if (events && events->count > FK_MAX_EVENTS) {
+        bad(ld, where, "at most %d \"events\"", FK_MAX_EVENTS);
+        return;
+    }
+    for (size_t i = 0; events && i < events->count; i++) {
+        const json_value *item = events->items[i];
+        char at[96], type[32] = "";
+        snprintf(at, sizeof at, "%s.events[%zu]", where, i);
+        if (item->type != JSON_OBJECT || !get_string(ld, item, at, "type", type, sizeof type)) {
+            bad(ld, at, "must be an object with a \"type\"");
+            continue;
+        }
+        fk_event *event = &gpu->events[gpu->event_count++];
+        event->type = strcmp(type, "double_bit_ecc") == 0 ? 0x2 : 0x8;
+        if (strcmp(type, "xid") && strcmp(type, "double_bit_ecc") && strcmp(type, "gpu_lost"))
+            bad(ld, at, "unknown \"type\" \"%s\" (xid, double_bit_ecc, gpu_lost)", type);
+        /* A GPU that fell off the bus is Xid 79 to NVML. */
+        event->data = get_uint(ld, item, at, "xid", strcmp(type, "gpu_lost") ? 0 : 79, 1u << 20);
+        event->gpu_instance_id =
+            (unsigned)get_uint(ld, item, at, "gpu_instance_id", 0xFFFFFFFFu, 0xFFFFFFFFu);
+        event->compute_instance_id =
+            (unsigned)get_uint(ld, item, at, "compute_instance_id", 0xFFFFFFFFu, 0xFFFFFFFFu);
+    }
+}
+
 static void load_gpu(loader *ld, const json_value *obj, const char *where,
                      unsigned position, fk_gpu *gpu)
 {
@@ -217,6 +247,17 @@ static void load_gpu(loader *ld, const json_value *obj, const char *where,
     gpu->multiprocessor_count =
         (unsigned)get_uint(ld, obj, where, "multiprocessor_count", 16, 100000);
     gpu->persistence_mode = get_bool(ld, obj, where, "persistence_mode", true);
+    gpu->energy_mj = get_uint(ld, obj, where, "energy_mj", 0, 1ull << 60);
+    gpu->throttle_reasons = get_uint(ld, obj, where, "throttle_reasons", 0, 1ull << 32);
+    gpu->retired_pages_pending = get_bool(ld, obj, where, "retired_pages_pending", false);
+    gpu->remapped_correctable = (unsigned)get_uint(ld, obj, where, "remapped_correctable", 0, 1u << 20);
+    gpu->remapped_uncorrectable =
+        (unsigned)get_uint(ld, obj, where, "remapped_uncorrectable", 0, 1u << 20);
+    gpu->remap_pending = get_bool(ld, obj, where, "remap_pending", false);
+    gpu->remap_failure = get_bool(ld, obj, where, "remap_failure", false);
+    gpu->ecc_uncorrected = field(ld, obj, where, "ecc_uncorrected", JSON_NUMBER)
+        ? (long long)get_uint(ld, obj, where, "ecc_uncorrected", 0, 1ull << 40) : -1;
+    load_events(ld, obj, where, gpu);
     gpu->mig_supported = get_bool(ld, obj, where, "mig_supported", true);
     gpu->mig_mode = get_bool(ld, obj, where, "mig_mode", false);
     if (gpu->mig_mode && !gpu->mig_supported)

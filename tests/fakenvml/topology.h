@@ -14,6 +14,7 @@
 #define FK_UUID_LEN 96
 #define FK_NAME_LEN 96
 #define FK_MAX_MISSING 16 /* "missing_symbols" */
+#define FK_MAX_EVENTS 16 /* "events" per GPU */
 
 #define FK_TOPOLOGY_ENV "FAKE_NVML_TOPOLOGY"
 #define FK_TOPOLOGY_BESIDE_LIB "fake-nvml-topology.json"
@@ -33,6 +34,12 @@ typedef struct {
     unsigned count;
     fk_process list[FK_MAX_PROCS];
 } fk_process_list;
+
+typedef struct {
+    unsigned long long type; /* nvmlEventType*: XidCriticalError, DoubleBitEccError */
+    unsigned long long data; /* the Xid */
+    unsigned gpu_instance_id, compute_instance_id; /* 0xFFFFFFFF outside MIG */
+} fk_event;
 
 typedef struct {
     char uuid[FK_UUID_LEN];
@@ -56,6 +63,14 @@ typedef struct {
     unsigned minor_number;
     unsigned multiprocessor_count;
     bool persistence_mode;
+    unsigned long long energy_mj; /* the total-energy counter at load; grows with power */
+    unsigned long long throttle_reasons; /* nvmlClocksEventReason* bits */
+    bool retired_pages_pending;
+    unsigned remapped_correctable, remapped_uncorrectable;
+    bool remap_pending, remap_failure;
+    long long ecc_uncorrected; /* volatile double-bit count; -1: not supported */
+    unsigned event_count;
+    fk_event events[FK_MAX_EVENTS];
     bool mig_supported, mig_mode;
     unsigned max_mig_devices;
     unsigned mig_count;

@@ -226,3 +226,36 @@ def test_the_fake_nvml_agrees_with_the_real_driver(
         json.dumps({"real": real, "fake": fake, "cuda": views, "differences": found}, indent=1)
     )
     assert found == [], "\n".join(found)
+
+
+def test_health_and_events_are_read_from_the_real_driver(hardware_out: Path) -> None:
+    """The fields faults and cost need, as drgpu reads them (a driver or GPU without one:
+    None, recorded in health.json with why events cannot be followed, if so): the energy
+    counter rises while the GPU draws power, and the event set opens or says why not."""
+    from drgpu.host import nvml
+
+    rows = nvidia_smi(hardware_out)
+    with nvml.nvml_session() as session:
+        first = nvml.health_from_nvml(session, len(rows))
+        follower = nvml.EventFollower(session)
+        time.sleep(2.0)
+        follower.close()
+        later = nvml.health_from_nvml(session, len(rows))
+    fields = [key for key in vars(first[0]) if key not in ("index", "uuid")]
+    unsupported = {h.uuid: [k for k in fields if getattr(h, k) is None] for h in first}
+    (hardware_out / "health.json").write_text(
+        json.dumps(
+            {
+                "health": [vars(h) for h in later],
+                "unsupported": unsupported,
+                "events_unsupported": follower.unsupported,
+                "events": [vars(e) for e in follower.events],
+            },
+            indent=1,
+        )
+    )
+    assert [h.uuid for h in first] == [row["uuid"] for row in rows]
+    assert all(h.persistence is not None for h in first)  # every Linux driver has it
+    for before, after in zip(first, later, strict=True):
+        if before.energy_mj is not None:  # Volta and later
+            assert after.energy_mj is not None and after.energy_mj >= before.energy_mj

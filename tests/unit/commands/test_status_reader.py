@@ -49,6 +49,7 @@ def test_processes_that_vanish_between_refreshes_are_warned_of(
         return inventories.pop(0)
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", inventory)
+    monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
     monkeypatch.setattr(status, "read_cgroup", lambda pid: f"0::/docker/{SIM_ID}\n")
     reader = status.Reader(object(), Engine())  # type: ignore[arg-type]
     working = reader.snapshot()
@@ -65,6 +66,7 @@ def test_on_a_swarm_manager_a_snapshot_judges_the_whole_swarm(
     from drgpu.core.swarm_view import NodeFacts, SwarmState
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
+    monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
     here = NodeFacts("m" * 25, "bed", "manager", "ready", "active", advertised_gpus=(G0,))
     lost = NodeFacts("w" * 25, "bed", "worker", "down", "active")
     swarm = SwarmState((here, lost), (), (here.id,))
@@ -84,6 +86,7 @@ def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
     from drgpu.core.swarm_view import NodeFacts, SwarmState
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
+    monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
     lost = NodeFacts("w" * 25, "bed", "worker", "down", "active")
     task = TaskFacts("t" * 25, "deepracer-0_robomaker", 1, lost.id, "running", "running", "")
     swarm = SwarmState((lost,), (replace(task, run_id="0"),), ())

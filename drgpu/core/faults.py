@@ -1,0 +1,187 @@
+"""GPU faults, attributed: what NVML says went wrong with a GPU, as `gpu-fault` violations
+naming the runs, services and containers on that GPU.
+
+Pure: each GPU's health (polled) and the NVML events a watch received come in; findings
+come out. A fault is one of: a critical Xid or a double-bit ECC error (events: NVML's
+event carries the GPU, never a PID, so a fault names every drgpu container holding or
+running on that GPU), uncorrectable ECC errors or remapped rows since the driver loaded,
+retired pages or row remapping pending (a reset is due), a row-remapping failure, and a
+hardware clock slowdown (thermal, power brake). `up` refuses a GPU with pages retired or
+rows remapped pending, or a remap failure (`preflight`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+from drgpu.core.findings import Finding, Level
+from drgpu.core.gpu_usage import FACTS, Status
+from drgpu.core.model import Gpu, Plan, Role
+from drgpu.core.placement import WORKER_MEMORY_MIB
+from drgpu.core.planning import TRAINER_MIN_MEMORY_MIB
+
+FAULT = "gpu-fault"
+# nvmlClocksEventReason* bits that mean the GPU slowed itself down (not idle, not a set
+# clock or power cap, which are the user's choice).
+SLOWDOWNS = {
+    0x8: "hardware slowdown",
+    0x20: "thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "power brake",
+}
+CHOSEN_REASONS = 0x1 | 0x2 | 0x4  # idle, application clocks, software power cap
+XID_EVENT, ECC_EVENT = 0x8, 0x2
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """What NVML tells of one GPU's health and counters; None where it cannot."""
+
+    index: int
+    uuid: str
+    energy_mj: int | None = None  # total energy since the driver loaded
+    throttle: int | None = None  # nvmlClocksEventReason* bits now
+    retired_pending: bool | None = None
+    remapped_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    ecc_uncorrected: int | None = None  # volatile: since the driver loaded
+    persistence: bool | None = None
+
+
+@dataclass(frozen=True)
+class GpuEvent:
+    """One NVML event a watch received."""
+
+    index: int
+    uuid: str
+    type: int  # XID_EVENT or ECC_EVENT
+    xid: int
+    time: float  # seconds since the epoch
+
+
+def throttled(health: GpuHealth) -> bool:
+    """Whether the GPU runs slower than asked now (for a reason but idle or a set limit)."""
+    return bool((health.throttle or 0) & ~CHOSEN_REASONS)
+
+
+def standing(health: GpuHealth) -> list[str]:
+    """What is wrong with a GPU now, or since the driver loaded."""
+    found = []
+    if health.ecc_uncorrected:
+        found.append(f"{health.ecc_uncorrected} uncorrectable ECC error(s) since the driver loaded")
+    if health.remapped_uncorrectable:
+        found.append(f"{health.remapped_uncorrectable} row(s) remapped for uncorrectable errors")
+    found += pending(health)
+    slow = [name for bit, name in SLOWDOWNS.items() if (health.throttle or 0) & bit]
+    if slow:
+        found.append(f"clocks held down ({', '.join(slow)})")
+    return found
+
+
+def pending(health: GpuHealth) -> list[str]:
+    """The faults that make a GPU unfit to start on until it is reset."""
+    found = []
+    if health.retired_pending:
+        found.append("retired pages pending (reset the GPU)")
+    if health.remap_pending:
+        found.append("row remapping pending (reset the GPU)")
+    if health.remap_failure:
+        found.append("row remapping failed (the GPU needs service)")
+    return found
+
+
+def describe(event: GpuEvent) -> str:
+    """An event in words."""
+    if event.type == ECC_EVENT:
+        return "a double-bit ECC error"
+    lost = " (fell off the bus)" if event.xid == 79 else ""
+    return f"critical Xid {event.xid}{lost}"
+
+
+def with_faults(
+    status: Status,
+    health: Sequence[GpuHealth],
+    events: Iterable[GpuEvent] = (),
+    unfollowed: str | None = None,
+) -> Status:
+    """`status` with a `gpu-fault` violation per fault and per drgpu container on its GPU
+    (one without a run where no container of drgpu's is there), and a note when a watch
+    cannot follow NVML's events (`unfollowed`: why)."""
+    if unfollowed:
+        note = f"NVML events are not followed here ({unfollowed}): no Xid error is seen"
+        status = replace(status, notes=(*status.notes, note))
+    faults = [(h.index, h.uuid, text) for h in health for text in standing(h)]
+    faults += [(e.index, e.uuid, f"{describe(e)} at {_clock(e.time)}") for e in events]
+    found = [
+        Finding(
+            f"GPU {index}",
+            Level.FAIL,
+            f"GPU {index}: {text}"
+            + (f" (run {run} service {service}, {container})" if run else ""),
+            "see `nvidia-smi -q -d PERFORMANCE,ECC,PAGE_RETIREMENT,ROW_REMAPPER` and the kernel"
+            " log (Xid); pages or rows pending need a GPU reset",
+            kind=FAULT,
+            facts={
+                **dict.fromkeys(FACTS),
+                "run_id": run,
+                "gpu_index": index,
+                "gpu_uuid": uuid,
+                "container": container,
+                "service": service,
+            },
+        )
+        for index, uuid, text in faults
+        for run, service, container in _on_gpu(status, index)
+    ]
+    if not found:
+        return status
+    return replace(status, findings=(*status.violations, *found, *status.warnings))
+
+
+def _on_gpu(status: Status, index: int) -> list[tuple[str | None, str | None, str | None]]:
+    """(run, service, container) of each drgpu container holding or running on a GPU."""
+    found: set[tuple[str | None, str | None, str | None]]
+    found = {(h.run_id, h.service, h.container) for h in status.holders.get(index, ())}
+    found |= {
+        (p.run_id, p.service, p.container)
+        for p in status.processes
+        if p.gpu.index == index and p.run_id is not None
+    }
+    return sorted(found, key=str) or [(None, None, None)]
+
+
+def _clock(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%H:%M:%S UTC")
+
+
+def preflight(plan: Plan, health: Sequence[GpuHealth]) -> tuple[list[str], list[str]]:
+    """Why `up` must not start `plan` on this host's GPUs (a reset or a repair due), and
+    what it warns of: persistence mode off, less free memory than the services need (8 GiB
+    a trainer, 1 GiB a simulator worker)."""
+    wanted: dict[int, tuple[Gpu, int]] = {}
+    for service in plan.services:
+        if service.disabled:
+            continue
+        need = {Role.SIMULATOR: WORKER_MEMORY_MIB, Role.TRAINER: TRAINER_MIN_MEMORY_MIB}
+        need[Role.TRAINER_LAUNCHER] = TRAINER_MIN_MEMORY_MIB  # what its trainer will use
+        for device in service.devices:
+            gpu, needed = wanted.get(device.gpu.index, (device.gpu, 0))
+            wanted[gpu.index] = gpu, needed + need.get(service.role, 0) * (device.mig is None)
+    problems = [
+        f"GPU {h.index}: {text}" for h in health if h.index in wanted for text in pending(h)
+    ]
+    off = [str(h.index) for h in health if h.index in wanted and h.persistence is False]
+    warnings = [
+        f"persistence mode is off on GPU {', '.join(off)}: every container start waits for"
+        " the driver to load (about 25 s) and NVML calls may time out;"
+        " `sudo nvidia-smi -pm 1`, or enable nvidia-persistenced"
+    ] * bool(off)
+    warnings += [
+        f"GPU {gpu.index} has {free} MiB free, below the {needed} MiB its services need"
+        for gpu, needed in wanted.values()
+        if gpu.memory_total_mib and needed > (free := gpu.memory_total_mib - gpu.memory_used_mib)
+    ]
+    return problems, warnings

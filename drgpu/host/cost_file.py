@@ -1,0 +1,75 @@
+"""The cost ledger a watch keeps (`core.cost`): `.drgpu/cost.json` beside the settings
+file, written atomically by drgpu alone (state_files), read bounded; saved every SAVE_S
+seconds and when the watch ends, and read again by the next watch."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from drgpu.core.cost import Ledger, Usage, charge, energies, from_json, to_json
+from drgpu.core.faults import GpuHealth
+from drgpu.core.gpu_usage import Status
+from drgpu.core.model import HEADER_MARK
+from drgpu.errors import ConfigError
+from drgpu.host.files import Bound, read_text_bounded
+from drgpu.host.state_files import state_dir, write_owned_file
+
+NAME = "cost.json"
+SAVE_S = 30.0
+
+
+def ledger_path(env_file: Path) -> Path:
+    """Where the ledger of the runs of these settings lives (its folder made once saved)."""
+    return state_dir(env_file, create=False) / NAME
+
+
+def read_ledger(path: Path) -> dict[tuple[str, str, str], Usage]:
+    """The ledger at `path` (empty when there is none); a ConfigError when it is not one."""
+    if not path.exists():
+        return {}
+    text = read_text_bounded(path, Bound.INVENTORY, "cost file", follow_links=False)
+    try:
+        return from_json(json.loads(text.partition("\n")[2]))
+    except ValueError:
+        raise ConfigError(f"{path} is not drgpu's cost file", hint="move it away") from None
+
+
+def write_ledger(path: Path, ledger: Ledger) -> None:
+    """Replace the ledger at `path` atomically."""
+    body = json.dumps(to_json(ledger), indent=1)
+    write_owned_file(path, f"{HEADER_MARK}: GPU cost per run, service and worker\n{body}\n")
+
+
+class CostKeeper:
+    """A watch's ledger: each refresh charged (a gap longer than three intervals, a refresh
+    skipped, counts as three), saved now and then; a failed save is `report`ed."""
+
+    def __init__(self, path: Path | None, interval_s: float, report: Callable[[str], None]):
+        self._path = path
+        self.ledger: Ledger = read_ledger(path) if path else {}
+        self._energy: dict[str, int] = {}
+        self._last: float | None = None
+        self._saved = time.monotonic()
+        self._longest = 3 * max(interval_s, 0.1)
+        self._report = report
+
+    def charge(self, status: Status, health: Sequence[GpuHealth]) -> None:
+        """Charge one refresh."""
+        now = time.monotonic()
+        seconds = 0.0 if self._last is None else min(now - self._last, self._longest)
+        self.ledger = charge(self.ledger, status, health, self._energy, seconds, time.time())
+        self._energy, self._last = energies(health), now
+        if now - self._saved >= SAVE_S:
+            self.save()
+
+    def save(self) -> None:
+        """Write the ledger (when there is one to keep)."""
+        self._saved = time.monotonic()
+        if self._path is not None and self.ledger:
+            try:
+                write_ledger(self._path, self.ledger)
+            except ConfigError as exc:
+                self._report(f"GPU cost not saved: {exc.message}")
