@@ -24,11 +24,11 @@ def slow_stack(bed: Any, directory: Path) -> Path:
     """A trainer whose task stays `starting` for a while (Swarm counts a task with a health
     check as running once it is healthy): `up` waits on it long enough to be stopped."""
     trainer = service(bed)
-    trainer["command"] = ["sh", "-c", "sleep 20; touch /tmp/ready; exec sleep infinity"]
+    trainer["command"] = ["sh", "-c", "sleep 90; touch /tmp/ready; exec sleep infinity"]
     trainer["healthcheck"] = {  # failures while it sleeps do not count: never unhealthy
         "test": ["CMD", "test", "-f", "/tmp/ready"],
         "interval": "1s",
-        "start_period": "60s",
+        "start_period": "120s",
     }
     path = directory / "stack.yml"
     path.write_text(yaml.safe_dump({"services": {"sagemaker": trainer, "redis": service(bed)}}))
@@ -44,7 +44,7 @@ def start(bed: Any, *args: str) -> subprocess.Popen[str]:
 
 def wait_until_a_task_runs(bed: Any, project: str) -> None:
     label = f"label=com.docker.stack.namespace={project}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded machine starts tasks slowly
     while not bed.docker("ps", "-q", "--filter", label).stdout.split():
         assert time.monotonic() < deadline, "no task of the stack started"
         time.sleep(0.2)
