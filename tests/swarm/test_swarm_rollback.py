@@ -66,7 +66,7 @@ def test_a_signal_during_swarm_up_removes_the_stack(
     wait_until_a_task_runs(swarm_bed, project)
 
     running.send_signal(signum)
-    began = read_until(running.stderr, "back down")  # drgpu says so as its rollback begins
+    began = read_until(running.stderr, "back down", timeout=180)  # as its rollback begins
     running.send_signal(signum)  # during the rollback: it must not cut it short
     _, stderr = running.communicate(timeout=180)
     stderr = began + stderr
