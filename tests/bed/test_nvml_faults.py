@@ -5,14 +5,10 @@ critical Xid, a GPU that fell off the bus and a double-bit ECC error."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.bed.test_nvml_process_queries import REPO, lib_dir
+from tests.bed.test_nvml_process_queries import lib_dir, run_on_fake_nvml
 
 __all__ = ["lib_dir"]  # the fixture, shared
 UUID = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
@@ -44,20 +40,7 @@ FAULTY = {
 
 
 def read(lib_dir: Path, tmp_path: Path, document: dict[str, Any]) -> Any:
-    topology = tmp_path / "topology.json"
-    topology.write_text(json.dumps(document))
-    env = {**os.environ, "LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_TOPOLOGY": str(topology)}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run(
-        [sys.executable, "-c", READ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_on_fake_nvml(lib_dir, tmp_path, document, READ)
 
 
 def test_health_and_events_are_read(lib_dir: Path, tmp_path: Path) -> None:

@@ -5,16 +5,12 @@ fake refuses a function with the topology's `denied_symbols` (NVML_ERROR_NO_PERM
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bed.test_nvml_process_queries import REPO, lib_dir
+from tests.bed.test_nvml_process_queries import lib_dir, run_on_fake_nvml
 
 __all__ = ["lib_dir"]  # the fixture, shared
 UUID = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
@@ -29,7 +25,6 @@ print(json.dumps([
 
 
 def read(lib_dir: Path, tmp_path: Path, denied: list[str], **gpu: Any) -> list[Any]:
-    topology = tmp_path / "topology.json"
     document = {
         "denied_symbols": denied,
         "gpus": [
@@ -42,19 +37,7 @@ def read(lib_dir: Path, tmp_path: Path, denied: list[str], **gpu: Any) -> list[A
             }
         ],
     }
-    topology.write_text(json.dumps(document))
-    env = {**os.environ, "LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_TOPOLOGY": str(topology)}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run(
-        [sys.executable, "-c", READ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    found: list[Any] = json.loads(done.stdout)[0]
+    found: list[Any] = run_on_fake_nvml(lib_dir, tmp_path, document, READ)[0]
     return found
 
 

@@ -59,19 +59,14 @@ def lib_dir() -> Path:
     return Path(built.stdout.strip().splitlines()[-1])
 
 
-def read(lib_dir: Path, tmp_path: Path, **changes: Any) -> list[dict[str, Any]]:
+def run_on_fake_nvml(lib_dir: Path, tmp_path: Path, document: Any, script: str) -> Any:
+    """What `script` (Python printing JSON) prints over the fake NVML with topology `document`."""
     topology = tmp_path / "topology.json"
-    document = json.loads(json.dumps(TOPOLOGY))
-    for key, value in changes.items():
-        if key == "process_query_error":
-            document["gpus"][0][key] = value
-        else:
-            document[key] = value
     topology.write_text(json.dumps(document))
     env = {**os.environ, "LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_TOPOLOGY": str(topology)}
     env["PYTHONPATH"] = str(REPO)
     done = subprocess.run(
-        [sys.executable, "-c", READ],
+        [sys.executable, "-c", script],
         env=env,
         capture_output=True,
         text=True,
@@ -79,7 +74,17 @@ def read(lib_dir: Path, tmp_path: Path, **changes: Any) -> list[dict[str, Any]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result: list[dict[str, Any]] = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def read(lib_dir: Path, tmp_path: Path, **changes: Any) -> list[dict[str, Any]]:
+    document = json.loads(json.dumps(TOPOLOGY))
+    for key, value in changes.items():
+        if key == "process_query_error":
+            document["gpus"][0][key] = value
+        else:
+            document[key] = value
+    result: list[dict[str, Any]] = run_on_fake_nvml(lib_dir, tmp_path, document, READ)
     return result
 
 
