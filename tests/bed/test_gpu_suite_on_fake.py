@@ -45,14 +45,24 @@ def lib_dir() -> Path:
 def test_a_topology_written_from_gpus_json_answers_as_the_machine(
     lib_dir: Path, tmp_path: Path, name: str
 ) -> None:
-    machine = fake_env(lib_dir, TOPOLOGIES / name)
+    topology = json.loads((TOPOLOGIES / name).read_text())
+    for gpu in topology["gpus"]:  # as a real driver: CUDA's total is less than NVML's
+        gpu["cuda_memory_total_mib"] = gpu.get("memory_total_mib", 16384) - 616
+    (original := tmp_path / "machine.json").write_text(json.dumps(topology))
+    machine = fake_env(lib_dir, original)
     listed = run_drgpu("gpus", "--json", env={**machine, "DOCKER_HOST": "unix:///nonexistent"})
+    reals = {
+        order: run_python(PROBE, "--json", env={**machine, "CUDA_DEVICE_ORDER": order})
+        for order in ("PCI_BUS_ID", "FASTEST_FIRST")
+    }
+    totals = {d["uuid"]: d["memory_total_mib"] for d in reals["PCI_BUS_ID"]["cuda"]["devices"]}
+    nvml_totals = {g["uuid"]: g["memory_total_mib"] for g in json.loads(listed.stdout)["gpus"]}
+    assert all(totals[uuid] == nvml_totals[uuid] - 616 for uuid in totals.keys() & nvml_totals)
     written = tmp_path / "topology.json"
-    written.write_text(json.dumps(topology_from_inventory(json.loads(listed.stdout))))
+    written.write_text(json.dumps(topology_from_inventory(json.loads(listed.stdout), totals)))
     copy = fake_env(lib_dir, written)
     assert differences(run_python(QUERY, env=machine), run_python(QUERY, env=copy)) == []
-    for order in ("PCI_BUS_ID", "FASTEST_FIRST"):
-        real = run_python(PROBE, "--json", env={**machine, "CUDA_DEVICE_ORDER": order})
+    for order, real in reals.items():
         fake = run_python(PROBE, "--json", env={**copy, "CUDA_DEVICE_ORDER": order})
         assert differences(cuda_view(real), cuda_view(fake)) == []
 

@@ -308,7 +308,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     const cuda_device *d;
     GET_DEVICE(dev, bytes, &d);
-    unsigned long long mib = d->mig ? d->mig->memory_total_mib : d->gpu->memory_total_mib;
+    unsigned long long mib = d->mig ? d->mig->memory_total_mib : d->gpu->cuda_memory_total_mib;
     *bytes = (size_t)(mib << 20);
     return CUDA_SUCCESS;
 }

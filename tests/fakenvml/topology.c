@@ -220,6 +220,8 @@ static void load_gpu(loader *ld, const json_value *obj, const char *where,
     gpu->pci_subsystem_id = get_uint32_or_hex(ld, obj, where, "pci_subsystem_id", 0);
     gpu->memory_total_mib = get_uint(ld, obj, where, "memory_total_mib", 16384, 1ull << 30);
     gpu->memory_used_mib = get_uint(ld, obj, where, "memory_used_mib", 0, gpu->memory_total_mib);
+    gpu->cuda_memory_total_mib = get_uint(ld, obj, where, "cuda_memory_total_mib",
+                                          gpu->memory_total_mib, gpu->memory_total_mib);
 
     gpu->cc_major = 8;
     gpu->cc_minor = 0;

@@ -56,6 +56,7 @@ typedef struct {
     fk_pci pci;
     unsigned pci_device_id, pci_subsystem_id;
     unsigned long long memory_total_mib, memory_used_mib;
+    unsigned long long cuda_memory_total_mib; /* CUDA's total: NVML's less what the driver keeps */
     int cc_major, cc_minor;
     unsigned utilization_gpu, utilization_memory; /* percent */
     bool sensors_supported; /* false: temperature and power are NOT_SUPPORTED */

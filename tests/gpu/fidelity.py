@@ -19,13 +19,20 @@ PROBE = REPO / "drgpu" / "probe.py"
 CUDA_FIELDS = ("uuid", "name", "pci_bus_id", "memory_total_mib", "compute_capability", "nvml_index")
 
 
-def topology_from_inventory(inventory: Mapping[str, Any]) -> dict[str, Any]:
+def topology_from_inventory(
+    inventory: Mapping[str, Any], cuda_totals: Mapping[str, int]
+) -> dict[str, Any]:
     """The fake's topology for a machine's `gpus --json`: its format is the fake's
-    already (extra fields are ignored); processes are left out (they come and go)."""
+    already (extra fields are ignored); processes are left out (they come and go).
+    `cuda_totals`: the memory CUDA reports per GPU UUID (less than NVML's: the driver
+    keeps some), which `gpus --json` does not carry."""
     gpus = [
         {key: value for key, value in gpu.items() if key not in ("processes", "graphics_processes")}
         for gpu in inventory["gpus"]
     ]
+    for gpu in gpus:
+        if gpu["uuid"] in cuda_totals:
+            gpu["cuda_memory_total_mib"] = cuda_totals[gpu["uuid"]]
     return {
         "driver_version": inventory["driver_version"],
         "cuda_driver_version": inventory["cuda_driver_version"],

@@ -67,7 +67,8 @@ sys.stdin.read()
 
 def drgpu(out: Path, name: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run drgpu (this checkout) and keep what it printed as `name` in the output folder."""
-    done = run_drgpu(*args, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+    path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
+    done = run_drgpu(*args, env={**os.environ, "PYTHONPATH": path, **env})
     (out / name).write_text(done.stdout)
     if done.stderr:
         (out / f"{name}.stderr").write_text(done.stderr)
@@ -208,17 +209,25 @@ def test_the_fake_nvml_agrees_with_the_real_driver(
     listed = json.loads(
         drgpu(hardware_out, "gpus-for-fake.json", "gpus", "--json", DOCKER_HOST=empty_engine).stdout
     )
+    orders = ("PCI_BUS_ID", "FASTEST_FIRST")
+    real_probes = {
+        order: run_python(PROBE, "--json", env={**os.environ, "CUDA_DEVICE_ORDER": order})
+        for order in orders
+    }
+    cuda_totals = {
+        d["uuid"]: d["memory_total_mib"]
+        for d in real_probes["PCI_BUS_ID"]["cuda"]["devices"]
+        if d["uuid"] and d["memory_total_mib"]
+    }
     topology = hardware_out / "fake-topology.json"
-    topology.write_text(json.dumps(topology_from_inventory(listed), indent=1))
+    topology.write_text(json.dumps(topology_from_inventory(listed, cuda_totals), indent=1))
     fake = run_python(QUERY, env=fake_env(fake_lib_dir, topology))
     views = {}
-    for order in ("PCI_BUS_ID", "FASTEST_FIRST"):
-        env = {**os.environ, "CUDA_DEVICE_ORDER": order}
-        real_probe = run_python(PROBE, "--json", env=env)
+    for order in orders:
         fake_probe = run_python(
             PROBE, "--json", env={**fake_env(fake_lib_dir, topology), "CUDA_DEVICE_ORDER": order}
         )
-        views[order] = (cuda_view(real_probe), cuda_view(fake_probe))
+        views[order] = (cuda_view(real_probes[order]), cuda_view(fake_probe))
     found = differences(real, fake) + [
         f"cuda {order} {d}" for order, (r, f) in views.items() for d in differences(r, f)
     ]
