@@ -35,7 +35,9 @@ def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path
     docker = checkout.root / "docker"
     if values.get("DR_ROBOMAKER_MOUNT_LOGS", "").strip().lower() == "true":
         files.append(docker / MOUNT_FILE)
-    if not checkout.evaluation and _workers(values) > 1 and not _swarm(values):
+    workers = whole_number(values.get("DR_WORKERS", "1").strip(), 0, 999_999) or 1
+    swarm = values.get("DR_DOCKER_STYLE", "").strip().lower() == "swarm"
+    if not checkout.evaluation and workers > 1 and not swarm:
         files.append(docker / MULTI_WORKER_FILE)
     return tuple(files)
 
@@ -128,13 +130,3 @@ def swarm_preflight(
             why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
             problems.append((why, LABEL_FIX.format(label=label, node=this_node or "<node>")))
     return problems
-
-
-def _workers(values: Mapping[str, str]) -> int:
-    text = values.get("DR_WORKERS", "1").strip()
-    workers = whole_number(text, 0, 999_999)
-    return 1 if workers is None else workers
-
-
-def _swarm(values: Mapping[str, str]) -> bool:
-    return values.get("DR_DOCKER_STYLE", "").strip().lower() == "swarm"

@@ -17,12 +17,6 @@ class DeviceRequestFacts:
     count: int
     capabilities: tuple[str, ...]
 
-    @property
-    def gpu_uuids(self) -> tuple[str, ...]:
-        """The GPU (or MIG) UUIDs the request names: bare for the `nvidia` driver,
-        `nvidia.com/gpu=<UUID>` for `cdi` (other CDI names, e.g. by index, as they are)."""
-        return tuple(device_id.removeprefix(CDI_GPU_PREFIX) for device_id in self.device_ids)
-
 
 @dataclass(frozen=True)
 class ContainerFacts:
@@ -127,15 +121,13 @@ class ProcessFacts:
         words: list[str] = []
         hide_next = False
         for arg in self.argv:
-            if hide_next:
-                words.append("***")
-                hide_next = False
-                continue
             name, equals, _ = arg.partition("=")
             secret = any(word in name.lower() for word in _SECRET_WORDS)
-            if secret and equals:
+            if hide_next:
+                words.append("***")
+            elif secret and equals:
                 words.append(f"{name}=***")
             else:
                 words.append(" ".join(arg.split()))
-                hide_next = secret and arg.startswith("-")
+            hide_next = not hide_next and secret and not equals and arg.startswith("-")
         return " ".join(words)

@@ -94,33 +94,17 @@ def holder_from_labels(labels: Mapping[str, str]) -> Holder | None:
         return None
 
 
-def can_check(holder: Holder, here: Process) -> bool:
-    """Whether this process can tell if `holder`'s process lives: same boot, same pids."""
-    return (
-        holder.process.boot_id == here.boot_id
-        and holder.process.pid_namespace == here.pid_namespace
-    )
-
-
 def is_stale(holder: Holder, here: Process, start_ticks_now: int | None) -> bool:
-    """Whether `holder` is gone. `start_ticks_now` is when the process that now has the
-    holder's pid started (None: no such process), read where `can_check` says it means
-    anything. A holder on this machine before its last boot is gone too (`rebooted_since`).
-    A holder this process cannot check (another machine, another pid namespace, or a
-    machine it cannot tell from another) is never called gone."""
-    if can_check(holder, here):
-        return start_ticks_now != holder.process.start_ticks
-    return rebooted_since(holder, here)
-
-
-def rebooted_since(holder: Holder, here: Process) -> bool:
-    """Whether `holder` ran on this very machine in an earlier boot: the same machine id
+    """Whether `holder` is gone. In this boot and pid namespace, `start_ticks_now` tells:
+    when the process that now has the holder's pid started (None: no such process). Else
+    only a holder on this very machine in an earlier boot is gone: the same machine id
     (never the host name alone: two machines may share one), another boot id, and its lock
-    taken before this boot began. Where either machine id is unknown (a lock of an older
-    drgpu, a container without /etc/machine-id) or this boot's start is unknown, no: a
-    live holder on another machine must never be taken for a dead one. The start time
-    guards against cloned machines that kept one machine id."""
+    taken before this boot began (cloned machines may keep one machine id). Where a machine
+    id or this boot's start is unknown (a lock of an older drgpu, a container without
+    /etc/machine-id), no: a live holder on another machine is never taken for a dead one."""
     theirs = holder.process
+    if (theirs.boot_id, theirs.pid_namespace) == (here.boot_id, here.pid_namespace):
+        return start_ticks_now != theirs.start_ticks
     return (
         bool(theirs.machine_id)
         and theirs.machine_id == here.machine_id

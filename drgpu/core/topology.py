@@ -23,18 +23,10 @@ _PCI_BUS_ID = re.compile(
 _HEX_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_UUID = re.compile(rf"GPU-{_HEX_UUID}")
 _MIG_UUID = re.compile(rf"MIG-{_HEX_UUID}|MIG-GPU-{_HEX_UUID}/[0-9]{{1,3}}/[0-9]{{1,3}}")
-GPU_UUID_FORM = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, x a hex digit"
-MIG_UUID_FORM = "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or MIG-GPU-<GPU's uuid>/<gi>/<ci>"
-
-
-def is_gpu_uuid(text: str) -> bool:
-    """Whether `text` is a GPU UUID as NVIDIA writes it (`GPU_UUID_FORM`)."""
-    return _GPU_UUID.fullmatch(text) is not None
-
-
-def is_mig_uuid(text: str) -> bool:
-    """Whether `text` is a MIG device UUID as NVIDIA writes it (`MIG_UUID_FORM`)."""
-    return _MIG_UUID.fullmatch(text) is not None
+_UUID_FORMS = {
+    "GPU": "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, x a hex digit",
+    "MIG": "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or MIG-GPU-<GPU's uuid>/<gi>/<ci>",
+}
 
 
 def parse_pci_bus_id(text: str) -> tuple[int, int, int, int] | None:
@@ -104,19 +96,17 @@ def _cuda_order(data: Any, count: int, source: str) -> tuple[int, ...] | None:
 
 def _check_unique(gpus: list[Gpu], source: str) -> None:
     """Two GPUs never share a UUID, nor a PCI bus id (a copied entry, not a machine)."""
-    for what, key in (("UUID", lambda gpu: gpu.uuid.lower()), ("PCI bus id", _bus_key)):
+    for what, values in (
+        ("UUID", [gpu.uuid.lower() for gpu in gpus]),
+        ("PCI bus id", [gpu.pci_bus_id for gpu in gpus if parse_pci_bus_id(gpu.pci_bus_id)]),
+    ):
         seen: set[str] = set()
-        for gpu in gpus:
-            value = key(gpu)
+        for value in values:
             if value and value in seen:
                 raise ConfigError(
                     f"{source}: two GPUs have the {what} {_short(value)}: one machine never does"
                 )
             seen.add(value)
-
-
-def _bus_key(gpu: Gpu) -> str:
-    return gpu.pci_bus_id if parse_pci_bus_id(gpu.pci_bus_id) else ""
 
 
 def _is_whole(value: Any, low: int, high: int) -> bool:
@@ -214,8 +204,8 @@ def _gpu_from_json(item: Any) -> Gpu:
     if not isinstance(migs, list) or not all(isinstance(mig, dict) for mig in migs):
         raise ValueError("mig_devices is not a list of objects")
     uuid = _text(item, "uuid", "")
-    if (error is None or uuid) and not is_gpu_uuid(uuid):
-        raise ValueError(f"uuid {_short(repr(uuid))} is not a GPU UUID ({GPU_UUID_FORM})")
+    if error is None or uuid:
+        _check_uuid(uuid, "GPU", _GPU_UUID)
     return Gpu(
         index=_whole(item, "index", -1, -1, MAX_GPUS),
         uuid=uuid,
@@ -228,7 +218,7 @@ def _gpu_from_json(item: Any) -> Gpu:
         mig_mode=mig_mode,
         mig_devices=tuple(
             MigDevice(
-                uuid=_mig_uuid(mig),
+                uuid=_check_uuid(_text(mig, "uuid", ""), "MIG", _MIG_UUID),
                 memory_total_mib=_whole(mig, "memory_total_mib", None, 0, MAX_MEMORY_MIB),
             )
             for mig in migs
@@ -239,10 +229,11 @@ def _gpu_from_json(item: Any) -> Gpu:
     )
 
 
-def _mig_uuid(mig: dict[str, Any]) -> str:
-    uuid = _text(mig, "uuid", "")
-    if not is_mig_uuid(uuid):
-        raise ValueError(f"MIG uuid {_short(repr(uuid))} is not a MIG UUID ({MIG_UUID_FORM})")
+def _check_uuid(uuid: str, kind: str, pattern: re.Pattern[str]) -> str:
+    """`uuid`, if written as NVIDIA writes a `kind` (GPU or MIG) UUID (`_UUID_FORMS`)."""
+    if pattern.fullmatch(uuid) is None:
+        label = "uuid" if kind == "GPU" else f"{kind} uuid"
+        raise ValueError(f"{label} {_short(repr(uuid))} is not a {kind} UUID ({_UUID_FORMS[kind]})")
     return uuid
 
 

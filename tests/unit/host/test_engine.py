@@ -86,7 +86,11 @@ def test_a_cdi_device_request_and_the_engines_cdi_facts_are_read() -> None:
         },
     }
     [request] = engine._facts(attrs).device_requests
-    assert (request.driver, request.gpu_uuids, request.capabilities) == ("cdi", (M40,), ())
+    assert (request.driver, request.device_ids, request.capabilities) == (
+        "cdi",
+        (f"nvidia.com/gpu={M40}",),
+        (),
+    )
     info = {
         "Runtimes": {"runc": {}},
         "DefaultRuntime": "runc",
