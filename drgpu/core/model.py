@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from drgpu.core.modes import DeviceDriver, Sharing
@@ -151,7 +151,7 @@ class Plan:
     project: str
     run_id: str
     services: tuple[ServicePlan, ...]
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
     explanations: tuple[str, ...] = ()
     sharing: Sharing = Sharing.EXCLUSIVE
     tmpfs_volumes: tuple[str, ...] = ()

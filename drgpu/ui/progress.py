@@ -32,7 +32,6 @@ class UpProgress:
         self._live: Any = None
 
     def __enter__(self) -> UpProgress:
-        self._start = time.monotonic()
         if not self._quiet and sys.stderr.isatty():
             from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
             from rich.live import Live  # lazy: rich is heavy; only drawn output needs it

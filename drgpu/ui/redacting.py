@@ -22,8 +22,6 @@ def redacted(text: str) -> str:
     """`text` with every hidden value masked."""
     if not _hidden:
         return text
-    # Lazy: with nothing hidden (`--version`, `--help`, click's probe of every stream
-    # it writes to) start-up needs no drgpu.core.model.
     from drgpu.core.redaction import redact  # lazy: start-up time: only once a secret is hidden
 
     return redact(text, _hidden)
