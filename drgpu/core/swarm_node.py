@@ -260,12 +260,9 @@ def _engine_findings(
 
 def _wanted_daemon_json(existing: Mapping[str, Any], resources: tuple[str, ...]) -> dict[str, Any]:
     """The node's daemon.json with drgpu's keys set (other keys and resources kept)."""
-    others = [
-        str(entry)
-        for entry in existing.get("node-generic-resources") or []
-        if str(entry).partition("=")[0] != GPU_KIND
-        and not _GPU_UUID.match(str(entry).partition("=")[2])
-    ]
+    have = [str(entry) for entry in existing.get("node-generic-resources") or []]
+    ours, misnamed = _gpu_entries(have)
+    others = [entry for entry in have if entry not in ours and entry not in misnamed]
     runtimes = dict(existing.get("runtimes") or {})
     runtimes.setdefault(RUNTIME, RUNTIME_ENTRY)
     return {
