@@ -334,14 +334,10 @@ class _Word:
             if char == "'" and stop is not None:
                 raise _Unreadable('a \' inside ${...} inside "..." (bash keeps it literally)')
             if char == "\\":
-                following = text[i + 1] if i + 1 < len(text) else ""
-                escapable = '$`"\\' + ("}" if stop else "")
-                if following and following in escapable:
-                    parts.add(following)
-                    i += 2
-                else:
-                    parts.add("\\")
-                    i += 1
+                following = text[i + 1 : i + 2]
+                escaped = bool(following) and following in '$`"\\' + ("}" if stop else "")
+                parts.add(following if escaped else "\\")
+                i += 2 if escaped else 1
             elif char == "$":
                 value, i = self.dollar(i, quoted=True)
                 parts.add(value)
@@ -393,11 +389,8 @@ class _Word:
                 " ${NAME:-default} and ${NAME:+alternative} (with or without the colon)",
                 echoes=True,
             )
-        word_start = i + len(operator)
-        if quoted:
-            word, end = self.double_quoted(word_start, stop="}")
-        else:
-            word, end = self.unquoted(word_start, stop="}")
+        read = self.double_quoted if quoted else self.unquoted
+        word, end = read(i + len(operator), stop="}")
         is_set = current is not None and (current != "" or ":" not in operator)
         if operator.endswith("-"):
             return (current or "" if is_set else word), end + 1

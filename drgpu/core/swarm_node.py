@@ -109,7 +109,6 @@ def report(
 ) -> SetupReport:
     """Compare the node with what it needs (`kept`: the trainer's GPUs, never advertised;
     `trainer_here`: whether the trainer may run on this node)."""
-    existing = dict(state.daemon_json or {})
     findings = [
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
         _toolkit_finding(state, toolkit_path),
@@ -125,7 +124,7 @@ def report(
     findings.extend(Finding("trainer", NOTE, message) for message in trainer)
     if not resources:
         findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
-    wanted = _wanted_daemon_json(existing, resources)
+    wanted = _wanted_daemon_json(state.daemon_json or {}, resources)
     return SetupReport(resources, daemon_json_path, wanted, toolkit_path, tuple(findings))
 
 
@@ -220,11 +219,9 @@ def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Fin
     if problem is not None:
         return [Finding(subject, FAIL, problem)]
     if toolkit.effective_mode is None:
-        return [Finding(subject, NOTE, f"{shown}: unknown, {MODE_NOTE}")]
+        note = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
+        return [Finding(subject, NOTE, f"{shown}: unknown, {note}")]
     return [Finding(subject, OK, shown)]
-
-
-MODE_NOTE = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
 
 
 def _engine_findings(
