@@ -20,6 +20,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
 from drgpu.core.model import Gpu, Inventory, Role
 from drgpu.core.modes import DeviceDriver
+from drgpu.core.settings import DEFAULTS
 from drgpu.core.toolkit import ToolkitFacts, egl_problem, generic_resources_problem
 
 PASS, WARN, FAIL = Level.OK, Level.WARN, Level.FAIL
@@ -602,16 +603,12 @@ def resolved_images(services: Mapping[str, Any]) -> tuple[tuple[str, ...], str |
 
 def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
     """The trainer and simulator images of drgpu's base stack, as its compose file names them."""
-    trainer = values.get("DRGPU_SAGEMAKER_IMAGE") or (
-        "awsdeepracercommunity/deepracer-sagemaker:"
-        + (values.get("DR_SAGEMAKER_IMAGE") or "5.3.0-gpu")
+    value = {key: values.get(key) or default for key, default in DEFAULTS.items()}
+    trainer = value["DRGPU_SAGEMAKER_IMAGE"] or (
+        f"awsdeepracercommunity/deepracer-sagemaker:{value['DR_SAGEMAKER_IMAGE']}"
     )
-    simulator = values.get("DRGPU_ROBOMAKER_IMAGE") or (
-        (values.get("DR_SIMAPP_SOURCE") or "awsdeepracercommunity/deepracer-simapp")
-        + ":"
-        + (values.get("DR_SIMAPP_VERSION") or "5.3.3-gpu")
-    )
-    return trainer, simulator
+    simulator = f"{value['DR_SIMAPP_SOURCE']}:{value['DR_SIMAPP_VERSION']}"
+    return trainer, value["DRGPU_ROBOMAKER_IMAGE"] or simulator
 
 
 _PROBE_PREFERENCE = {Role.SIMULATOR: 0, Role.TRAINER: 1, Role.TRAINER_LAUNCHER: 2}

@@ -156,6 +156,7 @@ SETTINGS = (
     Setting(SIMULATOR_ALIAS_KEY, "", f"an alias of {SIMULATOR_DEVICES_KEY}"),
 )
 KEYS = tuple(setting.key for setting in SETTINGS)
+DEFAULTS = {setting.key: setting.default for setting in SETTINGS}
 DRGPU_KEYS = tuple(setting.key for setting in SETTINGS if setting.key.startswith("DRGPU_"))
 MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
 

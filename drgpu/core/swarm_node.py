@@ -11,7 +11,7 @@ DOCKER_RESOURCE_; nvidia-container-toolkit#57 is the mismatch this avoids).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,7 +128,7 @@ def report(
     return SetupReport(resources, daemon_json_path, wanted, toolkit_path, tuple(findings))
 
 
-def _gpu_entries(entries: list[str]) -> tuple[list[str], list[str]]:
+def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
     """Entries of kind NVIDIA-GPU, and entries of another kind whose value is a GPU UUID."""
     ours, misnamed = [], []
     for entry in entries:
@@ -310,9 +310,7 @@ def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     if engine is None:
         return SwarmLayout(pin_simulators=setting != SwarmGpus.GENERIC)
     advertised = tuple(
-        entry.partition("=")[2]
-        for entry in engine.generic_resources
-        if entry.partition("=")[0] == GPU_KIND
+        entry.partition("=")[2] for entry in _gpu_entries(engine.generic_resources)[0]
     )
     label, _, value = SIMULATOR_CONSTRAINT.removeprefix("node.labels.").partition(" == ")
     others = [
