@@ -30,16 +30,12 @@ if TYPE_CHECKING:
 # Swarm's GPU conventions: the resource kind, the variable the engine sets, the node labels.
 GPU_KIND = "NVIDIA-GPU"
 RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
-TRAINER_CONSTRAINT = "node.labels.Sagemaker == true"
-SIMULATOR_CONSTRAINT = "node.labels.Robomaker == true"
+NODE_LABELS = ("Sagemaker", "Robomaker")  # the trainer's node, the simulators' nodes
+TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT = (f"node.labels.{label} == true" for label in NODE_LABELS)
 RUNTIME = "nvidia"
 RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
-NODE_LABELS = tuple(
-    c.split(" ==")[0].removeprefix("node.labels.")
-    for c in (TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT)
-)
 _SWARM_RESOURCE = re.compile(r"""^\s*swarm-resource\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
 _GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
 
@@ -312,11 +308,10 @@ def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     advertised = tuple(
         entry.partition("=")[2] for entry in _gpu_entries(engine.generic_resources)[0]
     )
-    label, _, value = SIMULATOR_CONSTRAINT.removeprefix("node.labels.").partition(" == ")
     others = [
         node
         for node, node_labels in engine.swarm_nodes.items()
-        if node != engine.node_id and node_labels.get(label) == value
+        if node != engine.node_id and node_labels.get(NODE_LABELS[1]) == "true"
     ]
     pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)
