@@ -339,7 +339,6 @@ def config_from_values(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
         **parsed,
-        # an unset trainer key: `auto`, with a warning
         trainer_devices=devices(trainer_key) if trainer_key in values else DeviceRequest(auto=True),
         simulator_devices=devices(simulator_key),
         index_order_chosen=bool(values.get("DRGPU_INDEX_ORDER", "").strip()),
