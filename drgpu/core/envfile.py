@@ -99,17 +99,13 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
     origins: dict[str, Origin] = {}
     warnings: list[str] = []
     expanded = 0
-
-    def lookup(name: str) -> str | None:
-        return values[name] if name in values else environ.get(name)
-
     for path, text in texts:
         # Split at newlines alone, as bash's `read` does (str.splitlines also splits at CR,
         # form feeds and Unicode separators, where DRfC reads one line).
         for number, line in enumerate(text.split("\n"), start=1):
             origin = Origin(path, number)
             try:
-                found = _read_line(line, lookup)
+                found = _read_line(line, lambda name: values.get(name, environ.get(name)))
             except _Unreadable as exc:
                 shown = redact(f"{origin}: {exc}", _written_secrets(texts, values))
                 raise ConfigError(shown, hint=exc.hint) from None
