@@ -28,11 +28,6 @@ class Inputs:
     checkout: DrfcCheckout | None = None  # an activated DRfC shell, flags or not
     drfc_settings: bool = False  # the settings are the activated checkout's
 
-    @property
-    def drfc(self) -> bool:
-        """Whether this runs in an activated DeepRacer-for-cloud shell."""
-        return self.checkout is not None
-
 
 def resolve_inputs(
     *,
