@@ -30,7 +30,6 @@ from drgpu.core.secrets import is_secret
 from drgpu.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORD_SEPARATORS = re.compile(r"[ \t]+")  # bash's default IFS, less the newline
 # Outside quotes these start a command, a subshell, a redirection, brace or pathname
 # expansion: DRfC's loop would run, split or glob them.
@@ -87,7 +86,6 @@ class _Unreadable(Exception):
         self, reason: str, hint: str | None = None, *, echoes: bool = False, plain: str = ""
     ) -> None:
         super().__init__(reason)
-        self.reason = reason
         self.hint = hint
         self.echoes = echoes or bool(plain)  # the reason quotes a part of the line
         self.plain = plain  # the reason told without quoting the line, where it can be
@@ -101,24 +99,26 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
     origins: dict[str, Origin] = {}
     warnings: list[str] = []
     expanded = 0
-
-    def lookup(name: str) -> str | None:
-        return values[name] if name in values else environ.get(name)
-
     for path, text in texts:
         # Split at newlines alone, as bash's `read` does (str.splitlines also splits at CR,
         # form feeds and Unicode separators, where DRfC reads one line).
         for number, line in enumerate(text.split("\n"), start=1):
             origin = Origin(path, number)
             try:
-                found = _read_line(line, lookup)
+                found = _read_line(line, lambda name: values.get(name, environ.get(name)))
             except _Unreadable as exc:
-                shown = redact(f"{origin}: {exc.reason}", _written_secrets(texts, values))
+                shown = redact(f"{origin}: {exc}", _written_secrets(texts, values))
                 raise ConfigError(shown, hint=exc.hint) from None
             if found is None:
                 continue
             key, value, warning = found
-            expanded = _within_total(expanded + len(value), origin)
+            expanded += len(value)
+            if expanded > MAX_TOTAL_LENGTH:
+                raise ConfigError(
+                    f"{origin}: the settings expand to more than {MAX_TOTAL_LENGTH} characters"
+                    " in all, the most drgpu reads (docs/limits.md)",
+                    hint="Compose could not be started with an environment that large anyway",
+                )
             values[key] = value
             origins[key] = origin
             if warning:
@@ -197,7 +197,7 @@ def _read_words(
             "comment it out with # at the start",
             echoes=True,
         )
-    if not _KEY.match(key):
+    if not _NAME.fullmatch(key):
         raise _Unreadable(
             f"{_shown(key)} is not a variable name (letters, digits and _, not first a digit)",
             echoes=True,
@@ -214,7 +214,7 @@ def _read_words(
     try:
         return key, expand(value, lookup), warning
     except _Unreadable as exc:
-        raise _Unreadable(f"{key}: {exc.reason}", exc.hint, echoes=exc.echoes) from None
+        raise _Unreadable(f"{key}: {exc}", exc.hint, echoes=exc.echoes) from None
 
 
 def _check_side_words(words: list[str], what: str) -> None:
@@ -242,34 +242,18 @@ def _shown(text: str) -> str:
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:
     """The value bash's `eval "export KEY=<text>"` assigns, for a `text` with no space and
     no `=`; `_Unreadable` for anything whose meaning drgpu does not reproduce."""
-    word = _Word(text, lookup)
-    value, end = word.unquoted(0, stop=None)
-    assert end == len(text)
-    return value
+    return _Word(text, lookup).unquoted(0, stop=None)[0]
 
 
 MAX_VALUE_LENGTH = 128 * 1024  # Linux passes no longer environment string (MAX_ARG_STRLEN)
 MAX_TOTAL_LENGTH = 2 * 1024 * 1024  # all values together: Linux's ARG_MAX (8 MiB stack)
 
 
-def _within_total(total: int, origin: Origin) -> int:
-    """`total`, the characters of every value read so far; a ConfigError past the bound."""
-    if total > MAX_TOTAL_LENGTH:
-        raise ConfigError(
-            f"{origin}: the settings expand to more than {MAX_TOTAL_LENGTH} characters in"
-            " all, the most drgpu reads (docs/limits.md)",
-            hint="Compose could not be started with an environment that large anyway",
-        )
-    return total
-
-
-class _Value:
+class _Value(list[str]):
     """The parts of a value being expanded, refused as soon as they grow longer than
     MAX_VALUE_LENGTH characters (`B=$A$A$A...` must not take the memory)."""
 
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.length = 0
+    length = 0
 
     def add(self, piece: str) -> None:
         self.length += len(piece)
@@ -279,10 +263,7 @@ class _Value:
                 " drgpu reads in one value (docs/limits.md)",
                 "Compose cannot pass a longer value to a container anyway",
             )
-        self.parts.append(piece)
-
-    def text(self) -> str:
-        return "".join(self.parts)
+        self.append(piece)
 
 
 class _Word:
@@ -300,7 +281,7 @@ class _Word:
         while i < len(text):
             char = text[i]
             if stop is not None and char == stop:
-                return parts.text(), i
+                return "".join(parts), i
             if char == "~" and tilde_here:
                 parts.add(self._tilde(i + 1, stop))
                 i += 1
@@ -332,7 +313,7 @@ class _Word:
                 i += 1
         if stop is not None:
             raise _Unreadable("an unmatched ${ (no closing })")
-        return parts.text(), i
+        return "".join(parts), i
 
     def double_quoted(self, start: int, stop: str | None) -> tuple[str, int]:
         """Read inside "..." from `start`; returns after the closing quote (or at `stop`)."""
@@ -341,22 +322,18 @@ class _Word:
         while i < len(text):
             char = text[i]
             if stop is not None and char == stop:
-                return parts.text(), i
+                return "".join(parts), i
             if char == '"':
                 if stop is not None:
                     raise _Unreadable('a " inside ${...} inside "..."', "drop the inner quotes")
-                return parts.text(), i + 1
+                return "".join(parts), i + 1
             if char == "'" and stop is not None:
                 raise _Unreadable('a \' inside ${...} inside "..." (bash keeps it literally)')
             if char == "\\":
-                following = text[i + 1] if i + 1 < len(text) else ""
-                escapable = '$`"\\' + ("}" if stop else "")
-                if following and following in escapable:
-                    parts.add(following)
-                    i += 2
-                else:
-                    parts.add("\\")
-                    i += 1
+                following = text[i + 1 : i + 2]
+                escaped = bool(following) and following in '$`"\\' + ("}" if stop else "")
+                parts.add(following if escaped else "\\")
+                i += 2 if escaped else 1
             elif char == "$":
                 value, i = self.dollar(i, quoted=True)
                 parts.add(value)
@@ -408,11 +385,8 @@ class _Word:
                 " ${NAME:-default} and ${NAME:+alternative} (with or without the colon)",
                 echoes=True,
             )
-        word_start = i + len(operator)
-        if quoted:
-            word, end = self.double_quoted(word_start, stop="}")
-        else:
-            word, end = self.unquoted(word_start, stop="}")
+        read = self.double_quoted if quoted else self.unquoted
+        word, end = read(i + len(operator), stop="}")
         is_set = current is not None and (current != "" or ":" not in operator)
         if operator.endswith("-"):
             return (current or "" if is_set else word), end + 1

@@ -20,6 +20,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
 from drgpu.core.model import Gpu, Inventory, Role
 from drgpu.core.modes import DeviceDriver
+from drgpu.core.settings import DEFAULTS
 from drgpu.core.toolkit import ToolkitFacts, egl_problem, generic_resources_problem
 
 PASS, WARN, FAIL = Level.OK, Level.WARN, Level.FAIL
@@ -42,9 +43,6 @@ HOOK = "nvidia-container-runtime-hook"
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 _COMPARE = {">=": ge, ">": gt, "<=": le, "<": lt, "=": eq, "==": eq}
 _CONDITION = re.compile(r"^(?P<key>[a-z]+)(?P<op>>=|<=|==|=|>|<)(?P<value>\S+)$")
-
-
-# --- facts -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -146,9 +144,6 @@ def _check(
 ) -> Finding:
     """One line of the checklist: the check `kind` of `subject` (the host, or an image)."""
     return Finding(subject or kind, level, message, fix, kind)
-
-
-# --- pure checks -----------------------------------------------------------------------------
 
 
 def run_checks(facts: HostFacts) -> list[Finding]:
@@ -342,13 +337,11 @@ def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
     warning = x_server_warning(nvml.inventory, simulator)
     if warning is None:
         return [_check("x-server", PASS, f"DR_HOST_X: {x_server_text(nvml.inventory)}")]
-    return [_check("x-server", WARN, warning, X_SERVER_FIX)]
-
-
-X_SERVER_FIX = (
-    "run the X server on the simulator's GPU (BusID in xorg.conf), or give the simulator"
-    " the X server's GPU, or DR_HOST_X=False"
-)
+    fix = (
+        "run the X server on the simulator's GPU (BusID in xorg.conf), or give the simulator"
+        " the X server's GPU, or DR_HOST_X=False"
+    )
+    return [_check("x-server", WARN, warning, fix)]
 
 
 def x_server_text(inventory: Inventory) -> str:
@@ -378,12 +371,6 @@ def x_server_warning(inventory: Inventory, simulator: Sequence[Gpu]) -> str | No
         f" shows a graphics process (is it running, on an NVIDIA GPU?): the simulator's"
         f" {given} may not be the one that renders"
     )
-
-
-RELOAD_FIX = (
-    "sudo nvidia-ctk system create-dev-char-symlinks --create-all (and its udev rule, to keep"
-    " them after a reboot), or give GPUs through CDI (DRGPU_DEVICE_DRIVER=cdi)"
-)
 
 
 def check_daemon_reload(
@@ -425,7 +412,11 @@ def check_daemon_reload(
         " `systemctl daemon-reload` (a package install runs one) running containers lose"
         " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies"
     )
-    return [_check("daemon-reload", WARN, message, RELOAD_FIX)]
+    fix = (
+        "sudo nvidia-ctk system create-dev-char-symlinks --create-all (and its udev rule, to"
+        " keep them after a reboot), or give GPUs through CDI (DRGPU_DEVICE_DRIVER=cdi)"
+    )
+    return [_check("daemon-reload", WARN, message, fix)]
 
 
 def _probe_check(probe: ProbeFacts) -> Finding:
@@ -542,9 +533,6 @@ def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | 
     return line(FAIL, message, fix)
 
 
-# --- parsing helpers (pure) ------------------------------------------------------------------
-
-
 def parse_version(text: str) -> tuple[int, int, int] | None:
     """(major, minor, patch) of the first version in `text`: `v2.29.1`, `20.10.24+dfsg1`."""
     match = _VERSION.search(text)
@@ -604,7 +592,6 @@ def min_driver(cuda: tuple[int, int]) -> str:
 def resolved_images(services: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
     """The images of a stack as Compose resolved it (`compose config`'s services), and the
     one `doctor --probe` starts: the first simulator's, else the trainer's, else the first."""
-
     images = {
         name: str(body["image"])
         for name, body in services.items()
@@ -616,16 +603,12 @@ def resolved_images(services: Mapping[str, Any]) -> tuple[tuple[str, ...], str |
 
 def stack_images(values: Mapping[str, str]) -> tuple[str, str]:
     """The trainer and simulator images of drgpu's base stack, as its compose file names them."""
-    trainer = values.get("DRGPU_SAGEMAKER_IMAGE") or (
-        "awsdeepracercommunity/deepracer-sagemaker:"
-        + (values.get("DR_SAGEMAKER_IMAGE") or "5.3.0-gpu")
+    value = {key: values.get(key) or default for key, default in DEFAULTS.items()}
+    trainer = value["DRGPU_SAGEMAKER_IMAGE"] or (
+        f"awsdeepracercommunity/deepracer-sagemaker:{value['DR_SAGEMAKER_IMAGE']}"
     )
-    simulator = values.get("DRGPU_ROBOMAKER_IMAGE") or (
-        (values.get("DR_SIMAPP_SOURCE") or "awsdeepracercommunity/deepracer-simapp")
-        + ":"
-        + (values.get("DR_SIMAPP_VERSION") or "5.3.3-gpu")
-    )
-    return trainer, simulator
+    simulator = f"{value['DR_SIMAPP_SOURCE']}:{value['DR_SIMAPP_VERSION']}"
+    return trainer, value["DRGPU_ROBOMAKER_IMAGE"] or simulator
 
 
 _PROBE_PREFERENCE = {Role.SIMULATOR: 0, Role.TRAINER: 1, Role.TRAINER_LAUNCHER: 2}

@@ -28,11 +28,6 @@ class Inputs:
     checkout: DrfcCheckout | None = None  # an activated DRfC shell, flags or not
     drfc_settings: bool = False  # the settings are the activated checkout's
 
-    @property
-    def drfc(self) -> bool:
-        """Whether this runs in an activated DeepRacer-for-cloud shell."""
-        return self.checkout is not None
-
 
 def resolve_inputs(
     *,
@@ -58,20 +53,7 @@ def resolve_inputs(
                 hint=f"source {checkout.root}/bin/activate.sh, or pass -f FILE",
             )
         files = checkout.compose_files or None
-    drfc_settings = checkout is not None and env_file is None
-    if drfc_settings and checkout is not None:
-        return Inputs(
-            env_file=checkout.system_env,
-            run_env=run_env if run_env is not None else checkout.run_env,
-            compose_files=files,
-            evaluation=evaluation,
-            checkout=checkout,
-            drfc_settings=run_env is None,
-        )
-    return Inputs(
-        env_file=env_file or DEFAULT_ENV_FILE,
-        run_env=run_env,
-        compose_files=files,
-        evaluation=evaluation,
-        checkout=checkout,
-    )
+    if checkout is None or env_file is not None:
+        return Inputs(env_file or DEFAULT_ENV_FILE, run_env, files, evaluation, checkout)
+    drfc_run_env = run_env or checkout.run_env
+    return Inputs(checkout.system_env, drfc_run_env, files, evaluation, checkout, run_env is None)

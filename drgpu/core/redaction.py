@@ -52,19 +52,11 @@ def masked_plan(plan: Plan, secrets: Iterable[str] = ()) -> Plan:
     under another name)."""
     own = secret_values({name: value for s in plan.services for name, value in s.environment})
     found = sorted({*secrets, *own}, key=len, reverse=True)
-    return replace(
-        plan,
-        services=tuple(
-            replace(
-                service,
-                environment=tuple(
-                    (name, redact(masked(name, value), found))
-                    for name, value in service.environment
-                ),
-            )
-            for service in plan.services
-        ),
+    services = (
+        replace(s, environment=tuple((n, redact(masked(n, v), found)) for n, v in s.environment))
+        for s in plan.services
     )
+    return replace(plan, services=tuple(services))
 
 
 def masked_data(data: Any, secrets: Iterable[str]) -> Any:

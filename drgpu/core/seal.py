@@ -5,25 +5,19 @@ overwrites), whatever its first line says."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 SEAL_PREFIX = "# drgpu-sha256: "
-_SEAL = re.compile(r"# drgpu-sha256: (?P<digest>[0-9a-f]{64})\n\Z")
 
 
 def sealed(text: str) -> str:
     """`text` (ending in a newline) with its checksum line after it."""
     body = text if text.endswith("\n") else text + "\n"
-    return f"{body}{SEAL_PREFIX}{_digest(body)}\n"
+    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{body}{SEAL_PREFIX}{digest}\n"
 
 
 def is_sealed(text: str) -> bool:
     """Whether `text` is what `sealed` wrote, byte for byte (no line added, changed or
     removed since)."""
-    body, newline, last = text[:-1].rpartition("\n")
-    match = _SEAL.fullmatch(last + "\n") if newline and text.endswith("\n") else None
-    return match is not None and match["digest"] == _digest(body + newline)
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    body = text[: text.rfind("\n", 0, len(text) - 1) + 1]
+    return bool(body) and text == sealed(body)

@@ -45,39 +45,31 @@ MAX_MPS_MEMORY_MIB = 1024 * 1024  # 1 TiB, more than any GPU has
 _MEMORY = re.compile(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", re.IGNORECASE)
 
 
-class _Invalid(Exception):
-    """Why a setting's value is refused; `hint`: how to fix it."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
 def _run_id(text: str) -> str:
     """DR_RUN_ID checked: spelling, length, and not `eval-N` (`run_key` of run N's
     evaluation, whose GPUs and `down` it would be taken for)."""
     if not _RUN_ID.match(text):
-        raise _Invalid(f"{_shown(text)} must be lowercase letters, digits, '-' or '_'")
+        raise ConfigError(f"{_shown(text)} must be lowercase letters, digits, '-' or '_'")
     if len(text) > MAX_RUN_ID_LENGTH:
-        raise _Invalid(f"is {len(text)} characters long, more than {MAX_RUN_ID_LENGTH}")
+        raise ConfigError(f"is {len(text)} characters long, more than {MAX_RUN_ID_LENGTH}")
     if text.startswith(EVALUATION_PREFIX):
-        raise _Invalid(
+        raise ConfigError(
             f"{_shown(text)} starts with {EVALUATION_PREFIX!r}, which names the evaluation"
             f" of run {_shown(text.removeprefix(EVALUATION_PREFIX))} in drgpu's labels",
-            "choose a run id that does not start with 'eval-'",
+            hint="choose a run id that does not start with 'eval-'",
         )
     return text
 
 
 def _workers(text: str) -> int:
     if (workers := whole_number(text, 1, MAX_WORKERS)) is None:
-        raise _Invalid(f"{_shown(text)} is not a whole number from 1 to {MAX_WORKERS}")
+        raise ConfigError(f"{_shown(text)} is not a whole number from 1 to {MAX_WORKERS}")
     return workers
 
 
 def _flag(text: str) -> bool:
     if text.lower() not in _TRUE + _FALSE:
-        raise _Invalid(f"{text.lower()!r} is not true or false")
+        raise ConfigError(f"{text.lower()!r} is not true or false")
     return text.lower() in _TRUE
 
 
@@ -86,7 +78,7 @@ def _one_of(mode: type[StrEnum]) -> Callable[[str], StrEnum]:
 
     def parse(text: str) -> StrEnum:
         if (found := member(mode, text.lower())) is None:
-            raise _Invalid(f"{text.lower()!r} is not one of {choices(mode)}")
+            raise ConfigError(f"{text.lower()!r} is not one of {choices(mode)}")
         return found
 
     return parse
@@ -97,7 +89,7 @@ def _percentage(text: str) -> int | None:
     if not number:
         return None
     if (percent := whole_number(number, 1, 100)) is None:
-        raise _Invalid(f"{_shown(text)} is not a whole percentage from 1 to 100")
+        raise ConfigError(f"{_shown(text)} is not a whole percentage from 1 to 100")
     return percent
 
 
@@ -109,10 +101,10 @@ def _memory(text: str) -> int | None:
     unit = 1024 if match and match["unit"].upper() == "G" else 1
     amount = whole_number(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit) if match else None
     if amount is None:
-        raise _Invalid(
+        raise ConfigError(
             f"{_shown(text)} is not a memory size like 2G or 2048M"
             f" (from 1M to {MAX_MPS_MEMORY_MIB // 1024}G)",
-            "MPS counts M and G",
+            hint="MPS counts M and G",
         )
     return amount * unit
 
@@ -164,6 +156,7 @@ SETTINGS = (
     Setting(SIMULATOR_ALIAS_KEY, "", f"an alias of {SIMULATOR_DEVICES_KEY}"),
 )
 KEYS = tuple(setting.key for setting in SETTINGS)
+DEFAULTS = {setting.key: setting.default for setting in SETTINGS}
 DRGPU_KEYS = tuple(setting.key for setting in SETTINGS if setting.key.startswith("DRGPU_"))
 MPS_KEYS = tuple(key for key in DRGPU_KEYS if key.startswith("DRGPU_MPS_"))
 
@@ -331,8 +324,8 @@ def config_from_values(
             if setting.parse is not None:
                 text = values.get(setting.key, "").strip() or setting.default
                 parsed[setting.field] = setting.parse(text)
-        except _Invalid as exc:
-            raise fail(setting.key, str(exc), exc.hint) from None
+        except ConfigError as exc:
+            raise fail(setting.key, exc.message, exc.hint) from None
 
     def devices(key: str) -> DeviceRequest:
         try:
@@ -346,7 +339,7 @@ def config_from_values(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
         **parsed,
-        trainer_devices=devices(trainer_key) if trainer_key in values else TRAINER_DEFAULT,
+        trainer_devices=devices(trainer_key) if trainer_key in values else DeviceRequest(auto=True),
         simulator_devices=devices(simulator_key),
         index_order_chosen=bool(values.get("DRGPU_INDEX_ORDER", "").strip()),
         evaluation=evaluation,
@@ -363,7 +356,6 @@ def config_from_values(
 # Keys that look like GPU keys but are none (issue 20): a typo there would plan a
 # service on the CPU without a word.
 
-TRAINER_DEFAULT = DeviceRequest(auto=True)  # the trainer's devices when its key is not set
 GPU_KEYS = (TRAINER_DEVICES_KEY, SIMULATOR_DEVICES_KEY, TRAINER_ALIAS_KEY, SIMULATOR_ALIAS_KEY)
 CONTAINER_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 _GPU_WORDS = re.compile(r"CUDA|GPU|DEVICE")

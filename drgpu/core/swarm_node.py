@@ -11,7 +11,7 @@ DOCKER_RESOURCE_; nvidia-container-toolkit#57 is the mismatch this avoids).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,16 +30,12 @@ if TYPE_CHECKING:
 # Swarm's GPU conventions: the resource kind, the variable the engine sets, the node labels.
 GPU_KIND = "NVIDIA-GPU"
 RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
-TRAINER_CONSTRAINT = "node.labels.Sagemaker == true"
-SIMULATOR_CONSTRAINT = "node.labels.Robomaker == true"
+NODE_LABELS = ("Sagemaker", "Robomaker")  # the trainer's node, the simulators' nodes
+TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT = (f"node.labels.{label} == true" for label in NODE_LABELS)
 RUNTIME = "nvidia"
 RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
-NODE_LABELS = tuple(
-    c.split(" ==")[0].removeprefix("node.labels.")
-    for c in (TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT)
-)
 _SWARM_RESOURCE = re.compile(r"""^\s*swarm-resource\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
 _GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
 
@@ -109,7 +105,6 @@ def report(
 ) -> SetupReport:
     """Compare the node with what it needs (`kept`: the trainer's GPUs, never advertised;
     `trainer_here`: whether the trainer may run on this node)."""
-    existing = dict(state.daemon_json or {})
     findings = [
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
         _toolkit_finding(state, toolkit_path),
@@ -125,11 +120,11 @@ def report(
     findings.extend(Finding("trainer", NOTE, message) for message in trainer)
     if not resources:
         findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
-    wanted = _wanted_daemon_json(existing, resources)
+    wanted = _wanted_daemon_json(state.daemon_json or {}, resources)
     return SetupReport(resources, daemon_json_path, wanted, toolkit_path, tuple(findings))
 
 
-def _gpu_entries(entries: list[str]) -> tuple[list[str], list[str]]:
+def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
     """Entries of kind NVIDIA-GPU, and entries of another kind whose value is a GPU UUID."""
     ours, misnamed = [], []
     for entry in entries:
@@ -220,11 +215,9 @@ def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Fin
     if problem is not None:
         return [Finding(subject, FAIL, problem)]
     if toolkit.effective_mode is None:
-        return [Finding(subject, NOTE, f"{shown}: unknown, {MODE_NOTE}")]
+        note = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
+        return [Finding(subject, NOTE, f"{shown}: unknown, {note}")]
     return [Finding(subject, OK, shown)]
-
-
-MODE_NOTE = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
 
 
 def _engine_findings(
@@ -260,12 +253,9 @@ def _engine_findings(
 
 def _wanted_daemon_json(existing: Mapping[str, Any], resources: tuple[str, ...]) -> dict[str, Any]:
     """The node's daemon.json with drgpu's keys set (other keys and resources kept)."""
-    others = [
-        str(entry)
-        for entry in existing.get("node-generic-resources") or []
-        if str(entry).partition("=")[0] != GPU_KIND
-        and not _GPU_UUID.match(str(entry).partition("=")[2])
-    ]
+    have = [str(entry) for entry in existing.get("node-generic-resources") or []]
+    ours, misnamed = _gpu_entries(have)
+    others = [entry for entry in have if entry not in ours and entry not in misnamed]
     runtimes = dict(existing.get("runtimes") or {})
     runtimes.setdefault(RUNTIME, RUNTIME_ENTRY)
     return {
@@ -316,15 +306,12 @@ def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     if engine is None:
         return SwarmLayout(pin_simulators=setting != SwarmGpus.GENERIC)
     advertised = tuple(
-        entry.partition("=")[2]
-        for entry in engine.generic_resources
-        if entry.partition("=")[0] == GPU_KIND
+        entry.partition("=")[2] for entry in _gpu_entries(engine.generic_resources)[0]
     )
-    label, _, value = SIMULATOR_CONSTRAINT.removeprefix("node.labels.").partition(" == ")
     others = [
         node
         for node, node_labels in engine.swarm_nodes.items()
-        if node != engine.node_id and node_labels.get(label) == value
+        if node != engine.node_id and node_labels.get(NODE_LABELS[1]) == "true"
     ]
     pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)

@@ -91,7 +91,7 @@ def test_outside_drfc_the_defaults_stand() -> None:
         None,
         None,
     )
-    assert not target.drfc and not target.drfc_settings
+    assert target.checkout is None and not target.drfc_settings
 
 
 def test_in_drfc_the_checkout_fills_what_no_flag_says() -> None:
@@ -101,7 +101,7 @@ def test_in_drfc_the_checkout_fills_what_no_flag_says() -> None:
     assert target.env_file == ROOT / "system.env"
     assert target.run_env == ROOT / "run-1.env"
     assert target.compose_files == (ROOT / "docker/docker-compose-eval.yml",)
-    assert target.evaluation and target.drfc and target.drfc_settings
+    assert target.evaluation and target.checkout is not None and target.drfc_settings
 
 
 def test_flags_win_part_by_part() -> None:
@@ -117,7 +117,7 @@ def test_flags_win_part_by_part() -> None:
         None,
         (Path("x.yml"),),
     )
-    assert target.drfc and not target.drfc_settings
+    assert target.checkout is not None and not target.drfc_settings
 
 
 def test_a_command_without_compose_files_does_not_need_the_list() -> None:
