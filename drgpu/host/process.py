@@ -100,8 +100,7 @@ def _timed_out(args: Sequence[str], limit: float, *, named: bool) -> DockerError
 def _log_end(args: Sequence[str], how: str, started: float) -> None:
     """DRGPU_LOG: a program's end and duration (its argv only: its environment may hold
     secrets that no mask knows)."""
-    took = (time.monotonic() - started) * 1000
-    trace.info(__name__, "%s in %.3f ms: %s", how, took, _Argv(args))
+    trace.info(__name__, "%s in %.3f ms: %s", how, (time.monotonic() - started) * 1000, _Argv(args))
 
 
 class _Argv:
@@ -158,15 +157,6 @@ def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
         _signal_group(child, signal.SIGKILL)  # what of the group outlived its leader
 
 
-def _expire(child: subprocess.Popen[str], expired: threading.Event) -> None:
-    """Stop a program at its time limit, from a timer thread (which catches no signal)."""
-    expired.set()
-    _signal_group(child, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=STOP_GRACE_S)
-    _signal_group(child, signal.SIGKILL)
-
-
 def _signal_group(child: subprocess.Popen[str], signum: signal.Signals) -> None:
     """Send `signum` to the group the program leads (started in a session of its own)."""
     try:
@@ -207,9 +197,8 @@ def stream(
     timeout: float | None = None,
 ) -> Completed:
     """Run a program to its end as `run` does (a session of its own, stopped on a signal
-    or at `timeout`),
-    handing each stderr line to `on_line` as it comes; the captured stderr holds what
-    `on_line` returns for each line (None: nothing)."""
+    or at `timeout`), handing each stderr line to `on_line` as it comes; the captured
+    stderr holds what `on_line` returns for each line (None: nothing)."""
     limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=False)
@@ -219,8 +208,12 @@ def stream(
     reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
     reader.start()
     expired = threading.Event()
-    # At the limit, a timer stops the program: its stderr then ends, and so does the loop.
-    timer = threading.Timer(limit, _expire, (child, expired))
+
+    def expire() -> None:  # at the limit: its stderr then ends, and so does the loop below
+        expired.set()
+        _stop(child, drain=False)  # a timer thread: its `shielded` installs no handler
+
+    timer = threading.Timer(limit, expire)
     timer.daemon = True
     timer.start()
     try:

@@ -199,7 +199,7 @@ def _job_done(engine: Connection, job: str) -> str | None:
         tasks = engine.call("GET", f"/tasks?filters={query}").checked(
             "list the job's task", 200, kind=list
         )
-        for task in tasks or []:
+        for task in tasks:
             status = task.get("Status") or {}
             if status.get("State") == "complete":
                 return None
@@ -211,10 +211,8 @@ def _job_done(engine: Connection, job: str) -> str | None:
 
 def _services(engine: Connection, namespace: str) -> list[Mapping[str, Any]]:
     query = filters({"label": f"{STACK_LABEL}={namespace}"})
-    found = engine.call("GET", f"/services?filters={query}").checked(
-        "list services", 200, kind=list
-    )
-    return list(found or [])
+    found = engine.call("GET", f"/services?filters={query}")
+    return list(found.checked("list services", 200, kind=list))
 
 
 def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
@@ -243,11 +241,11 @@ def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
     nodes = _nodes(engine)
     if nodes is None:
         return None
-    services = engine.call("GET", "/services").checked("list services", 200, kind=list) or []
+    services = engine.call("GET", "/services").checked("list services", 200, kind=list)
     names = {s["ID"]: str((s.get("Spec") or {}).get("Name") or "") for s in services}
     tasks = [
         _task_facts(names.get(task.get("ServiceID"), ""), task)
-        for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list) or []
+        for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list)
     ]
     return SwarmState(tuple(nodes), tuple(task for task in tasks if task.run_id), (here,))
 
@@ -303,9 +301,9 @@ def stack_leftovers(namespace: str) -> dict[str, int]:
         tasks = engine.call("GET", f"/tasks?filters={filters(label)}")
         return {
             "services": len(_services(engine, namespace)),
-            "tasks": len(tasks.checked("list tasks", 200, kind=list) or []),
+            "tasks": len(tasks.checked("list tasks", 200, kind=list)),
             "containers": len(listing(engine, label)),
-            "networks": len(networks.checked("list networks", 200, kind=list) or []),
+            "networks": len(networks.checked("list networks", 200, kind=list)),
         }
 
 
@@ -330,7 +328,7 @@ def this_swarm() -> tuple[EngineFacts | None, str | None]:
 def engine_facts() -> EngineFacts:
     """This node's engine: runtimes, advertised generic resources, Swarm state and labels."""
     with docker_api.connected() as engine:
-        info = engine.call("GET", "/info").checked("say what it is", 200) or {}
+        info = engine.call("GET", "/info").checked("say what it is", 200)
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
         nodes = {node.id: node.labels for node in (_nodes(engine) or [])} if manager else {}
