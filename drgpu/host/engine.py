@@ -206,10 +206,8 @@ def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]
 PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
 
 
-def run_file_in_container(
-    container_id: str, source: bytes, args: list[str], interpreter: str = "python3"
-) -> ExecResult:
-    """Copy `source` into the container and run it there with `interpreter` (its stdout)."""
+def run_file_in_container(container_id: str, source: bytes, args: list[str]) -> ExecResult:
+    """Copy `source` into the container and run it there with python3 (its stdout)."""
     import tarfile  # only here: its import takes a while
 
     folder, name = PROBE_PATH_IN_CONTAINER.rsplit("/", 1)
@@ -220,7 +218,7 @@ def run_file_in_container(
         info.mode = 0o644
         tar.addfile(info, io.BytesIO(source))
     quoted = urllib.parse.quote(container_id)
-    command = [interpreter, PROBE_PATH_IN_CONTAINER, *args]
+    command = ["python3", PROBE_PATH_IN_CONTAINER, *args]
     with docker_api.connected() as engine:
         path = f"/containers/{quoted}/archive?path={urllib.parse.quote(folder)}"
         answer = engine.call("PUT", path, data=archive.getvalue())
@@ -322,9 +320,10 @@ def local_image(name: str) -> ImageFacts | None:
     )
 
 
-def try_device_request(image: str, timeout_s: float = 60) -> str | None:
+def try_device_request(image: str) -> str | None:
     """Start a throwaway container of a local image with an NVIDIA device request for every
-    GPU, running `true` without network: None when it ran, else the engine's error."""
+    GPU, running `true` without network: None when it ran (within a minute), else the
+    engine's error."""
     body = {
         "Image": image,
         "Entrypoint": ["true"],
@@ -342,10 +341,8 @@ def try_device_request(image: str, timeout_s: float = 60) -> str | None:
             started = engine.call("POST", f"/containers/{container_id}/start")
             if started.status not in (204, 304):
                 return started.message()
-            waited = engine.call(
-                "POST", f"/containers/{container_id}/wait", timeout_s=timeout_s
-            ).checked("wait for the probe container", 200)
-            code = int((waited or {}).get("StatusCode", -1))
+            waited = engine.call("POST", f"/containers/{container_id}/wait", timeout_s=60)
+            code = int(waited.checked("wait for the probe container", 200).get("StatusCode", -1))
             return None if code == 0 else f"the probe container exited with status {code}"
         finally:
             engine.call("DELETE", f"/containers/{container_id}?force=1")

@@ -50,33 +50,10 @@ class Completed:
 
 
 def run(
-    args: Sequence[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    stdin: str | None = None,
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None
 ) -> Completed:
-    """Run a program to its end and capture its output; one that cannot start is an error.
-
-    The program runs in a session of its own, so that a Ctrl-C at the terminal reaches
-    drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
-    it is killed when drgpu is (a kill -9 leaves no program running on its own).
-    """
-    limit = default_timeout() if timeout is None else timeout
-    started = time.monotonic()
-    child = _started(args, env, stdin=stdin is not None)
-    try:
-        stdout, stderr = child.communicate(stdin, timeout=limit)
-    except subprocess.TimeoutExpired:
-        _stop(child)
-        _log_end(args, "stopped: timed out", started)
-        raise _timed_out(args, limit, named=timeout is None) from None
-    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
-        _stop(child)
-        _log_end(args, "stopped: interrupted", started)
-        raise
-    _log_end(args, f"exit {child.returncode}", started)
-    return Completed(tuple(args), child.returncode, stdout, stderr)
+    """Run a program to its end and capture its output, as `stream` does."""
+    return stream(args, env=env, on_line=lambda line: line, timeout=timeout)
 
 
 def default_timeout() -> float:
@@ -142,18 +119,17 @@ def _started(
         raise DockerError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
 
 
-def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
+def _stop(child: subprocess.Popen[str]) -> None:
     """SIGTERM to the program's process group (the session it leads: a script's children
-    too), a grace period, then SIGKILL; reaped either way. `drain`: read what is left in
-    its pipes meanwhile (not where another thread reads them)."""
-    finish = child.communicate if drain else child.wait
+    too), a grace period, then SIGKILL; reaped either way (its pipes are left to whoever
+    reads them)."""
     with shielded(lambda name: None):
         _signal_group(child, signal.SIGTERM)
         try:
-            finish(timeout=STOP_GRACE_S)
+            child.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             _signal_group(child, signal.SIGKILL)
-            finish()
+            child.wait()
         _signal_group(child, signal.SIGKILL)  # what of the group outlived its leader
 
 
@@ -196,9 +172,15 @@ def stream(
     on_line: Callable[[str], str | None],
     timeout: float | None = None,
 ) -> Completed:
-    """Run a program to its end as `run` does (a session of its own, stopped on a signal
-    or at `timeout`), handing each stderr line to `on_line` as it comes; the captured
-    stderr holds what `on_line` returns for each line (None: nothing)."""
+    """Run a program to its end, handing each stderr line to `on_line` as it comes; the
+    captured stderr holds what `on_line` returns for each line (None: nothing). One that
+    cannot start is an error.
+
+    The program runs in a session of its own, so that a Ctrl-C at the terminal reaches
+    drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
+    so does `timeout`. It is killed when drgpu is (a kill -9 leaves no program running on
+    its own).
+    """
     limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=False)
@@ -211,7 +193,7 @@ def stream(
 
     def expire() -> None:  # at the limit: its stderr then ends, and so does the loop below
         expired.set()
-        _stop(child, drain=False)  # a timer thread: its `shielded` installs no handler
+        _stop(child)  # a timer thread: its `shielded` installs no handler
 
     timer = threading.Timer(limit, expire)
     timer.daemon = True
@@ -224,7 +206,7 @@ def stream(
         child.wait()
     except BaseException:
         timer.cancel()  # a signal (see drgpu.host.signals): stop the program first
-        _stop(child, drain=False)  # the reader thread still reads its stdout
+        _stop(child)  # the reader thread still reads its stdout
         _log_end(args, "stopped: interrupted", started)
         raise
     timer.cancel()
@@ -265,7 +247,7 @@ def run_tail(
             if exited:  # what was written before it exited is read (no more: a child's)
                 break
     except BaseException:
-        _stop(child, drain=False)
+        _stop(child)
         _log_end(args, "stopped", started)
         raise
     finally:
