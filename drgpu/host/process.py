@@ -75,21 +75,17 @@ def _timed_out(args: Sequence[str], limit: float, *, named: bool) -> DockerError
 
 
 def _log_end(args: Sequence[str], how: str, started: float) -> None:
-    """DRGPU_LOG: a program's end and duration (its argv only: its environment may hold
-    secrets that no mask knows)."""
-    trace.info(__name__, "%s in %.3f ms: %s", how, (time.monotonic() - started) * 1000, _Argv(args))
+    """DRGPU_LOG: a program's end and duration."""
+    _log(args, f"{how} in {(time.monotonic() - started) * 1000:.3f} ms")
 
 
-class _Argv:
-    """A command line, quoted as a shell would take it only when a log record shows it."""
-
-    def __init__(self, args: Sequence[str]) -> None:
-        self._args = args
-
-    def __str__(self) -> str:
+def _log(args: Sequence[str], what: str) -> None:
+    """DRGPU_LOG: `what` of a program, with its argv as a shell would take it (its argv
+    only: its environment may hold secrets that no mask knows)."""
+    if trace.enabled():
         import shlex  # only when DRGPU_LOG shows the line
 
-        return shlex.join(self._args)
+        trace.info(__name__, "%s: %s", what, shlex.join(args))
 
 
 def _started(
@@ -97,7 +93,7 @@ def _started(
 ) -> subprocess.Popen[str]:
     """The program started in a session of its own, killed when drgpu dies; one that
     cannot start is an error."""
-    trace.info(__name__, "run: %s", _Argv(args))
+    _log(args, "run")
     try:
         return subprocess.Popen(
             list(args),
