@@ -68,18 +68,16 @@ def read_bounded(
             )
         if found.st_size > bound:
             raise ConfigError(_too_large(what, path, bound))
-        chunks: list[bytes] = []
-        size = 0
-        while size <= bound and (chunk := os.read(descriptor, bound + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
+        data = bytearray()
+        while len(data) <= bound and (chunk := os.read(descriptor, bound + 1 - len(data))):
+            data += chunk
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {_reason(exc)}") from None
     finally:
         os.close(descriptor)
-    if size > bound:
+    if len(data) > bound:
         raise ConfigError(_too_large(what, path, bound))
-    return b"".join(chunks)
+    return bytes(data)
 
 
 def _our_stdin(found: os.stat_result) -> bool:
