@@ -1,9 +1,9 @@
 """The one way to the Docker engine: its HTTP API, spoken directly (HTTP/1.1, kept alive)
-on a unix socket or a `tcp://` host, which `engine_address` resolves as the docker CLI
-does (DOCKER_HOST, else a Docker context, else the local socket); `program_environment`
-hands that same engine to every program drgpu runs. Every answer is bounded (a total
-deadline, header and body sizes) and one that breaks HTTP is an error. No SDK: it takes
-longer to import than `drgpu down` may take in all.
+on a unix socket or a `tcp://` host that `engine_address` resolves (DOCKER_HOST, else a
+Docker context, else the local socket); `program_environment` hands that same engine to
+every program drgpu runs. Every answer is bounded (a total deadline, header and body
+sizes) and one that breaks HTTP is an error. No SDK: it takes longer to import than
+`drgpu down` may take in all.
 """
 
 from __future__ import annotations
@@ -80,11 +80,10 @@ def program_environment(environment: Mapping[str, str]) -> dict[str, str]:
 
 
 def engine_address(environment: Mapping[str, str]) -> Address:
-    """The engine as the docker CLI resolves it: DOCKER_HOST (TLS when DOCKER_TLS or
-    DOCKER_TLS_VERIFY is non-empty, verified with the latter, certificates in
-    DOCKER_CERT_PATH else the config folder); else the context DOCKER_CONTEXT names, else
-    the config's currentContext (config.json in DOCKER_CONFIG, else ~/.docker); else the
-    local socket."""
+    """The engine: DOCKER_HOST (TLS when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty,
+    verified with the latter, certificates in DOCKER_CERT_PATH else the config folder);
+    else the context DOCKER_CONTEXT names, else the config's currentContext (config.json in
+    DOCKER_CONFIG, else ~/.docker); else the local socket."""
     config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
     if not environment.get("DOCKER_HOST"):
         name = environment.get("DOCKER_CONTEXT") or _current_context(config_dir)
@@ -97,9 +96,9 @@ def engine_address(environment: Mapping[str, str]) -> Address:
 
 
 def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: str = "") -> Address:
-    """DOCKER_HOST read as the docker CLI reads it: empty or `unix://` alone is the local
-    socket, `unix://PATH` a socket, `tcp://HOST[:PORT][/PATH]` or `HOST:PORT` a TCP host
-    (port 2375; `[::1]` is host ::1); any other a sentence."""
+    """DOCKER_HOST's address: empty or `unix://` alone is the local socket, `unix://PATH` a
+    socket, `tcp://HOST[:PORT][/PATH]` or `HOST:PORT` a TCP host (port 2375, the path
+    ignored; `[::1]` is host ::1); any other scheme a DockerError."""
     text = text.strip()
     scheme, found, rest = text.partition("://")
     if not found:
@@ -166,13 +165,6 @@ class Answer:
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
 
-    def json(self) -> Any:
-        """The body as JSON (None when empty or not JSON: an error answer's text)."""
-        try:
-            return json.loads(self.body) if self.body.strip() else None
-        except ValueError:
-            return None
-
     def checked(self, what: str, *ok: int, kind: type = dict) -> Any:
         """The JSON body, a `kind` (None when empty and not a 200 or 201), when the status
         is one of `ok`, else the engine's refusal; any other body is an error."""
@@ -201,9 +193,11 @@ class Answer:
 
     def message(self) -> str:
         """The engine's word in an error answer (else its status)."""
-        answer = self.json()
-        message = answer.get("message") if isinstance(answer, dict) else None
-        return str(message or self.status)
+        try:
+            answer = json.loads(self.body) if self.body.strip() else None
+        except ValueError:  # an error answer's text
+            answer = None
+        return str((answer.get("message") if isinstance(answer, dict) else None) or self.status)
 
 
 class _Closed(Exception):
@@ -392,23 +386,20 @@ def _log_call(method: str, path: str, outcome: str, started: float) -> None:
 
 
 def _connect(address: Address, timeout_s: float) -> socket.socket:
-    if address.socket_path is not None:
+    if address.socket_path is None:
+        connection = socket.create_connection((address.host, address.port), timeout=timeout_s)
+    else:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
+    try:
+        if address.socket_path is not None:
             connection.settimeout(timeout_s)
             connection.connect(address.socket_path)
-        except OSError:
-            connection.close()
-            raise
-        return connection
-    connection = socket.create_connection((address.host, address.port), timeout=timeout_s)
-    if not address.tls:
-        return connection
-    try:
-        return _tls_context(address).wrap_socket(connection, server_hostname=address.host)
+        elif address.tls:
+            return _tls_context(address).wrap_socket(connection, server_hostname=address.host)
     except OSError:
         connection.close()
         raise
+    return connection
 
 
 def _tls_context(address: Address) -> ssl.SSLContext:
@@ -417,18 +408,17 @@ def _tls_context(address: Address) -> ssl.SSLContext:
     ca.pem (else the system's) when verifying, else not."""
     import ssl  # only for a TLS engine: its import takes a while
 
-    def cert_file(name: str) -> str:
-        return os.path.join(address.cert_dir, name)
-
+    ca, cert, key = (
+        os.path.join(address.cert_dir, f"{name}.pem") for name in ("ca", "cert", "key")
+    )
     if address.tls_verify:
-        ca = cert_file("ca.pem")
         context = ssl.create_default_context(cafile=ca if os.path.isfile(ca) else None)
     else:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    if os.path.isfile(cert_file("cert.pem")):
-        context.load_cert_chain(cert_file("cert.pem"), cert_file("key.pem"))
+    if os.path.isfile(cert):
+        context.load_cert_chain(cert, key)
     return context
 
 
@@ -453,23 +443,15 @@ def unframed(raw: bytes) -> bytes:
     """What a log or exec stream says, in order: the payloads of the engine's multiplexed
     frames (8 bytes of header: the stream, three zeros, the size, big-endian) when the
     container has no TTY, else the raw stream."""
-    frames = _frames(raw)
-    return raw if frames is None else b"".join(payload for _stream, payload in frames)
-
-
-def _frames(raw: bytes) -> list[tuple[int, bytes]] | None:
-    """The frames of a multiplexed stream, or None when `raw` is not one."""
-    frames, at = [], 0
+    payloads, at = [], 0
     while at < len(raw):
         head = raw[at : at + 8]
-        if len(head) < 8 or head[0] > 2 or head[1:4] != b"\0\0\0":
-            return None
         size = int.from_bytes(head[4:8], "big")
-        if at + 8 + size > len(raw):
-            return None
-        frames.append((head[0], raw[at + 8 : at + 8 + size]))
+        if len(head) < 8 or head[0] > 2 or head[1:4] != b"\0\0\0" or at + 8 + size > len(raw):
+            return raw  # not a multiplexed stream
+        payloads.append(raw[at + 8 : at + 8 + size])
         at += 8 + size
-    return frames
+    return b"".join(payloads)
 
 
 def filters(wanted: Mapping[str, str]) -> str:

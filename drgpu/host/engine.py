@@ -34,7 +34,7 @@ def project_containers(project: str) -> list[ContainerFacts]:
     """Every container (running or not) of a compose project, or of the Swarm stack of
     that name (its tasks on this node)."""
     with docker_api.connected() as engine:
-        compose = containers(engine, {"label": f"{PROJECT_LABEL}={project}"})
+        compose = containers(engine, _of(project))
         stack = containers(engine, {"label": f"{STACK_LABEL}={project}"})
     return sorted({c.id: c for c in (*compose, *stack)}.values(), key=lambda c: c.name)
 
@@ -61,68 +61,50 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     One API call (and one more per live Swarm task whose GPUs the engine chose: their
     labels do not name them, so they are read from its environment).
     """
-    held: list[tuple[str, Mapping[str, str]]] = []
     with docker_api.connected() as engine:
-        for listed in listing(engine, {"label": labels.RUN_ID}):
-            chosen = listed.state == "running" and labels.engine_chosen(listed.labels)
-            held.append(
-                (
-                    listed.state,
-                    _engine_choice(engine, listed.id, listed.labels) if chosen else listed.labels,
-                )
-            )
-    return held
+        return [
+            (c.state, _engine_choice(engine, c) if c.state == "running" else c.labels)
+            for c in listing(engine, {"label": labels.RUN_ID})
+        ]
 
 
-def _engine_choice(
-    engine: Connection, container_id: str, container_labels: Mapping[str, str]
-) -> Mapping[str, str]:
-    """A reserving Swarm task's labels, naming the GPUs the engine gave it."""
-    attrs = _inspected(engine, container_id)
+def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, str]:
+    """A reserving Swarm task's labels, naming the GPUs the engine gave it (others' as
+    they are)."""
+    if not labels.engine_chosen(listed.labels):
+        return listed.labels
+    attrs = _inspected(engine, listed.id)
     if attrs is None:  # gone meanwhile: it holds nothing
-        return container_labels
-    config = attrs.get("Config") or {}
-    return labels.with_engine_choice(container_labels, environment(config.get("Env")))
+        return listed.labels
+    return labels.with_engine_choice(
+        listed.labels, environment((attrs.get("Config") or {}).get("Env"))
+    )
 
 
 def project_resources(project: str) -> tuple[int, int]:
     """How many containers (running or not) and networks a compose project has: two calls."""
     with docker_api.connected() as engine:
-        found = listing(engine, {"label": f"{PROJECT_LABEL}={project}"})
-        query = _label_filter(project)
-        networks = engine.call("GET", f"/networks?filters={query}").checked(
-            "list networks", 200, kind=list
-        )
-    return len(found), len(networks) if isinstance(networks, list) else 0
+        return len(listing(engine, _of(project))), len(_project_networks(engine, project))
 
 
 def project_exists(project: str) -> bool:
     """Whether a compose project has any container (running or not): one quick call."""
     with docker_api.connected() as engine:
-        return bool(listing(engine, {"label": f"{PROJECT_LABEL}={project}"}))
+        return bool(listing(engine, _of(project)))
 
 
 def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list[ContainerFacts]:
     """Every container (running or not) matching the filters `wanted`, from one listing
     call: ids, names, states and labels only."""
     query = f"&filters={filters(wanted)}" if wanted else ""
-    found = engine.call("GET", f"/containers/json?all=1{query}").checked(
-        "list containers", 200, kind=list
-    )
-    if not isinstance(found, list):
-        raise DockerError("the Docker engine answered the container listing with no list")
-    return [_brief_facts(item) for item in found]
+    found = engine.call("GET", f"/containers/json?all=1{query}")
+    return [_brief_facts(item) for item in found.checked("list containers", 200, kind=list)]
 
 
 def _inspected(engine: Connection, container_id: str) -> Any:
     """A container's inspection (its JSON), or None when it is gone."""
     answer = engine.call("GET", f"/containers/{urllib.parse.quote(container_id)}/json")
-    if answer.status == 404:
-        return None
-    found = answer.checked("inspect a container", 200)
-    if not isinstance(found, dict):
-        raise DockerError("the Docker engine's answer is not JSON")
-    return found
+    return None if answer.status == 404 else answer.checked("inspect a container", 200)
 
 
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
@@ -138,14 +120,14 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     config = attrs.get("Config") or {}
     container_labels = config.get("Labels") or {}
     host_config = attrs.get("HostConfig") or {}
-    requests = host_config.get("DeviceRequests") or []
+    state = attrs.get("State") or {}
     project, service = _project_and_service(container_labels)
     return ContainerFacts(
         id=attrs["Id"],
         name=str(attrs.get("Name", "")).lstrip("/"),
         service=service,
         project=project,
-        state=(attrs.get("State") or {}).get("Status", "unknown"),
+        state=state.get("Status", "unknown"),
         labels=container_labels,
         environment=environment(config.get("Env")),
         device_requests=tuple(
@@ -157,11 +139,11 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
                     cap for group in request.get("Capabilities") or [] for cap in group
                 ),
             )
-            for request in requests
+            for request in host_config.get("DeviceRequests") or []
         ),
         ipc_mode=str(host_config.get("IpcMode") or ""),
-        exit_code=_exit_code(attrs.get("State") or {}),
-        started_at=_timestamp(str((attrs.get("State") or {}).get("StartedAt") or "")),
+        exit_code=_exit_code(state),
+        started_at=_timestamp(str(state.get("StartedAt") or "")),
     )
 
 
@@ -224,10 +206,8 @@ def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]
 PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
 
 
-def run_file_in_container(
-    container_id: str, source: bytes, args: list[str], interpreter: str = "python3"
-) -> ExecResult:
-    """Copy `source` into the container and run it there with `interpreter` (its stdout)."""
+def run_file_in_container(container_id: str, source: bytes, args: list[str]) -> ExecResult:
+    """Copy `source` into the container and run it there with python3 (its stdout)."""
     import tarfile  # only here: its import takes a while
 
     folder, name = PROBE_PATH_IN_CONTAINER.rsplit("/", 1)
@@ -238,7 +218,7 @@ def run_file_in_container(
         info.mode = 0o644
         tar.addfile(info, io.BytesIO(source))
     quoted = urllib.parse.quote(container_id)
-    command = [interpreter, PROBE_PATH_IN_CONTAINER, *args]
+    command = ["python3", PROBE_PATH_IN_CONTAINER, *args]
     with docker_api.connected() as engine:
         path = f"/containers/{quoted}/archive?path={urllib.parse.quote(folder)}"
         answer = engine.call("PUT", path, data=archive.getvalue())
@@ -305,8 +285,8 @@ def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
 def daemon_facts() -> DaemonFacts:
     """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
     with docker_api.connected() as engine:
-        info = engine.call("GET", "/info").checked("say what it is", 200) or {}
-        version = engine.call("GET", "/version").checked("say its version", 200) or {}
+        info = engine.call("GET", "/info").checked("say what it is", 200)
+        version = engine.call("GET", "/version").checked("say its version", 200)
     return daemon_facts_of(info, version)
 
 
@@ -332,7 +312,7 @@ def local_image(name: str) -> ImageFacts | None:
     answer = docker_api.call("GET", f"/images/{urllib.parse.quote(name, safe='/:@')}/json")
     if answer.status in (400, 404):  # an invalid or unknown reference
         return None
-    attrs = answer.checked("inspect an image", 200) or {}
+    attrs = answer.checked("inspect an image", 200)
     return ImageFacts(
         name=name,
         id=str(attrs.get("Id", "")),
@@ -340,9 +320,10 @@ def local_image(name: str) -> ImageFacts | None:
     )
 
 
-def try_device_request(image: str, timeout_s: float = 60) -> str | None:
+def try_device_request(image: str) -> str | None:
     """Start a throwaway container of a local image with an NVIDIA device request for every
-    GPU, running `true` without network: None when it ran, else the engine's error."""
+    GPU, running `true` without network: None when it ran (within a minute), else the
+    engine's error."""
     body = {
         "Image": image,
         "Entrypoint": ["true"],
@@ -360,10 +341,8 @@ def try_device_request(image: str, timeout_s: float = 60) -> str | None:
             started = engine.call("POST", f"/containers/{container_id}/start")
             if started.status not in (204, 304):
                 return started.message()
-            waited = engine.call(
-                "POST", f"/containers/{container_id}/wait", timeout_s=timeout_s
-            ).checked("wait for the probe container", 200)
-            code = int((waited or {}).get("StatusCode", -1))
+            waited = engine.call("POST", f"/containers/{container_id}/wait", timeout_s=60)
+            code = int(waited.checked("wait for the probe container", 200).get("StatusCode", -1))
             return None if code == 0 else f"the probe container exited with status {code}"
         finally:
             engine.call("DELETE", f"/containers/{container_id}?force=1")
@@ -443,23 +422,24 @@ def project_volumes(project: str) -> tuple[str, ...]:
 
 
 def _project_volumes(engine: Connection, project: str) -> tuple[str, ...]:
-    answer = engine.call("GET", f"/volumes?filters={_label_filter(project)}")
+    answer = engine.call("GET", f"/volumes?filters={filters(_of(project))}")
     volumes = answer.checked("list volumes", 200).get("Volumes") or []
     return tuple(sorted(str(volume["Name"]) for volume in volumes))
+
+
+def _project_networks(engine: Connection, project: str) -> list[Any]:
+    answer = engine.call("GET", f"/networks?filters={filters(_of(project))}")
+    return list(answer.checked("list networks", 200, kind=list))
 
 
 def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     """Remove every container and network of `project`, and every volume of it not in
     `keep_volumes`; how many of each were removed."""
-    query = _label_filter(project)
     removed = {"containers": 0, "networks": 0, "volumes": 0}
     with docker_api.connected() as engine:
-        listed = listing(engine, {"label": f"{PROJECT_LABEL}={project}"})
+        listed = listing(engine, _of(project))
         removed["containers"] = _remove_containers(engine, [container.id for container in listed])
-        networks = engine.call("GET", f"/networks?filters={query}").checked(
-            "list networks", 200, kind=list
-        )
-        for network in networks:
+        for network in _project_networks(engine, project):
             answer = engine.call("DELETE", f"/networks/{network['Id']}")
             answer.checked("remove a network", 204, 404)
             removed["networks"] += answer.status == 204
@@ -471,5 +451,6 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     return removed
 
 
-def _label_filter(project: str) -> str:
-    return filters({"label": f"{PROJECT_LABEL}={project}"})
+def _of(project: str) -> dict[str, str]:
+    """The filter of a compose project's objects."""
+    return {"label": f"{PROJECT_LABEL}={project}"}

@@ -70,9 +70,7 @@ def booted(proc_stat: Path = Path("/proc/stat")) -> str:
 def start_ticks(pid: int) -> int | None:
     """When process `pid` started (clock ticks after boot), or None when there is none
     (a zombie, dead and not yet reaped, counts as none)."""
-    stat = read_system(Path(f"/proc/{pid}/stat"))
-    if stat is None:
-        return None
+    stat = read_system(Path(f"/proc/{pid}/stat")) or ""  # none: no fields
     # The command name (field 2) may hold spaces and parentheses: count after the last ')'.
     fields = stat.rpartition(")")[2].split()
     try:

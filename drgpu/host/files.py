@@ -24,6 +24,13 @@ from drgpu.errors import ConfigError
 EXAMPLE_SETTINGS_NAME = "system.env.example"
 
 _MIB = 1024 * 1024
+_KINDS = {  # what is not a regular file
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 class Bound(IntEnum):
@@ -55,24 +62,22 @@ def read_bounded(
         if piped:  # `drgpu gpus --json | drgpu plan --inventory /dev/stdin`: what the user piped
             os.set_blocking(descriptor, True)
         elif not stat.S_ISREG(found.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(found.st_mode), "not a regular file")
             raise ConfigError(
-                f"{what} {path} is {_kind(found.st_mode)}, not a regular file: drgpu reads"
-                " only regular files"
+                f"{what} {path} is {kind}, not a regular file: drgpu reads only regular files"
             )
         if found.st_size > bound:
             raise ConfigError(_too_large(what, path, bound))
-        chunks: list[bytes] = []
-        size = 0
-        while size <= bound and (chunk := os.read(descriptor, bound + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
+        data = bytearray()
+        while len(data) <= bound and (chunk := os.read(descriptor, bound + 1 - len(data))):
+            data += chunk
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {_reason(exc)}") from None
     finally:
         os.close(descriptor)
-    if size > bound:
+    if len(data) > bound:
         raise ConfigError(_too_large(what, path, bound))
-    return b"".join(chunks)
+    return bytes(data)
 
 
 def _our_stdin(found: os.stat_result) -> bool:
@@ -137,17 +142,6 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
 def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
     """The settings of what the command line names: `target.env_file`, then its run.env
     (`settings_files` chooses), evaluated against `environ` (default: this process's
@@ -208,10 +202,7 @@ def load_inventory(path: Path) -> Inventory:
 
 def base_stack_file() -> Path:
     """drgpu's own base stack: `compose/docker-compose.yml` (installed or in the source tree)."""
-    found = _packaged("compose", "docker-compose.yml")
-    if found is None:
-        raise ConfigError("drgpu's base stack is missing from this installation", hint="reinstall")
-    return found
+    return _required(_packaged("compose", "docker-compose.yml"), "drgpu's base stack")
 
 
 def override_header_template() -> str | None:
@@ -224,11 +215,7 @@ def override_header_template() -> str | None:
 def example_settings() -> str:
     """`system.env.example`: every setting drgpu reads, with its default (installed, or in
     the source tree)."""
-    found = _packaged(".", EXAMPLE_SETTINGS_NAME)
-    if found is None:
-        raise ConfigError(
-            f"{EXAMPLE_SETTINGS_NAME} is missing from this installation", hint="reinstall"
-        )
+    found = _required(_packaged(".", EXAMPLE_SETTINGS_NAME), EXAMPLE_SETTINGS_NAME)
     return found.read_text(encoding="utf-8")
 
 
@@ -250,6 +237,12 @@ def _packaged(folder: str, name: str) -> Path | None:
         if (candidate / name).is_file():
             return candidate / name
     return None
+
+
+def _required(found: Path | None, what: str) -> Path:
+    if found is None:
+        raise ConfigError(f"{what} is missing from this installation", hint="reinstall")
+    return found
 
 
 # --- the NVIDIA container toolkit and the device nodes on this host -------------------------

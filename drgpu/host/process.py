@@ -50,33 +50,10 @@ class Completed:
 
 
 def run(
-    args: Sequence[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    stdin: str | None = None,
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float | None = None
 ) -> Completed:
-    """Run a program to its end and capture its output; one that cannot start is an error.
-
-    The program runs in a session of its own, so that a Ctrl-C at the terminal reaches
-    drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
-    it is killed when drgpu is (a kill -9 leaves no program running on its own).
-    """
-    limit = default_timeout() if timeout is None else timeout
-    started = time.monotonic()
-    child = _started(args, env, stdin=stdin is not None)
-    try:
-        stdout, stderr = child.communicate(stdin, timeout=limit)
-    except subprocess.TimeoutExpired:
-        _stop(child)
-        _log_end(args, "stopped: timed out", started)
-        raise _timed_out(args, limit, named=timeout is None) from None
-    except BaseException:  # a signal (see drgpu.host.signals): stop the program first
-        _stop(child)
-        _log_end(args, "stopped: interrupted", started)
-        raise
-    _log_end(args, f"exit {child.returncode}", started)
-    return Completed(tuple(args), child.returncode, stdout, stderr)
+    """Run a program to its end and capture its output, as `stream` does."""
+    return stream(args, env=env, on_line=lambda line: line, timeout=timeout)
 
 
 def default_timeout() -> float:
@@ -98,22 +75,17 @@ def _timed_out(args: Sequence[str], limit: float, *, named: bool) -> DockerError
 
 
 def _log_end(args: Sequence[str], how: str, started: float) -> None:
-    """DRGPU_LOG: a program's end and duration (its argv only: its environment may hold
-    secrets that no mask knows)."""
-    took = (time.monotonic() - started) * 1000
-    trace.info(__name__, "%s in %.3f ms: %s", how, took, _Argv(args))
+    """DRGPU_LOG: a program's end and duration."""
+    _log(args, f"{how} in {(time.monotonic() - started) * 1000:.3f} ms")
 
 
-class _Argv:
-    """A command line, quoted as a shell would take it only when a log record shows it."""
-
-    def __init__(self, args: Sequence[str]) -> None:
-        self._args = args
-
-    def __str__(self) -> str:
+def _log(args: Sequence[str], what: str) -> None:
+    """DRGPU_LOG: `what` of a program, with its argv as a shell would take it (its argv
+    only: its environment may hold secrets that no mask knows)."""
+    if trace.enabled():
         import shlex  # only when DRGPU_LOG shows the line
 
-        return shlex.join(self._args)
+        trace.info(__name__, "%s: %s", what, shlex.join(args))
 
 
 def _started(
@@ -121,7 +93,7 @@ def _started(
 ) -> subprocess.Popen[str]:
     """The program started in a session of its own, killed when drgpu dies; one that
     cannot start is an error."""
-    trace.info(__name__, "run: %s", _Argv(args))
+    _log(args, "run")
     try:
         return subprocess.Popen(
             list(args),
@@ -143,28 +115,18 @@ def _started(
         raise DockerError(f"cannot run {args[0]}: {exc.strerror or exc}") from None
 
 
-def _stop(child: subprocess.Popen[str], *, drain: bool = True) -> None:
+def _stop(child: subprocess.Popen[str]) -> None:
     """SIGTERM to the program's process group (the session it leads: a script's children
-    too), a grace period, then SIGKILL; reaped either way. `drain`: read what is left in
-    its pipes meanwhile (not where another thread reads them)."""
-    finish = child.communicate if drain else child.wait
+    too), a grace period, then SIGKILL; reaped either way (its pipes are left to whoever
+    reads them)."""
     with shielded(lambda name: None):
         _signal_group(child, signal.SIGTERM)
         try:
-            finish(timeout=STOP_GRACE_S)
+            child.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             _signal_group(child, signal.SIGKILL)
-            finish()
+            child.wait()
         _signal_group(child, signal.SIGKILL)  # what of the group outlived its leader
-
-
-def _expire(child: subprocess.Popen[str], expired: threading.Event) -> None:
-    """Stop a program at its time limit, from a timer thread (which catches no signal)."""
-    expired.set()
-    _signal_group(child, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=STOP_GRACE_S)
-    _signal_group(child, signal.SIGKILL)
 
 
 def _signal_group(child: subprocess.Popen[str], signum: signal.Signals) -> None:
@@ -206,10 +168,15 @@ def stream(
     on_line: Callable[[str], str | None],
     timeout: float | None = None,
 ) -> Completed:
-    """Run a program to its end as `run` does (a session of its own, stopped on a signal
-    or at `timeout`),
-    handing each stderr line to `on_line` as it comes; the captured stderr holds what
-    `on_line` returns for each line (None: nothing)."""
+    """Run a program to its end, handing each stderr line to `on_line` as it comes; the
+    captured stderr holds what `on_line` returns for each line (None: nothing). One that
+    cannot start is an error.
+
+    The program runs in a session of its own, so that a Ctrl-C at the terminal reaches
+    drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
+    so does `timeout`. It is killed when drgpu is (a kill -9 leaves no program running on
+    its own).
+    """
     limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=False)
@@ -219,8 +186,12 @@ def stream(
     reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
     reader.start()
     expired = threading.Event()
-    # At the limit, a timer stops the program: its stderr then ends, and so does the loop.
-    timer = threading.Timer(limit, _expire, (child, expired))
+
+    def expire() -> None:  # at the limit: its stderr then ends, and so does the loop below
+        expired.set()
+        _stop(child)  # a timer thread: its `shielded` installs no handler
+
+    timer = threading.Timer(limit, expire)
     timer.daemon = True
     timer.start()
     try:
@@ -231,7 +202,7 @@ def stream(
         child.wait()
     except BaseException:
         timer.cancel()  # a signal (see drgpu.host.signals): stop the program first
-        _stop(child, drain=False)  # the reader thread still reads its stdout
+        _stop(child)  # the reader thread still reads its stdout
         _log_end(args, "stopped: interrupted", started)
         raise
     timer.cancel()
@@ -272,7 +243,7 @@ def run_tail(
             if exited:  # what was written before it exited is read (no more: a child's)
                 break
     except BaseException:
-        _stop(child, drain=False)
+        _stop(child)
         _log_end(args, "stopped", started)
         raise
     finally:

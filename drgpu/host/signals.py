@@ -18,18 +18,10 @@ class Interrupted(BaseException):
     through to `drgpu.cli.main`, which names the signal."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-    @property
-    def name(self) -> str:
-        """SIGINT, SIGTERM or SIGHUP."""
-        return signal.Signals(self.signum).name
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal's number, as a shell reports a program a signal stopped."""
-        return 128 + self.signum
+        self.name = signal.Signals(signum).name  # SIGINT, SIGTERM or SIGHUP
+        self.exit_code = 128 + signum  # as a shell reports a program a signal stopped
+        super().__init__(self.name)
 
 
 @contextmanager

@@ -53,7 +53,7 @@ def state_dir(env_file: Path, *, create: bool = True) -> Path:
 def new_state_dir(env_file: Path) -> Path | None:
     """`state_dir`, created; the folder when this call made it, else None."""
     there = state_dir(env_file, create=False).exists()
-    folder = state_dir(env_file)
+    folder = state_dir(env_file)  # checked (and made) either way
     return None if there else folder
 
 
@@ -116,7 +116,7 @@ def _check_trusted(path: Path, found: os.stat_result, *, sticky_ok: bool) -> Non
     write are no one else's)."""
     if found.st_uid not in _trusted_owners():
         raise ConfigError(
-            f"{path} belongs to {_user(found.st_uid)}, not to you or root: drgpu does not"
+            f"{path} belongs to {_named(found.st_uid)}, not to you or root: drgpu does not"
             " trust its files there (someone else could swap the override Compose reads)",
             hint=f"remove {path} (drgpu creates its folder itself)"
             if path.name == STATE_DIR
@@ -126,7 +126,9 @@ def _check_trusted(path: Path, found: os.stat_result, *, sticky_ok: bool) -> Non
     if sticky_ok and mode & stat.S_ISVTX:
         return  # like /tmp: nobody renames or removes what is ours below it
     if mode & stat.S_IWOTH or (mode & stat.S_IWGRP and not _private_group(found)):
-        writers = "everybody" if mode & stat.S_IWOTH else f"group {_group(found.st_gid)}"
+        writers = (
+            "everybody" if mode & stat.S_IWOTH else f"group {_named(found.st_gid, group=True)}"
+        )
         raise ConfigError(
             f"{path} is writable by {writers} (mode {stat.S_IMODE(mode):04o}): drgpu does not"
             " trust its files there (someone else could swap the override Compose reads)",
@@ -143,25 +145,17 @@ def _private_group(found: os.stat_result) -> bool:
     except KeyError:
         return False
     primaries = {user.pw_uid for user in pwd.getpwall() if user.pw_gid == found.st_gid}
-    if primaries - {found.st_uid}:
-        return False
-    if set(group.gr_mem) - {owner.pw_name}:
-        return False
-    return bool(primaries or group.gr_mem)
+    others = primaries - {found.st_uid} or set(group.gr_mem) - {owner.pw_name}
+    return not others and bool(primaries or group.gr_mem)
 
 
-def _user(uid: int) -> str:
+def _named(number: int, *, group: bool = False) -> str:
+    """A user (or group) id with its name when it has one: `alice (uid 1000)`."""
     try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+        name = grp.getgrgid(number).gr_name if group else pwd.getpwuid(number).pw_name
     except KeyError:
-        return f"uid {uid}"
-
-
-def _group(gid: int) -> str:
-    try:
-        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
-    except KeyError:
-        return f"gid {gid}"
+        return f"{'gid' if group else 'uid'} {number}"
+    return f"{name} ({'gid' if group else 'uid'} {number})"
 
 
 def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:

@@ -29,7 +29,7 @@ POLL_S = 0.1
 def stack_containers(namespace: str) -> dict[str, ContainerFacts]:
     """This node's containers of a Swarm stack, by the id of the task each runs."""
     with docker_api.connected() as engine:
-        found = containers(engine, {"label": f"{STACK_LABEL}={namespace}"})
+        found = containers(engine, _stack(namespace))
     return {
         container.labels[TASK_ID_LABEL]: container
         for container in found
@@ -43,9 +43,7 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
         tasks = [
             (str((service.get("Spec") or {}).get("Name") or ""), task)
             for service in _services(engine, namespace)
-            for task in engine.call(
-                "GET", f"/tasks?filters={filters({'service': str(service['ID'])})}"
-            ).checked("list a service's tasks", 200, kind=list)
+            for task in _tasks(engine, {"service": str(service["ID"])}, "list a service's tasks")
         ]
     return sorted(
         (_task_facts(name, task) for name, task in tasks),
@@ -195,11 +193,7 @@ def _job_done(engine: Connection, job: str) -> str | None:
     """Wait until the job's task on its node ends; None when it completed, else why not."""
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while time.monotonic() < deadline:
-        query = filters({"service": job})
-        tasks = engine.call("GET", f"/tasks?filters={query}").checked(
-            "list the job's task", 200, kind=list
-        )
-        for task in tasks or []:
+        for task in _tasks(engine, {"service": job}, "list the job's task"):
             status = task.get("Status") or {}
             if status.get("State") == "complete":
                 return None
@@ -210,11 +204,17 @@ def _job_done(engine: Connection, job: str) -> str | None:
 
 
 def _services(engine: Connection, namespace: str) -> list[Mapping[str, Any]]:
-    query = filters({"label": f"{STACK_LABEL}={namespace}"})
-    found = engine.call("GET", f"/services?filters={query}").checked(
-        "list services", 200, kind=list
-    )
-    return list(found or [])
+    found = engine.call("GET", f"/services?filters={filters(_stack(namespace))}")
+    return list(found.checked("list services", 200, kind=list))
+
+
+def _tasks(engine: Connection, wanted: Mapping[str, str], what: str) -> list[Mapping[str, Any]]:
+    found = engine.call("GET", f"/tasks?filters={filters(wanted)}")
+    return list(found.checked(what, 200, kind=list))
+
+
+def _stack(namespace: str) -> dict[str, str]:
+    return {"label": f"{STACK_LABEL}={namespace}"}
 
 
 def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
@@ -243,11 +243,11 @@ def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
     nodes = _nodes(engine)
     if nodes is None:
         return None
-    services = engine.call("GET", "/services").checked("list services", 200, kind=list) or []
+    services = engine.call("GET", "/services").checked("list services", 200, kind=list)
     names = {s["ID"]: str((s.get("Spec") or {}).get("Name") or "") for s in services}
     tasks = [
         _task_facts(names.get(task.get("ServiceID"), ""), task)
-        for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list) or []
+        for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list)
     ]
     return SwarmState(tuple(nodes), tuple(task for task in tasks if task.run_id), (here,))
 
@@ -297,23 +297,22 @@ def stack_leftovers(namespace: str) -> dict[str, int]:
     """How many services, tasks, containers (on this node) and networks of a stack are left
     (a removed service's tasks linger a moment: `docker stack ps`, which DRfC's start
     script asks, still lists them)."""
-    label = {"label": f"{STACK_LABEL}={namespace}"}
+    label = _stack(namespace)
     with docker_api.connected() as engine:
         networks = engine.call("GET", f"/networks?filters={filters(label)}")
-        tasks = engine.call("GET", f"/tasks?filters={filters(label)}")
+        tasks = _tasks(engine, label, "list tasks")
         return {
             "services": len(_services(engine, namespace)),
-            "tasks": len(tasks.checked("list tasks", 200, kind=list) or []),
+            "tasks": len(tasks),
             "containers": len(listing(engine, label)),
-            "networks": len(networks.checked("list networks", 200, kind=list) or []),
+            "networks": len(networks.checked("list networks", 200, kind=list)),
         }
 
 
 def stack_service_count(namespace: str) -> int:
     """How many Swarm services the stack `namespace` has; 0 on an engine that is no swarm
     manager (it has no services to ask about)."""
-    query = filters({"label": f"{STACK_LABEL}={namespace}"})
-    answer = docker_api.call("GET", f"/services?filters={query}")
+    answer = docker_api.call("GET", f"/services?filters={filters(_stack(namespace))}")
     if answer.status == 503:  # this node is not a swarm manager
         return 0
     return len(answer.checked("list services", 200, kind=list))
@@ -330,7 +329,7 @@ def this_swarm() -> tuple[EngineFacts | None, str | None]:
 def engine_facts() -> EngineFacts:
     """This node's engine: runtimes, advertised generic resources, Swarm state and labels."""
     with docker_api.connected() as engine:
-        info = engine.call("GET", "/info").checked("say what it is", 200) or {}
+        info = engine.call("GET", "/info").checked("say what it is", 200)
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
         nodes = {node.id: node.labels for node in (_nodes(engine) or [])} if manager else {}

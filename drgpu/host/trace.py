@@ -54,17 +54,16 @@ def enabled() -> bool:
 
 def debug(logger: str, message: str, *args: Any) -> None:
     """Log `message % args` at DEBUG on `logger` (a module's __name__), when it is on."""
-    if _on:
-        _log(logger, LEVELS["debug"], message, args)
+    _log(logger, LEVELS["debug"], message, args)
 
 
 def info(logger: str, message: str, *args: Any) -> None:
     """Log `message % args` at INFO on `logger` (a module's __name__), when it is on."""
-    if _on:
-        _log(logger, LEVELS["info"], message, args)
+    _log(logger, LEVELS["info"], message, args)
 
 
 def _log(logger: str, level: int, message: str, args: tuple[Any, ...]) -> None:
-    import logging  # lazy: logging is imported only when DRGPU_LOG is set
+    if _on:
+        import logging  # lazy: logging is imported only when DRGPU_LOG is set
 
-    logging.getLogger(logger).log(level, message, *args)
+        logging.getLogger(logger).log(level, message, *args)

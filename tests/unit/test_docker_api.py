@@ -134,8 +134,10 @@ def test_one_connection_serves_many_calls(tmp_path: Path) -> None:
     heard = serve(tmp_path / "d.sock", [sized, chunked], close_after_each=False)
     connection = Connection(Address(socket_path=str(tmp_path / "d.sock")))
     try:
-        assert connection.call("GET", "/containers/json").json() == []
-        assert connection.call("GET", "/containers/json").json() == [{"Id": "x"}]
+        assert connection.call("GET", "/containers/json").checked("list", 200, kind=list) == []
+        assert connection.call("GET", "/containers/json").checked("list", 200, kind=list) == [
+            {"Id": "x"}
+        ]
     finally:
         connection.close()
     assert len(heard) == 1 and heard[0].count(b"GET /containers/json HTTP/1.1") == 2
