@@ -14,6 +14,7 @@ from drgpu.core.devices import (
     describe_inventory,
     resolve,
 )
+from drgpu.core.findings import Finding, Level
 from drgpu.core.host_checks import x_server_text, x_server_warning
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
@@ -62,18 +63,36 @@ RUNS_HINT = (
 )
 
 
+def warning(subject: str, message: str) -> Finding:
+    """A warning about a plan (`subject`: its project), as `plan --json` lists it."""
+    return Finding(subject, Level.WARN, message, kind="plan-warning")
+
+
 @dataclass
 class _Notes:
-    """What planning found on the way: problems stop it, the rest goes into the plan."""
+    """What planning found on the way: problems stop it, the rest goes into the plan.
+    `lookup_fix` helps where no GPU matches a request."""
 
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    subject: str
+    lookup_fix: str
+    problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     explanations: list[str] = field(default_factory=list)
-    hints: list[str] = field(default_factory=list)  # what helps with the problems found
 
-    def hint(self, fallback: str) -> str:
-        """The hints of the problems found, else `fallback`."""
-        return "; or ".join(dict.fromkeys(self.hints)) or fallback
+    def warn(self, *messages: str) -> None:
+        self.warnings.extend(warning(self.subject, message) for message in messages)
+
+    def fail(self, message: str, fix: str | None = None) -> None:
+        self.problems.append(Finding(self.subject, Level.FAIL, message, fix, kind="plan-problem"))
+
+    def refuse(self, fallback: str) -> None:
+        """Raise every problem found at once, hinting their fixes (else `fallback`)."""
+        if self.problems:
+            fixes = dict.fromkeys(problem.fix for problem in self.problems if problem.fix)
+            raise GpuValidationError(
+                [problem.message for problem in self.problems],
+                hint="; or ".join(fixes) or fallback,
+            )
 
 
 @dataclass(frozen=True)
@@ -114,7 +133,15 @@ def make_plan(
     """
     own = service_requests(config, stack)
     _refuse_cuda_strings(config, inventory)
-    notes = _Notes(warnings=list(config.key_mistakes))
+    lookup_fix = (
+        "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
+        if config.index_order == IndexOrder.PCI
+        else "`drgpu gpus` lists this machine's GPUs, CUDA's order in column CUDA"
+    )
+    if nodes:
+        lookup_fix += "; or the swarm's nodes: " + "; ".join(advertised(nodes))
+    notes = _Notes(config.project, lookup_fix)
+    notes.warn(*config.key_mistakes)
     _index_notes(config, inventory, notes, refuse=refuse_unordered)
     trains = _trains(config, stack)
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
@@ -125,8 +152,12 @@ def make_plan(
     simulator = _resolve(
         config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
     )
-    if nodes:
-        _one_node(config, simulator, nodes, notes)
+    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
+    if len(where) > 1:  # one service, one constraint
+        notes.fail(
+            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
+            " the simulators' GPUs must all be on one node"
+        )
     owned = {
         name: _resolve(config, request.key, request.request, inventory, notes)
         for name, request in own.items()
@@ -142,24 +173,20 @@ def make_plan(
         *(_Request(f"service {name}", own[name].key, owned[name]) for name in own),
     ]
     _check_overlaps(config, requests, notes)
-    if notes.problems:
-        raise GpuValidationError(notes.problems, hint=notes.hint(_order_note(config)))
+    notes.refuse(_order_note(config))
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
-    notes.problems.extend(shared.problems)
-    notes.warnings.extend(shared.warnings)
+    for problem in shared.problems:
+        notes.fail(problem)
+    notes.warn(*shared.warnings)
     notes.explanations.extend(shared.explanations)
-    conflicts = _other_runs(config, shared.services, inventory, claims, notes)
-    if notes.problems:
-        raise GpuValidationError(
-            notes.problems, hint=RUNS_HINT if conflicts else notes.hint(_order_note(config))
-        )
-    _memory_warnings(trainer, shared.services, notes)
-    notes.warnings.extend(_unused_requests(config, stack))
+    _other_runs(config, shared.services, inventory, claims, notes)
+    notes.refuse(_order_note(config))
+    notes.warn(*_memory_warnings(trainer, shared.services), *_unused_requests(config, stack))
     if config.host_x:  # Gazebo renders on the X server's GPU: named; a warning where not ours
         x_server = x_server_warning(inventory, [a.gpu for a in simulator])
         if x_server:
-            notes.warnings.append(x_server)
+            notes.warn(x_server)
         else:
             notes.explanations.append(f"DR_HOST_X: {x_server_text(inventory)}, the simulator's")
     return Plan(
@@ -183,21 +210,6 @@ def _remote(inventory: Inventory, nodes: Sequence[NodeFacts]) -> Inventory:
         if locate(uuid, inventory) is None
     )
     return replace(inventory, gpus=(*inventory.gpus, *there)) if there else inventory
-
-
-def _one_node(
-    config: Config, simulator: tuple[Assignment, ...], nodes: Sequence[NodeFacts], notes: _Notes
-) -> None:
-    """The simulators' GPUs of other nodes all on one node (one service, one constraint);
-    an unknown one is said with every node's GPUs."""
-    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
-    if len(where) > 1:
-        notes.problems.append(
-            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
-            " the simulators' GPUs must all be on one node"
-        )
-    if any("no GPU matches" in p for p in notes.problems):
-        notes.hints.append("the swarm's nodes: " + "; ".join(advertised(nodes)))
 
 
 def _auto(
@@ -267,19 +279,19 @@ def _defaulted_trainer(
     key = config.trainer_key
     if choice.problem is None:
         chosen = ", ".join(short(device) for device in choice.devices)
-        notes.warnings.append(
+        notes.warn(
             f"{key} is not set: the trainer gets {chosen}, as `auto` chooses"
             f" (DeepRacer-for-cloud would give it every GPU); set {key} to choose"
         )
         return choice.devices
     if not inventory.gpus:
         if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
-            notes.warnings.append(
+            notes.warn(
                 f"{key} is not set and NVML cannot tell this machine's GPUs"
                 f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
             )
         return ()
-    notes.warnings.append(
+    notes.warn(
         f"{key} is not set and no GPU is free for the trainer ({choice.problem}):"
         f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
     )
@@ -294,7 +306,7 @@ def _cpu_trainer_warning(
     if trainer or not usable or config.trainer_defaulted:
         return  # (an unset key says so itself: `_defaulted_trainer`)
     written = config.values.get(config.trainer_key, "").strip() or "empty"
-    notes.warnings.append(
+    notes.warn(
         f"the trainer runs on the CPU ({config.where(config.trainer_key)}={written}) though"
         f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
         f" not hours; set {config.trainer_key} to its GPU(s), or auto"
@@ -351,8 +363,10 @@ def _index_notes(config: Config, inventory: Inventory, notes: _Notes, *, refuse:
         warning, explanation = index_notes(
             requests, inventory, order, config.index_order, chosen=chosen, refuse=refuse, drfc=drfc
         )
-        notes.warnings.extend([warning] if warning else [])
-        notes.explanations.extend([explanation] if explanation else [])
+        if warning:
+            notes.warn(warning)
+        if explanation:
+            notes.explanations.append(explanation)
 
 
 def _resolve(
@@ -360,19 +374,14 @@ def _resolve(
 ) -> tuple[Assignment, ...]:
     if config.index_order == IndexOrder.CUDA and bare_indices(request):
         request, unread = in_cuda_order(request, cuda_order(inventory))
-        notes.problems.extend(f"{config.where(key)}: {problem}" for problem in unread)
+        for problem in unread:
+            notes.fail(f"{config.where(key)}: {problem}")
     assignments, found = resolve(request, inventory)
-    notes.problems.extend(f"{config.where(key)}: {problem}" for problem in found)
-    if any(problem.startswith("no GPU matches") for problem in found):
-        notes.hints.append(
-            "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
-            if config.index_order == IndexOrder.PCI
-            else "`drgpu gpus` lists this machine's GPUs, CUDA's order in column CUDA"
-        )
+    for problem in found:
+        fix = notes.lookup_fix if problem.startswith("no GPU matches") else None
+        notes.fail(f"{config.where(key)}: {problem}", fix)
     if request.all and not assignments:
-        notes.problems.append(
-            f"{config.where(key)}: 'all' asks for GPUs, but this machine has none"
-        )
+        notes.fail(f"{config.where(key)}: 'all' asks for GPUs, but this machine has none")
     return tuple(assignments)
 
 
@@ -380,7 +389,7 @@ def _chosen(
     config: Config, key: str, role: str, choice: Choice, notes: _Notes
 ) -> tuple[Assignment, ...]:
     if choice.problem is not None:
-        notes.problems.append(f"{config.where(key)}: {choice.problem}")
+        notes.fail(f"{config.where(key)}: {choice.problem}")
         return ()
     chosen = ", ".join(short(device) for device in choice.devices)
     notes.explanations.append(f"{role} (auto): {chosen}: {choice.reason}")
@@ -405,13 +414,13 @@ def _overlap(
         f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
     )
     if config.sharing == Sharing.EXCLUSIVE:
-        notes.problems.append(f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them")
-        notes.hints.append(
+        notes.fail(
+            f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them",
             f"give {first.who} or {second.who} another GPU, or set DRGPU_SHARING=timeslice"
-            " to let them share it"
+            " to let them share it",
         )
     elif config.sharing == Sharing.TIMESLICE:
-        notes.warnings.append(
+        notes.warn(
             f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
             " frameworks are told to grow their memory instead of taking it all"
         )
@@ -490,7 +499,7 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
     if numbered:
         if len(numbered) != config.workers:
             names = ", ".join(service.name for service in numbered)
-            notes.warnings.append(
+            notes.warn(
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack defines"
                 f" {len(numbered)} simulator worker(s) itself ({names}): drgpu places those"
             )
@@ -500,7 +509,7 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
         # (DeepRacer-for-cloud evaluates with one simulator, whatever DR_WORKERS says)
         simulators = stack.names(Role.SIMULATOR)
         if base is None and config.workers > 1 and simulators:
-            notes.warnings.append(
+            notes.warn(
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack has"
                 f" {len(simulators)} simulator services ({', '.join(simulators)}):"
                 " each runs once, and drgpu makes no workers of them"
@@ -684,8 +693,8 @@ def _other_runs(
     inventory: Inventory,
     claims: Sequence[Claim],
     notes: _Notes,
-) -> bool:
-    """Check the plan against GPUs other runs hold; whether any conflict was found."""
+) -> None:
+    """Check the plan against GPUs other runs hold."""
     mine: dict[str, tuple[Assignment, list[str]]] = {}
     for service in services:
         for device in service.devices:
@@ -703,7 +712,6 @@ def _other_runs(
                     entry = held.setdefault((device.uuid, claim.run_id), (device, claim, []))
                     if claim.service not in entry[2]:
                         entry[2].append(claim.service)
-    conflict = False
     for (uuid, run), (device, claim, their_services) in held.items():
         names = ", ".join(mine[uuid][1])
         message = (
@@ -711,42 +719,37 @@ def _other_runs(
             f" ({', '.join(their_services)})"
         )
         if config.sharing == Sharing.TIMESLICE and claim.sharing == Sharing.TIMESLICE:
-            notes.warnings.append(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
+            notes.warn(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
         elif config.sharing == Sharing.TIMESLICE:
-            conflict = True
-            notes.problems.append(
-                f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)"
+            notes.fail(
+                f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)",
+                RUNS_HINT,
             )
         else:
-            conflict = True
-            notes.problems.append(
-                f"{message}; DRGPU_SHARING={config.sharing} does not share GPUs between runs"
+            notes.fail(
+                f"{message}; DRGPU_SHARING={config.sharing} does not share GPUs between runs",
+                RUNS_HINT,
             )
-    return conflict
 
 
-def _memory_warnings(
-    trainer: tuple[Assignment, ...],
-    services: Sequence[ServicePlan],
-    notes: _Notes,
-) -> None:
-    notes.warnings.extend(
+def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[ServicePlan]) -> list[str]:
+    warnings = [
         f"the trainer's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 8 GiB; DeepRacer training needs about 8 GiB"
         for device in trainer
         if device.memory_total_mib < TRAINER_MIN_MEMORY_MIB
-    )
+    ]
     workers: dict[str, tuple[Assignment, int]] = {}
     for service in services:
         if service.role is Role.SIMULATOR and not service.disabled:
             for device in service.devices:
                 workers[device.uuid] = (device, workers.get(device.uuid, (device, 0))[1] + 1)
-    notes.warnings.extend(
+    return warnings + [
         f"the simulator's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 1 GiB for each of {count} worker(s)"
         for device, count in workers.values()
         if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * count
-    )
+    ]
 
 
 def _unused_requests(config: Config, stack: Stack) -> list[str]:

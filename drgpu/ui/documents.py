@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from drgpu.core.findings import Finding, Level, failed
+from drgpu.core.findings import Finding, failed
 from drgpu.core.model import Assignment, Plan
 from drgpu.core.planning import ORDER_NOTE
 
@@ -47,7 +47,7 @@ def document(findings: Iterable[Finding], **body: Any) -> dict[str, Any]:
 
 
 def plan_document(
-    plan: Plan, warnings: Iterable[str], view: SwarmView | None = None
+    plan: Plan, warnings: Iterable[Finding], view: SwarmView | None = None
 ) -> dict[str, Any]:
     """The `drgpu plan --json` document: each service's GPUs, each warning a finding; in
     swarm mode (`view`), how Swarm runs it too."""
@@ -93,8 +93,7 @@ def plan_document(
             },
             "nodes": [asdict(node) for node in view.nodes],
         }
-    found = [Finding(plan.project, Level.WARN, w, kind="plan-warning") for w in warnings]
-    return document(found, **body)
+    return document(warnings, **body)
 
 
 def _device_json(device: Assignment) -> dict[str, Any]:

@@ -110,9 +110,10 @@ def test_host_x_names_the_x_servers_gpu_and_warns_where_it_is_not_the_simulators
     )
     result = plan(config, base_stack, replace(gtx_m40, gpus=gpus))
     named = f"the X server renders on GPU {x_on} ({gpus[x_on].name}: graphics PID 1234)"
-    x_lines = [w for w in (*result.warnings, *result.explanations) if "X server" in w]
+    warnings = [warning.message for warning in result.warnings]
+    x_lines = [w for w in (*warnings, *result.explanations) if "X server" in w]
     assert len(x_lines) == 1 and named in x_lines[0]
-    assert (x_lines[0] in result.warnings) is (x_on == 0)  # the simulator has GPU 1
+    assert (x_lines[0] in warnings) is (x_on == 0)  # the simulator has GPU 1
     assert "not the simulator's GPU 1" in x_lines[0] or x_on == 1
 
 
