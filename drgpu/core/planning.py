@@ -45,9 +45,7 @@ from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
 SIMULATOR_MIN_MEMORY_MIB_PER_WORKER = WORKER_MEMORY_MIB
-TRAINER_CAPABILITIES = ("gpu", "compute", "utility")
-SERVICE_CAPABILITIES = TRAINER_CAPABILITIES
-SIMULATOR_CAPABILITIES = ("gpu", "compute", "utility", "graphics")
+GPU_CAPABILITIES = ("gpu", "compute", "utility")  # the simulator's add graphics (and display)
 ORDER_NOTE = (
     "GPU indices are nvidia-smi's (PCI bus order), not CUDA's default fastest-first order;"
     " drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
@@ -436,19 +434,19 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     for request in config.service_devices:
         services = by_key.get(request.key, [])
         if not services:
-            close = [
-                SERVICE_DEVICES_PREFIX + name
-                for name in difflib.get_close_matches(
-                    request.key.removeprefix(SERVICE_DEVICES_PREFIX),
-                    [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key],
-                    n=1,
-                    cutoff=0.6,
-                )
-            ]
+            close = difflib.get_close_matches(
+                request.key.removeprefix(SERVICE_DEVICES_PREFIX),
+                [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key],
+                n=1,
+            )
             names = ", ".join(service.name for service in stack.services) or "none"
             raise ConfigError(
                 f"{config.where(request.key)} names no service of the stack"
-                + (f"; did you mean {close[0]}?" if close else f" (its services: {names})"),
+                + (
+                    f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?"
+                    if close
+                    else f" (its services: {names})"
+                ),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
                 " '-' and '.' written '_'",
             )
@@ -550,15 +548,7 @@ def _services(
             device, reason = placed[index]
             devices = (device,)
             notes.explanations.append(f"{worker.name}: {short(device)}: {reason}")
-        worker_plans[worker.name] = _service_plan(
-            config,
-            worker.source,
-            devices,
-            name=worker.name,
-            slot=worker.slot,
-            extends=_extends(worker.source) if worker.generated else None,
-            replicas=1 if worker.generated else None,
-        )
+        worker_plans[worker.name] = _service_plan(config, worker.source, devices, worker)
     generated = any(worker.generated for worker in workers)
     plans: list[ServicePlan] = []
     for source in stack.services:
@@ -595,80 +585,48 @@ def _single(
     return (device,)
 
 
-def _extends(source: StackService) -> Extends:
-    return Extends(service=source.name, files=tuple(str(path) for path in source.files))
-
-
 def _replaced(config: Config, source: StackService, workers: int) -> ServicePlan:
     """The robomaker service itself, kept from starting: its workers run instead."""
-    plan = _service_plan(config, source, ())
-    return ServicePlan(
-        name=plan.name,
-        role=plan.role,
-        devices=(),
-        capabilities=(),
-        environment=plan.environment,
-        labels=plan.labels,
-        note=(
-            f"not started: {source.name}-1 ... {source.name}-{workers}"
-            f" run instead (DR_WORKERS={workers})"
-        ),
-        replicas=0,
+    note = (
+        f"not started: {source.name}-1 ... {source.name}-{workers}"
+        f" run instead (DR_WORKERS={workers})"
     )
+    return replace(_service_plan(config, source, ()), reset_keys=(), note=note, replicas=0)
 
 
 def _service_plan(
     config: Config,
     source: StackService,
     devices: tuple[Assignment, ...],
-    *,
-    name: str | None = None,
-    slot: int | None = None,
-    extends: Extends | None = None,
-    replicas: int | None = None,
+    worker: _Worker | None = None,
 ) -> ServicePlan:
-    role = source.role
-    capabilities: tuple[str, ...] = ()
-    note = None
-    if role is Role.TRAINER:
-        capabilities = TRAINER_CAPABILITIES
-    elif role is Role.SIMULATOR:
-        capabilities = SIMULATOR_CAPABILITIES + (("display",) if config.host_x else ())
-    elif role is Role.TRAINER_LAUNCHER:
-        note = (
-            "starts the trainer through SageMaker local mode and forwards its"
-            f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
-        )
-    else:
-        capabilities = SERVICE_CAPABILITIES
-    uuids = ",".join(device.uuid for device in devices)
-    environment: dict[str, str] = {}
-    if role is Role.TRAINER_LAUNCHER:
+    """What `source` (or a `worker` made of it) gets: its devices, said in its environment
+    and labels; the keys of its own that would contradict them reset."""
+    role, uuids = source.role, ",".join(device.uuid for device in devices)
+    launcher = role is Role.TRAINER_LAUNCHER
+    gets_request = bool(devices) and not launcher
+    environment = {"NVIDIA_VISIBLE_DEVICES": "void"}
+    if devices or launcher:
         environment = {
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "CUDA_VISIBLE_DEVICES": uuids,
-            "NVIDIA_VISIBLE_DEVICES": "void",
+            "NVIDIA_VISIBLE_DEVICES": "void" if launcher else uuids,
         }
-    elif devices:
-        environment = {
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": uuids,
-            "NVIDIA_VISIBLE_DEVICES": uuids,
-        }
-    else:
-        environment = {"NVIDIA_VISIBLE_DEVICES": "void"}
-    if slot is not None:
-        environment["DOCKER_REPLICA_SLOT"] = str(slot)
-    gets_request = bool(devices) and role is not Role.TRAINER_LAUNCHER
+    capabilities = GPU_CAPABILITIES
+    if role is Role.SIMULATOR:
+        capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
+    copy = worker is not None and worker.generated
     reset_keys = []
     if not gets_request and source.has_device_requests:
         reset_keys.append("deploy.resources.reservations.devices")
     if source.has_gpus_key:
         reset_keys.append("gpus")
-    if extends is not None and "container_name" in source.keys:
+    if copy and "container_name" in source.keys:
         reset_keys.append("container_name")  # copies cannot share one name
+    if worker is not None:
+        environment["DOCKER_REPLICA_SLOT"] = str(worker.slot)
     return ServicePlan(
-        name=name or source.name,
+        name=source.name if worker is None else worker.name,
         role=role,
         devices=devices,
         capabilities=capabilities if gets_request else (),
@@ -678,12 +636,17 @@ def _service_plan(
             config.sharing,
             role,
             uuids if gets_request else "",
-            forwarded=uuids if role is Role.TRAINER_LAUNCHER else "",
+            forwarded=uuids if launcher else "",
         ),
         reset_keys=tuple(reset_keys),
-        note=note,
-        replicas=replicas,
-        extends=extends,
+        note=(
+            "starts the trainer through SageMaker local mode and forwards its"
+            f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
+            if launcher
+            else None
+        ),
+        replicas=1 if copy else None,
+        extends=Extends(source.name, tuple(map(str, source.files))) if copy else None,
     )
 
 
