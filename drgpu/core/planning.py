@@ -99,7 +99,8 @@ class _Request:
 
     who: str
     key: str
-    devices: tuple[Assignment, ...]
+    request: DeviceRequest
+    devices: tuple[Assignment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ def make_plan(
     Every problem is collected and raised at once as a `GpuValidationError`.
     """
     own = service_requests(config, stack)
-    _refuse_cuda_strings(config, inventory)
+    requests = _requests(config, own)
+    _refuse_cuda_strings(config, requests, inventory)
     lookup_fix = (
         "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
         if config.index_order == IndexOrder.PCI
@@ -140,7 +142,7 @@ def make_plan(
         lookup_fix += "; or the swarm's nodes: " + "; ".join(advertised(nodes))
     notes = _Notes(config.project, lookup_fix)
     notes.warn(*config.key_mistakes)
-    _index_notes(config, inventory, notes, refuse=refuse_unordered)
+    _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
     trains = _trains(config, stack)
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     if config.evaluation and trainer:
@@ -165,12 +167,8 @@ def make_plan(
     )
     if trains:
         _cpu_trainer_warning(config, inventory, trainer, notes)
-    requests = [
-        _Request("the trainer", config.trainer_key, trainer),
-        _Request("the simulator", config.simulator_key, simulator),
-        *(_Request(f"service {name}", own[name].key, owned[name]) for name in own),
-    ]
-    _check_overlaps(config, requests, notes)
+    chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
+    _check_overlaps(config, [replace(r, devices=d) for r, d in chosen], notes)
     notes.refuse(_order_note(config))
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
@@ -311,25 +309,25 @@ def _cpu_trainer_warning(
     )
 
 
-def _refuse_cuda_strings(config: Config, inventory: Inventory) -> None:
+def _refuse_cuda_strings(config: Config, requests: list[_Request], inventory: Inventory) -> None:
     """torch's `cuda:N` in a device value is a `ConfigError` naming what to write instead:
     the nvidia-smi index and UUID of CUDA's GPU N here (or N itself, read in CUDA's order)."""
-    for key, request in _keyed_requests(config):
-        for selector in request.selectors:
+    for request in requests:
+        for selector in request.request.selectors:
             if selector.kind is SelectorKind.CUDA_ORDINAL:
                 raise ConfigError(
-                    f"{config.where(key)}: {selector.text!r} is torch's device string,"
+                    f"{config.where(request.key)}: {selector.text!r} is torch's device string,"
                     f" not a device list: {_cuda_meaning(config, inventory, selector.index)}",
                     hint="`drgpu gpus` shows each GPU's nvidia-smi index and CUDA's (column CUDA)",
                 )
 
 
-def _keyed_requests(config: Config) -> list[tuple[str, DeviceRequest]]:
-    """Every device request of the settings, with its key."""
+def _requests(config: Config, own: Mapping[str, ServiceDevices]) -> list[_Request]:
+    """Every device request of the settings: who asks, under which key."""
     return [
-        (config.trainer_key, config.trainer_devices),
-        (config.simulator_key, config.simulator_devices),
-        *((own.key, own.request) for own in config.service_devices),
+        _Request("the trainer", config.trainer_key, config.trainer_devices),
+        _Request("the simulator", config.simulator_key, config.simulator_devices),
+        *(_Request(f"service {name}", asked.key, asked.request) for name, asked in own.items()),
     ]
 
 
@@ -352,9 +350,11 @@ def _order_note(config: Config) -> str:
     return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
 
 
-def _index_notes(config: Config, inventory: Inventory, notes: _Notes, *, refuse: bool) -> None:
+def _index_notes(
+    config: Config, asked: list[_Request], inventory: Inventory, notes: _Notes, *, refuse: bool
+) -> None:
     """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
-    requests = _keyed_requests(config)
+    requests = [(request.key, request.request) for request in asked]
     if any(bare_indices(request) for _key, request in requests):
         order, chosen = cuda_order(inventory), config.index_order_chosen
         drfc = "DR_DIR" in config.values  # an activated DRfC shell, whose docs mean CUDA's
