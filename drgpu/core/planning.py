@@ -143,7 +143,8 @@ def make_plan(
     notes = _Notes(config.project, lookup_fix)
     notes.warn(*config.key_mistakes)
     _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
-    trains = _trains(config, stack)
+    has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
+    trains = has_trainer and not config.evaluation  # a trainer to give GPUs
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     if config.evaluation and trainer:
         # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
@@ -178,7 +179,8 @@ def make_plan(
     notes.explanations.extend(shared.explanations)
     _other_runs(config, shared.services, inventory, claims, notes)
     notes.refuse(_order_note(config))
-    notes.warn(*_memory_warnings(trainer, shared.services), *_unused_requests(config, stack))
+    notes.warn(*_memory_warnings(trainer, shared.services))
+    notes.warn(*_unused_requests(config, stack, has_trainer=has_trainer))
     if config.host_x:  # Gazebo renders on the X server's GPU: named; a warning where not ours
         x_server = x_server_warning(inventory, [a.gpu for a in simulator])
         if x_server:
@@ -257,14 +259,6 @@ def _auto(
         choice = choose_simulators(inventory, busy, trainer, may_share, others_devices)
         simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
     return trainer, simulator
-
-
-def _trains(config: Config, stack: Stack) -> bool:
-    """Whether the plan has a trainer to give GPUs: a training (no evaluation) of a stack
-    with a trainer, or its launcher."""
-    return not config.evaluation and bool(
-        stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
-    )
 
 
 def _defaulted_trainer(
@@ -541,14 +535,18 @@ def _services(
     workers = _workers(config, stack, notes)
     reserved = {device.uuid: TRAINER_MIN_MEMORY_MIB for device in trainer}
     placed = place_workers(simulator, max(len(workers), 1), config.worker_placement, reserved)
-    worker_plans: dict[str, ServicePlan] = {}
-    for index, worker in enumerate(workers):
-        devices: tuple[Assignment, ...] = ()
-        if placed:
-            device, reason = placed[index]
-            devices = (device,)
-            notes.explanations.append(f"{worker.name}: {short(device)}: {reason}")
-        worker_plans[worker.name] = _service_plan(config, worker.source, devices, worker)
+
+    def placed_on(name: str, index: int) -> tuple[Assignment, ...]:
+        device, reason = placed[index]
+        notes.explanations.append(f"{name}: {short(device)}: {reason}")
+        return (device,)
+
+    worker_plans = {
+        worker.name: _service_plan(
+            config, worker.source, placed_on(worker.name, index) if placed else (), worker
+        )
+        for index, worker in enumerate(workers)
+    }
     generated = any(worker.generated for worker in workers)
     plans: list[ServicePlan] = []
     for source in stack.services:
@@ -561,28 +559,13 @@ def _services(
             plans.extend(worker_plans.values())
         elif source.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
             plans.append(_service_plan(config, source, trainer))
-        elif source.role is Role.SIMULATOR:
-            devices = _single(config, source, placed, simulator, notes)
+        elif source.role is Role.SIMULATOR:  # no worker: what is written, or auto's one GPU
+            auto = config.simulator_devices.auto and placed  # (never more GPUs than workers)
+            devices = placed_on(source.name, 0) if auto else simulator
             plans.append(_service_plan(config, source, devices))
         else:
             plans.append(_service_plan(config, source, owned.get(source.name, ())))
     return tuple(plans)
-
-
-def _single(
-    config: Config,
-    source: StackService,
-    placed: list[tuple[Assignment, str]],
-    simulator: tuple[Assignment, ...],
-    notes: _Notes,
-) -> tuple[Assignment, ...]:
-    """The devices of a simulator that is no worker: the whole list written, or for
-    `auto` one GPU (auto never takes more GPUs than there are workers)."""
-    if not config.simulator_devices.auto or not placed:
-        return simulator
-    device, reason = placed[0]
-    notes.explanations.append(f"{source.name}: {short(device)}: {reason}")
-    return (device,)
 
 
 def _replaced(config: Config, source: StackService, workers: int) -> ServicePlan:
@@ -612,7 +595,7 @@ def _service_plan(
             "CUDA_VISIBLE_DEVICES": uuids,
             "NVIDIA_VISIBLE_DEVICES": "void" if launcher else uuids,
         }
-    capabilities = GPU_CAPABILITIES
+    capabilities: tuple[str, ...] = GPU_CAPABILITIES
     if role is Role.SIMULATOR:
         capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
     copy = worker is not None and worker.generated
@@ -715,9 +698,8 @@ def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[Service
     ]
 
 
-def _unused_requests(config: Config, stack: Stack) -> list[str]:
+def _unused_requests(config: Config, stack: Stack, *, has_trainer: bool) -> list[str]:
     warnings = []
-    has_trainer = stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
     if config.trainer_devices.wants_gpu and not has_trainer and not config.trainer_defaulted:
         trainers = (
             "sagemaker or rl_coach service"
