@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.core.findings import Finding, failed
 from drgpu.core.model import Assignment, Plan
-from drgpu.core.planning import ORDER_NOTE
 
 if TYPE_CHECKING:
     from drgpu.core.cuda_verdict import CheckResult
@@ -71,7 +70,7 @@ def plan_document(
         "sharing": plan.sharing,
         "device_driver": plan.device_driver,
         "explanations": list(plan.explanations),
-        "index_order": plan.index_note or ORDER_NOTE,
+        "index_order": plan.index_note,
     }
     if view is not None:
         body["docker_style"] = "swarm"
