@@ -32,6 +32,10 @@ MPS_COMMAND = (
     f"nvidia-cuda-mps-control -d && exec tail -F {MPS_LOG_DIRECTORY}/control.log",
 )
 MPS_CAPABILITIES = ("gpu", "compute", "utility")
+MPS_ENVIRONMENT = (
+    ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
+    ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
     ]
     own_daemon = stack.service(MPS_DAEMON_SERVICE)
     if config.sharing == Sharing.MPS:
-        shared = _mps(config, own_daemon.keys if own_daemon else None, tuple(services))
+        shared = _mps(config, own_daemon.keys if own_daemon else frozenset(), tuple(services))
         if shared is not None:
             return shared
         warnings.append("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started")
@@ -69,10 +73,10 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
 
 
 def _mps(
-    config: Config, own_keys: frozenset[str] | None, services: tuple[ServicePlan, ...]
+    config: Config, own_keys: frozenset[str], services: tuple[ServicePlan, ...]
 ) -> Shared | None:
     """MPS for the GPUs two or more services share; None when no GPU is shared.
-    `own_keys`: what the stack's own drgpu-mps service sets (None: the stack has none)."""
+    `own_keys`: what the stack's own drgpu-mps service sets."""
     users: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
     for service in services:
         for device in service.devices:
@@ -112,7 +116,7 @@ def _mps(
     return Shared(
         services=(
             *(_as_client(config, s) if s.name in names else s for s in services),
-            _daemon(config, devices, own_keys or frozenset()),
+            _daemon(config, devices, own_keys),
         ),
         problems=tuple(problems),
         warnings=tuple(warnings),
@@ -135,8 +139,7 @@ def _daemon(
             ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
             ("CUDA_VISIBLE_DEVICES", uuids),
             ("NVIDIA_VISIBLE_DEVICES", uuids),
-            ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
-            ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
+            *MPS_ENVIRONMENT,
         ),
         labels=run_labels(config.run_key, config.sharing, Role.MPS_DAEMON, uuids),
         note="the MPS control daemon of the shared GPUs",
@@ -151,10 +154,7 @@ def _daemon(
 
 def _as_client(config: Config, service: ServicePlan) -> ServicePlan:
     threads, memory = _limits(config, service.role)
-    environment = [
-        ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
-        ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
-    ]
+    environment = list(MPS_ENVIRONMENT)
     if threads is not None:
         environment.append(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(threads)))
     if memory is not None:
