@@ -232,6 +232,23 @@ def test_a_gpu_that_does_not_exist_hints_at_the_machines_gpus(
     )
 
 
+def test_in_a_swarm_a_gpu_no_one_has_hints_once_at_every_nodes_gpus(
+    make_config: MakeConfig, base_stack: Stack, gtx_m40: Inventory
+) -> None:
+    """Each problem carries its fix; the error's hint says each fix once."""
+    from drgpu.core.swarm_view import NodeFacts, advertised
+
+    node = NodeFacts("node2", "bed", "worker", "ready", "active", {}, ("GPU-2",))
+    config = make_config(DR_SAGEMAKER_CUDA_DEVICES="5", DR_ROBOMAKER_CUDA_DEVICES="GPU-7")
+    with pytest.raises(GpuValidationError) as caught:
+        make_plan(config, base_stack, gtx_m40, nodes=[node])
+    assert len(caught.value.problems) == 2
+    assert caught.value.hint == (
+        "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's; or the swarm's"
+        f" nodes: {advertised([node])[0]}"
+    )
+
+
 def test_all_on_a_machine_without_gpus_is_refused(
     make_config: MakeConfig, base_stack: Stack
 ) -> None:
