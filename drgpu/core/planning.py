@@ -480,13 +480,9 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
     """The simulator workers: the stack's own robomaker-N, else DR_WORKERS copies of
     its simulator (robomaker-1 ..., or carla-1 ... for the one service of role simulator),
     else none (one simulator, or no simulator at all)."""
+    simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
     numbered = sorted(
-        (
-            service
-            for service in stack.services
-            if service.worker_slot is not None and service.role is Role.SIMULATOR
-        ),
-        key=lambda service: service.worker_slot or 0,
+        (s for s in simulators if s.worker_slot is not None), key=lambda s: s.worker_slot or 0
     )
     if numbered:
         if len(numbered) != config.workers:
@@ -496,14 +492,16 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
                 f" {len(numbered)} simulator worker(s) itself ({names}): drgpu places those"
             )
         return [_Worker(s.name, s.worker_slot or 0, s, generated=False) for s in numbered]
-    base = _worker_base(stack)
+    base = stack.service(SIMULATOR_SERVICE)  # what workers copy: robomaker, else the one
+    if base is None or base.role is not Role.SIMULATOR:
+        base = simulators[0] if len(simulators) == 1 else None
     if base is None or config.workers == 1 or config.evaluation:
         # (DeepRacer-for-cloud evaluates with one simulator, whatever DR_WORKERS says)
-        simulators = stack.names(Role.SIMULATOR)
         if base is None and config.workers > 1 and simulators:
+            names = ", ".join(service.name for service in simulators)
             notes.warn(
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack has"
-                f" {len(simulators)} simulator services ({', '.join(simulators)}):"
+                f" {len(simulators)} simulator services ({names}):"
                 " each runs once, and drgpu makes no workers of them"
             )
         return []
@@ -511,15 +509,6 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
         _Worker(f"{base.name}-{slot}", slot, base, generated=True)
         for slot in range(1, config.workers + 1)
     ]
-
-
-def _worker_base(stack: Stack) -> StackService | None:
-    """The service workers are copies of: robomaker, else the stack's one simulator."""
-    robomaker = stack.service(SIMULATOR_SERVICE)
-    if robomaker is not None and robomaker.role is Role.SIMULATOR:
-        return robomaker
-    simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
-    return simulators[0] if len(simulators) == 1 else None
 
 
 def _services(
