@@ -39,7 +39,7 @@ from drgpu.core.settings import (
     ServiceDevices,
     service_devices_key,
 )
-from drgpu.core.sharing import apply_sharing
+from drgpu.core.sharing import apply_sharing, users
 from drgpu.core.swarm_view import NodeFacts, advertised
 from drgpu.errors import ConfigError, GpuValidationError
 
@@ -630,10 +630,7 @@ def _other_runs(
     notes: _Notes,
 ) -> None:
     """Check the plan against GPUs other runs hold."""
-    mine: dict[str, tuple[Assignment, list[str]]] = {}
-    for service in services:
-        for device in service.devices:
-            mine.setdefault(device.uuid, (device, []))[1].append(service.name)
+    mine = users(services)
     held: dict[tuple[str, str], tuple[Assignment, Claim, list[str]]] = {}
     for claim in claims:
         if claim.run_id == config.run_key:
@@ -642,13 +639,13 @@ def _other_runs(
             theirs = locate(uuid, inventory)
             if theirs is None:
                 continue
-            for device, _names in mine.values():
+            for device, _services in mine.values():
                 if overlaps(device, theirs):
                     entry = held.setdefault((device.uuid, claim.run_id), (device, claim, []))
                     if claim.service not in entry[2]:
                         entry[2].append(claim.service)
     for (uuid, run), (device, claim, their_services) in held.items():
-        names = ", ".join(mine[uuid][1])
+        names = ", ".join(service.name for service in mine[uuid][1])
         message = (
             f"{describe_gpu(device.gpu)}, planned for {names}, is held by run {run!r}"
             f" ({', '.join(their_services)})"
@@ -674,16 +671,12 @@ def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[Service
         for device in trainer
         if device.memory_total_mib < TRAINER_MIN_MEMORY_MIB
     ]
-    workers: dict[str, tuple[Assignment, int]] = {}
-    for service in services:
-        if service.role is Role.SIMULATOR and not service.disabled:
-            for device in service.devices:
-                workers[device.uuid] = (device, workers.get(device.uuid, (device, 0))[1] + 1)
+    simulators = [s for s in services if s.role is Role.SIMULATOR and not s.disabled]
     return warnings + [
         f"the simulator's GPU {device.gpu.index} ({device.gpu.name},"
-        f" {device.memory_total_mib} MiB) has under 1 GiB for each of {count} worker(s)"
-        for device, count in workers.values()
-        if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * count
+        f" {device.memory_total_mib} MiB) has under 1 GiB for each of {len(on)} worker(s)"
+        for device, on in users(simulators).values()
+        if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * len(on)
     ]
 
 

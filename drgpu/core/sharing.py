@@ -6,7 +6,7 @@ each service on them its client (shared IPC and pipe directory, limits from syst
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
@@ -72,16 +72,21 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
     return Shared(tuple(services), warnings=tuple(warnings))
 
 
+def users(services: Iterable[ServicePlan]) -> dict[str, tuple[Assignment, list[ServicePlan]]]:
+    """Each device (by UUID) with the services planned on it."""
+    found: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
+    for service in services:
+        for device in service.devices:
+            found.setdefault(device.uuid, (device, []))[1].append(service)
+    return found
+
+
 def _mps(
     config: Config, own_keys: frozenset[str], services: tuple[ServicePlan, ...]
 ) -> Shared | None:
     """MPS for the GPUs two or more services share; None when no GPU is shared.
     `own_keys`: what the stack's own drgpu-mps service sets."""
-    users: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
-    for service in services:
-        for device in service.devices:
-            users.setdefault(device.uuid, (device, []))[1].append(service)
-    shared = {uuid: entry for uuid, entry in users.items() if len(entry[1]) > 1}
+    shared = {uuid: entry for uuid, entry in users(services).items() if len(entry[1]) > 1}
     clients = [
         s for s in services if s.has_gpu and any(device.uuid in shared for device in s.devices)
     ]
