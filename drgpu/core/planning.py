@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -391,31 +392,25 @@ def _chosen(
 def _check_overlaps(config: Config, requests: Sequence[_Request], notes: _Notes) -> None:
     """Each GPU asked for under two keys is refused (exclusive) or shared (with a warning
     for timeslice)."""
-    for number, first in enumerate(requests):
-        for second in requests[number + 1 :]:
-            for device in first.devices:
-                if any(overlaps(device, theirs) for theirs in second.devices):
-                    _overlap(config, device, first, second, notes)
-
-
-def _overlap(
-    config: Config, device: Assignment, first: _Request, second: _Request, notes: _Notes
-) -> None:
-    both = (
-        f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
-        f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
-    )
-    if config.sharing == Sharing.EXCLUSIVE:
-        notes.fail(
-            f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them",
-            f"give {first.who} or {second.who} another GPU, or set DRGPU_SHARING=timeslice"
-            " to let them share it",
-        )
-    elif config.sharing == Sharing.TIMESLICE:
-        notes.warn(
-            f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
-            " frameworks are told to grow their memory instead of taking it all"
-        )
+    for first, second in itertools.combinations(requests, 2):
+        for device in first.devices:
+            if not any(overlaps(device, theirs) for theirs in second.devices):
+                continue
+            both = (
+                f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
+                f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
+            )
+            if config.sharing == Sharing.EXCLUSIVE:
+                notes.fail(
+                    f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them",
+                    f"give {first.who} or {second.who} another GPU, or set"
+                    " DRGPU_SHARING=timeslice to let them share it",
+                )
+            elif config.sharing == Sharing.TIMESLICE:
+                notes.warn(
+                    f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
+                    " frameworks are told to grow their memory instead of taking it all"
+                )
 
 
 def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
