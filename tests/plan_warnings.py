@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from drgpu.core.findings import Finding
+
 ORDER_WARNING = "CUDA's order"
 
 
@@ -18,9 +20,10 @@ def messages(document: Mapping[str, Any]) -> list[str]:
     return [finding["message"] for finding in document["findings"]]
 
 
-def order_free(warnings: Iterable[str]) -> tuple[str, ...]:
-    """`warnings` less the one about CUDA's order against nvidia-smi's."""
-    return tuple(warning for warning in warnings if not warning.startswith(ORDER_WARNING))
+def order_free(warnings: Iterable[Finding | str]) -> tuple[str, ...]:
+    """The messages of `warnings` less the one about CUDA's order against nvidia-smi's."""
+    texts = (w if isinstance(w, str) else w.message for w in warnings)
+    return tuple(text for text in texts if not text.startswith(ORDER_WARNING))
 
 
 def order_free_text(stderr: str) -> str:

@@ -171,8 +171,8 @@ def drfc_env(*, evaluation: bool) -> str:
     config = settings(target)
     config.refuse_key_mistakes()
     prepared = prepare_with(config, script_target(target, config), None)
-    for message in prepared.plan.warnings:
-        warn(message)
+    for finding in prepared.plan.warnings:
+        warn(finding.message)
     return (swarm_shell_exports if swarm_style(config) else shell_exports)(prepared)
 
 

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import inventory_file_offered, prepare_with
+from drgpu.core.findings import Finding
 from drgpu.core.model import Plan
+from drgpu.core.planning import warning
 from drgpu.core.redaction import masked_plan
 from drgpu.core.swarm_view import swarm_reasons
 
@@ -33,7 +35,7 @@ class PlanResult:
 
     plan: Plan
     swarm_view: SwarmView | None
-    warnings: tuple[str, ...]
+    warnings: tuple[Finding, ...]
 
 
 def plan(options: PlanOptions) -> PlanResult:
@@ -52,6 +54,7 @@ def plan(options: PlanOptions) -> PlanResult:
         key = config.simulator_key
         setting = f"{key}={config.values.get(key, '')}" if explicit else None
         reasons, said = swarm_reasons(prepared.plan.explanations, reserving, setting)
-        warnings = (*prepared.plan.warnings, *view.warnings, *said)
+        swarm_warnings = [warning(config.project, text) for text in (*view.warnings, *said)]
+        warnings = (*prepared.plan.warnings, *swarm_warnings)
         return PlanResult(replace(prepared.plan, explanations=reasons), view, warnings)
     return PlanResult(masked_plan(prepared.plan), None, prepared.plan.warnings)

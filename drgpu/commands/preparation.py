@@ -16,7 +16,7 @@ from drgpu.core.inputs import Inputs
 from drgpu.core.labels import claims
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
-from drgpu.core.planning import make_plan, service_requests
+from drgpu.core.planning import make_plan, service_requests, warning
 from drgpu.core.settings import Config
 from drgpu.core.swarm_view import NodeFacts
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
@@ -106,7 +106,7 @@ def _prepare(
         claims, blind = _claims(strict)
     plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn, nodes=nodes)
     if blind is not None:
-        plan = replace(plan, warnings=(*plan.warnings, blind))
+        plan = replace(plan, warnings=(*plan.warnings, warning(plan.project, blind)))
     plan = _with_device_driver(config, plan, this_host=inventory_file is None)
     return Prepared(
         config=config,
@@ -131,7 +131,7 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
             daemon = None  # the claims' warning says the engine cannot be asked
     choice = choose(config.device_driver, daemon, hook_installed())
     uuids = [d.uuid for service in plan.services if service.has_gpu for d in service.devices]
-    warnings = [w for w in [unnamed_in_spec(choice.driver, daemon, uuids)] if w]
+    unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
     explained = [f"device requests: driver {choice.driver} ({choice.why})"]
     if choice.driver is DeviceDriver.NVIDIA and config.device_driver is DeviceDriver.AUTO:
         explained = []
@@ -139,7 +139,7 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
         plan,
         device_driver=choice.driver,
         explanations=(*plan.explanations, *explained),
-        warnings=(*plan.warnings, *warnings),
+        warnings=(*plan.warnings, *([warning(plan.project, unnamed)] if unnamed else [])),
     )
 
 

@@ -66,7 +66,8 @@ def render(options: RenderOptions) -> Rendered:
     if options.output is not None:
         _refuse_edited(options.output)
         write_owned_file(options.output, sealed(result.text), private=result.shown != result.text)
-    return replace(result, warnings=(*prepared.plan.warnings, *result.warnings))
+    warnings = (*(finding.message for finding in prepared.plan.warnings), *result.warnings)
+    return replace(result, warnings=warnings)
 
 
 def _drfc_swarm(options: RenderOptions, target: Inputs, config: Config) -> bool:

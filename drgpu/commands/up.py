@@ -70,8 +70,8 @@ def up(options: UpOptions) -> Started | Deployed:
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
     with prepare_locked(config, target, swarm=own_swarm) as prepared:
-        for message in prepared.plan.warnings:
-            warn(message)
+        for finding in prepared.plan.warnings:
+            warn(finding.message)
         _preflight(prepared.plan)
         if drfc_swarm:  # drgpu's override appended to the start script's `-c` list
             return Deployed(*drfc_stack.swarm_up(prepared, options.script_args))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from drgpu.core.findings import Finding
 from drgpu.core.modes import DeviceDriver, Sharing
 
 HEADER_MARK = "# Written by drgpu"  # the first line of every file drgpu writes
@@ -151,7 +152,7 @@ class Plan:
     project: str
     run_id: str
     services: tuple[ServicePlan, ...]
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()
     explanations: tuple[str, ...] = ()
     sharing: Sharing = Sharing.EXCLUSIVE
     tmpfs_volumes: tuple[str, ...] = ()

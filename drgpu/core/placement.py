@@ -173,9 +173,7 @@ def _free_mib(device: Assignment) -> int:
 
 
 def _usable(inventory: Inventory, busy: Mapping[str, str]) -> list[Gpu]:
-    return [
-        gpu for gpu in inventory.gpus if not gpu.lost and not gpu.mig_mode and gpu.uuid not in busy
-    ]
+    return [gpu for gpu in inventory.gpus if _why_not(gpu, busy) is None]
 
 
 def _why_not(gpu: Gpu, busy: Mapping[str, str]) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -14,6 +15,7 @@ from drgpu.core.devices import (
     describe_inventory,
     resolve,
 )
+from drgpu.core.findings import Finding, Level
 from drgpu.core.host_checks import x_server_text, x_server_warning
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
@@ -38,15 +40,13 @@ from drgpu.core.settings import (
     ServiceDevices,
     service_devices_key,
 )
-from drgpu.core.sharing import apply_sharing
+from drgpu.core.sharing import apply_sharing, users
 from drgpu.core.swarm_view import NodeFacts, advertised
 from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
 SIMULATOR_MIN_MEMORY_MIB_PER_WORKER = WORKER_MEMORY_MIB
-TRAINER_CAPABILITIES = ("gpu", "compute", "utility")
-SERVICE_CAPABILITIES = TRAINER_CAPABILITIES
-SIMULATOR_CAPABILITIES = ("gpu", "compute", "utility", "graphics")
+GPU_CAPABILITIES = ("gpu", "compute", "utility")  # the simulator's add graphics (and display)
 ORDER_NOTE = (
     "GPU indices are nvidia-smi's (PCI bus order), not CUDA's default fastest-first order;"
     " drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
@@ -62,18 +62,36 @@ RUNS_HINT = (
 )
 
 
+def warning(subject: str, message: str) -> Finding:
+    """A warning about a plan (`subject`: its project), as `plan --json` lists it."""
+    return Finding(subject, Level.WARN, message, kind="plan-warning")
+
+
 @dataclass
 class _Notes:
-    """What planning found on the way: problems stop it, the rest goes into the plan."""
+    """What planning found on the way: problems stop it, the rest goes into the plan.
+    `lookup_fix` helps where no GPU matches a request."""
 
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    subject: str
+    lookup_fix: str
+    problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     explanations: list[str] = field(default_factory=list)
-    hints: list[str] = field(default_factory=list)  # what helps with the problems found
 
-    def hint(self, fallback: str) -> str:
-        """The hints of the problems found, else `fallback`."""
-        return "; or ".join(dict.fromkeys(self.hints)) or fallback
+    def warn(self, *messages: str) -> None:
+        self.warnings.extend(warning(self.subject, message) for message in messages)
+
+    def fail(self, message: str, fix: str | None = None) -> None:
+        self.problems.append(Finding(self.subject, Level.FAIL, message, fix, kind="plan-problem"))
+
+    def refuse(self, fallback: str) -> None:
+        """Raise every problem found at once, hinting their fixes (else `fallback`)."""
+        if self.problems:
+            fixes = dict.fromkeys(problem.fix for problem in self.problems if problem.fix)
+            raise GpuValidationError(
+                [problem.message for problem in self.problems],
+                hint="; or ".join(fixes) or fallback,
+            )
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,8 @@ class _Request:
 
     who: str
     key: str
-    devices: tuple[Assignment, ...]
+    request: DeviceRequest
+    devices: tuple[Assignment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,10 +132,20 @@ def make_plan(
     Every problem is collected and raised at once as a `GpuValidationError`.
     """
     own = service_requests(config, stack)
-    _refuse_cuda_strings(config, inventory)
-    notes = _Notes(warnings=list(config.key_mistakes))
-    _index_notes(config, inventory, notes, refuse=refuse_unordered)
-    trains = _trains(config, stack)
+    requests = _requests(config, own)
+    _refuse_cuda_strings(config, requests, inventory)
+    lookup_fix = (
+        "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
+        if config.index_order == IndexOrder.PCI
+        else "`drgpu gpus` lists this machine's GPUs, CUDA's order in column CUDA"
+    )
+    if nodes:
+        lookup_fix += "; or the swarm's nodes: " + "; ".join(advertised(nodes))
+    notes = _Notes(config.project, lookup_fix)
+    notes.warn(*config.key_mistakes)
+    _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
+    has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
+    trains = has_trainer and not config.evaluation  # a trainer to give GPUs
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     if config.evaluation and trainer:
         # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
@@ -125,8 +154,12 @@ def make_plan(
     simulator = _resolve(
         config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
     )
-    if nodes:
-        _one_node(config, simulator, nodes, notes)
+    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
+    if len(where) > 1:  # one service, one constraint
+        notes.fail(
+            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
+            " the simulators' GPUs must all be on one node"
+        )
     owned = {
         name: _resolve(config, request.key, request.request, inventory, notes)
         for name, request in own.items()
@@ -136,30 +169,23 @@ def make_plan(
     )
     if trains:
         _cpu_trainer_warning(config, inventory, trainer, notes)
-    requests = [
-        _Request("the trainer", config.trainer_key, trainer),
-        _Request("the simulator", config.simulator_key, simulator),
-        *(_Request(f"service {name}", own[name].key, owned[name]) for name in own),
-    ]
-    _check_overlaps(config, requests, notes)
-    if notes.problems:
-        raise GpuValidationError(notes.problems, hint=notes.hint(_order_note(config)))
+    chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
+    _check_overlaps(config, [replace(r, devices=d) for r, d in chosen], notes)
+    notes.refuse(_order_note(config))
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
-    notes.problems.extend(shared.problems)
-    notes.warnings.extend(shared.warnings)
+    for problem in shared.problems:
+        notes.fail(problem)
+    notes.warn(*shared.warnings)
     notes.explanations.extend(shared.explanations)
-    conflicts = _other_runs(config, shared.services, inventory, claims, notes)
-    if notes.problems:
-        raise GpuValidationError(
-            notes.problems, hint=RUNS_HINT if conflicts else notes.hint(_order_note(config))
-        )
-    _memory_warnings(trainer, shared.services, notes)
-    notes.warnings.extend(_unused_requests(config, stack))
+    _other_runs(config, shared.services, inventory, claims, notes)
+    notes.refuse(_order_note(config))
+    notes.warn(*_memory_warnings(trainer, shared.services))
+    notes.warn(*_unused_requests(config, stack, has_trainer=has_trainer))
     if config.host_x:  # Gazebo renders on the X server's GPU: named; a warning where not ours
         x_server = x_server_warning(inventory, [a.gpu for a in simulator])
         if x_server:
-            notes.warnings.append(x_server)
+            notes.warn(x_server)
         else:
             notes.explanations.append(f"DR_HOST_X: {x_server_text(inventory)}, the simulator's")
     return Plan(
@@ -183,21 +209,6 @@ def _remote(inventory: Inventory, nodes: Sequence[NodeFacts]) -> Inventory:
         if locate(uuid, inventory) is None
     )
     return replace(inventory, gpus=(*inventory.gpus, *there)) if there else inventory
-
-
-def _one_node(
-    config: Config, simulator: tuple[Assignment, ...], nodes: Sequence[NodeFacts], notes: _Notes
-) -> None:
-    """The simulators' GPUs of other nodes all on one node (one service, one constraint);
-    an unknown one is said with every node's GPUs."""
-    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
-    if len(where) > 1:
-        notes.problems.append(
-            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
-            " the simulators' GPUs must all be on one node"
-        )
-    if any("no GPU matches" in p for p in notes.problems):
-        notes.hints.append("the swarm's nodes: " + "; ".join(advertised(nodes)))
 
 
 def _auto(
@@ -251,14 +262,6 @@ def _auto(
     return trainer, simulator
 
 
-def _trains(config: Config, stack: Stack) -> bool:
-    """Whether the plan has a trainer to give GPUs: a training (no evaluation) of a stack
-    with a trainer, or its launcher."""
-    return not config.evaluation and bool(
-        stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
-    )
-
-
 def _defaulted_trainer(
     config: Config, inventory: Inventory, choice: Choice, notes: _Notes
 ) -> tuple[Assignment, ...]:
@@ -267,19 +270,19 @@ def _defaulted_trainer(
     key = config.trainer_key
     if choice.problem is None:
         chosen = ", ".join(short(device) for device in choice.devices)
-        notes.warnings.append(
+        notes.warn(
             f"{key} is not set: the trainer gets {chosen}, as `auto` chooses"
             f" (DeepRacer-for-cloud would give it every GPU); set {key} to choose"
         )
         return choice.devices
     if not inventory.gpus:
         if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
-            notes.warnings.append(
+            notes.warn(
                 f"{key} is not set and NVML cannot tell this machine's GPUs"
                 f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
             )
         return ()
-    notes.warnings.append(
+    notes.warn(
         f"{key} is not set and no GPU is free for the trainer ({choice.problem}):"
         f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
     )
@@ -294,32 +297,32 @@ def _cpu_trainer_warning(
     if trainer or not usable or config.trainer_defaulted:
         return  # (an unset key says so itself: `_defaulted_trainer`)
     written = config.values.get(config.trainer_key, "").strip() or "empty"
-    notes.warnings.append(
+    notes.warn(
         f"the trainer runs on the CPU ({config.where(config.trainer_key)}={written}) though"
         f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
         f" not hours; set {config.trainer_key} to its GPU(s), or auto"
     )
 
 
-def _refuse_cuda_strings(config: Config, inventory: Inventory) -> None:
+def _refuse_cuda_strings(config: Config, requests: list[_Request], inventory: Inventory) -> None:
     """torch's `cuda:N` in a device value is a `ConfigError` naming what to write instead:
     the nvidia-smi index and UUID of CUDA's GPU N here (or N itself, read in CUDA's order)."""
-    for key, request in _keyed_requests(config):
-        for selector in request.selectors:
+    for request in requests:
+        for selector in request.request.selectors:
             if selector.kind is SelectorKind.CUDA_ORDINAL:
                 raise ConfigError(
-                    f"{config.where(key)}: {selector.text!r} is torch's device string,"
+                    f"{config.where(request.key)}: {selector.text!r} is torch's device string,"
                     f" not a device list: {_cuda_meaning(config, inventory, selector.index)}",
                     hint="`drgpu gpus` shows each GPU's nvidia-smi index and CUDA's (column CUDA)",
                 )
 
 
-def _keyed_requests(config: Config) -> list[tuple[str, DeviceRequest]]:
-    """Every device request of the settings, with its key."""
+def _requests(config: Config, own: Mapping[str, ServiceDevices]) -> list[_Request]:
+    """Every device request of the settings: who asks, under which key."""
     return [
-        (config.trainer_key, config.trainer_devices),
-        (config.simulator_key, config.simulator_devices),
-        *((own.key, own.request) for own in config.service_devices),
+        _Request("the trainer", config.trainer_key, config.trainer_devices),
+        _Request("the simulator", config.simulator_key, config.simulator_devices),
+        *(_Request(f"service {name}", asked.key, asked.request) for name, asked in own.items()),
     ]
 
 
@@ -342,17 +345,21 @@ def _order_note(config: Config) -> str:
     return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
 
 
-def _index_notes(config: Config, inventory: Inventory, notes: _Notes, *, refuse: bool) -> None:
+def _index_notes(
+    config: Config, asked: list[_Request], inventory: Inventory, notes: _Notes, *, refuse: bool
+) -> None:
     """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
-    requests = _keyed_requests(config)
+    requests = [(request.key, request.request) for request in asked]
     if any(bare_indices(request) for _key, request in requests):
         order, chosen = cuda_order(inventory), config.index_order_chosen
         drfc = "DR_DIR" in config.values  # an activated DRfC shell, whose docs mean CUDA's
         warning, explanation = index_notes(
             requests, inventory, order, config.index_order, chosen=chosen, refuse=refuse, drfc=drfc
         )
-        notes.warnings.extend([warning] if warning else [])
-        notes.explanations.extend([explanation] if explanation else [])
+        if warning:
+            notes.warn(warning)
+        if explanation:
+            notes.explanations.append(explanation)
 
 
 def _resolve(
@@ -360,19 +367,14 @@ def _resolve(
 ) -> tuple[Assignment, ...]:
     if config.index_order == IndexOrder.CUDA and bare_indices(request):
         request, unread = in_cuda_order(request, cuda_order(inventory))
-        notes.problems.extend(f"{config.where(key)}: {problem}" for problem in unread)
+        for problem in unread:
+            notes.fail(f"{config.where(key)}: {problem}")
     assignments, found = resolve(request, inventory)
-    notes.problems.extend(f"{config.where(key)}: {problem}" for problem in found)
-    if any(problem.startswith("no GPU matches") for problem in found):
-        notes.hints.append(
-            "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
-            if config.index_order == IndexOrder.PCI
-            else "`drgpu gpus` lists this machine's GPUs, CUDA's order in column CUDA"
-        )
+    for problem in found:
+        fix = notes.lookup_fix if problem.startswith("no GPU matches") else None
+        notes.fail(f"{config.where(key)}: {problem}", fix)
     if request.all and not assignments:
-        notes.problems.append(
-            f"{config.where(key)}: 'all' asks for GPUs, but this machine has none"
-        )
+        notes.fail(f"{config.where(key)}: 'all' asks for GPUs, but this machine has none")
     return tuple(assignments)
 
 
@@ -380,7 +382,7 @@ def _chosen(
     config: Config, key: str, role: str, choice: Choice, notes: _Notes
 ) -> tuple[Assignment, ...]:
     if choice.problem is not None:
-        notes.problems.append(f"{config.where(key)}: {choice.problem}")
+        notes.fail(f"{config.where(key)}: {choice.problem}")
         return ()
     chosen = ", ".join(short(device) for device in choice.devices)
     notes.explanations.append(f"{role} (auto): {chosen}: {choice.reason}")
@@ -390,31 +392,25 @@ def _chosen(
 def _check_overlaps(config: Config, requests: Sequence[_Request], notes: _Notes) -> None:
     """Each GPU asked for under two keys is refused (exclusive) or shared (with a warning
     for timeslice)."""
-    for number, first in enumerate(requests):
-        for second in requests[number + 1 :]:
-            for device in first.devices:
-                if any(overlaps(device, theirs) for theirs in second.devices):
-                    _overlap(config, device, first, second, notes)
-
-
-def _overlap(
-    config: Config, device: Assignment, first: _Request, second: _Request, notes: _Notes
-) -> None:
-    both = (
-        f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
-        f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
-    )
-    if config.sharing == Sharing.EXCLUSIVE:
-        notes.problems.append(f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them")
-        notes.hints.append(
-            f"give {first.who} or {second.who} another GPU, or set DRGPU_SHARING=timeslice"
-            " to let them share it"
-        )
-    elif config.sharing == Sharing.TIMESLICE:
-        notes.warnings.append(
-            f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
-            " frameworks are told to grow their memory instead of taking it all"
-        )
+    for first, second in itertools.combinations(requests, 2):
+        for device in first.devices:
+            if not any(overlaps(device, theirs) for theirs in second.devices):
+                continue
+            both = (
+                f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
+                f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
+            )
+            if config.sharing == Sharing.EXCLUSIVE:
+                notes.fail(
+                    f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them",
+                    f"give {first.who} or {second.who} another GPU, or set"
+                    " DRGPU_SHARING=timeslice to let them share it",
+                )
+            elif config.sharing == Sharing.TIMESLICE:
+                notes.warn(
+                    f"{both}; DRGPU_SHARING=timeslice: they take turns on it, and their"
+                    " frameworks are told to grow their memory instead of taking it all"
+                )
 
 
 def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
@@ -427,19 +423,19 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     for request in config.service_devices:
         services = by_key.get(request.key, [])
         if not services:
-            close = [
-                SERVICE_DEVICES_PREFIX + name
-                for name in difflib.get_close_matches(
-                    request.key.removeprefix(SERVICE_DEVICES_PREFIX),
-                    [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key],
-                    n=1,
-                    cutoff=0.6,
-                )
-            ]
+            close = difflib.get_close_matches(
+                request.key.removeprefix(SERVICE_DEVICES_PREFIX),
+                [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key],
+                n=1,
+            )
             names = ", ".join(service.name for service in stack.services) or "none"
             raise ConfigError(
                 f"{config.where(request.key)} names no service of the stack"
-                + (f"; did you mean {close[0]}?" if close else f" (its services: {names})"),
+                + (
+                    f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?"
+                    if close
+                    else f" (its services: {names})"
+                ),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
                 " '-' and '.' written '_'",
             )
@@ -479,30 +475,28 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
     """The simulator workers: the stack's own robomaker-N, else DR_WORKERS copies of
     its simulator (robomaker-1 ..., or carla-1 ... for the one service of role simulator),
     else none (one simulator, or no simulator at all)."""
+    simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
     numbered = sorted(
-        (
-            service
-            for service in stack.services
-            if service.worker_slot is not None and service.role is Role.SIMULATOR
-        ),
-        key=lambda service: service.worker_slot or 0,
+        (s for s in simulators if s.worker_slot is not None), key=lambda s: s.worker_slot or 0
     )
     if numbered:
         if len(numbered) != config.workers:
             names = ", ".join(service.name for service in numbered)
-            notes.warnings.append(
+            notes.warn(
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack defines"
                 f" {len(numbered)} simulator worker(s) itself ({names}): drgpu places those"
             )
         return [_Worker(s.name, s.worker_slot or 0, s, generated=False) for s in numbered]
-    base = _worker_base(stack)
+    base = stack.service(SIMULATOR_SERVICE)  # what workers copy: robomaker, else the one
+    if base is None or base.role is not Role.SIMULATOR:
+        base = simulators[0] if len(simulators) == 1 else None
     if base is None or config.workers == 1 or config.evaluation:
         # (DeepRacer-for-cloud evaluates with one simulator, whatever DR_WORKERS says)
-        simulators = stack.names(Role.SIMULATOR)
         if base is None and config.workers > 1 and simulators:
-            notes.warnings.append(
+            names = ", ".join(service.name for service in simulators)
+            notes.warn(
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack has"
-                f" {len(simulators)} simulator services ({', '.join(simulators)}):"
+                f" {len(simulators)} simulator services ({names}):"
                 " each runs once, and drgpu makes no workers of them"
             )
         return []
@@ -510,15 +504,6 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
         _Worker(f"{base.name}-{slot}", slot, base, generated=True)
         for slot in range(1, config.workers + 1)
     ]
-
-
-def _worker_base(stack: Stack) -> StackService | None:
-    """The service workers are copies of: robomaker, else the stack's one simulator."""
-    robomaker = stack.service(SIMULATOR_SERVICE)
-    if robomaker is not None and robomaker.role is Role.SIMULATOR:
-        return robomaker
-    simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
-    return simulators[0] if len(simulators) == 1 else None
 
 
 def _services(
@@ -534,22 +519,18 @@ def _services(
     workers = _workers(config, stack, notes)
     reserved = {device.uuid: TRAINER_MIN_MEMORY_MIB for device in trainer}
     placed = place_workers(simulator, max(len(workers), 1), config.worker_placement, reserved)
-    worker_plans: dict[str, ServicePlan] = {}
-    for index, worker in enumerate(workers):
-        devices: tuple[Assignment, ...] = ()
-        if placed:
-            device, reason = placed[index]
-            devices = (device,)
-            notes.explanations.append(f"{worker.name}: {short(device)}: {reason}")
-        worker_plans[worker.name] = _service_plan(
-            config,
-            worker.source,
-            devices,
-            name=worker.name,
-            slot=worker.slot,
-            extends=_extends(worker.source) if worker.generated else None,
-            replicas=1 if worker.generated else None,
+
+    def placed_on(name: str, index: int) -> tuple[Assignment, ...]:
+        device, reason = placed[index]
+        notes.explanations.append(f"{name}: {short(device)}: {reason}")
+        return (device,)
+
+    worker_plans = {
+        worker.name: _service_plan(
+            config, worker.source, placed_on(worker.name, index) if placed else (), worker
         )
+        for index, worker in enumerate(workers)
+    }
     generated = any(worker.generated for worker in workers)
     plans: list[ServicePlan] = []
     for source in stack.services:
@@ -562,104 +543,57 @@ def _services(
             plans.extend(worker_plans.values())
         elif source.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
             plans.append(_service_plan(config, source, trainer))
-        elif source.role is Role.SIMULATOR:
-            devices = _single(config, source, placed, simulator, notes)
+        elif source.role is Role.SIMULATOR:  # no worker: what is written, or auto's one GPU
+            auto = config.simulator_devices.auto and placed  # (never more GPUs than workers)
+            devices = placed_on(source.name, 0) if auto else simulator
             plans.append(_service_plan(config, source, devices))
         else:
             plans.append(_service_plan(config, source, owned.get(source.name, ())))
     return tuple(plans)
 
 
-def _single(
-    config: Config,
-    source: StackService,
-    placed: list[tuple[Assignment, str]],
-    simulator: tuple[Assignment, ...],
-    notes: _Notes,
-) -> tuple[Assignment, ...]:
-    """The devices of a simulator that is no worker: the whole list written, or for
-    `auto` one GPU (auto never takes more GPUs than there are workers)."""
-    if not config.simulator_devices.auto or not placed:
-        return simulator
-    device, reason = placed[0]
-    notes.explanations.append(f"{source.name}: {short(device)}: {reason}")
-    return (device,)
-
-
-def _extends(source: StackService) -> Extends:
-    return Extends(service=source.name, files=tuple(str(path) for path in source.files))
-
-
 def _replaced(config: Config, source: StackService, workers: int) -> ServicePlan:
     """The robomaker service itself, kept from starting: its workers run instead."""
-    plan = _service_plan(config, source, ())
-    return ServicePlan(
-        name=plan.name,
-        role=plan.role,
-        devices=(),
-        capabilities=(),
-        environment=plan.environment,
-        labels=plan.labels,
-        note=(
-            f"not started: {source.name}-1 ... {source.name}-{workers}"
-            f" run instead (DR_WORKERS={workers})"
-        ),
-        replicas=0,
+    note = (
+        f"not started: {source.name}-1 ... {source.name}-{workers}"
+        f" run instead (DR_WORKERS={workers})"
     )
+    return replace(_service_plan(config, source, ()), reset_keys=(), note=note, replicas=0)
 
 
 def _service_plan(
     config: Config,
     source: StackService,
     devices: tuple[Assignment, ...],
-    *,
-    name: str | None = None,
-    slot: int | None = None,
-    extends: Extends | None = None,
-    replicas: int | None = None,
+    worker: _Worker | None = None,
 ) -> ServicePlan:
-    role = source.role
-    capabilities: tuple[str, ...] = ()
-    note = None
-    if role is Role.TRAINER:
-        capabilities = TRAINER_CAPABILITIES
-    elif role is Role.SIMULATOR:
-        capabilities = SIMULATOR_CAPABILITIES + (("display",) if config.host_x else ())
-    elif role is Role.TRAINER_LAUNCHER:
-        note = (
-            "starts the trainer through SageMaker local mode and forwards its"
-            f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
-        )
-    else:
-        capabilities = SERVICE_CAPABILITIES
-    uuids = ",".join(device.uuid for device in devices)
-    environment: dict[str, str] = {}
-    if role is Role.TRAINER_LAUNCHER:
+    """What `source` (or a `worker` made of it) gets: its devices, said in its environment
+    and labels; the keys of its own that would contradict them reset."""
+    role, uuids = source.role, ",".join(device.uuid for device in devices)
+    launcher = role is Role.TRAINER_LAUNCHER
+    gets_request = bool(devices) and not launcher
+    environment = {"NVIDIA_VISIBLE_DEVICES": "void"}
+    if devices or launcher:
         environment = {
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "CUDA_VISIBLE_DEVICES": uuids,
-            "NVIDIA_VISIBLE_DEVICES": "void",
+            "NVIDIA_VISIBLE_DEVICES": "void" if launcher else uuids,
         }
-    elif devices:
-        environment = {
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": uuids,
-            "NVIDIA_VISIBLE_DEVICES": uuids,
-        }
-    else:
-        environment = {"NVIDIA_VISIBLE_DEVICES": "void"}
-    if slot is not None:
-        environment["DOCKER_REPLICA_SLOT"] = str(slot)
-    gets_request = bool(devices) and role is not Role.TRAINER_LAUNCHER
+    capabilities: tuple[str, ...] = GPU_CAPABILITIES
+    if role is Role.SIMULATOR:
+        capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
+    copy = worker is not None and worker.generated
     reset_keys = []
     if not gets_request and source.has_device_requests:
         reset_keys.append("deploy.resources.reservations.devices")
     if source.has_gpus_key:
         reset_keys.append("gpus")
-    if extends is not None and "container_name" in source.keys:
+    if copy and "container_name" in source.keys:
         reset_keys.append("container_name")  # copies cannot share one name
+    if worker is not None:
+        environment["DOCKER_REPLICA_SLOT"] = str(worker.slot)
     return ServicePlan(
-        name=name or source.name,
+        name=source.name if worker is None else worker.name,
         role=role,
         devices=devices,
         capabilities=capabilities if gets_request else (),
@@ -669,12 +603,17 @@ def _service_plan(
             config.sharing,
             role,
             uuids if gets_request else "",
-            forwarded=uuids if role is Role.TRAINER_LAUNCHER else "",
+            forwarded=uuids if launcher else "",
         ),
         reset_keys=tuple(reset_keys),
-        note=note,
-        replicas=replicas,
-        extends=extends,
+        note=(
+            "starts the trainer through SageMaker local mode and forwards its"
+            f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
+            if launcher
+            else None
+        ),
+        replicas=1 if copy else None,
+        extends=Extends(source.name, tuple(map(str, source.files))) if copy else None,
     )
 
 
@@ -684,12 +623,9 @@ def _other_runs(
     inventory: Inventory,
     claims: Sequence[Claim],
     notes: _Notes,
-) -> bool:
-    """Check the plan against GPUs other runs hold; whether any conflict was found."""
-    mine: dict[str, tuple[Assignment, list[str]]] = {}
-    for service in services:
-        for device in service.devices:
-            mine.setdefault(device.uuid, (device, []))[1].append(service.name)
+) -> None:
+    """Check the plan against GPUs other runs hold."""
+    mine = users(services)
     held: dict[tuple[str, str], tuple[Assignment, Claim, list[str]]] = {}
     for claim in claims:
         if claim.run_id == config.run_key:
@@ -698,60 +634,49 @@ def _other_runs(
             theirs = locate(uuid, inventory)
             if theirs is None:
                 continue
-            for device, _names in mine.values():
+            for device, _services in mine.values():
                 if overlaps(device, theirs):
                     entry = held.setdefault((device.uuid, claim.run_id), (device, claim, []))
                     if claim.service not in entry[2]:
                         entry[2].append(claim.service)
-    conflict = False
     for (uuid, run), (device, claim, their_services) in held.items():
-        names = ", ".join(mine[uuid][1])
+        names = ", ".join(service.name for service in mine[uuid][1])
         message = (
             f"{describe_gpu(device.gpu)}, planned for {names}, is held by run {run!r}"
             f" ({', '.join(their_services)})"
         )
         if config.sharing == Sharing.TIMESLICE and claim.sharing == Sharing.TIMESLICE:
-            notes.warnings.append(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
+            notes.warn(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
         elif config.sharing == Sharing.TIMESLICE:
-            conflict = True
-            notes.problems.append(
-                f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)"
+            notes.fail(
+                f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)",
+                RUNS_HINT,
             )
         else:
-            conflict = True
-            notes.problems.append(
-                f"{message}; DRGPU_SHARING={config.sharing} does not share GPUs between runs"
+            notes.fail(
+                f"{message}; DRGPU_SHARING={config.sharing} does not share GPUs between runs",
+                RUNS_HINT,
             )
-    return conflict
 
 
-def _memory_warnings(
-    trainer: tuple[Assignment, ...],
-    services: Sequence[ServicePlan],
-    notes: _Notes,
-) -> None:
-    notes.warnings.extend(
+def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[ServicePlan]) -> list[str]:
+    warnings = [
         f"the trainer's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 8 GiB; DeepRacer training needs about 8 GiB"
         for device in trainer
         if device.memory_total_mib < TRAINER_MIN_MEMORY_MIB
-    )
-    workers: dict[str, tuple[Assignment, int]] = {}
-    for service in services:
-        if service.role is Role.SIMULATOR and not service.disabled:
-            for device in service.devices:
-                workers[device.uuid] = (device, workers.get(device.uuid, (device, 0))[1] + 1)
-    notes.warnings.extend(
+    ]
+    simulators = [s for s in services if s.role is Role.SIMULATOR and not s.disabled]
+    return warnings + [
         f"the simulator's GPU {device.gpu.index} ({device.gpu.name},"
-        f" {device.memory_total_mib} MiB) has under 1 GiB for each of {count} worker(s)"
-        for device, count in workers.values()
-        if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * count
-    )
+        f" {device.memory_total_mib} MiB) has under 1 GiB for each of {len(on)} worker(s)"
+        for device, on in users(simulators).values()
+        if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * len(on)
+    ]
 
 
-def _unused_requests(config: Config, stack: Stack) -> list[str]:
+def _unused_requests(config: Config, stack: Stack, *, has_trainer: bool) -> list[str]:
     warnings = []
-    has_trainer = stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER)
     if config.trainer_devices.wants_gpu and not has_trainer and not config.trainer_defaulted:
         trainers = (
             "sagemaker or rl_coach service"

@@ -31,8 +31,6 @@ class ServiceGpus:
 
     def pinned_for(self, slot: int) -> tuple[str, ...] | None:
         """The GPUs pinned for the task in `slot`; None when none are pinned for it."""
-        if not self.pinned:
-            return None
         if len(self.pinned) == 1:
             return self.pinned[0]
         return self.pinned[slot - 1] if 0 < slot <= len(self.pinned) else None
@@ -90,8 +88,8 @@ class SwarmService(ServiceGpus):
     @property
     def node(self) -> str | None:
         """The node its `node.id == <id>` constraint pins it to, if any."""
-        ids = [c.partition("== ")[2] for c in self.constraints if c.startswith("node.id ==")]
-        return ids[0] if ids else None
+        ids = (c.partition("== ")[2] for c in self.constraints if c.startswith("node.id =="))
+        return next(ids, None)
 
     @property
     def reserves(self) -> bool:

@@ -6,7 +6,7 @@ each service on them its client (shared IPC and pipe directory, limits from syst
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
@@ -32,6 +32,10 @@ MPS_COMMAND = (
     f"nvidia-cuda-mps-control -d && exec tail -F {MPS_LOG_DIRECTORY}/control.log",
 )
 MPS_CAPABILITIES = ("gpu", "compute", "utility")
+MPS_ENVIRONMENT = (
+    ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
+    ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
     ]
     own_daemon = stack.service(MPS_DAEMON_SERVICE)
     if config.sharing == Sharing.MPS:
-        shared = _mps(config, own_daemon.keys if own_daemon else None, tuple(services))
+        shared = _mps(config, own_daemon.keys if own_daemon else frozenset(), tuple(services))
         if shared is not None:
             return shared
         warnings.append("DRGPU_SHARING=mps, but no GPU is shared: no MPS daemon is started")
@@ -68,16 +72,21 @@ def apply_sharing(config: Config, stack: Stack, services: Sequence[ServicePlan])
     return Shared(tuple(services), warnings=tuple(warnings))
 
 
-def _mps(
-    config: Config, own_keys: frozenset[str] | None, services: tuple[ServicePlan, ...]
-) -> Shared | None:
-    """MPS for the GPUs two or more services share; None when no GPU is shared.
-    `own_keys`: what the stack's own drgpu-mps service sets (None: the stack has none)."""
-    users: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
+def users(services: Iterable[ServicePlan]) -> dict[str, tuple[Assignment, list[ServicePlan]]]:
+    """Each device (by UUID) with the services planned on it."""
+    found: dict[str, tuple[Assignment, list[ServicePlan]]] = {}
     for service in services:
         for device in service.devices:
-            users.setdefault(device.uuid, (device, []))[1].append(service)
-    shared = {uuid: entry for uuid, entry in users.items() if len(entry[1]) > 1}
+            found.setdefault(device.uuid, (device, []))[1].append(service)
+    return found
+
+
+def _mps(
+    config: Config, own_keys: frozenset[str], services: tuple[ServicePlan, ...]
+) -> Shared | None:
+    """MPS for the GPUs two or more services share; None when no GPU is shared.
+    `own_keys`: what the stack's own drgpu-mps service sets."""
+    shared = {uuid: entry for uuid, entry in users(services).items() if len(entry[1]) > 1}
     clients = [
         s for s in services if s.has_gpu and any(device.uuid in shared for device in s.devices)
     ]
@@ -112,7 +121,7 @@ def _mps(
     return Shared(
         services=(
             *(_as_client(config, s) if s.name in names else s for s in services),
-            _daemon(config, devices, own_keys or frozenset()),
+            _daemon(config, devices, own_keys),
         ),
         problems=tuple(problems),
         warnings=tuple(warnings),
@@ -135,8 +144,7 @@ def _daemon(
             ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
             ("CUDA_VISIBLE_DEVICES", uuids),
             ("NVIDIA_VISIBLE_DEVICES", uuids),
-            ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
-            ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
+            *MPS_ENVIRONMENT,
         ),
         labels=run_labels(config.run_key, config.sharing, Role.MPS_DAEMON, uuids),
         note="the MPS control daemon of the shared GPUs",
@@ -151,10 +159,7 @@ def _daemon(
 
 def _as_client(config: Config, service: ServicePlan) -> ServicePlan:
     threads, memory = _limits(config, service.role)
-    environment = [
-        ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
-        ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
-    ]
+    environment = list(MPS_ENVIRONMENT)
     if threads is not None:
         environment.append(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(threads)))
     if memory is not None:

@@ -11,9 +11,8 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from drgpu.core.findings import Finding, Level, failed
+from drgpu.core.findings import Finding, failed
 from drgpu.core.model import Assignment, Plan
-from drgpu.core.planning import ORDER_NOTE
 
 if TYPE_CHECKING:
     from drgpu.core.cuda_verdict import CheckResult
@@ -47,7 +46,7 @@ def document(findings: Iterable[Finding], **body: Any) -> dict[str, Any]:
 
 
 def plan_document(
-    plan: Plan, warnings: Iterable[str], view: SwarmView | None = None
+    plan: Plan, warnings: Iterable[Finding], view: SwarmView | None = None
 ) -> dict[str, Any]:
     """The `drgpu plan --json` document: each service's GPUs, each warning a finding; in
     swarm mode (`view`), how Swarm runs it too."""
@@ -71,7 +70,7 @@ def plan_document(
         "sharing": plan.sharing,
         "device_driver": plan.device_driver,
         "explanations": list(plan.explanations),
-        "index_order": plan.index_note or ORDER_NOTE,
+        "index_order": plan.index_note,
     }
     if view is not None:
         body["docker_style"] = "swarm"
@@ -93,8 +92,7 @@ def plan_document(
             },
             "nodes": [asdict(node) for node in view.nodes],
         }
-    found = [Finding(plan.project, Level.WARN, w, kind="plan-warning") for w in warnings]
-    return document(found, **body)
+    return document(warnings, **body)
 
 
 def _device_json(device: Assignment) -> dict[str, Any]:

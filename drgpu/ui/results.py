@@ -29,7 +29,7 @@ def show_plan(result: PlanResult, *, json_output: bool) -> None:
         tables.print_json(plan_document(result.plan, result.warnings, result.swarm_view))
     else:
         tables.plan_table(result.plan, result.swarm_view)
-    tables.warnings(result.warnings)
+    tables.warnings(finding.message for finding in result.warnings)
 
 
 def show_rendered(result: Rendered, *, to_stdout: bool) -> None:

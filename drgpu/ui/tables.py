@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
-from drgpu.core.planning import ORDER_NOTE
 from drgpu.core.swarm_view import advertised
 from drgpu.ui.talk import note, visible, warn
 
@@ -67,11 +66,9 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
     if view is not None:
         devices = {device.uuid: device for s in plan.services for device in s.devices}
         for swarm_service in view.services:
-            gpus, gets = _swarm_gets(
-                swarm_service, devices, swarm_service.node or view.layout.node_id
-            )
+            gpus, gets = _swarm_gets(swarm_service, devices, view.layout.node_id)
             _row(table, swarm_service.name, swarm_service.role.value, gpus, gets)
-    table.caption = plan.index_note or ORDER_NOTE
+    table.caption = plan.index_note
     console().print(table)
     if view is not None:
         for line in advertised(view.nodes):
@@ -81,8 +78,9 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
 
 
 def _swarm_gets(
-    service: SwarmService, devices: Mapping[str, Assignment], node: str | None
+    service: SwarmService, devices: Mapping[str, Assignment], swarm_node: str | None
 ) -> tuple[str, str]:
+    node = service.node or swarm_node
     where = f"node {node[:12]}" if node else "this node"
     replicas = f" x {service.replicas} replicas" if (service.replicas or 1) > 1 else ""
     if service.reserves:

@@ -110,9 +110,10 @@ def test_host_x_names_the_x_servers_gpu_and_warns_where_it_is_not_the_simulators
     )
     result = plan(config, base_stack, replace(gtx_m40, gpus=gpus))
     named = f"the X server renders on GPU {x_on} ({gpus[x_on].name}: graphics PID 1234)"
-    x_lines = [w for w in (*result.warnings, *result.explanations) if "X server" in w]
+    warnings = [warning.message for warning in result.warnings]
+    x_lines = [w for w in (*warnings, *result.explanations) if "X server" in w]
     assert len(x_lines) == 1 and named in x_lines[0]
-    assert (x_lines[0] in result.warnings) is (x_on == 0)  # the simulator has GPU 1
+    assert (x_lines[0] in warnings) is (x_on == 0)  # the simulator has GPU 1
     assert "not the simulator's GPU 1" in x_lines[0] or x_on == 1
 
 
@@ -228,6 +229,23 @@ def test_a_gpu_that_does_not_exist_hints_at_the_machines_gpus(
         make_plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="5"), base_stack, gtx_m40)
     assert (
         caught.value.hint == "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
+    )
+
+
+def test_in_a_swarm_a_gpu_no_one_has_hints_once_at_every_nodes_gpus(
+    make_config: MakeConfig, base_stack: Stack, gtx_m40: Inventory
+) -> None:
+    """Each problem carries its fix; the error's hint says each fix once."""
+    from drgpu.core.swarm_view import NodeFacts, advertised
+
+    node = NodeFacts("node2", "bed", "worker", "ready", "active", {}, ("GPU-2",))
+    config = make_config(DR_SAGEMAKER_CUDA_DEVICES="5", DR_ROBOMAKER_CUDA_DEVICES="GPU-7")
+    with pytest.raises(GpuValidationError) as caught:
+        make_plan(config, base_stack, gtx_m40, nodes=[node])
+    assert len(caught.value.problems) == 2
+    assert caught.value.hint == (
+        "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's; or the swarm's"
+        f" nodes: {advertised([node])[0]}"
     )
 
 

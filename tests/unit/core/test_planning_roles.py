@@ -339,7 +339,7 @@ def test_timeslice_lets_a_service_share_and_tells_it_to_grow_memory(
     settings = config(**{**DONE_WHEN, "DRGPU_DEVICES_EVALUATOR": "2", "DRGPU_SHARING": "timeslice"})
     plan = make_plan(settings, write_stack(LEARNER_STACK), mixed_box)
     assert uuids(plan.service("evaluator")) == [M40]
-    assert any("service evaluator" in warning for warning in plan.warnings)
+    assert any("service evaluator" in warning.message for warning in plan.warnings)
     assert ("TF_FORCE_GPU_ALLOW_GROWTH", "true") in plan.service("evaluator").environment
 
 

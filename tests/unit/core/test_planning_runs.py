@@ -56,7 +56,7 @@ def test_two_timeslice_runs_share_with_a_warning(
     config = make_config(DR_RUN_ID="b", DR_SAGEMAKER_CUDA_DEVICES="0", DRGPU_SHARING="timeslice")
     held = [Claim("a", "sagemaker", (M40,), sharing="timeslice")]
     plan = make_plan(config, base_stack, gtx_m40, held)
-    assert plan.warnings[-1].endswith(
+    assert plan.warnings[-1].message.endswith(
         "is held by run 'a' (sagemaker); both runs use DRGPU_SHARING=timeslice: shared"
     )
 

@@ -175,10 +175,10 @@ def test_a_worker_count_other_than_the_stacks_own_workers_is_warned(
 ) -> None:
     stack = write_stack("services:\n  robomaker-1: {image: sim}\n  robomaker-2: {image: sim}\n")
     plan = make_plan(make_config(DR_WORKERS="3"), stack, gtx_m40)
-    assert plan.warnings == (
+    assert [warning.message for warning in plan.warnings] == [
         "DR_WORKERS is 3, but the stack defines 2 simulator worker(s) itself"
-        " (robomaker-1, robomaker-2): drgpu places those",
-    )
+        " (robomaker-1, robomaker-2): drgpu places those"
+    ]
 
 
 def test_workers_extend_robomaker_from_every_file_that_defines_it(

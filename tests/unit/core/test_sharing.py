@@ -199,7 +199,7 @@ def test_memory_limits_beyond_the_gpu_are_warned(
     assert (
         "MPS memory limits on GPU 1 (NVIDIA GeForce GTX 1650) add up to 5120 MiB,"
         " more than its 4096 MiB"
-    ) in plan.warnings
+    ) in [warning.message for warning in plan.warnings]
 
 
 def test_mps_without_a_shared_gpu_starts_no_daemon(
@@ -292,7 +292,7 @@ def test_rl_coachs_trainer_cannot_join_mps_and_is_warned(
     assert (
         "GPU 0 (Tesla M40 24GB) is shared through MPS, but the trainer that rl_coach starts"
         " runs outside Compose and does not join MPS"
-    ) in plan.warnings
+    ) in [warning.message for warning in plan.warnings]
     assert plan.service("rl_coach").ipc is None
     assert plan.service("robomaker-1").ipc == "service:drgpu-mps"
 
