@@ -41,17 +41,36 @@ def prepare_with(
     target: Inputs,
     inventory_file: Path | None,
     *,
+    stack: Stack | None = None,
+    strict: bool = False,
     warn_unordered: bool = False,
     swarm: bool = False,
 ) -> Prepared:
-    """Read the stack and inventory of `target` and plan with `config`; any problem raises
-    its DrgpuError (bare indices whose order matters but is not chosen, too, unless
-    `warn_unordered`: `plan`). Planned against this host (no inventory file), the plan also
-    respects what other runs hold; when the Docker engine cannot be asked, a warning says so.
-    On a swarm (`swarm`: --swarm) the simulators' UUIDs may name other nodes' GPUs."""
-    stack = _checked_stack(config, target)
-    return _prepare(
-        config, target, stack, inventory_file, strict=False, warn=warn_unordered, swarm=swarm
+    """Read the stack (unless given) and inventory of `target` and plan with `config`; any
+    problem raises its DrgpuError (bare indices whose order matters but is not chosen, too,
+    unless `warn_unordered`: `plan`). Planned against this host (no inventory file), the
+    plan also respects what other runs hold; when the Docker engine cannot be asked, a
+    warning says so (`strict`: the error). On a swarm (`swarm`: --swarm) the simulators'
+    UUIDs may name other nodes' GPUs."""
+    stack = _checked_stack(config, target) if stack is None else stack
+    inventory = _inventory(config, inventory_file)
+    here = inventory_file is None
+    nodes = _swarm_nodes(config) if here and config.deploys_to_swarm(swarm) else ()
+    # (a trainer whose key is not set chooses a GPU too: never one another run holds)
+    chooses = config.trainer_defaulted and bool(inventory.gpus)
+    others, blind = _claims(strict) if here and (config.wants_gpu or chooses) else ((), None)
+    plan = make_plan(
+        config, stack, inventory, others, refuse_unordered=not warn_unordered, nodes=nodes
+    )
+    if blind is not None:
+        plan = replace(plan, warnings=(*plan.warnings, blind))
+    return Prepared(
+        config=config,
+        stack=stack,
+        plan=_with_device_driver(config, plan, this_host=here),
+        override_path=override_path(target.env_file, config.project),
+        target=target,
+        nodes=nodes,
     )
 
 
@@ -74,7 +93,7 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
         override = override_path(target.env_file, config.project)
         written = stack_path(override, config.project) if swarm else override
         with removed_on_failure(written):  # under the lock: no other up's file
-            yield _prepare(config, target, stack, None, strict=not swarm, swarm=swarm)
+            yield prepare_with(config, target, None, stack=stack, strict=not swarm, swarm=swarm)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:
@@ -83,39 +102,6 @@ def _checked_stack(config: Config, target: Inputs) -> Stack:
     stack = load_stack(stack_files(target))
     service_requests(config, stack)
     return stack
-
-
-def _prepare(
-    config: Config,
-    target: Inputs,
-    stack: Stack,
-    inventory_file: Path | None,
-    *,
-    strict: bool,
-    warn: bool = False,
-    swarm: bool = False,
-) -> Prepared:
-    inventory = _inventory(config, inventory_file)
-    here = inventory_file is None
-    nodes = _swarm_nodes(config) if here and config.deploys_to_swarm(swarm) else ()
-    claims: tuple[Claim, ...] = ()
-    blind: str | None = None
-    # (a trainer whose key is not set chooses a GPU too: never one another run holds)
-    chooses = config.trainer_defaulted and bool(inventory.gpus)
-    if inventory_file is None and (config.wants_gpu or chooses):
-        claims, blind = _claims(strict)
-    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn, nodes=nodes)
-    if blind is not None:
-        plan = replace(plan, warnings=(*plan.warnings, blind))
-    plan = _with_device_driver(config, plan, this_host=inventory_file is None)
-    return Prepared(
-        config=config,
-        stack=stack,
-        plan=plan,
-        override_path=override_path(target.env_file, config.project),
-        target=target,
-        nodes=nodes,
-    )
 
 
 def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
