@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.preparation import Prepared, stack_files
@@ -88,7 +87,7 @@ def _compose_up(
 
 def down(config: Config, target: Inputs) -> None:
     """Stop and remove the stack's containers (under the engine-wide lock: see `run_lock`)."""
-    files: tuple[Path, ...] = tuple(stack_files(target))
+    files = stack_files(target)
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
     if (override.is_file() or override.is_symlink()) and not written_by_drgpu(override):

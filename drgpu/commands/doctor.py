@@ -122,7 +122,7 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     images as its compose file names them; another stack's are then unknown."""
     if config is not None:
         try:
-            model = compose.resolve_stack(config, tuple(stack_files(target)))
+            model = compose.resolve_stack(config, stack_files(target))
             return checks.resolved_images(model["services"])
         except DrgpuError:
             pass  # the compose check says why

@@ -3,6 +3,7 @@ runs hold, read and planned (`Prepared`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -111,10 +112,8 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
     if this_host and config.wants_gpu and config.device_driver is not DeviceDriver.NVIDIA:
         from drgpu.host import engine  # lazy: start-up time of a plan on a file
 
-        try:
+        with contextlib.suppress(DockerError):  # the claims' warning says it cannot be asked
             daemon = engine.daemon_facts()
-        except DockerError:
-            daemon = None  # the claims' warning says the engine cannot be asked
     choice = choose(config.device_driver, daemon, hook_installed())
     uuids = [d.uuid for service in plan.services if service.has_gpu for d in service.devices]
     warnings = [w for w in [unnamed_in_spec(choice.driver, daemon, uuids)] if w]
@@ -151,9 +150,9 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
     return nodes if any(s.kind is SelectorKind.GPU_UUID for s in request.selectors) else ()
 
 
-def stack_files(target: Inputs) -> list[Path]:
+def stack_files(target: Inputs) -> tuple[Path, ...]:
     """The compose files of the target's stack: its own, or drgpu's base stack."""
-    return list(target.compose_files or [base_stack_file()])
+    return target.compose_files or (base_stack_file(),)
 
 
 def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:

@@ -58,17 +58,15 @@ def swarm_setup(
     config = settings(target) if is_file(target.env_file) else None
     state = read_node(daemon_json, toolkit_config)
     here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
-    kept = trainer_gpus(config, gpus) if here else ()
+    kept = trainer_gpus(config, gpus) if config is not None and here else ()
     wanted = wanted_resources(gpus, kept)
     found = report(wanted, state, daemon_json, toolkit_config, kept=kept, trainer_here=here)
     return SwarmSetupResult(found)
 
 
-def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]:
+def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
     """The GPUs (UUIDs) the settings give the trainer on this node, planned as `drgpu
-    plan` would; none without settings (a simulator-only node)."""
-    if config is None:
-        return ()
+    plan` would."""
     plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(
         device.uuid
