@@ -117,9 +117,8 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
     choice = choose(config.device_driver, daemon, hook_installed())
     uuids = [d.uuid for service in plan.services if service.has_gpu for d in service.devices]
     warnings = [w for w in [unnamed_in_spec(choice.driver, daemon, uuids)] if w]
-    explained = [f"device requests: driver {choice.driver} ({choice.why})"]
-    if choice.driver is DeviceDriver.NVIDIA and config.device_driver is DeviceDriver.AUTO:
-        explained = []
+    default = choice.driver is DeviceDriver.NVIDIA and config.device_driver is DeviceDriver.AUTO
+    explained = [] if default else [f"device requests: driver {choice.driver} ({choice.why})"]
     return replace(
         plan,
         device_driver=choice.driver,

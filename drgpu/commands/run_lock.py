@@ -17,7 +17,7 @@ from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
 from drgpu.host.state_files import state_dir
 from drgpu.ui.talk import note, warn
 
-MAX_LOCK_TIMEOUT_S = 86400
+MAX_TIMEOUT_S = 86400
 
 
 @contextmanager
@@ -28,13 +28,13 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
     the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
     """
     text = (settings.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
-    timeout_s = whole_seconds(TIMEOUT_KEY, text, 0, MAX_LOCK_TIMEOUT_S) if text else None
+    timeout_s = whole_seconds(TIMEOUT_KEY, text, 0, MAX_TIMEOUT_S) if text else DEFAULT_TIMEOUT_S
     with engine_lock(
         command,
         project,
         on_wait=note,
         on_stale=_clean_after,
-        timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+        timeout_s=timeout_s,
         volumes_before=lambda: engine.project_volumes(project),
     ) as holder:
         if command == "down":
