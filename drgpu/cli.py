@@ -263,13 +263,8 @@ def up(
     from drgpu.commands import up as up_command  # lazy: start-up time
     from drgpu.ui.results import show_up  # lazy: start-up time
 
-    options = up_command.UpOptions(
-        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
-        swarm=swarm,
-        script_args=tuple(script_args or ()),
-        quiet=quiet,
-    )
-    show_up(up_command.up(options))
+    inputs = _inputs(env_file, run_env, file, evaluation=evaluation)
+    show_up(up_command.up(inputs, swarm=swarm, script_args=tuple(script_args or ()), quiet=quiet))
 
 
 @_command(examples=("drgpu down", "drgpu down -f docker/docker-compose-training.yml"))
@@ -286,10 +281,7 @@ def down(
     """
     from drgpu.commands import down as down_command  # lazy: start-up time
 
-    options = down_command.DownOptions(
-        inputs=_inputs(env_file, run_env, file, evaluation=evaluation), swarm=swarm
-    )
-    down_command.down(options)
+    down_command.down(_inputs(env_file, run_env, file, evaluation=evaluation), swarm=swarm)
 
 
 @_command(
@@ -477,12 +469,9 @@ def doctor(
     from drgpu.commands import doctor as doctor_command  # lazy: start-up time
     from drgpu.ui.results import show_doctor  # lazy: start-up time
 
-    options = doctor_command.DoctorOptions(
-        inputs=_inputs(env_file, files=file, needs_files=False),
-        images=tuple(image or ()),
-        probe=probe,
-    )
-    _show(show_doctor, doctor_command.doctor(options), json_output=json_output)
+    inputs = _inputs(env_file, files=file, needs_files=False)
+    result = doctor_command.doctor(inputs, image or [], probe=probe)
+    _show(show_doctor, result, json_output=json_output)
 
 
 @_command(
@@ -563,13 +552,8 @@ def swarm_setup(
     from drgpu.commands import swarm_setup as swarm_setup_command  # lazy: start-up time
     from drgpu.ui.results import show_swarm_setup  # lazy: start-up time
 
-    options = swarm_setup_command.SwarmSetupOptions(
-        inventory=inventory,
-        daemon_json=daemon_json,
-        toolkit_config=toolkit_config,
-        env_file=env_file,
-    )
-    _show(show_swarm_setup, swarm_setup_command.swarm_setup(options), json_output=json_output)
+    result = swarm_setup_command.swarm_setup(inventory, daemon_json, toolkit_config, env_file)
+    _show(show_swarm_setup, result, json_output=json_output)
 
 
 @_command("example-env", examples=("drgpu example-env -o system.env", "drgpu example-env | less"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.preparation import Prepared, stack_files
@@ -31,22 +30,20 @@ if TYPE_CHECKING:
 
 
 def up(
-    prepared: Prepared, progress: Callable[[ProgressEvent], None] | None = None
+    prepared: Prepared, progress: Callable[[ProgressEvent], None]
 ) -> tuple[list[ContainerFacts], list[Finding]]:
     """Render, start the stack, and verify it (its containers, and a warning for each not
-    provable from inside); on any failure or caught signal the run
-    goes back down (`rollback.rolled_back`). With `progress`, it hears each service's state
-    as Compose reports it, then its verification (else a spinner shows)."""
+    provable from inside); on any failure or caught signal the run goes back down
+    (`rollback.rolled_back`). `progress` hears each service's state as Compose reports it,
+    then its verification."""
     text = render_override(prepared.plan, override_header_template())
     write_owned_file(prepared.override_path, text, private=holds_secret(prepared.plan))
     files = (*prepared.stack.files, prepared.override_path)
     binary = compose.find_compose(prepared.config.values)
     environment = compose.compose_environment(prepared.config.values)
-    # --remove-orphans: workers of an earlier DR_WORKERS must not keep their GPUs.
-    command = compose.compose_command(
-        binary, prepared.plan.project, files, "up", "-d", "--remove-orphans"
-    )
     project = prepared.plan.project
+    # --remove-orphans: workers of an earlier DR_WORKERS must not keep their GPUs.
+    command = compose.compose_command(binary, project, files, "up", "-d", "--remove-orphans")
     with rolled_back(
         project,
         lambda: compose.compose_down(binary, project, files, environment),
@@ -68,13 +65,10 @@ def _compose_up(
     command: list[str],
     environment: dict[str, str],
     project: str,
-    progress: Callable[[ProgressEvent], None] | None,
+    progress: Callable[[ProgressEvent], None],
 ) -> Completed:
-    """Run `compose up`: behind a spinner, or with `--progress json`, each line of it an
-    event for `progress` (a Compose without that mode runs it plainly)."""
-    if progress is None:
-        with spinner(f"starting {project}"):
-            return process.run(command, env=environment)
+    """Run `compose up` with `--progress json`, each line of it an event for `progress` (a
+    Compose without that mode runs it plainly)."""
 
     def heard(line: str) -> str | None:
         event = compose_event(line, project)
@@ -93,7 +87,7 @@ def _compose_up(
 
 def down(config: Config, target: Inputs) -> None:
     """Stop and remove the stack's containers (under the engine-wide lock: see `run_lock`)."""
-    files: tuple[Path, ...] = tuple(stack_files(target))
+    files = stack_files(target)
     override = override_path(target.env_file, config.project)
     binary = compose.find_compose(config.values)
     if (override.is_file() or override.is_symlink()) and not written_by_drgpu(override):

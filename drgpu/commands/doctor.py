@@ -25,16 +25,6 @@ from drgpu.ui.talk import spinner
 
 
 @dataclass(frozen=True)
-class DoctorOptions:
-    """`drgpu doctor`'s options: `images` to check too (the first is the one `probe`
-    starts in a short container with a GPU device request)."""
-
-    inputs: InputOptions
-    images: tuple[str, ...] = ()
-    probe: bool = False
-
-
-@dataclass(frozen=True)
 class DoctorResult:
     """Every check of the host, in the order a person would fix things."""
 
@@ -52,10 +42,11 @@ class DoctorResult:
         )
 
 
-def doctor(options: DoctorOptions) -> DoctorResult:
-    """Gather the host's facts (behind a spinner) and judge them."""
+def doctor(inputs: InputOptions, images: list[str], *, probe: bool) -> DoctorResult:
+    """Gather the host's facts (behind a spinner) and judge them: also `images` (the first
+    is the one `probe` starts in a short container with a GPU device request)."""
     with spinner("checking the host"):
-        facts = gather(resolved(options.inputs), list(options.images), options.probe)
+        facts = gather(resolved(inputs), images, probe)
     return DoctorResult(checks.run_checks(facts))
 
 
@@ -86,7 +77,7 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         compose,
         checked,
         probe_facts,
-        toolkit=read_toolkit(),
+        toolkit=read_toolkit()[0],
         device_nodes=checks.DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
         drfc_swarm=_gather_drfc_swarm(config, target),
     )
@@ -131,7 +122,7 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     images as its compose file names them; another stack's are then unknown."""
     if config is not None:
         try:
-            model = compose.resolve_stack(config, tuple(stack_files(target)))
+            model = compose.resolve_stack(config, stack_files(target))
             return checks.resolved_images(model["services"])
         except DrgpuError:
             pass  # the compose check says why

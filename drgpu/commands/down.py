@@ -4,7 +4,6 @@ in an activated DRfC shell (Compose or swarm style), drgpu's Swarm stack, or Com
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from drgpu.commands import compose_run, drfc_stack, swarm_deploy
 from drgpu.commands.options import InputOptions, resolved, settings
@@ -14,29 +13,19 @@ from drgpu.errors import ConfigError, DockerError
 from drgpu.ui.talk import warn
 
 
-@dataclass(frozen=True)
-class DownOptions:
-    """`drgpu down`'s options."""
-
-    inputs: InputOptions
-    swarm: bool = False
-
-
-def down(options: DownOptions) -> None:
+def down(inputs: InputOptions, *, swarm: bool) -> None:
     """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack
     (under the engine-wide lock: see `run_lock`). Settings that do not read are a warning
     here: the run is then the one the shell names (`identified`)."""
-    target = resolved(options.inputs)
+    target = resolved(inputs)
     try:
         config = settings(target)
     except ConfigError as error:
         config = identified(target, error)
-    scripts = drfc_stack.runs_scripts(
-        target, explicit_files=options.inputs.compose_files is not None
-    )
-    if scripts and (drfc_stack.swarm_style(config) or not config.deploys_to_swarm(options.swarm)):
+    scripts = drfc_stack.runs_scripts(target, explicit_files=inputs.compose_files is not None)
+    if scripts and (drfc_stack.swarm_style(config) or not config.deploys_to_swarm(swarm)):
         drfc_stack.down(config, target)
-    elif config.deploys_to_swarm(options.swarm):
+    elif config.deploys_to_swarm(swarm):
         swarm_deploy.down(config, target)
     else:
         compose_run.down(config, target)

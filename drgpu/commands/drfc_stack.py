@@ -5,6 +5,7 @@ files they read, then proof (core.verification)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -80,13 +81,12 @@ def script_target(target: Inputs, config: Config) -> Inputs:
 def up(
     prepared: Prepared,
     extra_args: Sequence[str],
-    progress: Callable[[ProgressEvent], None] | None = None,
+    progress: Callable[[ProgressEvent], None],
 ) -> tuple[Plan, list[ContainerFacts], list[Finding]]:
     """Render the override, run DRfC's start script with it, and verify every container
-    (a warning for each not provable from inside);
-    on any failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again.
-    With `progress`, it hears each service's state from Compose's lines, then its
-    verification (else a spinner shows)."""
+    (a warning for each not provable from inside); on any failure (or Ctrl-C) DRfC's stop
+    script and drgpu take the stack down again. `progress` hears each service's state from
+    Compose's lines, then its verification."""
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     text = render_override(plan, override_header_template())
@@ -97,22 +97,17 @@ def up(
         )
     )
     files = (*prepared.stack.files, prepared.override_path)
-    was_up = engine.project_exists(plan.project)
+    script = _name(checkout.start_script, checkout)
     with rolled_back(
         plan.project,
         lambda: _take_down(checkout, environment, plan.project, files),
-        keep_on=_StartFailed if was_up else None,
+        keep_on=_StartFailed if engine.project_exists(plan.project) else None,
         strays=_trainers(prepared.config, plan),
         written=prepared.override_path,
     ):
         command = drfc_scripts.start_command(checkout, extra_args)
-        if progress is None:
-            with spinner(f"starting {plan.project} with {_name(checkout.start_script, checkout)}"):
-                started = process.run(command, env=environment)
-        else:
-            started = process.stream(
-                command, env=environment, on_line=_hearing(plan.project, progress)
-            )
+        heard = functools.partial(_heard, project=plan.project, progress=progress)
+        started = process.stream(command, env=environment, on_line=heard)
         said = _started(started, checkout)
         try:
             with process.meanwhile(preload_rich):  # the tables' import, while verification waits
@@ -120,7 +115,6 @@ def up(
         except DockerError as failure:
             # DRfC's start script exits 0 with -q whatever Compose said: say what it said.
             if said and "has no container" in failure.message:
-                script = _name(checkout.start_script, checkout)
                 failure.hint = f"{script} said last: {said[-1]}\n  {failure.hint}"
             raise
         placeholders = {service.name for service in plan.services if service.placeholder}
@@ -143,25 +137,19 @@ def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
     return said
 
 
-def _hearing(
-    project: str, progress: Callable[[ProgressEvent], None]
-) -> Callable[[str], str | None]:
-    """What hears the start script's stderr: Compose's progress lines become events (every
-    line is kept, for what the script said)."""
-
-    def heard(line: str) -> str | None:
-        event = plain_compose_event(line, project)
-        if event is not None:
-            progress(event)
-        return line
-
-    return heard
+def _heard(line: str, *, project: str, progress: Callable[[ProgressEvent], None]) -> str:
+    """A line of the start script's output, kept (for what the script said); Compose's
+    progress lines are also an event for `progress`."""
+    if (event := plain_compose_event(line, project)) is not None:
+        progress(event)
+    return line
 
 
 def drfc_env(*, evaluation: bool) -> str:
     """Plan in the activated DRfC shell (its evaluation with `evaluation`), warn about the
     plan, write the override `drgpu up` would use (swarm-shaped in swarm style), and return
-    the exports that make DRfC's own scripts read it; refused outside a DRfC shell."""
+    the exports that make DRfC's own `dr-start-*` and `dr-stop-*` read it (and, Compose
+    style, remove drgpu's workers); refused outside a DRfC shell."""
     target = resolved(InputOptions(evaluation=evaluation))
     if target.checkout is None:
         raise ConfigError(
@@ -173,16 +161,15 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for finding in prepared.plan.warnings:
         warn(finding.message)
-    return (swarm_shell_exports if swarm_style(config) else shell_exports)(prepared)
-
-
-def shell_exports(prepared: Prepared) -> str:
-    """Write the override `drgpu up` would start with, and return the exports that make
-    DRfC's own `dr-start-*` and `dr-stop-*` read it (and remove drgpu's workers)."""
-    checkout = _checkout(prepared.target)
-    plan = drfc_scripts.for_start_script(prepared.plan, checkout)
-    write_owned_file(prepared.override_path, render_override(plan, override_header_template()))
-    return drfc_scripts.shell_exports(checkout, prepared.override_path)
+    path, swarm = prepared.override_path, swarm_style(config)
+    if swarm:
+        path = swarm_override_path(path, prepared.plan.project)
+        text = render_swarm(prepared, swarm_engine.this_swarm()[0]).text
+    else:
+        plan = drfc_scripts.for_start_script(prepared.plan, target.checkout)
+        text = render_override(plan, override_header_template())
+    write_owned_file(path, text)
+    return drfc_scripts.shell_exports(target.checkout, path, swarm=swarm)
 
 
 def down(config: Config, target: Inputs) -> None:
@@ -309,15 +296,6 @@ def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     return render_swarm_override(prepared.plan, services, layout)
 
 
-def swarm_shell_exports(prepared: Prepared) -> str:
-    """Write the swarm override `drgpu up` would deploy with, and return the export that
-    makes DRfC's own `dr-start-*` hand it to `docker stack deploy`."""
-    facts, _blind = swarm_engine.this_swarm()
-    path = swarm_override_path(prepared.override_path, prepared.plan.project)
-    write_owned_file(path, render_swarm(prepared, facts).text)
-    return drfc_scripts.shell_exports(_checkout(prepared.target), path, swarm=True)
-
-
 def swarm_up(
     prepared: Prepared, extra_args: Sequence[str]
 ) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
@@ -327,8 +305,7 @@ def swarm_up(
     anything starts when `jq` or a node label is missing."""
     checkout = _checkout(prepared.target)
     facts = swarm_engine.engine_facts()
-    problems = swarm_preflight(checkout, facts)
-    if problems:
+    if problems := swarm_preflight(checkout, facts):
         raise DockerError(
             "; ".join(problem for problem, _fix in problems),
             hint="\n  ".join(fix for _problem, fix in problems),
@@ -342,11 +319,10 @@ def swarm_up(
     )
     project = prepared.plan.project
     script = _name(checkout.start_script, checkout)
-    was_up = swarm_engine.stack_service_count(project) > 0
     with rolled_back(
         project,
         lambda: _take_down(checkout, environment, project),
-        keep_on=_StartFailed if was_up else None,
+        keep_on=_StartFailed if swarm_engine.stack_service_count(project) else None,
         strays=_trainers(prepared.config, prepared.plan),
         written=path,
     ):

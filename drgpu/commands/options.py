@@ -46,6 +46,4 @@ def settings(target: Inputs, *, quiet: bool = False) -> Config:
 
 def run_id_of(target: Inputs) -> str:
     """DR_RUN_ID of the target's settings, when there are any; else 0."""
-    if not is_file(target.env_file):
-        return "0"
-    return settings(target).run_id
+    return settings(target).run_id if is_file(target.env_file) else "0"

@@ -3,6 +3,7 @@ runs hold, read and planned (`Prepared`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -41,17 +42,36 @@ def prepare_with(
     target: Inputs,
     inventory_file: Path | None,
     *,
+    stack: Stack | None = None,
+    strict: bool = False,
     warn_unordered: bool = False,
     swarm: bool = False,
 ) -> Prepared:
-    """Read the stack and inventory of `target` and plan with `config`; any problem raises
-    its DrgpuError (bare indices whose order matters but is not chosen, too, unless
-    `warn_unordered`: `plan`). Planned against this host (no inventory file), the plan also
-    respects what other runs hold; when the Docker engine cannot be asked, a warning says so.
-    On a swarm (`swarm`: --swarm) the simulators' UUIDs may name other nodes' GPUs."""
-    stack = _checked_stack(config, target)
-    return _prepare(
-        config, target, stack, inventory_file, strict=False, warn=warn_unordered, swarm=swarm
+    """Read the stack (unless given) and inventory of `target` and plan with `config`; any
+    problem raises its DrgpuError (bare indices whose order matters but is not chosen, too,
+    unless `warn_unordered`: `plan`). Planned against this host (no inventory file), the
+    plan also respects what other runs hold; when the Docker engine cannot be asked, a
+    warning says so (`strict`: the error). On a swarm (`swarm`: --swarm) the simulators'
+    UUIDs may name other nodes' GPUs."""
+    stack = _checked_stack(config, target) if stack is None else stack
+    inventory = _inventory(config, inventory_file)
+    here = inventory_file is None
+    nodes = _swarm_nodes(config) if here and config.deploys_to_swarm(swarm) else ()
+    # (a trainer whose key is not set chooses a GPU too: never one another run holds)
+    chooses = config.trainer_defaulted and bool(inventory.gpus)
+    others, blind = _claims(strict) if here and (config.wants_gpu or chooses) else ((), None)
+    plan = make_plan(
+        config, stack, inventory, others, refuse_unordered=not warn_unordered, nodes=nodes
+    )
+    if blind is not None:
+        plan = replace(plan, warnings=(*plan.warnings, warning(plan.project, blind)))
+    return Prepared(
+        config=config,
+        stack=stack,
+        plan=_with_device_driver(config, plan, this_host=here),
+        override_path=override_path(target.env_file, config.project),
+        target=target,
+        nodes=nodes,
     )
 
 
@@ -74,7 +94,7 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
         override = override_path(target.env_file, config.project)
         written = stack_path(override, config.project) if swarm else override
         with removed_on_failure(written):  # under the lock: no other up's file
-            yield _prepare(config, target, stack, None, strict=not swarm, swarm=swarm)
+            yield prepare_with(config, target, None, stack=stack, strict=not swarm, swarm=swarm)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:
@@ -85,39 +105,6 @@ def _checked_stack(config: Config, target: Inputs) -> Stack:
     return stack
 
 
-def _prepare(
-    config: Config,
-    target: Inputs,
-    stack: Stack,
-    inventory_file: Path | None,
-    *,
-    strict: bool,
-    warn: bool = False,
-    swarm: bool = False,
-) -> Prepared:
-    inventory = _inventory(config, inventory_file)
-    here = inventory_file is None
-    nodes = _swarm_nodes(config) if here and config.deploys_to_swarm(swarm) else ()
-    claims: tuple[Claim, ...] = ()
-    blind: str | None = None
-    # (a trainer whose key is not set chooses a GPU too: never one another run holds)
-    chooses = config.trainer_defaulted and bool(inventory.gpus)
-    if inventory_file is None and (config.wants_gpu or chooses):
-        claims, blind = _claims(strict)
-    plan = make_plan(config, stack, inventory, claims, refuse_unordered=not warn, nodes=nodes)
-    if blind is not None:
-        plan = replace(plan, warnings=(*plan.warnings, warning(plan.project, blind)))
-    plan = _with_device_driver(config, plan, this_host=inventory_file is None)
-    return Prepared(
-        config=config,
-        stack=stack,
-        plan=plan,
-        override_path=override_path(target.env_file, config.project),
-        target=target,
-        nodes=nodes,
-    )
-
-
 def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
     """The plan with the device driver its requests name (DRGPU_DEVICE_DRIVER; `auto` asks
     this host's engine, see core.device_driver), and why when it is not the default."""
@@ -125,16 +112,13 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
     if this_host and config.wants_gpu and config.device_driver is not DeviceDriver.NVIDIA:
         from drgpu.host import engine  # lazy: start-up time of a plan on a file
 
-        try:
+        with contextlib.suppress(DockerError):  # the claims' warning says it cannot be asked
             daemon = engine.daemon_facts()
-        except DockerError:
-            daemon = None  # the claims' warning says the engine cannot be asked
     choice = choose(config.device_driver, daemon, hook_installed())
     uuids = [d.uuid for service in plan.services if service.has_gpu for d in service.devices]
     unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
-    explained = [f"device requests: driver {choice.driver} ({choice.why})"]
-    if choice.driver is DeviceDriver.NVIDIA and config.device_driver is DeviceDriver.AUTO:
-        explained = []
+    default = choice.driver is DeviceDriver.NVIDIA and config.device_driver is DeviceDriver.AUTO
+    explained = [] if default else [f"device requests: driver {choice.driver} ({choice.why})"]
     return replace(
         plan,
         device_driver=choice.driver,
@@ -165,9 +149,9 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
     return nodes if any(s.kind is SelectorKind.GPU_UUID for s in request.selectors) else ()
 
 
-def stack_files(target: Inputs) -> list[Path]:
+def stack_files(target: Inputs) -> tuple[Path, ...]:
     """The compose files of the target's stack: its own, or drgpu's base stack."""
-    return list(target.compose_files or [base_stack_file()])
+    return target.compose_files or (base_stack_file(),)
 
 
 def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:

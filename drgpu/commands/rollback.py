@@ -31,16 +31,13 @@ def rolled_back(
     strays: Callable[[], list[ContainerFacts]] | None = None,
     written: Path | None = None,
 ) -> Iterator[None]:
-    """On any failure or caught signal inside the block, the run goes back down: first
-    `bring_down` (Compose's own down, or DRfC's stop script), then every container and
-    network of `project` and each volume it did not have when the block began (what the
-    user made stays), then the containers `strays` lists (the SageMaker trainers its
-    rl_coach started, which carry no label of the project), listed again until none
-    comes, and the file `up` `written` (its override: nothing is left). Signals during the
-    rollback do not cut it short. A failure of type `keep_on` leaves the run as it is (a
-    stack that ran before, which a refusing start script did not touch). When anything of
-    the run is still there afterwards, a DockerError names it (the failure it rolled back
-    is its cause)."""
+    """On any failure or caught signal inside the block, the run goes back down, signals
+    not cutting it short: `bring_down` (Compose's down, or DRfC's stop script), every
+    container and network of `project` and each volume it did not have before the block,
+    what `strays` lists (its rl_coach's SageMaker trainers, unlabelled) until none comes,
+    and the file `written` (the override). A failure of type `keep_on` leaves the run as
+    it is (it ran before; a refusing start script did not touch it). What of the run is
+    still there afterwards, a DockerError names (caused by the failure)."""
     kept = engine.project_volumes(project)
     try:
         yield

@@ -17,6 +17,8 @@ from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
 from drgpu.host.state_files import state_dir
 from drgpu.ui.talk import note, warn
 
+MAX_TIMEOUT_S = 86400
+
 
 @contextmanager
 def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[Holder]:
@@ -25,7 +27,8 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
     A `down` leaves its mark in the engine; an `up` that began before that `down` and got
     the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
     """
-    timeout_s = _seconds(settings, TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
+    text = (settings.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
+    timeout_s = whole_seconds(TIMEOUT_KEY, text, 0, MAX_TIMEOUT_S) if text else DEFAULT_TIMEOUT_S
     with engine_lock(
         command,
         project,
@@ -56,16 +59,6 @@ def _clean_after(holder: Holder) -> None:
     )
 
 
-def _seconds(settings: Mapping[str, str], key: str, default: float) -> float:
-    text = (settings.get(key) or os.environ.get(key) or "").strip()
-    if not text:
-        return default
-    return float(whole_seconds(key, text, 0, MAX_LOCK_TIMEOUT_S))
-
-
-MAX_LOCK_TIMEOUT_S = 86400
-
-
 @contextmanager
 def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) -> Iterator[None]:
     """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its
@@ -81,12 +74,9 @@ def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) ->
 
 def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
     """What a `down` removed, from the project's (containers, networks) before and after."""
-    gone = [max(b - a, 0) for b, a in zip(before, after, strict=True)]
-    said = [_count(n, thing) for n, thing in zip(gone, ("container", "network"), strict=True) if n]
+    things = ("container", "network")
+    gone = [(b - a, thing) for b, a, thing in zip(before, after, things, strict=True) if b > a]
+    said = [f"{n} {thing}{'' if n == 1 else 's'}" for n, thing in gone]
     if not said:
         return f"nothing of {project} was there to remove"
     return f"removed {', '.join(said)} of {project}"
-
-
-def _count(number: int, thing: str) -> str:
-    return f"{number} {thing}{'' if number == 1 else 's'}"

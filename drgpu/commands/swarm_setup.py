@@ -31,17 +31,6 @@ from drgpu.host.files import base_stack_file, is_file, load_inventory, load_stac
 
 
 @dataclass(frozen=True)
-class SwarmSetupOptions:
-    """`drgpu swarm-setup`'s options: the GPUs of `inventory` (None: this host's), the
-    files to check, and the settings whose trainer's GPUs are kept from the swarm."""
-
-    inventory: Path | None
-    daemon_json: Path
-    toolkit_config: Path
-    env_file: Path | None = None
-
-
-@dataclass(frozen=True)
 class SwarmSetupResult:
     """What this node needs for Swarm to hand out its GPUs, and what differs."""
 
@@ -59,29 +48,25 @@ class SwarmSetupResult:
         )
 
 
-def swarm_setup(options: SwarmSetupOptions) -> SwarmSetupResult:
-    """Read the GPUs, the settings (when there are any) and this node's state, and report."""
-    if options.inventory is not None:
-        gpus = load_inventory(options.inventory)
-    else:
-        gpus = nvml.read_inventory()
-    target = resolved(InputOptions(env_file=options.env_file, needs_files=False))
+def swarm_setup(
+    inventory: Path | None, daemon_json: Path, toolkit_config: Path, env_file: Path | None
+) -> SwarmSetupResult:
+    """Read the GPUs of `inventory` (None: this host's), the settings (when there are any:
+    their trainer's GPUs are kept from the swarm) and this node's state, and report."""
+    gpus = load_inventory(inventory) if inventory is not None else nvml.read_inventory()
+    target = resolved(InputOptions(env_file=env_file, needs_files=False))
     config = settings(target) if is_file(target.env_file) else None
-    state = read_node(options.daemon_json, options.toolkit_config)
+    state = read_node(daemon_json, toolkit_config)
     here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
-    kept = trainer_gpus(config, gpus) if here else ()
-    found = report(
-        wanted_resources(gpus, kept), state, options.daemon_json, options.toolkit_config,
-        kept=kept, trainer_here=here,
-    )  # fmt: skip
+    kept = trainer_gpus(config, gpus) if config is not None and here else ()
+    wanted = wanted_resources(gpus, kept)
+    found = report(wanted, state, daemon_json, toolkit_config, kept=kept, trainer_here=here)
     return SwarmSetupResult(found)
 
 
-def trainer_gpus(config: Config | None, inventory: Inventory) -> tuple[str, ...]:
+def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
     """The GPUs (UUIDs) the settings give the trainer on this node, planned as `drgpu
-    plan` would; none without settings (a simulator-only node)."""
-    if config is None:
-        return ()
+    plan` would."""
     plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(
         device.uuid
@@ -109,15 +94,7 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
         daemon_json_problem = exc.message
     except json.JSONDecodeError as exc:
         daemon_json_problem = f"not JSON (line {exc.lineno}): dockerd will not start with it"
-    swarm_resource = toolkit_problem = config_text = None
-    try:
-        config_text = files.optional_text(toolkit_path)
-        if config_text is None:
-            toolkit_problem = "absent: is the NVIDIA container toolkit installed?"
-        else:
-            swarm_resource = read_swarm_resource(config_text)
-    except ConfigError as exc:
-        toolkit_problem = exc.message
+    toolkit_found, toolkit_problem = read_toolkit(toolkit_path)
     facts = engine_problem = None
     try:
         facts = swarm_engine.engine_facts()
@@ -126,24 +103,34 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     return NodeState(
         daemon_json=daemon_json,
         daemon_json_problem=daemon_json_problem,
-        swarm_resource=swarm_resource,
+        swarm_resource=toolkit_found.swarm_resource,
         toolkit_problem=toolkit_problem,
         engine=facts,
         engine_problem=engine_problem,
-        toolkit=toolkit_facts(toolkit_version(), config_text),
+        toolkit=toolkit_found,
     )
 
 
 TOOLKIT_PROGRAMS = ("nvidia-ctk", "nvidia-container-runtime")
 
 
-def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> ToolkitFacts:
-    """The toolkit's version and its runtime's config.toml (one that cannot be read: none)."""
+def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts, str | None]:
+    """The toolkit's version and its runtime's config.toml (one that cannot be read: none),
+    and why that file could not be read (None: it could)."""
+    problem = None
     try:
         text = files.optional_text(config_path)
-    except ConfigError:
-        text = None
-    return toolkit_facts(toolkit_version(), text)
+        if text is None:
+            problem = "absent: is the NVIDIA container toolkit installed?"
+    except ConfigError as exc:
+        text, problem = None, exc.message
+    found = ToolkitFacts(
+        version=toolkit_version(),
+        mode=toolkit.read_mode(text) if text else None,
+        swarm_resource=read_swarm_resource(text) if text else None,
+        config_found=text is not None,
+    )
+    return found, problem
 
 
 def toolkit_version() -> tuple[int, int, int] | None:
@@ -159,13 +146,3 @@ def toolkit_version() -> tuple[int, int, int] | None:
         if version is not None:
             return version
     return None
-
-
-def toolkit_facts(version: tuple[int, int, int] | None, text: str | None) -> ToolkitFacts:
-    """The toolkit's facts from its version and its config.toml's text (None: absent)."""
-    return ToolkitFacts(
-        version=version,
-        mode=toolkit.read_mode(text) if text else None,
-        swarm_resource=read_swarm_resource(text) if text else None,
-        config_found=text is not None,
-    )

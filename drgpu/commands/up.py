@@ -21,17 +21,6 @@ from drgpu.ui.talk import warn
 
 
 @dataclass(frozen=True)
-class UpOptions:
-    """`drgpu up`'s options: `script_args` for DRfC's start script (after `--`), `quiet`:
-    no progress lines."""
-
-    inputs: InputOptions
-    swarm: bool = False
-    script_args: tuple[str, ...] = ()
-    quiet: bool = False
-
-
-@dataclass(frozen=True)
 class Started:
     """A stack started by Compose (or DRfC's start script): its plan and its containers,
     each proven, but those `unproven` from inside (a warning each)."""
@@ -51,22 +40,24 @@ class Deployed:
     unproven: list[Finding]
 
 
-def up(options: UpOptions) -> Started | Deployed:
-    """Start the stack the options name, and prove it (any failure raises its DrgpuError,
-    the stack brought back down)."""
-    target = resolved(options.inputs)
+def up(
+    inputs: InputOptions, *, swarm: bool, script_args: tuple[str, ...], quiet: bool
+) -> Started | Deployed:
+    """Start the stack `inputs` name, and prove it (any failure raises its DrgpuError, the
+    stack brought back down); `script_args` are for DRfC's start script (after `--`),
+    `quiet`: no progress lines."""
+    target = resolved(inputs)
     config = settings(target)
     config.refuse_key_mistakes()
-    explicit_files = options.inputs.compose_files is not None
-    scripts = drfc_stack.runs_scripts(target, explicit_files=explicit_files)
+    scripts = drfc_stack.runs_scripts(target, explicit_files=inputs.compose_files is not None)
     drfc_swarm = scripts and drfc_stack.swarm_style(config)  # DRfC's start script deploys
-    own_swarm = not drfc_swarm and config.deploys_to_swarm(options.swarm)
+    own_swarm = not drfc_swarm and config.deploys_to_swarm(swarm)
     scripts = scripts and not own_swarm
     if scripts:
         target = drfc_stack.script_target(target, config)
-    elif options.script_args:
+    elif script_args:
         raise ConfigError(
-            f"unexpected argument {options.script_args[0]!r}",
+            f"unexpected argument {script_args[0]!r}",
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
     with prepare_locked(config, target, swarm=own_swarm) as prepared:
@@ -74,12 +65,12 @@ def up(options: UpOptions) -> Started | Deployed:
             warn(finding.message)
         _preflight(prepared.plan)
         if drfc_swarm:  # drgpu's override appended to the start script's `-c` list
-            return Deployed(*drfc_stack.swarm_up(prepared, options.script_args))
+            return Deployed(*drfc_stack.swarm_up(prepared, script_args))
         if own_swarm:  # `--swarm` outside DRfC's swarm style: drgpu's own stack file
             return Deployed(*swarm_deploy.up(prepared))
-        with UpProgress(quiet=options.quiet) as progress:
+        with UpProgress(quiet=quiet) as progress:
             if scripts:
-                return Started(*drfc_stack.up(prepared, options.script_args, progress))
+                return Started(*drfc_stack.up(prepared, script_args, progress))
             return Started(prepared.plan, *compose_run.up(prepared, progress))
 
 

@@ -61,7 +61,8 @@ def test_the_toolkits_version_is_asked_of_nvidia_ctk(
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     config = tmp_path / "config.toml"
     config.write_text('swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n')
-    toolkit = read_toolkit(config)
+    toolkit, problem = read_toolkit(config)
+    assert problem is None
     assert (toolkit.version, toolkit.mode, toolkit.effective_mode) == ((1, 18, 0), None, "jit-cdi")
     [mode] = [
         d for d in differences(read_node(tmp_path / "daemon.json", config)) if ": mode: " in d
