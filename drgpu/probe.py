@@ -1,50 +1,18 @@
 """What a container really sees: NVML, the CUDA driver and, on request, the frameworks.
 
-A single self-contained file that uses the standard library only (ctypes, json,
-subprocess, ...), so that it runs as a plain script with any python3 >= 3.8 in
-any image, even one where neither drgpu nor pynvml is installed (`python3 -I`
-works too)::
+One file of the standard library only, run as a plain script by any python3 >= 3.8 in any
+image, even one without drgpu or pynvml (`python3 -I` too)::
 
     python3 probe.py [--json] [--expect N] [--expect-uuid UUID ...]
                      [--frameworks torch,tensorflow] [--framework-timeout S]
 
-drgpu imports it as well (`drgpu.probe.main(argv)` for `drgpu cuda-check`) and
-copies this very file into containers, so it must never import drgpu.
-
-It reports the environment that decides visibility, the devices NVML shows
-(libnvidia-ml.so.1), the devices the CUDA driver API shows (libcuda.so.1) in
-CUDA's own order, the mapping CUDA ordinal -> NVML index (by UUID, else by PCI
-bus id) and, with --frameworks, what torch and TensorFlow see, each in a
-subprocess that allocates next to nothing. A missing library, a failing
-nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the
-report, never a crash. NVML and CUDA are the truth: NVIDIA_VISIBLE_DEVICES=void in a
-container that shows GPUs means they were injected through CDI (`gpu_injection`).
-
-Expectations
-    --expect N        every source that can count GPUs must count exactly N:
-                      NVML (a GPU in MIG mode counts as its MIG devices) and the
-                      CUDA driver (cuDeviceGetCount). A source whose library is
-                      absent does not count (NVML alone counts when libcuda.so.1
-                      is absent, and the reverse); a library that is present but
-                      fails to initialise counts as 0 GPUs; no library at all
-                      means 0 GPUs. So `--expect 0` passes in a container without
-                      any NVIDIA library, and `--expect 1` fails there.
-    --expect-uuid U   the exact set of GPU/MIG UUIDs the container must see, in
-                      NVML and (when libcuda is present) in CUDA. A GPU UUID also
-                      covers the MIG devices of that GPU.
-    With any expectation, a device NVML reports with an error (a lost GPU) and a
-    requested framework that is installed but fails, or sees a different number
-    of GPUs than --expect, are problems too. A framework that is not installed
-    is only a finding.
-
-Exit codes (drgpu's global codes, as far as they apply here)
-    0  the probe ran and every expectation was met (or none was given)
-    1  unexpected internal error (a bug in the probe)
-    2  usage error (bad arguments)
-    6  an expectation was not met
-    The probe never returns 4 (NVML unavailable): inside a container a missing
-    driver library is exactly what the check is about, so it is a finding, and
-    a mismatch (6) when an expectation asks for GPUs.
+drgpu imports it (`drgpu cuda-check` calls `main(argv)`; core takes its PCI bus id, CUDA
+version and CUDA-to-NVML rules) and copies this very file into containers, so it must never
+import drgpu. A missing library, a failing nvmlInit or cuInit, a lost GPU or a missing
+framework is a finding in the report, never a crash. docs/probe.md tells what it reports,
+what the expectations ask, and its exit codes: 0 met (or none given), 1 a bug in the probe,
+2 usage, 6 an expectation not met (never 4: inside a container a missing library is what
+the check is about).
 """
 
 from __future__ import annotations
@@ -53,6 +21,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -98,6 +67,9 @@ _NVML_ERROR_GPU_IS_LOST = 15
 _NVML_INIT_FLAG_NO_GPUS = 1
 _NVML_DEVICE_MIG_ENABLE = 1
 _NO_GPU_VALUES = ("", "void", "none")  # NVIDIA_VISIBLE_DEVICES values that give no GPU
+_PCI_BUS_ID = re.compile(  # [domain:]bus:device.function
+    r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])"
+)
 
 # CUDA driver API (cuda.h)
 _CUDA_SUCCESS = 0
@@ -137,7 +109,6 @@ class _CallError(Exception):
         super().__init__(f"{function}: {message}")
         self.function = function
         self.code = code
-        self.message = message
 
 
 # ----------------------------------------------------------------------------
@@ -166,22 +137,11 @@ def uuid_key(uuid: str) -> str:
 
 def normalize_pci_bus_id(text: str) -> str | None:
     """NVML's spelling `00000000:81:00.0` of `0000:81:00.0`, `81:00.0`...; None if not one."""
-    value = text.strip()
-    domain = "0"
-    parts = value.split(":")
-    if len(parts) == 3:
-        domain = parts.pop(0)
-    if len(parts) != 2 or "." not in parts[1]:
+    match = _PCI_BUS_ID.fullmatch(text.strip())
+    if match is None:
         return None
-    bus = parts[0]
-    device, _, function = parts[1].partition(".")
-    try:
-        numbers = (int(domain, 16), int(bus, 16), int(device, 16), int(function, 16))
-    except ValueError:
-        return None
-    if not (len(domain) <= 8 and len(bus) <= 2 and len(device) <= 2 and len(function) == 1):
-        return None
-    return "{:08X}:{:02X}:{:02X}.{:X}".format(*numbers)
+    domain, bus, device, function = (int(part or "0", 16) for part in match.groups())
+    return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
 
 
 def format_cuda_version(version: int | None) -> str | None:

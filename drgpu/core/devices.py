@@ -12,7 +12,7 @@ from enum import Enum
 
 from drgpu.core.model import Assignment, Gpu, Inventory
 from drgpu.core.numbers import whole_number
-from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
+from drgpu.core.topology import pci_bus_id
 
 
 class SelectorKind(str, Enum):
@@ -123,9 +123,8 @@ def _parse_token(token: str) -> Selector:
     if uuid is not None:
         kind = SelectorKind.MIG_UUID if uuid["prefix"].upper() == "MIG" else SelectorKind.GPU_UUID
         return Selector(kind, token, f"uuid:{token.lower()}")
-    if parse_pci_bus_id(token) is not None:
-        normalized = normalize_pci_bus_id(token)
-        return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{normalized}")
+    if (bus := pci_bus_id(token)) is not None:
+        return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{bus}")
     shown = token if len(token) <= 60 else f"{token[:60]}... ({len(token)} characters)"
     raise DeviceSyntaxError(
         f"{shown!r} is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID"
@@ -208,7 +207,7 @@ def _matches(selector: Selector, inventory: Inventory) -> list[Assignment]:
     if selector.kind is SelectorKind.INDEX:
         return [Assignment(gpu) for gpu in inventory.gpus if gpu.index == selector.index]
     if selector.kind is SelectorKind.PCI_BUS_ID:
-        wanted = normalize_pci_bus_id(selector.text)
+        wanted = selector.key.partition(":")[2]
         return [Assignment(gpu) for gpu in inventory.gpus if gpu.pci_bus_id == wanted]
     prefix = selector.text.lower()
     found = (

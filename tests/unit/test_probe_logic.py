@@ -111,6 +111,7 @@ def test_uuid_key(text: str, key: str) -> None:
         ("81:00", None),
         ("zz:00.0", None),
         ("000000000:81:00.0", None),
+        ("81:00.8", None),  # a PCI function is 0 to 7
     ],
 )
 def test_normalize_pci_bus_id(text: str, normal: str | None) -> None:
