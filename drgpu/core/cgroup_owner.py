@@ -1,4 +1,4 @@
-"""Which container a host process runs in, from its /proc/<pid>/cgroup (`host.cgroups` reads it).
+"""Which container a host process runs in, from its /proc/<pid>/cgroup (`host.procs` reads it).
 
 NVML reports host PIDs; the cgroup path of a PID names its container. The parser
 is pure and knows the layouts of Docker (cgroupfs and systemd drivers), Podman

@@ -83,7 +83,6 @@ NO_LIB = section(loaded=False, available=False, error="cannot load")
 def test_format_uuid() -> None:
     raw = bytes.fromhex("6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11")
     assert probe.format_uuid(raw) == GPU_A
-    assert probe.format_uuid(raw, "MIG-") == "MIG-" + GPU_A[4:]
 
 
 @pytest.mark.parametrize(
@@ -363,5 +362,4 @@ def test_collect_returns_the_schema() -> None:
     for key in ("available", "error", "driver_version", "devices", "order_matches_nvml"):
         assert key in doc["cuda"]
     assert doc["expectations"]["met"] is True
-    assert probe.exit_code(doc) == 0
     assert "NVML: unavailable" in probe.render_text(doc)
