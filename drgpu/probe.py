@@ -163,14 +163,6 @@ def parse_frameworks(text: str) -> list[str]:
 # NVML through ctypes
 
 
-class _NvmlMemory(ctypes.Structure):
-    _fields_ = [
-        ("total", ctypes.c_ulonglong),
-        ("free", ctypes.c_ulonglong),
-        ("used", ctypes.c_ulonglong),
-    ]
-
-
 class _NvmlPciInfo(ctypes.Structure):
     _fields_ = [
         ("busIdLegacy", ctypes.c_char * 16),
@@ -204,6 +196,12 @@ class _Library:
         code = int(fn(*args))
         if code != 0:  # NVML_SUCCESS, CUDA_SUCCESS
             raise _CallError(name, code, self.describe(code))
+
+    def ints(self, names: str | tuple[str, ...], *args: Any, count: int = 1) -> list[int]:
+        """Calls `names` with `args`, then `count` pointers to ints: the ints it wrote."""
+        values = [ctypes.c_int() for _ in range(count)]
+        self.call(names, *args, *map(ctypes.byref, values))
+        return [int(value.value) for value in values]
 
 
 class _Nvml(_Library):
@@ -279,19 +277,16 @@ def probe_nvml(processes: bool = False) -> Section:
 def _fill_nvml(nvml: _Nvml, section: Section, processes: bool) -> None:
     with contextlib.suppress(_CallError):
         section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
-    version, count = ctypes.c_int(), ctypes.c_uint()
     with contextlib.suppress(_CallError):
         cuda_version = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-        nvml.call(cuda_version, ctypes.byref(version))
-        section["cuda_driver_version"] = int(version.value)
+        section["cuda_driver_version"] = nvml.ints(cuda_version)[0]
     try:
-        nvml.call(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"), ctypes.byref(count))
+        [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
     except _CallError as exc:
         section.update(error=str(exc), error_code=exc.code)
         return
-    section["available"] = True
-    section["device_count"] = int(count.value)
-    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(int(count.value))]
+    section.update(available=True, device_count=count)
+    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
 
 
 def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
@@ -335,7 +330,10 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
     query("pci_bus_id", lambda: _nvml_pci_bus_id(nvml, handle))
     query("memory_total_mib", lambda: _nvml_memory(nvml, handle)[0])
     query("memory_used_mib", lambda: _nvml_memory(nvml, handle)[1])
-    query("compute_capability", lambda: _nvml_compute_capability(nvml, handle))
+    query(
+        "compute_capability",
+        lambda: nvml.ints("nvmlDeviceGetCudaComputeCapability", handle, count=2),
+    )
     query("mig_mode", lambda: _nvml_mig_mode(nvml, handle))
     if device["mig_mode"]:
         query("mig_devices", lambda: _nvml_mig_devices(nvml, handle))
@@ -378,35 +376,23 @@ def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
 
 
 def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
-    memory = _NvmlMemory()
+    memory = (ctypes.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
     nvml.call("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
-    return int(memory.total) // _MIB, int(memory.used) // _MIB
-
-
-def _nvml_compute_capability(nvml: _Nvml, handle: ctypes.c_void_p) -> list[int]:
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    nvml.call(
-        "nvmlDeviceGetCudaComputeCapability", handle, ctypes.byref(major), ctypes.byref(minor)
-    )
-    return [int(major.value), int(minor.value)]
+    return int(memory[0]) // _MIB, int(memory[2]) // _MIB
 
 
 def _nvml_mig_mode(nvml: _Nvml, handle: ctypes.c_void_p) -> bool:
-    current, pending = ctypes.c_uint(), ctypes.c_uint()
-    try:
-        nvml.call("nvmlDeviceGetMigMode", handle, ctypes.byref(current), ctypes.byref(pending))
+    try:  # the current mode and the pending one
+        return nvml.ints("nvmlDeviceGetMigMode", handle, count=2)[0] == _NVML_DEVICE_MIG_ENABLE
     except _CallError as exc:
         if _unsupported(exc):
             return False
         raise
-    return int(current.value) == _NVML_DEVICE_MIG_ENABLE
 
 
 def _nvml_mig_devices(nvml: _Nvml, handle: ctypes.c_void_p) -> list[Device]:
-    slots = ctypes.c_uint()
-    nvml.call("nvmlDeviceGetMaxMigDeviceCount", handle, ctypes.byref(slots))
     found: list[Device] = []
-    for slot in range(int(slots.value)):
+    for slot in range(nvml.ints("nvmlDeviceGetMaxMigDeviceCount", handle)[0]):
         mig = ctypes.c_void_p()
         by_index = "nvmlDeviceGetMigDeviceHandleByIndex"
         try:
@@ -456,10 +442,8 @@ def probe_cuda() -> Section:
     if lib is None:
         return section
     cuda = _Cuda(lib)
-    version, count = ctypes.c_int(), ctypes.c_int()
     with contextlib.suppress(_CallError):
-        cuda.call("cuDriverGetVersion", ctypes.byref(version))
-        section["driver_version"] = int(version.value)
+        section["driver_version"] = cuda.ints("cuDriverGetVersion")[0]
     try:
         cuda.call("cuInit", ctypes.c_uint(0))
     except _CallError as exc:
@@ -468,13 +452,12 @@ def probe_cuda() -> Section:
             section.update(available=True, device_count=0)
         return section
     try:
-        cuda.call("cuDeviceGetCount", ctypes.byref(count))
+        [count] = cuda.ints("cuDeviceGetCount")
     except _CallError as exc:
         section.update(error=str(exc), error_code=exc.code)
         return section
-    section["available"] = True
-    section["device_count"] = int(count.value)
-    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(int(count.value))]
+    section.update(available=True, device_count=count)
+    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(count)]
     return section
 
 
@@ -674,12 +657,7 @@ for i in range(count):
 _TENSORFLOW_SCRIPT = _script(
     "tensorflow",
     "tf",
-    r"""gpus = tf.config.list_physical_devices("GPU")
-for gpu in gpus:
-    try:
-        tf.config.experimental.set_memory_growth(gpu, True)
-    except Exception:
-        pass
+    r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
 out["device_count"] = len(gpus)
 devices = []
 for i, gpu in enumerate(gpus):
@@ -768,11 +746,10 @@ def framework_findings(
     name: str, section: Section, cuda_count: int | None
 ) -> tuple[list[str], list[str]]:
     """(findings, failures): failures are what breaks an expectation when one is given."""
+    if section.get("installed") is False:
+        return [f"{name}: not installed"], []
     findings: list[str] = []
     failures: list[str] = []
-    if section.get("installed") is False:
-        findings.append(f"{name}: not installed")
-        return findings, failures
     if section.get("error"):
         failures.append(f"{name}: {section['error']}")
     for device in section.get("devices") or []:
@@ -1022,12 +999,12 @@ def _cc(value: Any) -> str:
 
 def render_text(report: Report) -> str:
     """The human report."""
-    lines: list[str] = []
     probe = report["probe"]
-    lines.append(f"drgpu probe on {probe['hostname']} (python {probe['python']})")
-    lines.append("Environment:")
-    for name, value in report["environment"].items():
-        lines.append(f"  {name:<28} {'(unset)' if value is None else repr(value)}")
+    lines = [f"drgpu probe on {probe['hostname']} (python {probe['python']})", "Environment:"]
+    lines += [
+        f"  {name:<28} {'(unset)' if value is None else repr(value)}"
+        for name, value in report["environment"].items()
+    ]
     lines.extend(_nvml_text(report["nvml"]))
     lines.extend(_cuda_text(report["cuda"]))
     if report["frameworks"]:
@@ -1075,10 +1052,9 @@ def _cuda_text(cuda: Section) -> list[str]:
         head += f" (cuInit: {cuda['error']})"
     lines = [head + (" in CUDA order" if cuda["devices"] else "")]
     for device in cuda["devices"]:
-        nvml_index = device["nvml_index"]
-        where = f"NVML {nvml_index}" if nvml_index is not None else "NVML ?"
         lines.append(
-            f"  cuda:{device['ordinal']} -> {where}  {_or(device['uuid'])}  {_or(device['name'])}"
+            f"  cuda:{device['ordinal']} -> NVML {_or(device['nvml_index'])}"
+            f"  {_or(device['uuid'])}  {_or(device['name'])}"
             f"  {_or(device['pci_bus_id'])}  {_or(device['memory_total_mib'])} MiB"
             f"  cc {_cc(device['compute_capability'])}"
             + (f"  error: {device['error']}" if device["error"] else "")

@@ -165,15 +165,13 @@ def describe_gpu(gpu: Gpu) -> str:
 
 
 def _everything(inventory: Inventory) -> list[Assignment]:
-    assignments: list[Assignment] = []
-    for gpu in inventory.gpus:
-        if gpu.lost:
-            continue
-        if gpu.mig_mode:
-            assignments.extend(Assignment(gpu, mig) for mig in gpu.mig_devices)
-        else:
-            assignments.append(Assignment(gpu))
-    return assignments
+    """Every GPU that is not lost, or its MIG devices when in MIG mode."""
+    return [
+        Assignment(gpu, mig)
+        for gpu in inventory.gpus
+        if not gpu.lost
+        for mig in (gpu.mig_devices if gpu.mig_mode else (None,))
+    ]
 
 
 def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
