@@ -938,8 +938,8 @@ def visibility_findings(env: dict[str, str | None], nvml: Section, cuda: Section
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
     if visible is None or visible.strip().lower() not in _NO_GPU_VALUES:
         return []
-    if gpu_injection(env, nvml, cuda) == "cdi":
-        nvml_count, cuda_count = _shown(nvml, cuda)
+    nvml_count, cuda_count = _shown(nvml, cuda)
+    if nvml_count or cuda_count:  # injected through CDI: see gpu_injection
         return [
             f"NVIDIA_VISIBLE_DEVICES={visible!r}, yet NVML shows {nvml_count} GPU(s) and"
             f" CUDA {cuda_count}: the GPUs were injected through CDI (its spec sets"
