@@ -18,7 +18,6 @@ the check is about).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -28,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import ctypes
     from collections.abc import Callable, Sequence
     from typing import NoReturn
 
@@ -163,18 +163,6 @@ def parse_frameworks(text: str) -> list[str]:
 # NVML through ctypes
 
 
-class _NvmlPciInfo(ctypes.Structure):
-    _fields_ = [
-        ("busIdLegacy", ctypes.c_char * 16),
-        ("domain", ctypes.c_uint),
-        ("bus", ctypes.c_uint),
-        ("device", ctypes.c_uint),
-        ("pciDeviceId", ctypes.c_uint),
-        ("pciSubSystemId", ctypes.c_uint),
-        ("busId", ctypes.c_char * 32),
-    ]
-
-
 class _Library:
     """A C library whose calls return 0 on success, else an error code `describe` names."""
 
@@ -242,6 +230,9 @@ def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any
         "devices": [],
         **after,
     }
+    global ctypes  # noqa: PLW0603 (here, not at import: core imports this module for its rules)
+    import ctypes
+
     try:
         lib = ctypes.CDLL(library)
     except OSError as exc:
@@ -344,15 +335,15 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
     return device
 
 
-class _ProcessInfo(ctypes.Structure):
-    """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every driver
-    still exports them)."""
-
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
 def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]]:
     """The GPU's compute (C) and graphics (G) processes: host PID, used MiB (0: unknown)."""
+
+    class _ProcessInfo(ctypes.Structure):
+        """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every
+        driver still exports them)."""
+
+        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
     found = []
     for kind in ("Compute", "Graphics"):
         count, infos = ctypes.c_uint(256), (_ProcessInfo * 256)()
@@ -369,6 +360,17 @@ def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]
 
 
 def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
+    class _NvmlPciInfo(ctypes.Structure):
+        _fields_ = [
+            ("busIdLegacy", ctypes.c_char * 16),
+            ("domain", ctypes.c_uint),
+            ("bus", ctypes.c_uint),
+            ("device", ctypes.c_uint),
+            ("pciDeviceId", ctypes.c_uint),
+            ("pciSubSystemId", ctypes.c_uint),
+            ("busId", ctypes.c_char * 32),
+        ]
+
     info = _NvmlPciInfo()
     nvml.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
     text = info.busId.decode("ascii", "replace")

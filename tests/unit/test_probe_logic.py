@@ -4,6 +4,8 @@ NVML mapping, the order findings and the expectations."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -115,6 +117,15 @@ def test_uuid_key(text: str, key: str) -> None:
 )
 def test_normalize_pci_bus_id(text: str, normal: str | None) -> None:
     assert probe.normalize_pci_bus_id(text) == normal
+
+
+def test_its_rules_load_no_ctypes() -> None:
+    """core imports the probe for its PCI bus id and CUDA version rules: ctypes (milliseconds
+    of a command's start) loads only when a library is probed."""
+    rules = "drgpu.probe.normalize_pci_bus_id('81:00.0'), drgpu.probe.format_cuda_version(12040)"
+    code = f"import sys, drgpu.probe; {rules}; print('ctypes' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout == "False\n"
 
 
 def test_format_cuda_version() -> None:
