@@ -98,8 +98,7 @@ MAX_INDEX = 1023
 
 
 def _parse_token(token: str) -> Selector:
-    cuda = _CUDA_PREFIX.match(token)
-    if cuda is not None:
+    if (cuda := _CUDA_PREFIX.match(token)) is not None:
         ordinal = whole_number(cuda["rest"].strip(), 0, MAX_INDEX)
         if ordinal is None:
             raise DeviceSyntaxError(
@@ -119,8 +118,7 @@ def _parse_token(token: str) -> Selector:
         raise DeviceSyntaxError(f"{token[:12]!r}: GPU indices start at 0 and cannot be negative")
     if token.lower() in ("all", "none", "auto"):
         raise DeviceSyntaxError(f"{token!r} cannot be combined with other devices")
-    uuid = _UUID.match(token)
-    if uuid is not None:
+    if (uuid := _UUID.match(token)) is not None:
         kind = SelectorKind.MIG_UUID if uuid["prefix"].upper() == "MIG" else SelectorKind.GPU_UUID
         return Selector(kind, token, f"uuid:{token.lower()}")
     if (bus := pci_bus_id(token)) is not None:
