@@ -1,65 +1,33 @@
 """What a container really sees: NVML, the CUDA driver and, on request, the frameworks.
 
-A single self-contained file that uses the standard library only (ctypes, json,
-subprocess, ...), so that it runs as a plain script with any python3 >= 3.8 in
-any image, even one where neither drgpu nor pynvml is installed (`python3 -I`
-works too)::
+One file of the standard library only, run as a plain script by any python3 >= 3.8 in any
+image, even one without drgpu or pynvml (`python3 -I` too)::
 
     python3 probe.py [--json] [--expect N] [--expect-uuid UUID ...]
                      [--frameworks torch,tensorflow] [--framework-timeout S]
 
-drgpu imports it as well (`drgpu.probe.main(argv)` for `drgpu cuda-check`) and
-copies this very file into containers, so it must never import drgpu.
-
-It reports the environment that decides visibility, the devices NVML shows
-(libnvidia-ml.so.1), the devices the CUDA driver API shows (libcuda.so.1) in
-CUDA's own order, the mapping CUDA ordinal -> NVML index (by UUID, else by PCI
-bus id) and, with --frameworks, what torch and TensorFlow see, each in a
-subprocess that allocates next to nothing. A missing library, a failing
-nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the
-report, never a crash. NVML and CUDA are the truth: NVIDIA_VISIBLE_DEVICES=void in a
-container that shows GPUs means they were injected through CDI (`gpu_injection`).
-
-Expectations
-    --expect N        every source that can count GPUs must count exactly N:
-                      NVML (a GPU in MIG mode counts as its MIG devices) and the
-                      CUDA driver (cuDeviceGetCount). A source whose library is
-                      absent does not count (NVML alone counts when libcuda.so.1
-                      is absent, and the reverse); a library that is present but
-                      fails to initialise counts as 0 GPUs; no library at all
-                      means 0 GPUs. So `--expect 0` passes in a container without
-                      any NVIDIA library, and `--expect 1` fails there.
-    --expect-uuid U   the exact set of GPU/MIG UUIDs the container must see, in
-                      NVML and (when libcuda is present) in CUDA. A GPU UUID also
-                      covers the MIG devices of that GPU.
-    With any expectation, a device NVML reports with an error (a lost GPU) and a
-    requested framework that is installed but fails, or sees a different number
-    of GPUs than --expect, are problems too. A framework that is not installed
-    is only a finding.
-
-Exit codes (drgpu's global codes, as far as they apply here)
-    0  the probe ran and every expectation was met (or none was given)
-    1  unexpected internal error (a bug in the probe)
-    2  usage error (bad arguments)
-    6  an expectation was not met
-    The probe never returns 4 (NVML unavailable): inside a container a missing
-    driver library is exactly what the check is about, so it is a finding, and
-    a mismatch (6) when an expectation asks for GPUs.
+drgpu imports it (`drgpu cuda-check` calls `main(argv)`; core takes its PCI bus id, CUDA
+version and CUDA-to-NVML rules) and copies this very file into containers, so it must never
+import drgpu. A missing library, a failing nvmlInit or cuInit, a lost GPU or a missing
+framework is a finding in the report, never a crash. docs/probe.md tells what it reports,
+what the expectations ask, and its exit codes: 0 met (or none given), 1 a bug in the probe,
+2 usage, 6 an expectation not met (never 4: inside a container a missing library is what
+the check is about).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import argparse
+    import ctypes
     from collections.abc import Callable, Sequence
     from typing import NoReturn
 
@@ -91,19 +59,19 @@ _MIB = 1024 * 1024
 
 # NVML return codes (nvml.h)
 _NVML_ERROR_NOT_SUPPORTED = 3
-_NVML_ERROR_NOT_FOUND = 6
-_NVML_ERROR_INSUFFICIENT_SIZE = 7
 _NVML_ERROR_FUNCTION_NOT_FOUND = 13
 _NVML_ERROR_GPU_IS_LOST = 15
 _NVML_INIT_FLAG_NO_GPUS = 1
 _NVML_DEVICE_MIG_ENABLE = 1
 _NO_GPU_VALUES = ("", "void", "none")  # NVIDIA_VISIBLE_DEVICES values that give no GPU
+_PCI_BUS_ID = re.compile(  # [domain:]bus:device.function
+    r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])"
+)
 
 # CUDA driver API (cuda.h)
 _CUDA_SUCCESS = 0
 _CUDA_ERROR_NO_DEVICE = 100
-_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+_CU_COMPUTE_CAPABILITY = (75, 76)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
 _CUDA_ERROR_NAMES = {
     1: "CUDA_ERROR_INVALID_VALUE",
     2: "CUDA_ERROR_OUT_OF_MEMORY",
@@ -137,58 +105,37 @@ class _CallError(Exception):
         super().__init__(f"{function}: {message}")
         self.function = function
         self.code = code
-        self.message = message
 
 
 # ----------------------------------------------------------------------------
 # Small pure helpers
 
 
-def format_uuid(raw: bytes, prefix: str = "GPU-") -> str:
+def format_uuid(raw: bytes) -> str:
     """The text form of 16 raw UUID bytes: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
     h = bytes(raw[:16]).hex()
-    return f"{prefix}{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def uuid_key(uuid: str) -> str:
     """A comparable key: the 32 hex digits of a GPU-/MIG- UUID, else the lowered text."""
     text = uuid.strip().lower()
-    body = text
-    for prefix in ("gpu-", "mig-"):
-        if body.startswith(prefix):
-            body = body[len(prefix) :]
-            break
-    digits = body.replace("-", "")
-    if len(digits) == 32 and all(c in "0123456789abcdef" for c in digits):
-        return digits
-    return text
+    digits = re.sub("^(gpu|mig)-", "", text).replace("-", "")
+    return digits if re.fullmatch("[0-9a-f]{32}", digits) else text
 
 
 def normalize_pci_bus_id(text: str) -> str | None:
     """NVML's spelling `00000000:81:00.0` of `0000:81:00.0`, `81:00.0`...; None if not one."""
-    value = text.strip()
-    domain = "0"
-    parts = value.split(":")
-    if len(parts) == 3:
-        domain = parts.pop(0)
-    if len(parts) != 2 or "." not in parts[1]:
+    match = _PCI_BUS_ID.fullmatch(text.strip())
+    if match is None:
         return None
-    bus = parts[0]
-    device, _, function = parts[1].partition(".")
-    try:
-        numbers = (int(domain, 16), int(bus, 16), int(device, 16), int(function, 16))
-    except ValueError:
-        return None
-    if not (len(domain) <= 8 and len(bus) <= 2 and len(device) <= 2 and len(function) == 1):
-        return None
-    return "{:08X}:{:02X}:{:02X}.{:X}".format(*numbers)
+    domain, bus, device, function = (int(part or "0", 16) for part in match.groups())
+    return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
 
 
 def format_cuda_version(version: int | None) -> str | None:
     """12040 -> '12.4'."""
-    if version is None:
-        return None
-    return f"{version // 1000}.{(version % 1000) // 10}"
+    return None if version is None else f"{version // 1000}.{(version % 1000) // 10}"
 
 
 def read_environment(environ: Any = None) -> dict[str, str | None]:
@@ -216,26 +163,6 @@ def parse_frameworks(text: str) -> list[str]:
 # NVML through ctypes
 
 
-class _NvmlMemory(ctypes.Structure):
-    _fields_ = [
-        ("total", ctypes.c_ulonglong),
-        ("free", ctypes.c_ulonglong),
-        ("used", ctypes.c_ulonglong),
-    ]
-
-
-class _NvmlPciInfo(ctypes.Structure):
-    _fields_ = [
-        ("busIdLegacy", ctypes.c_char * 16),
-        ("domain", ctypes.c_uint),
-        ("bus", ctypes.c_uint),
-        ("device", ctypes.c_uint),
-        ("pciDeviceId", ctypes.c_uint),
-        ("pciSubSystemId", ctypes.c_uint),
-        ("busId", ctypes.c_char * 32),
-    ]
-
-
 class _Library:
     """A C library whose calls return 0 on success, else an error code `describe` names."""
 
@@ -245,7 +172,10 @@ class _Library:
     def describe(self, code: int) -> str:
         raise NotImplementedError
 
-    def call(self, name: str, *args: Any) -> None:
+    def call(self, names: str | tuple[str, ...], *args: Any) -> None:
+        """Calls `names` (a tuple: the first of them the library exports)."""
+        names = (names,) if isinstance(names, str) else names
+        name = next((n for n in names[:-1] if hasattr(self.lib, n)), names[-1])
         try:
             fn = getattr(self.lib, name)
         except AttributeError:
@@ -254,6 +184,12 @@ class _Library:
         code = int(fn(*args))
         if code != 0:  # NVML_SUCCESS, CUDA_SUCCESS
             raise _CallError(name, code, self.describe(code))
+
+    def ints(self, names: str | tuple[str, ...], *args: Any, count: int = 1) -> list[int]:
+        """Calls `names` with `args`, then `count` pointers to ints: the ints it wrote."""
+        values = [ctypes.c_int() for _ in range(count)]
+        self.call(names, *args, *map(ctypes.byref, values))
+        return [int(value.value) for value in values]
 
 
 class _Nvml(_Library):
@@ -269,17 +205,9 @@ class _Nvml(_Library):
             return text.decode("utf-8", "replace")
         return f"NVML error {code}"
 
-    def call_first(self, names: Sequence[str], *args: Any) -> None:
-        """Calls the first of `names` the library exports."""
-        for name in names[:-1]:
-            if hasattr(self.lib, name):
-                self.call(name, *args)
-                return
-        self.call(names[-1], *args)
-
-    def text(self, name: str, *args: Any, size: int = 96) -> str:
-        buf = ctypes.create_string_buffer(size)
-        self.call(name, *args, buf, ctypes.c_uint(size))
+    def text(self, name: str, *args: Any) -> str:
+        buf = ctypes.create_string_buffer(96)
+        self.call(name, *args, buf, ctypes.c_uint(96))
         return buf.value.decode("utf-8", "replace")
 
 
@@ -302,6 +230,9 @@ def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any
         "devices": [],
         **after,
     }
+    global ctypes  # noqa: PLW0603 (here, not at import: core imports this module for its rules)
+    import ctypes
+
     try:
         lib = ctypes.CDLL(library)
     except OSError as exc:
@@ -311,10 +242,10 @@ def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any
     return section, lib
 
 
-def probe_nvml(library: str = NVML_LIBRARY, processes: bool = False) -> Section:
+def probe_nvml(processes: bool = False) -> Section:
     """What NVML shows (with each GPU's `processes`); every failure is recorded in the
     section, never raised."""
-    section, lib = _opened(library, {"cuda_driver_version": None}, {})
+    section, lib = _opened(NVML_LIBRARY, {"cuda_driver_version": None}, {})
     if lib is None:
         return section
     nvml = _Nvml(lib)
@@ -322,10 +253,9 @@ def probe_nvml(library: str = NVML_LIBRARY, processes: bool = False) -> Section:
         if hasattr(lib, "nvmlInitWithFlags"):
             nvml.call("nvmlInitWithFlags", ctypes.c_uint(_NVML_INIT_FLAG_NO_GPUS))
         else:
-            nvml.call_first(("nvmlInit_v2", "nvmlInit"))
+            nvml.call(("nvmlInit_v2", "nvmlInit"))
     except _CallError as exc:
-        section["error"] = str(exc)
-        section["error_code"] = exc.code
+        section.update(error=str(exc), error_code=exc.code)
         return section
     try:
         _fill_nvml(nvml, section, processes)
@@ -337,29 +267,20 @@ def probe_nvml(library: str = NVML_LIBRARY, processes: bool = False) -> Section:
 
 def _fill_nvml(nvml: _Nvml, section: Section, processes: bool) -> None:
     with contextlib.suppress(_CallError):
-        section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion", size=96)
-    version = ctypes.c_int()
+        section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
+    with contextlib.suppress(_CallError):
+        cuda_version = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
+        section["cuda_driver_version"] = nvml.ints(cuda_version)[0]
     try:
-        nvml.call_first(
-            ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"),
-            ctypes.byref(version),
-        )
-        section["cuda_driver_version"] = int(version.value)
-    except _CallError:
-        pass
-    count = ctypes.c_uint()
-    try:
-        nvml.call_first(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"), ctypes.byref(count))
+        [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
     except _CallError as exc:
-        section["error"] = str(exc)
-        section["error_code"] = exc.code
+        section.update(error=str(exc), error_code=exc.code)
         return
-    section["available"] = True
-    section["device_count"] = int(count.value)
-    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(int(count.value))]
+    section.update(available=True, device_count=count)
+    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
 
 
-def _nvml_device(nvml: _Nvml, index: int, processes: bool = False) -> Device:
+def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
     device: Device = {
         "index": index,
         "uuid": None,
@@ -375,11 +296,8 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool = False) -> Device:
     errors: list[str] = []
     handle = ctypes.c_void_p()
     try:
-        nvml.call_first(
-            ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"),
-            ctypes.c_uint(index),
-            ctypes.byref(handle),
-        )
+        by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
+        nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle))
     except _CallError as exc:
         device["error"] = str(exc)
         return device
@@ -398,12 +316,15 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool = False) -> Device:
             elif not _unsupported(exc):
                 errors.append(str(exc))
 
-    query("uuid", lambda: nvml.text("nvmlDeviceGetUUID", handle, size=96))
-    query("name", lambda: nvml.text("nvmlDeviceGetName", handle, size=96))
+    query("uuid", lambda: nvml.text("nvmlDeviceGetUUID", handle))
+    query("name", lambda: nvml.text("nvmlDeviceGetName", handle))
     query("pci_bus_id", lambda: _nvml_pci_bus_id(nvml, handle))
     query("memory_total_mib", lambda: _nvml_memory(nvml, handle)[0])
     query("memory_used_mib", lambda: _nvml_memory(nvml, handle)[1])
-    query("compute_capability", lambda: _nvml_compute_capability(nvml, handle))
+    query(
+        "compute_capability",
+        lambda: nvml.ints("nvmlDeviceGetCudaComputeCapability", handle, count=2),
+    )
     query("mig_mode", lambda: _nvml_mig_mode(nvml, handle))
     if device["mig_mode"]:
         query("mig_devices", lambda: _nvml_mig_devices(nvml, handle))
@@ -414,15 +335,15 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool = False) -> Device:
     return device
 
 
-class _ProcessInfo(ctypes.Structure):
-    """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every driver
-    still exports them)."""
-
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
 def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]]:
     """The GPU's compute (C) and graphics (G) processes: host PID, used MiB (0: unknown)."""
+
+    class _ProcessInfo(ctypes.Structure):
+        """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every
+        driver still exports them)."""
+
+        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
     found = []
     for kind in ("Compute", "Graphics"):
         count, infos = ctypes.c_uint(256), (_ProcessInfo * 256)()
@@ -439,55 +360,50 @@ def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]
 
 
 def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
+    class _NvmlPciInfo(ctypes.Structure):
+        _fields_ = [
+            ("busIdLegacy", ctypes.c_char * 16),
+            ("domain", ctypes.c_uint),
+            ("bus", ctypes.c_uint),
+            ("device", ctypes.c_uint),
+            ("pciDeviceId", ctypes.c_uint),
+            ("pciSubSystemId", ctypes.c_uint),
+            ("busId", ctypes.c_char * 32),
+        ]
+
     info = _NvmlPciInfo()
-    nvml.call_first(("nvmlDeviceGetPciInfo_v3",), handle, ctypes.byref(info))
+    nvml.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
     text = info.busId.decode("ascii", "replace")
     return normalize_pci_bus_id(text) or text
 
 
 def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
-    memory = _NvmlMemory()
+    memory = (ctypes.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
     nvml.call("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
-    return int(memory.total) // _MIB, int(memory.used) // _MIB
-
-
-def _nvml_compute_capability(nvml: _Nvml, handle: ctypes.c_void_p) -> list[int]:
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    nvml.call(
-        "nvmlDeviceGetCudaComputeCapability", handle, ctypes.byref(major), ctypes.byref(minor)
-    )
-    return [int(major.value), int(minor.value)]
+    return int(memory[0]) // _MIB, int(memory[2]) // _MIB
 
 
 def _nvml_mig_mode(nvml: _Nvml, handle: ctypes.c_void_p) -> bool:
-    current, pending = ctypes.c_uint(), ctypes.c_uint()
-    try:
-        nvml.call("nvmlDeviceGetMigMode", handle, ctypes.byref(current), ctypes.byref(pending))
+    try:  # the current mode and the pending one
+        return nvml.ints("nvmlDeviceGetMigMode", handle, count=2)[0] == _NVML_DEVICE_MIG_ENABLE
     except _CallError as exc:
         if _unsupported(exc):
             return False
         raise
-    return int(current.value) == _NVML_DEVICE_MIG_ENABLE
 
 
 def _nvml_mig_devices(nvml: _Nvml, handle: ctypes.c_void_p) -> list[Device]:
-    slots = ctypes.c_uint()
-    nvml.call("nvmlDeviceGetMaxMigDeviceCount", handle, ctypes.byref(slots))
     found: list[Device] = []
-    for slot in range(int(slots.value)):
+    for slot in range(nvml.ints("nvmlDeviceGetMaxMigDeviceCount", handle)[0]):
         mig = ctypes.c_void_p()
+        by_index = "nvmlDeviceGetMigDeviceHandleByIndex"
         try:
-            nvml.call(
-                "nvmlDeviceGetMigDeviceHandleByIndex",
-                handle,
-                ctypes.c_uint(slot),
-                ctypes.byref(mig),
-            )
+            nvml.call(by_index, handle, ctypes.c_uint(slot), ctypes.byref(mig))
         except _CallError:
             continue  # a free slot (NOT_FOUND), or one this container may not see
         entry: Device = {"index": slot, "uuid": None, "memory_total_mib": None, "error": None}
         try:
-            entry["uuid"] = nvml.text("nvmlDeviceGetUUID", mig, size=96)
+            entry["uuid"] = nvml.text("nvmlDeviceGetUUID", mig)
             entry["memory_total_mib"] = _nvml_memory(nvml, mig)[0]
         except _CallError as exc:
             entry["error"] = str(exc)
@@ -497,10 +413,6 @@ def _nvml_mig_devices(nvml: _Nvml, handle: ctypes.c_void_p) -> list[Device]:
 
 # ----------------------------------------------------------------------------
 # The CUDA driver API through ctypes
-
-
-class _CuUuid(ctypes.Structure):
-    _fields_ = [("bytes", ctypes.c_ubyte * 16)]
 
 
 class _Cuda(_Library):
@@ -521,42 +433,33 @@ class _Cuda(_Library):
         return out.value.decode("utf-8", "replace")
 
 
-def probe_cuda(library: str = CUDA_LIBRARY) -> Section:
+def probe_cuda() -> Section:
     """What the CUDA driver API shows, in CUDA's order; failures are recorded, never raised.
 
     `available` is true when cuInit succeeded or found no device (CUDA_ERROR_NO_DEVICE,
     e.g. CUDA_VISIBLE_DEVICES=""): then `device_count` is a real count (maybe 0).
     """
     after = {"order_matches_nvml": None, "ordinals_match_nvml_indices": None}
-    section, lib = _opened(library, {}, after)
+    section, lib = _opened(CUDA_LIBRARY, {}, after)
     if lib is None:
         return section
     cuda = _Cuda(lib)
-    version = ctypes.c_int()
-    try:
-        cuda.call("cuDriverGetVersion", ctypes.byref(version))
-        section["driver_version"] = int(version.value)
-    except _CallError:
-        pass
+    with contextlib.suppress(_CallError):
+        section["driver_version"] = cuda.ints("cuDriverGetVersion")[0]
     try:
         cuda.call("cuInit", ctypes.c_uint(0))
     except _CallError as exc:
-        section["error"] = str(exc)
-        section["error_code"] = exc.code
+        section.update(error=str(exc), error_code=exc.code)
         if exc.code == _CUDA_ERROR_NO_DEVICE:
-            section["available"] = True
-            section["device_count"] = 0
+            section.update(available=True, device_count=0)
         return section
-    count = ctypes.c_int()
     try:
-        cuda.call("cuDeviceGetCount", ctypes.byref(count))
+        [count] = cuda.ints("cuDeviceGetCount")
     except _CallError as exc:
-        section["error"] = str(exc)
-        section["error_code"] = exc.code
+        section.update(error=str(exc), error_code=exc.code)
         return section
-    section["available"] = True
-    section["device_count"] = int(count.value)
-    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(int(count.value))]
+    section.update(available=True, device_count=count)
+    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(count)]
     return section
 
 
@@ -586,50 +489,35 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
         except _CallError as exc:
             errors.append(str(exc))
 
-    def name() -> str:
-        buf = ctypes.create_string_buffer(256)
-        cuda.call("cuDeviceGetName", buf, ctypes.c_int(256), handle)
+    def text(function: str, size: int) -> str:
+        buf = ctypes.create_string_buffer(size)
+        cuda.call(function, buf, ctypes.c_int(size), handle)
         return buf.value.decode("utf-8", "replace")
 
+    def attribute(number: int) -> int:
+        value = ctypes.c_int()
+        cuda.call("cuDeviceGetAttribute", ctypes.byref(value), ctypes.c_int(number), handle)
+        return int(value.value)
+
     def uuid() -> str:
-        raw = _CuUuid()
-        functions = ("cuDeviceGetUuid_v2", "cuDeviceGetUuid")
-        function = next((f for f in functions if hasattr(cuda.lib, f)), functions[-1])
-        cuda.call(function, ctypes.byref(raw), handle)
-        return format_uuid(bytes(raw.bytes))
+        raw = (ctypes.c_ubyte * 16)()  # CUuuid
+        cuda.call(("cuDeviceGetUuid_v2", "cuDeviceGetUuid"), ctypes.byref(raw), handle)
+        return format_uuid(bytes(raw))
 
     def pci_bus_id() -> str:
-        buf = ctypes.create_string_buffer(64)
-        cuda.call("cuDeviceGetPCIBusId", buf, ctypes.c_int(64), handle)
-        text = buf.value.decode("ascii", "replace")
-        return normalize_pci_bus_id(text) or text
+        bus = text("cuDeviceGetPCIBusId", 64)
+        return normalize_pci_bus_id(bus) or bus
 
     def memory() -> int:
         total = ctypes.c_size_t()
         cuda.call("cuDeviceTotalMem_v2", ctypes.byref(total), handle)
         return int(total.value) // _MIB
 
-    def compute_capability() -> list[int]:
-        major, minor = ctypes.c_int(), ctypes.c_int()
-        cuda.call(
-            "cuDeviceGetAttribute",
-            ctypes.byref(major),
-            ctypes.c_int(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-            handle,
-        )
-        cuda.call(
-            "cuDeviceGetAttribute",
-            ctypes.byref(minor),
-            ctypes.c_int(_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
-            handle,
-        )
-        return [int(major.value), int(minor.value)]
-
     query("uuid", uuid)
-    query("name", name)
+    query("name", lambda: text("cuDeviceGetName", 256))
     query("pci_bus_id", pci_bus_id)
     query("memory_total_mib", memory)
-    query("compute_capability", compute_capability)
+    query("compute_capability", lambda: [attribute(a) for a in _CU_COMPUTE_CAPABILITY])
     if errors:
         device["error"] = "; ".join(dict.fromkeys(errors))
     return device
@@ -649,28 +537,22 @@ def map_cuda_to_nvml(nvml_devices: Sequence[Device], cuda_devices: Sequence[Devi
     by_pci: dict[str, int] = {}
     for gpu in nvml_devices:
         index = int(gpu["index"])
-        if gpu.get("uuid"):
-            by_uuid.setdefault(uuid_key(str(gpu["uuid"])), (index, str(gpu["uuid"])))
-        for mig in gpu.get("mig_devices") or []:
-            if mig.get("uuid"):
-                by_uuid.setdefault(uuid_key(str(mig["uuid"])), (index, str(mig["uuid"])))
+        for unit in [gpu, *(gpu.get("mig_devices") or [])]:  # the GPU, then its MIG devices
+            if unit.get("uuid"):
+                by_uuid.setdefault(uuid_key(str(unit["uuid"])), (index, str(unit["uuid"])))
         pci = normalize_pci_bus_id(str(gpu.get("pci_bus_id") or ""))
         if pci is not None:
             by_pci.setdefault(pci, index)
     for device in cuda_devices:
-        device["nvml_index"] = None
-        device["matched_by"] = None
+        device.update(nvml_index=None, matched_by=None)
         uuid = device.get("uuid")
         if uuid and uuid_key(str(uuid)) in by_uuid:
             index, spelling = by_uuid[uuid_key(str(uuid))]
-            device["nvml_index"] = index
-            device["matched_by"] = "uuid"
-            device["uuid"] = spelling
+            device.update(nvml_index=index, matched_by="uuid", uuid=spelling)
             continue
         pci = normalize_pci_bus_id(str(device.get("pci_bus_id") or ""))
         if pci is not None and pci in by_pci:
-            device["nvml_index"] = by_pci[pci]
-            device["matched_by"] = "pci_bus_id"
+            device.update(nvml_index=by_pci[pci], matched_by="pci_bus_id")
 
 
 def order_findings(
@@ -777,12 +659,7 @@ for i in range(count):
 _TENSORFLOW_SCRIPT = _script(
     "tensorflow",
     "tf",
-    r"""gpus = tf.config.list_physical_devices("GPU")
-for gpu in gpus:
-    try:
-        tf.config.experimental.set_memory_growth(gpu, True)
-    except Exception:
-        pass
+    r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
 out["device_count"] = len(gpus)
 devices = []
 for i, gpu in enumerate(gpus):
@@ -807,14 +684,10 @@ for i, gpu in enumerate(gpus):
 _FRAMEWORK_SCRIPTS = {"torch": _TORCH_SCRIPT, "tensorflow": _TENSORFLOW_SCRIPT}
 
 
-def probe_framework(
-    name: str, timeout_s: float = DEFAULT_FRAMEWORK_TIMEOUT_S, python: str | None = None
-) -> Section:
-    """What one framework sees, from a child `python` (default: this interpreter).
-
-    The child gets TF_FORCE_GPU_ALLOW_GROWTH=true and allocates two small matrices
-    per device, so the probe never takes a GPU's memory.
-    """
+def probe_framework(name: str, timeout_s: float) -> Section:
+    """What one framework sees, from a child of this interpreter: it gets
+    TF_FORCE_GPU_ALLOW_GROWTH=true and allocates two small matrices per device, so the
+    probe never takes a GPU's memory."""
     section: Section = {
         "installed": None,
         "version": None,
@@ -824,16 +697,9 @@ def probe_framework(
         "devices": [],
         "elapsed_ms": None,
     }
-    env = dict(os.environ)
-    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    command = [
-        python or sys.executable or "python3",
-        "-c",
-        _FRAMEWORK_SCRIPTS[name],
-        _RESULT_MARK,
-        str(MATMUL_SIZE),
-    ]
+    env = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    script = _FRAMEWORK_SCRIPTS[name]
+    command = [sys.executable or "python3", "-c", script, _RESULT_MARK, str(MATMUL_SIZE)]
     start = time.monotonic()
     try:
         done = subprocess.run(
@@ -882,11 +748,10 @@ def framework_findings(
     name: str, section: Section, cuda_count: int | None
 ) -> tuple[list[str], list[str]]:
     """(findings, failures): failures are what breaks an expectation when one is given."""
+    if section.get("installed") is False:
+        return [f"{name}: not installed"], []
     findings: list[str] = []
     failures: list[str] = []
-    if section.get("installed") is False:
-        findings.append(f"{name}: not installed")
-        return findings, failures
     if section.get("error"):
         failures.append(f"{name}: {section['error']}")
     for device in section.get("devices") or []:
@@ -931,20 +796,12 @@ def _count_problems(
     expect: int, nvml: Section, cuda: Section, frameworks: dict[str, Section]
 ) -> list[str]:
     problems: list[str] = []
-    counted = False
-    if nvml.get("loaded"):
-        counted = True
-        count = len(nvml_units(nvml))
-        if count != expect:
-            why = "" if nvml.get("available") else f" ({nvml.get('error')})"
-            problems.append(f"NVML shows {count} GPU(s){why}, expected {expect}")
-    if cuda.get("loaded"):
-        counted = True
-        count = int(cuda.get("device_count") or 0)
-        if count != expect:
-            why = "" if cuda.get("available") else f" ({cuda.get('error')})"
-            problems.append(f"CUDA shows {count} GPU(s){why}, expected {expect}")
-    if not counted and expect != 0:
+    counts = (("NVML", nvml, len(nvml_units(nvml))), ("CUDA", cuda, cuda.get("device_count")))
+    for source, section, count in counts:
+        if section.get("loaded") and int(count or 0) != expect:
+            why = "" if section.get("available") else f" ({section.get('error')})"
+            problems.append(f"{source} shows {int(count or 0)} GPU(s){why}, expected {expect}")
+    if not nvml.get("loaded") and not cuda.get("loaded") and expect != 0:
         problems.append(
             f"no NVIDIA library ({NVML_LIBRARY}, {CUDA_LIBRARY}) in the container: "
             f"it sees 0 GPUs, expected {expect}"
@@ -959,10 +816,9 @@ def _count_problems(
 def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> list[str]:
     problems: list[str] = []
     wanted = {uuid_key(u): u for u in expected}
-    units = nvml_units(nvml)
     if nvml.get("loaded") or not cuda.get("loaded"):
         seen = set()
-        for uuid, parent in units:
+        for uuid, parent in nvml_units(nvml):
             if uuid is None:
                 continue  # a GPU that cannot say its UUID is a device error, reported as such
             keys = [uuid_key(uuid)] + ([uuid_key(parent)] if parent else [])
@@ -977,13 +833,10 @@ def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> lis
         parents = _mig_parents(nvml)
         for device in cuda.get("devices") or []:
             uuid = device.get("uuid")
-            key = uuid_key(str(uuid)) if uuid else None
-            parent = parents.get(key) if key else None
-            if key:
-                seen.add(key)
-            if parent:
-                seen.add(parent)
-            if not ((key and key in wanted) or (parent and parent in wanted)):
+            key = uuid_key(str(uuid)) if uuid else ""
+            ids = {key, parents.get(key, "")} - {""}  # a MIG device's parent GPU too
+            seen |= ids
+            if not ids & wanted.keys():
                 problems.append(f"CUDA device {device['ordinal']} ({uuid or '?'}) is not expected")
         problems.extend(
             f"CUDA does not show expected {u}" for k, u in wanted.items() if k not in seen
@@ -1064,13 +917,16 @@ def _findings(report: Report) -> list[str]:
     return findings
 
 
+def _shown(nvml: Section, cuda: Section) -> tuple[int, int]:
+    """How many GPUs NVML and CUDA show."""
+    return len(nvml_units(nvml)), int(cuda.get("device_count") or 0) if cuda.get("available") else 0
+
+
 def gpu_injection(env: dict[str, str | None], nvml: Section, cuda: Section) -> str | None:
     """How the container got the GPUs it shows: "cdi" when NVIDIA_VISIBLE_DEVICES hides
     every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime" when
     the variable names them, None when it shows none or the variable is unset."""
-    shown = len(nvml_units(nvml)) if nvml.get("available") else 0
-    shown = max(shown, int(cuda.get("device_count") or 0) if cuda.get("available") else 0)
-    if not shown:
+    if not any(_shown(nvml, cuda)):
         return None
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
     if visible is None:
@@ -1084,9 +940,8 @@ def visibility_findings(env: dict[str, str | None], nvml: Section, cuda: Section
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
     if visible is None or visible.strip().lower() not in _NO_GPU_VALUES:
         return []
-    if gpu_injection(env, nvml, cuda) == "cdi":
-        nvml_count = len(nvml_units(nvml)) if nvml.get("available") else 0
-        cuda_count = int(cuda.get("device_count") or 0) if cuda.get("available") else 0
+    nvml_count, cuda_count = _shown(nvml, cuda)
+    if nvml_count or cuda_count:  # injected through CDI: see gpu_injection
         return [
             f"NVIDIA_VISIBLE_DEVICES={visible!r}, yet NVML shows {nvml_count} GPU(s) and"
             f" CUDA {cuda_count}: the GPUs were injected through CDI (its spec sets"
@@ -1101,13 +956,8 @@ def collect(
     expect_uuids: Sequence[str] | None = None,
     frameworks: Sequence[str] = (),
     framework_timeout_s: float = DEFAULT_FRAMEWORK_TIMEOUT_S,
-    nvml_library: str | None = None,
-    cuda_library: str | None = None,
 ) -> Report:
-    """Probe everything and return the report (schema_version 1); never raises on GPU trouble.
-
-    The libraries default to NVML_LIBRARY and CUDA_LIBRARY (sonames, found by dlopen).
-    """
+    """Probe everything and return the report (schema_version 1); never raises on GPU trouble."""
     import platform  # here: drgpu imports this module for its CUDA order, which needs none
 
     start = time.monotonic()
@@ -1120,9 +970,9 @@ def collect(
             "elapsed_ms": None,
         },
         "environment": read_environment(),
-        "nvml": probe_nvml(nvml_library or NVML_LIBRARY),
+        "nvml": probe_nvml(),
         # NVML first: libcuda reads CUDA_VISIBLE_DEVICES at cuInit, NVML ignores it
-        "cuda": probe_cuda(cuda_library or CUDA_LIBRARY),
+        "cuda": probe_cuda(),
         "frameworks": {},
         "findings": [],
         "expectations": {},
@@ -1135,11 +985,6 @@ def collect(
     report["expectations"] = evaluate(report, expect, expect_uuids)
     report["probe"]["elapsed_ms"] = round((time.monotonic() - start) * 1000.0, 1)
     return report
-
-
-def exit_code(report: Report) -> int:
-    """0 when every expectation is met, 6 otherwise."""
-    return EXIT_OK if report["expectations"].get("met", True) else EXIT_MISMATCH
 
 
 # ----------------------------------------------------------------------------
@@ -1156,12 +1001,12 @@ def _cc(value: Any) -> str:
 
 def render_text(report: Report) -> str:
     """The human report."""
-    lines: list[str] = []
     probe = report["probe"]
-    lines.append(f"drgpu probe on {probe['hostname']} (python {probe['python']})")
-    lines.append("Environment:")
-    for name, value in report["environment"].items():
-        lines.append(f"  {name:<28} {'(unset)' if value is None else repr(value)}")
+    lines = [f"drgpu probe on {probe['hostname']} (python {probe['python']})", "Environment:"]
+    lines += [
+        f"  {name:<28} {'(unset)' if value is None else repr(value)}"
+        for name, value in report["environment"].items()
+    ]
     lines.extend(_nvml_text(report["nvml"]))
     lines.extend(_cuda_text(report["cuda"]))
     if report["frameworks"]:
@@ -1209,10 +1054,9 @@ def _cuda_text(cuda: Section) -> list[str]:
         head += f" (cuInit: {cuda['error']})"
     lines = [head + (" in CUDA order" if cuda["devices"] else "")]
     for device in cuda["devices"]:
-        nvml_index = device["nvml_index"]
-        where = f"NVML {nvml_index}" if nvml_index is not None else "NVML ?"
         lines.append(
-            f"  cuda:{device['ordinal']} -> {where}  {_or(device['uuid'])}  {_or(device['name'])}"
+            f"  cuda:{device['ordinal']} -> NVML {_or(device['nvml_index'])}"
+            f"  {_or(device['uuid'])}  {_or(device['name'])}"
             f"  {_or(device['pci_bus_id'])}  {_or(device['memory_total_mib'])} MiB"
             f"  cc {_cc(device['compute_capability'])}"
             + (f"  error: {device['error']}" if device["error"] else "")
@@ -1244,7 +1088,11 @@ def _framework_text(name: str, section: Section) -> list[str]:
 # Command line
 
 
-def build_parser() -> argparse.ArgumentParser:
+def main(
+    argv: Sequence[str] | None = None, *, usage_error: Callable[[str], NoReturn] | None = None
+) -> int:
+    """Run the probe; returns the exit code (argparse exits 2 itself on bad usage, or
+    `usage_error` is called with the problem: drgpu's own one-line error)."""
     import argparse  # here: drgpu imports this module for its CUDA order, which needs none
 
     parser = argparse.ArgumentParser(
@@ -1278,18 +1126,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_FRAMEWORK_TIMEOUT_S,
         help="seconds each framework subprocess may take (default: 120)",
     )
-    return parser
-
-
-def main(
-    argv: Sequence[str] | None = None, *, usage_error: Callable[[str], NoReturn] | None = None
-) -> int:
-    """Run the probe; returns the exit code (argparse exits 2 itself on bad usage, or
-    `usage_error` is called with the problem: drgpu's own one-line error)."""
-    parser = build_parser()
     if usage_error is not None:
         parser.error = usage_error  # type: ignore[method-assign, assignment]
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args = parser.parse_args(argv)
     if args.expect is not None and args.expect < 0:
         parser.error("--expect must be 0 or more")
     if not all(uuid.strip() for uuid in args.expect_uuids or ()):
@@ -1307,17 +1146,13 @@ def main(
             frameworks=frameworks,
             framework_timeout_s=args.framework_timeout,
         )
-        text = (
-            json.dumps(report, indent=2, sort_keys=False) + "\n"
-            if args.json
-            else render_text(report)
-        )
+        text = json.dumps(report, indent=2) + "\n" if args.json else render_text(report)
     except Exception as exc:  # a bug in the probe: one line, not a traceback
         sys.stderr.write(f"probe: internal error: {type(exc).__name__}: {exc}\n")
         return EXIT_UNEXPECTED
     sys.stdout.write(text)
     sys.stdout.flush()
-    return exit_code(report)
+    return EXIT_OK if report["expectations"]["met"] else EXIT_MISMATCH
 
 
 def on_node(namespace: str, node: str, source: bytes, wanted: dict[str, list[str]]) -> None:

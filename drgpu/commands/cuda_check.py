@@ -53,7 +53,8 @@ class CudaCheckResult:
 
 
 def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
-    """Run the probe in the containers the options name, from the host."""
+    """Run the probe, from the host, in each running container the options name (and in
+    each SageMaker trainer, with `all_services`), and judge what it saw there."""
     inputs = InputOptions(
         env_file=options.env_file, evaluation=options.evaluation, needs_files=False
     )
@@ -62,20 +63,17 @@ def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
     containers = engine.project_containers(project)
     if not containers:
         raise DockerError(f"no containers of {project}: is the stack up?")
-    results = check(select(containers, options.service))
-    if options.all_services:
-        results += check_trainers(sagemaker_trainers(containers))
-    return CudaCheckResult(project, results)
-
-
-def check(containers: list[ContainerFacts]) -> list[CheckResult]:
-    """Run the probe in each running container and judge what it saw."""
-    for container in containers:
+    chosen = select(containers, options.service)
+    for container in chosen:
         if container.state != "running":
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-    return [judge(c, *probe_in(c, probe_arguments(expected_uuids(c)))) for c in containers]
+    results = [judge(c, *probe_in(c, probe_arguments(expected_uuids(c)))) for c in chosen]
+    if options.all_services:
+        trainers = sagemaker_trainers(containers)
+        results += [judge_trainer(t, *probe_in(t.container, ["--json"])) for t in trainers]
+    return CudaCheckResult(project, results)
 
 
 def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
@@ -86,8 +84,3 @@ def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[Trainer
         return []
     checks = trainer_checks(engine.sagemaker_containers(), engine.drgpu_containers())
     return [check for check in checks if check.launcher is not None and check.launcher.id in mine]
-
-
-def check_trainers(checks: list[TrainerCheck]) -> list[CheckResult]:
-    """Run the probe in each SageMaker trainer and judge what CUDA shows there."""
-    return [judge_trainer(check, *probe_in(check.container, ["--json"])) for check in checks]

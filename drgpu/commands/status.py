@@ -34,9 +34,8 @@ from drgpu.core.settings import run_key
 from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml, swarm_engine
-from drgpu.host.cgroups import read_cgroup
 from drgpu.host.files import Bound, read_bounded
-from drgpu.host.procs import read_process
+from drgpu.host.procs import read_cgroup, read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
 from drgpu.ui.talk import note, warn

@@ -1,4 +1,4 @@
-"""Which container a host process runs in, from its /proc/<pid>/cgroup (`host.cgroups` reads it).
+"""Which container a host process runs in, from its /proc/<pid>/cgroup (`host.procs` reads it).
 
 NVML reports host PIDs; the cgroup path of a PID names its container. The parser
 is pure and knows the layouts of Docker (cgroupfs and systemd drivers), Podman
@@ -46,14 +46,11 @@ def owner_from_cgroup(text: str) -> CgroupOwner | None:
 def owner_from_path(path: str) -> CgroupOwner | None:
     """The container named by one cgroup path, e.g. `/system.slice/docker-<id>.scope`."""
     parts = [part for part in path.split("/") if part]
-    for position in range(len(parts) - 1, -1, -1):
-        part = parts[position]
+    for position in reversed(range(len(parts))):
         for runtime, pattern in _COMPONENTS:
-            match = pattern.match(part)
-            if match:
+            if match := pattern.match(parts[position]):
                 return CgroupOwner(runtime, match["id"])
-        match = _BARE_ID.match(part)
-        if match:
+        if match := _BARE_ID.match(parts[position]):
             return CgroupOwner(_bare_id_runtime(parts[:position]), match["id"])
     return None
 

@@ -76,7 +76,14 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
     if not problems and (exit_code != 0 or not expectations.get("met", False)):
         problems.append(f"the probe's expectations are not met (exit {exit_code})")
     injection = report.get("gpu_injection")
-    notes = (*report.get("findings", []), *_injection_findings(container, injection))
+    notes = list(report.get("findings", []))
+    # an `nvidia` request served through CDI (Docker 29.2+ does where it can): no fault
+    drivers = {request.driver for request in container.device_requests}
+    if injection == "cdi" and drivers and "cdi" not in drivers:
+        notes.append(
+            f"the engine served its {'/'.join(sorted(drivers))} device request through CDI:"
+            " the GPUs NVML and CUDA show are what counts"
+        )
     return CheckResult(
         service=container.service,
         container=container.name,
@@ -94,18 +101,6 @@ def _findings(container: str, problems: list[str], notes: Iterable[str]) -> tupl
         *(Finding(container, Level.FAIL, problem, kind="mismatch") for problem in problems),
         *(Finding(container, Level.NOTE, note, kind="probe-note") for note in notes),
     )
-
-
-def _injection_findings(container: ContainerFacts, injection: str | None) -> list[str]:
-    """How the GPUs came, against the container's device request: an `nvidia` request the
-    engine served through CDI (Docker 29.2+ does where it can) is no fault, only said."""
-    drivers = {request.driver for request in container.device_requests}
-    if injection == "cdi" and drivers and "cdi" not in drivers:
-        return [
-            f"the engine served its {'/'.join(sorted(drivers))} device request through CDI:"
-            " the GPUs NVML and CUDA show are what counts"
-        ]
-    return []
 
 
 def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResult:

@@ -12,7 +12,7 @@ from enum import Enum
 
 from drgpu.core.model import Assignment, Gpu, Inventory
 from drgpu.core.numbers import whole_number
-from drgpu.core.topology import normalize_pci_bus_id, parse_pci_bus_id
+from drgpu.core.topology import pci_bus_id
 
 
 class SelectorKind(str, Enum):
@@ -98,8 +98,7 @@ MAX_INDEX = 1023
 
 
 def _parse_token(token: str) -> Selector:
-    cuda = _CUDA_PREFIX.match(token)
-    if cuda is not None:
+    if (cuda := _CUDA_PREFIX.match(token)) is not None:
         ordinal = whole_number(cuda["rest"].strip(), 0, MAX_INDEX)
         if ordinal is None:
             raise DeviceSyntaxError(
@@ -119,13 +118,11 @@ def _parse_token(token: str) -> Selector:
         raise DeviceSyntaxError(f"{token[:12]!r}: GPU indices start at 0 and cannot be negative")
     if token.lower() in ("all", "none", "auto"):
         raise DeviceSyntaxError(f"{token!r} cannot be combined with other devices")
-    uuid = _UUID.match(token)
-    if uuid is not None:
+    if (uuid := _UUID.match(token)) is not None:
         kind = SelectorKind.MIG_UUID if uuid["prefix"].upper() == "MIG" else SelectorKind.GPU_UUID
         return Selector(kind, token, f"uuid:{token.lower()}")
-    if parse_pci_bus_id(token) is not None:
-        normalized = normalize_pci_bus_id(token)
-        return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{normalized}")
+    if (bus := pci_bus_id(token)) is not None:
+        return Selector(SelectorKind.PCI_BUS_ID, token, f"pci:{bus}")
     shown = token if len(token) <= 60 else f"{token[:60]}... ({len(token)} characters)"
     raise DeviceSyntaxError(
         f"{shown!r} is not a device: use an nvidia-smi index (0, 1, ...), a GPU UUID"
@@ -166,15 +163,13 @@ def describe_gpu(gpu: Gpu) -> str:
 
 
 def _everything(inventory: Inventory) -> list[Assignment]:
-    assignments: list[Assignment] = []
-    for gpu in inventory.gpus:
-        if gpu.lost:
-            continue
-        if gpu.mig_mode:
-            assignments.extend(Assignment(gpu, mig) for mig in gpu.mig_devices)
-        else:
-            assignments.append(Assignment(gpu))
-    return assignments
+    """Every GPU that is not lost, or its MIG devices when in MIG mode."""
+    return [
+        Assignment(gpu, mig)
+        for gpu in inventory.gpus
+        if not gpu.lost
+        for mig in (gpu.mig_devices if gpu.mig_mode else (None,))
+    ]
 
 
 def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
@@ -208,7 +203,7 @@ def _matches(selector: Selector, inventory: Inventory) -> list[Assignment]:
     if selector.kind is SelectorKind.INDEX:
         return [Assignment(gpu) for gpu in inventory.gpus if gpu.index == selector.index]
     if selector.kind is SelectorKind.PCI_BUS_ID:
-        wanted = normalize_pci_bus_id(selector.text)
+        wanted = selector.key.partition(":")[2]
         return [Assignment(gpu) for gpu in inventory.gpus if gpu.pci_bus_id == wanted]
     prefix = selector.text.lower()
     found = (

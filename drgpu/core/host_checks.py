@@ -543,9 +543,9 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 
 def cuda_text(version: int | None) -> str:
     """NVML's CUDA driver version (12040) as people write it (12.4)."""
-    if version is None:
-        return "?"
-    return f"{version // 1000}.{version % 1000 // 10}"
+    from drgpu.probe import format_cuda_version  # lazy: the probe's one rule, not at start-up
+
+    return format_cuda_version(version) or "?"
 
 
 def required_cuda(environment: Mapping[str, str]) -> tuple[int, int] | None:

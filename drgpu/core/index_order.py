@@ -19,6 +19,7 @@ from typing import Any
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
 from drgpu.core.modes import IndexOrder
+from drgpu.core.topology import inventory_to_json
 from drgpu.errors import ConfigError
 
 
@@ -63,25 +64,15 @@ def guessed_order(inventory: Inventory) -> tuple[int, ...]:
 
 
 def order_from_cuda_devices(
-    inventory: Inventory, devices: Sequence[tuple[str, str]]
+    inventory: Inventory, devices: Sequence[dict[str, Any]]
 ) -> tuple[int, ...] | None:
-    """NVML indices of CUDA devices given as (uuid, PCI bus id) in CUDA's order, matched
-    as the probe matches them (`drgpu.probe.map_cuda_to_nvml`: by GPU or MIG UUID, else
-    bus id); None when one of them matches no GPU."""
+    """NVML indices of the probe's CUDA devices (`uuid`, `pci_bus_id`) in CUDA's order,
+    matched as the probe matches them (`drgpu.probe.map_cuda_to_nvml`, which sets their
+    `nvml_index`: by GPU or MIG UUID, else bus id); None when one of them matches no GPU."""
     from drgpu.probe import map_cuda_to_nvml  # lazy: the probe is large; only CUDA's order
 
-    nvml = [
-        {
-            "index": gpu.index,
-            "uuid": gpu.uuid,
-            "pci_bus_id": gpu.pci_bus_id,
-            "mig_devices": [{"uuid": mig.uuid} for mig in gpu.mig_devices],
-        }
-        for gpu in inventory.gpus
-    ]
-    cuda: list[dict[str, Any]] = [{"uuid": u, "pci_bus_id": bus} for u, bus in devices]
-    map_cuda_to_nvml(nvml, cuda)
-    indices = tuple(device["nvml_index"] for device in cuda)
+    map_cuda_to_nvml(inventory_to_json(inventory)["gpus"], devices)  # the probe's NVML keys
+    indices = tuple(device["nvml_index"] for device in devices)
     return None if None in indices else indices
 
 

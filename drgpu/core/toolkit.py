@@ -61,12 +61,9 @@ def read_mode(text: str) -> str | None:
     """The `mode` of config.toml's `[nvidia-container-runtime]` table (None: not written)."""
     table = ""
     for line in text.splitlines():
-        heading = _TABLE.match(line)
-        if heading:
+        if heading := _TABLE.match(line):
             table = heading[1].strip()
-            continue
-        match = _MODE.match(line)
-        if match and table == "nvidia-container-runtime":
+        elif (match := _MODE.match(line)) and table == "nvidia-container-runtime":
             return match[1] if match[1] is not None else match[2]
     return None
 

@@ -13,11 +13,6 @@ from typing import Any
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
 from drgpu.errors import ConfigError
 
-_PCI_BUS_ID = re.compile(
-    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
-    r"(?P<device>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])$"
-)
-
 # NVIDIA's UUIDs, as NVML and nvidia-smi -L write them: a GPU's `GPU-<uuid>`; a MIG
 # device's `MIG-<uuid>` (R470 and later) or, before, `MIG-GPU-<gpu uuid>/<gi>/<ci>`.
 _HEX_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -29,21 +24,18 @@ _UUID_FORMS = {
 }
 
 
-def parse_pci_bus_id(text: str) -> tuple[int, int, int, int] | None:
-    """(domain, bus, device, function) of a PCI bus id, or None if `text` is not one."""
-    if (match := _PCI_BUS_ID.match(text.strip())) is None:
-        return None
-    domain, bus, device, function = match.groups()
-    return int(domain or "0", 16), int(bus, 16), int(device, 16), int(function)
+def pci_bus_id(text: str) -> str | None:
+    """NVML's spelling of a PCI bus id, `00000000:81:00.0`, or None if `text` is not one."""
+    from drgpu.probe import normalize_pci_bus_id  # lazy: the probe's one rule, not at start-up
+
+    return normalize_pci_bus_id(text)
 
 
 def normalize_pci_bus_id(text: str) -> str:
-    """NVML's spelling of a PCI bus id: `00000000:81:00.0`."""
-    parts = parse_pci_bus_id(text)
-    if parts is None:
+    """NVML's spelling of a PCI bus id: `00000000:81:00.0`; ValueError if not one."""
+    if (spelling := pci_bus_id(text)) is None:
         raise ValueError(f"not a PCI bus id: {text!r}")
-    domain, bus, device, function = parts
-    return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
+    return spelling
 
 
 # The bounds of an inventory's numbers: larger ones are typos or hostile input.
@@ -98,7 +90,7 @@ def _check_unique(gpus: list[Gpu], source: str) -> None:
     """Two GPUs never share a UUID, nor a PCI bus id (a copied entry, not a machine)."""
     for what, values in (
         ("UUID", [gpu.uuid.lower() for gpu in gpus]),
-        ("PCI bus id", [gpu.pci_bus_id for gpu in gpus if parse_pci_bus_id(gpu.pci_bus_id)]),
+        ("PCI bus id", [gpu.pci_bus_id for gpu in gpus if pci_bus_id(gpu.pci_bus_id)]),
     ):
         seen: set[str] = set()
         for value in values:
@@ -166,11 +158,11 @@ def _no_constant(name: str) -> Any:
 def _in_nvml_order(gpus: list[Gpu]) -> list[Gpu]:
     """PCI bus order; a lost GPU whose bus id NVML could not read keeps its written index."""
     known = sorted(
-        (gpu for gpu in gpus if parse_pci_bus_id(gpu.pci_bus_id)),
-        key=lambda gpu: parse_pci_bus_id(gpu.pci_bus_id) or (0, 0, 0, 0),
+        (gpu for gpu in gpus if pci_bus_id(gpu.pci_bus_id)),
+        key=lambda gpu: pci_bus_id(gpu.pci_bus_id) or "",  # fixed-width hex: numeric order
     )
     for gpu in gpus:
-        if not parse_pci_bus_id(gpu.pci_bus_id):
+        if not pci_bus_id(gpu.pci_bus_id):
             known.insert(gpu.index if gpu.index >= 0 else len(known), gpu)
     return known
 
@@ -191,9 +183,9 @@ def _gpu_from_json(item: Any) -> Gpu:
         raise ValueError(f"compute_capability {_short(repr(capability))} is not [major, minor]")
     if error is None and not item.get("uuid"):
         raise KeyError("uuid")
-    pci_bus_id = _text(item, "pci_bus_id", "")
-    if error is None or parse_pci_bus_id(pci_bus_id):
-        pci_bus_id = normalize_pci_bus_id(pci_bus_id)
+    bus = _text(item, "pci_bus_id", "")
+    if error is None or pci_bus_id(bus):
+        bus = normalize_pci_bus_id(bus)
     mig_mode = item.get("mig_mode", False)
     if not isinstance(mig_mode, bool):
         raise ValueError(f"mig_mode {_short(repr(mig_mode))} is not true or false")
@@ -210,7 +202,7 @@ def _gpu_from_json(item: Any) -> Gpu:
         index=_whole(item, "index", -1, -1, MAX_GPUS),
         uuid=uuid,
         name=_text(item, "name", "GPU"),
-        pci_bus_id=pci_bus_id,
+        pci_bus_id=bus,
         memory_total_mib=_whole(item, "memory_total_mib", 0, 0, MAX_MEMORY_MIB),
         memory_used_mib=_whole(item, "memory_used_mib", 0, 0, MAX_MEMORY_MIB),
         compute_capability=(int(capability[0]), int(capability[1])),

@@ -27,5 +27,4 @@ def default_order(inventory: Inventory) -> tuple[int, ...] | None:
         os.environ.update(saved)
     if not section.get("available") or not section.get("device_count"):
         return None
-    devices = [(d.get("uuid") or "", d.get("pci_bus_id") or "") for d in section["devices"]]
-    return order_from_cuda_devices(inventory, devices)
+    return order_from_cuda_devices(inventory, section["devices"])

@@ -1,5 +1,6 @@
-"""A host process's command line and owner, from /proc/<pid>/cmdline and the owner of
-/proc/<pid> (the live view names a stray GPU process by them)."""
+"""A host process's cgroup file (core.cgroup_owner names its container), and its command line
+and owner, from /proc/<pid>/cmdline and the owner of /proc/<pid> (the live view names a stray
+GPU process by them)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from pathlib import Path
 
 from drgpu.core.facts import ProcessFacts
 from drgpu.host.files import read_system
+
+
+def read_cgroup(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The cgroup file of a process, or None when it is gone or not visible from here."""
+    return read_system(proc / str(pid) / "cgroup")
 
 
 def read_process(pid: int, proc: Path = Path("/proc")) -> ProcessFacts | None:

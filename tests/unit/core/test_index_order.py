@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,9 +54,12 @@ def test_the_guess_skips_lost_gpus_and_counts_mig_devices(mig_l4: Inventory) -> 
 
 
 def test_cuda_devices_are_matched_by_uuid_or_bus_id(gtx_m40: Inventory) -> None:
-    devices = [(GTX1650.upper(), ""), ("", "0000:03:00.0")]
+    devices: list[dict[str, Any]] = [
+        {"uuid": GTX1650.upper()},
+        {"uuid": None, "pci_bus_id": "0000:03:00.0"},
+    ]
     assert order_from_cuda_devices(gtx_m40, devices) == (1, 0)
-    assert order_from_cuda_devices(gtx_m40, [("GPU-unknown", "")]) is None
+    assert order_from_cuda_devices(gtx_m40, [{"uuid": "GPU-unknown"}]) is None
 
 
 def test_bare_indices_read_as_cuda_ordinals(gtx_m40: Inventory) -> None:
