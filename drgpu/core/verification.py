@@ -33,11 +33,7 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     problems: list[str] = []
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
-        problems.extend(
-            f"{container.name}: {problem}"
-            for container in mine
-            if (problem := state_problem(service, container))
-        )
+        problems.extend(f"{c.name}: {p}" for c in mine if (p := state_problem(service, c)))
         if service.placeholder:
             problems.extend(
                 f"{c.name}: has {len(c.device_requests)} device request(s), planned none"
@@ -62,21 +58,16 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     return problems
 
 
-def state_problems(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
-    """Why each container whose state fails verification fails it (as `verify` words it),
-    for containers whose other facts are proven elsewhere (a Swarm task's)."""
-    planned = {service.name: service for service in plan.services}
-    stopped = stopped_badly(plan, list(containers))
-    return [f"{c.name}: {state_problem(planned[c.service], c)}" for c in stopped]
-
-
-def stopped_badly(plan: Plan, containers: list[ContainerFacts]) -> list[ContainerFacts]:
-    """The containers whose state `verify` reports (their logs tell why)."""
+def stopped_badly(
+    plan: Plan, containers: Iterable[ContainerFacts]
+) -> list[tuple[ContainerFacts, str]]:
+    """Each container whose state fails verification, and why (as `verify` words it)."""
     planned = {service.name: service for service in plan.services}
     return [
-        container
+        (container, problem)
         for container in containers
-        if container.service in planned and state_problem(planned[container.service], container)
+        if container.service in planned
+        and (problem := state_problem(planned[container.service], container))
     ]
 
 

@@ -1,5 +1,6 @@
 """Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving
-(docs/swarm.md). Everything here is pure.
+(docs/swarm.md), or as the override DRfC's swarm style appends to its files (docs/drfc.md).
+Everything here is pure.
 
 Pinned: on a node whose default runtime is nvidia, NVIDIA_VISIBLE_DEVICES names a
 container's GPUs, each simulator replica its own through a `{{.Task.Slot}}` template.
@@ -10,11 +11,11 @@ sets `DOCKER_RESOURCE_NVIDIA-GPU`, which the runtime's `swarm-resource` setting 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drgpu.core import labels
-from drgpu.core.model import Plan, Role
+from drgpu.core.model import HEADER_MARK, Plan, Role
 from drgpu.core.numbers import is_digits
 from drgpu.core.redaction import masked_data, service_secrets
 from drgpu.core.secrets import masked
@@ -42,6 +43,13 @@ HEADER = """\
 # A pinned service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
 # runtime (nvidia) obeys; a reserving one gets {variable}=<uuids> from the engine.
 """
+OVERRIDE_HEADER = f"""\
+{HEADER_MARK} for swarm stack {{project}}: appended to DRfC's -c list.
+# Do not edit: `drgpu up` (or `drgpu drfc-env`) writes it anew; `drgpu down` removes it.
+# Each GPU service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
+# runtime (nvidia) obeys; DRfC's files keep their replicas and node-label constraints.
+"""
+OVERRIDE_VERSION = "3.7"  # DRfC's own files' format
 PINNED_HOW = "GPU services pinned to their GPUs on this node"
 GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
 NODE_CONSTRAINT = "node.id == {node}"
@@ -219,6 +227,31 @@ def render_stack(
         layout=layout,
         sharing=plan.sharing,
         secret_text=None if shown == text else shown,
+    )
+
+
+def render_swarm_override(
+    plan: Plan, services: tuple[SwarmService, ...], layout: SwarmLayout = ONE_NODE
+) -> SwarmStack:
+    """The override appended to DRfC's `-c` list, and what drgpu expects of the deployed
+    stack. The format 3 has no device requests, `gpus`, `extends` or `!reset`: each service
+    gets only what the docker CLI merges (its environment, drgpu's labels, the constraint
+    to this node or the generic-resource reservations), not the replicas or node-label
+    constraints DRfC's swarm files carry."""
+    drfc = (SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT)
+    bodies: dict[str, Any] = {}
+    for service in services:
+        constraints = tuple(c for c in service.constraints if c not in drfc)
+        kept = replace(service, replicas=None, constraints=constraints)
+        bodies[service.name] = _stack_service(service.name, {}, kept, [])
+    document = {"version": OVERRIDE_VERSION, "services": bodies}
+    return SwarmStack(
+        project=plan.project,
+        text=OVERRIDE_HEADER.format(project=plan.project) + dump_document(document),
+        services=services,
+        warnings=(),
+        layout=layout,
+        sharing=plan.sharing,
     )
 
 
