@@ -1,11 +1,5 @@
-"""Kubernetes manifests for a plan: one Deployment per service, GPUs as `nvidia.com/gpu`.
-
-The NVIDIA device plugin hands out GPUs and GPU feature discovery labels each node with
-its GPU product (`nvidia.com/gpu.product`, the NVML name with dashes for spaces), so a
-service is sent to a node with the product of its planned GPUs. Kubernetes cannot pin a
-GPU UUID without dynamic resource allocation (DRA): the plugin picks which GPU of the node.
-Everything here is pure.
-"""
+"""Kubernetes manifests for a plan, pure: GPUs from the NVIDIA device plugin on a node of the
+planned GPUs' product, or from dynamic resource allocation (DRA) by UUID (see the headers)."""
 
 from __future__ import annotations
 
@@ -21,6 +15,7 @@ from drgpu.core.redaction import masked_data, secret_values, service_secrets
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.core.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 from drgpu.errors import ConfigError, GpuValidationError
+from drgpu.targets.compose_override import dump_yaml
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -113,14 +108,13 @@ class _Part:
     def text(self, *, masked: tuple[str, ...] | None = None) -> str:
         """The manifest; `masked`: the values to mask (masked before YAML escapes them), a
         Secret's values all masked; None: the real values."""
-        document = dict(self.document)
-        if masked is not None:
-            document = masked_data(document, masked)
-        if document.get("kind") != "Secret":
-            return self.comment + _dump(document)
-        if masked is not None:
-            document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
-        return self.comment.format(masked="" if masked is None else MASKED_NOTE) + _dump(document)
+        document = dict(self.document) if masked is None else masked_data(self.document, masked)
+        comment = self.comment
+        if document.get("kind") == "Secret":
+            comment = comment.format(masked="" if masked is None else MASKED_NOTE)
+            if masked is not None:
+                document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
+        return comment + dump_yaml(document, blocks=True)
 
 
 def _hidden_values(parts: list[_Part], secrets: Iterable[str]) -> tuple[str, ...]:
@@ -272,22 +266,6 @@ def _object(
     metadata; `name` made one Kubernetes accepts."""
     metadata = {"name": _dns_label(name), "labels": labels or _labels(plan)}
     return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
-
-
-def _dump(document: dict[str, Any]) -> str:
-    """YAML without anchors, multi-line strings as literal blocks."""
-    import yaml  # lazy: PyYAML is heavy; only rendering needs it
-
-    class _Dumper(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
-
-    def _text(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-        style = "|" if "\n" in data else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-    _Dumper.add_representer(str, _text)
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
 def _devices(plan: Plan, shape: ServiceGpus) -> tuple[Assignment, ...]:
