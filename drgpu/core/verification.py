@@ -192,9 +192,7 @@ STUCK_HINTS = (
 
 
 def verify_tasks(
-    stack: SwarmStack,
-    tasks: list[TaskFacts],
-    containers: Mapping[str, ContainerFacts] | None = None,
+    stack: SwarmStack, tasks: list[TaskFacts], containers: Mapping[str, ContainerFacts]
 ) -> list[str]:
     """Every way the running tasks differ from the stack; empty when they match.
 
@@ -203,7 +201,6 @@ def verify_tasks(
     A pinned task must run here, hold no generic resource and name exactly its GPUs; a
     reserving task holds its number of GPUs, none pinned for another service.
     """
-    found = containers or {}
     node = stack.layout.node_id
     problems: list[str] = []
     holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
@@ -216,7 +213,7 @@ def verify_tasks(
             if task.service != full or task.state != "running":
                 continue
             label = f"{service.name}.{task.slot}"
-            container = found.get(task.id)
+            container = containers.get(task.id)
             given, found_problems = _task_gpus(service, task, container, node)
             problems.extend(f"{label}: {problem}" for problem in found_problems)
             if service.reserves:
