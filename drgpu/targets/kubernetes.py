@@ -280,13 +280,11 @@ def _devices(plan: Plan, shape: ServiceGpus) -> tuple[Assignment, ...]:
 
 
 def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
-    import yaml  # lazy: PyYAML is heavy; only rendering needs it
-
     config = {
         "version": "v1",
         "sharing": {mode: {"resources": [{"name": GPU_RESOURCE, "replicas": replicas}]}},
     }
-    data = {SHARING_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)}
+    data = {SHARING_CONFIG_KEY: dump_yaml(config)}
     return _object(plan, "ConfigMap", SHARING_CONFIG_MAP, data=data)
 
 
