@@ -34,26 +34,17 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
         problems.extend(f"{c.name}: {p}" for c in mine if (p := state_problem(service, c)))
-        if service.placeholder:
-            problems.extend(
-                f"{c.name}: has {len(c.device_requests)} device request(s), planned none"
-                for c in mine
-                if c.device_requests
-            )
-            continue
-        if service.disabled:
-            if mine:
-                problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
-            continue
-        if not mine:
+        if service.disabled and mine:
+            problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
+        elif not (mine or service.disabled or service.placeholder):
             problems.append(f"service {service.name} has no container")
-        for container in mine:
+        for container in [] if service.disabled else mine:
             problems.extend(
                 f"{container.name}: {p}"
-                for p in _container_problems(service, container, plan.device_driver)
-            )
-            problems.extend(
-                f"{container.name}: {p}" for p in _ipc_problems(service, container, containers)
+                for p in (
+                    *_container_problems(service, container, plan.device_driver),
+                    *_ipc_problems(service, container, containers),
+                )
             )
     return problems
 
@@ -91,7 +82,7 @@ def _ipc_problems(
     service: ServicePlan, container: ContainerFacts, containers: list[ContainerFacts]
 ) -> list[str]:
     """An MPS client must share the IPC namespace of its daemon's container."""
-    if service.ipc is None or not service.ipc.startswith("service:"):
+    if service.placeholder or service.ipc is None or not service.ipc.startswith("service:"):
         return []
     owner = service.ipc.removeprefix("service:")
     wanted = {f"container:{c.id}" for c in containers if c.service == owner}
@@ -103,12 +94,14 @@ def _ipc_problems(
 def _container_problems(
     service: ServicePlan, container: ContainerFacts, driver: DeviceDriver
 ) -> list[str]:
+    requests = container.device_requests
+    if service.placeholder:  # its replicas run `true`: only their device requests count
+        return [f"has {len(requests)} device request(s), planned none"] if requests else []
     problems = [
         f"{key}={container.environment.get(key, '<unset>')!r}, planned {value!r}"
         for key, value in service.environment
         if container.environment.get(key) != value
     ]
-    requests = container.device_requests
     if not service.has_gpu:
         if requests:
             problems.append(f"has {len(requests)} device request(s), planned none")
