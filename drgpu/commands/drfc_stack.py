@@ -39,8 +39,7 @@ from drgpu.host.state_files import (
     written_by_drgpu,
 )
 from drgpu.targets.compose_override import render_override
-from drgpu.targets.swarm_override import render_swarm_override
-from drgpu.targets.swarm_stack import swarm_services
+from drgpu.targets.swarm_stack import render_swarm_override, swarm_services
 from drgpu.ui.talk import note, preload_rich, spinner, warn
 
 if TYPE_CHECKING:

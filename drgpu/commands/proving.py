@@ -20,7 +20,6 @@ from drgpu.core.model import Plan
 from drgpu.core.swarm_node import GPU_KIND
 from drgpu.core.verification import (
     stack_service_name,
-    state_problems,
     stopped_badly,
     stuck_hint,
     verify,
@@ -48,13 +47,10 @@ POLL_S = 0.1  # a few cheap API calls; every 0.1 s of waiting counts in `up`
 def verified(
     plan: Plan, progress: Callable[[ProgressEvent], None] | None = None
 ) -> tuple[list[ContainerFacts], list[Finding]]:
-    """The containers of the started stack, proven against the plan, and a warning for each
-    that could not be proven from inside; a DockerError naming every difference (with the
-    last log lines of each container that stopped) if not. `progress` hears whether each
-    container was verified.
-
-    A container counts once it has run for SETTLE_S: one whose command fails at once
-    has stopped by then."""
+    """The containers of the started stack, once settled (`settle`), proven against the plan,
+    and a warning for each that could not be proven from inside; a DockerError naming every
+    difference (with the last log lines of each container that stopped) if not. `progress`
+    hears whether each container was verified."""
     containers = engine.project_containers(plan.project)
     inside = proving_inside(containers)
     if settle(containers):
@@ -175,7 +171,7 @@ def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
     """The last log lines of each container whose state fails verification."""
     return [
         _shown(c.name, engine.container_log_tail(c.id, LOG_TAIL_LINES))
-        for c in stopped_badly(plan, list(containers))
+        for c, _why in stopped_badly(plan, containers)
     ]
 
 
@@ -210,7 +206,7 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
     problems = [
         *waiting_on(stack, tasks)[0],
         *(f"{_name(task)} {task.state}: {task.error or 'its command ended'}" for task in ended),
-        *state_problems(plan, containers.values()),
+        *(f"{c.name}: {why}" for c, why in stopped_badly(plan, containers.values())),
         *verify_tasks(stack, tasks, containers),
         *mismatches,
     ]

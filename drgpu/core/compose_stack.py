@@ -146,28 +146,21 @@ def _declared_roles(
 ) -> tuple[Declared | None, Declared | None]:
     """The roles one file declares for a service: by label, and by extension field."""
     labels = body.get("labels")
-    label: tuple[object] | None = None  # (value,) when the label is there
-    if isinstance(labels, dict) and ROLE_LABEL in labels:
-        label = (labels[ROLE_LABEL],)
-    elif isinstance(labels, list):
-        for entry in labels:
-            key, _, value = str(entry).partition("=")
-            if key.strip() == ROLE_LABEL:
-                label = (value,)
+    if isinstance(labels, list):  # `KEY=VALUE` entries, the last of a key counts
+        labels = {key.strip(): value for key, _, value in (str(e).partition("=") for e in labels)}
+    label = (labels[ROLE_LABEL],) if isinstance(labels, dict) and ROLE_LABEL in labels else None
     extension = body.get(EXTENSION)
-    field: tuple[object] | None = None
-    if isinstance(extension, dict):
-        unknown = sorted(str(key) for key in extension if key != "role")
-        if unknown:
-            raise ConfigError(
-                f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
-                " (drgpu reads only 'role')"
-            )
-        field = (extension["role"],) if "role" in extension else None
-    elif extension is not None:
+    if not isinstance(extension, dict | None):
         raise ConfigError(
             f"{path}: service {name}: {EXTENSION} must be a mapping, like {{role: trainer}}"
         )
+    unknown = sorted(str(key) for key in extension or {} if key != "role")
+    if unknown:
+        raise ConfigError(
+            f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
+            " (drgpu reads only 'role')"
+        )
+    field = (extension["role"],) if extension and "role" in extension else None
     return (
         _declared(path, name, f"{ROLE_LABEL} label", label),
         _declared(path, name, EXTENSION_ROLE, field),

@@ -33,50 +33,32 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     problems: list[str] = []
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
-        problems.extend(
-            f"{container.name}: {problem}"
-            for container in mine
-            if (problem := state_problem(service, container))
-        )
-        if service.placeholder:
-            problems.extend(
-                f"{c.name}: has {len(c.device_requests)} device request(s), planned none"
-                for c in mine
-                if c.device_requests
-            )
-            continue
-        if service.disabled:
-            if mine:
-                problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
-            continue
-        if not mine:
+        problems.extend(f"{c.name}: {p}" for c in mine if (p := state_problem(service, c)))
+        if service.disabled and mine:
+            problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
+        elif not (mine or service.disabled or service.placeholder):
             problems.append(f"service {service.name} has no container")
-        for container in mine:
+        for container in [] if service.disabled else mine:
             problems.extend(
                 f"{container.name}: {p}"
-                for p in _container_problems(service, container, plan.device_driver)
-            )
-            problems.extend(
-                f"{container.name}: {p}" for p in _ipc_problems(service, container, containers)
+                for p in (
+                    *_container_problems(service, container, plan.device_driver),
+                    *_ipc_problems(service, container, containers),
+                )
             )
     return problems
 
 
-def state_problems(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
-    """Why each container whose state fails verification fails it (as `verify` words it),
-    for containers whose other facts are proven elsewhere (a Swarm task's)."""
-    planned = {service.name: service for service in plan.services}
-    stopped = stopped_badly(plan, list(containers))
-    return [f"{c.name}: {state_problem(planned[c.service], c)}" for c in stopped]
-
-
-def stopped_badly(plan: Plan, containers: list[ContainerFacts]) -> list[ContainerFacts]:
-    """The containers whose state `verify` reports (their logs tell why)."""
+def stopped_badly(
+    plan: Plan, containers: Iterable[ContainerFacts]
+) -> list[tuple[ContainerFacts, str]]:
+    """Each container whose state fails verification, and why (as `verify` words it)."""
     planned = {service.name: service for service in plan.services}
     return [
-        container
+        (container, problem)
         for container in containers
-        if container.service in planned and state_problem(planned[container.service], container)
+        if container.service in planned
+        and (problem := state_problem(planned[container.service], container))
     ]
 
 
@@ -100,7 +82,7 @@ def _ipc_problems(
     service: ServicePlan, container: ContainerFacts, containers: list[ContainerFacts]
 ) -> list[str]:
     """An MPS client must share the IPC namespace of its daemon's container."""
-    if service.ipc is None or not service.ipc.startswith("service:"):
+    if service.placeholder or service.ipc is None or not service.ipc.startswith("service:"):
         return []
     owner = service.ipc.removeprefix("service:")
     wanted = {f"container:{c.id}" for c in containers if c.service == owner}
@@ -112,12 +94,14 @@ def _ipc_problems(
 def _container_problems(
     service: ServicePlan, container: ContainerFacts, driver: DeviceDriver
 ) -> list[str]:
+    requests = container.device_requests
+    if service.placeholder:  # its replicas run `true`: only their device requests count
+        return [f"has {len(requests)} device request(s), planned none"] if requests else []
     problems = [
         f"{key}={container.environment.get(key, '<unset>')!r}, planned {value!r}"
         for key, value in service.environment
         if container.environment.get(key) != value
     ]
-    requests = container.device_requests
     if not service.has_gpu:
         if requests:
             problems.append(f"has {len(requests)} device request(s), planned none")
@@ -201,9 +185,7 @@ STUCK_HINTS = (
 
 
 def verify_tasks(
-    stack: SwarmStack,
-    tasks: list[TaskFacts],
-    containers: Mapping[str, ContainerFacts] | None = None,
+    stack: SwarmStack, tasks: list[TaskFacts], containers: Mapping[str, ContainerFacts]
 ) -> list[str]:
     """Every way the running tasks differ from the stack; empty when they match.
 
@@ -212,7 +194,6 @@ def verify_tasks(
     A pinned task must run here, hold no generic resource and name exactly its GPUs; a
     reserving task holds its number of GPUs, none pinned for another service.
     """
-    found = containers or {}
     node = stack.layout.node_id
     problems: list[str] = []
     holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
@@ -225,7 +206,7 @@ def verify_tasks(
             if task.service != full or task.state != "running":
                 continue
             label = f"{service.name}.{task.slot}"
-            container = found.get(task.id)
+            container = containers.get(task.id)
             given, found_problems = _task_gpus(service, task, container, node)
             problems.extend(f"{label}: {problem}" for problem in found_problems)
             if service.reserves:

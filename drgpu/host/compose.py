@@ -35,7 +35,7 @@ _PLUGIN_DIRS = (
 def find_compose(settings: Mapping[str, str]) -> tuple[str, ...]:
     """The Compose command: DRGPU_COMPOSE, else the docker plugin, else a docker-compose v2."""
     chosen = settings.get("DRGPU_COMPOSE") or os.environ.get("DRGPU_COMPOSE")
-    if chosen is not None and chosen != "":
+    if chosen:
         return _chosen_compose(chosen)
     docker = shutil.which("docker")
     if docker and any(
@@ -76,10 +76,7 @@ def compose_command(
     compose: tuple[str, ...], project: str, files: tuple[Path, ...], *args: str
 ) -> list[str]:
     """`<compose> -p PROJECT -f FILE ... ARGS`."""
-    command = [*compose, "-p", project]
-    for path in files:
-        command += ["-f", str(path)]
-    return [*command, *args]
+    return [*compose, "-p", project, *(word for path in files for word in ("-f", str(path))), *args]
 
 
 def compose_down(

@@ -37,12 +37,11 @@ def _warning(line: str) -> str | None:
 def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:
     """What a start or stop script said to its user: its own lines, without Compose's
     progress lines and warnings (shown on their own)."""
-    kept = []
-    for line in (*stdout.splitlines(), *stderr.splitlines()):
-        if not line.strip() or _PROGRESS.match(line) or _warning(line) is not None:
-            continue
-        kept.append(line.rstrip())
-    return tuple(kept)
+    return tuple(
+        line.rstrip()
+        for line in (*stdout.splitlines(), *stderr.splitlines())
+        if line.strip() and not _PROGRESS.match(line) and _warning(line) is None
+    )
 
 
 def failure_hint(stderr: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from drgpu.core.device_driver import request_ids
@@ -24,11 +25,19 @@ def render_override(plan: Plan, header_template: str | None) -> str:
     """The override YAML that gives each service of the plan exactly its devices, under the
     header `header_template` gives (`{project}`: the plan's project; None: a one-line
     header, where drgpu's installation lacks its template)."""
-    import yaml  # PyYAML takes a while to import: only when an override is rendered
+    bodies = [dump_yaml(document) for document in (*_base_documents(plan), _document(plan))]
+    header = f"{HEADER_MARK} for compose project {plan.project}.\n"
+    if header_template is not None:
+        header = header_template.format(project=plan.project)
+    return header + "---\n".join(bodies)
+
+
+def dump_yaml(document: Mapping[str, Any], *, blocks: bool = False) -> str:
+    """YAML as drgpu writes it: keys in their order, no aliases, Compose's merge tags, and
+    (`blocks`) each multi-line text as a literal block."""
+    import yaml  # PyYAML takes a while to import: only when a file is rendered
 
     class _Dumper(yaml.CSafeDumper):  # libyaml's emitter: eight times quicker than PyYAML's
-        """Dumps compose's merge tags and never aliases repeated values."""
-
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
@@ -39,16 +48,14 @@ def render_override(plan: Plan, header_template: str | None) -> str:
             return dumper.represent_mapping(data.tag, data.value)
         return dumper.represent_scalar(data.tag, "", style="'")  # (libyaml writes '' bare)
 
+    def _block(dumper: yaml.CSafeDumper, data: str) -> yaml.Node:
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
     _Dumper.add_representer(_Tagged, _represent_tagged)
-    documents = [*_base_documents(plan), _document(plan)]
-    bodies = [
-        yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
-        for document in documents
-    ]
-    header = f"{HEADER_MARK} for compose project {plan.project}.\n"
-    if header_template is not None:
-        header = header_template.format(project=plan.project)
-    return header + "---\n".join(bodies)
+    if blocks:
+        _Dumper.add_representer(str, _block)
+    return yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
 def _document(plan: Plan) -> dict[str, Any]:

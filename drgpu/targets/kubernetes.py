@@ -1,11 +1,5 @@
-"""Kubernetes manifests for a plan: one Deployment per service, GPUs as `nvidia.com/gpu`.
-
-The NVIDIA device plugin hands out GPUs and GPU feature discovery labels each node with
-its GPU product (`nvidia.com/gpu.product`, the NVML name with dashes for spaces), so a
-service is sent to a node with the product of its planned GPUs. Kubernetes cannot pin a
-GPU UUID without dynamic resource allocation (DRA): the plugin picks which GPU of the node.
-Everything here is pure.
-"""
+"""Kubernetes manifests for a plan, pure: GPUs from the NVIDIA device plugin on a node of the
+planned GPUs' product, or from dynamic resource allocation (DRA) by UUID (see the headers)."""
 
 from __future__ import annotations
 
@@ -15,12 +9,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from drgpu.core.model import Assignment, Plan, Role, ServicePlan
+from drgpu.core.model import Assignment, Plan, Role
 from drgpu.core.modes import Sharing
 from drgpu.core.redaction import masked_data, secret_values, service_secrets
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.core.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 from drgpu.errors import ConfigError, GpuValidationError
+from drgpu.targets.compose_override import dump_yaml
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -113,14 +108,13 @@ class _Part:
     def text(self, *, masked: tuple[str, ...] | None = None) -> str:
         """The manifest; `masked`: the values to mask (masked before YAML escapes them), a
         Secret's values all masked; None: the real values."""
-        document = dict(self.document)
-        if masked is not None:
-            document = masked_data(document, masked)
-        if document.get("kind") != "Secret":
-            return self.comment + _dump(document)
-        if masked is not None:
-            document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
-        return self.comment.format(masked="" if masked is None else MASKED_NOTE) + _dump(document)
+        document = dict(self.document) if masked is None else masked_data(self.document, masked)
+        comment = self.comment
+        if document.get("kind") == "Secret":
+            comment = comment.format(masked="" if masked is None else MASKED_NOTE)
+            if masked is not None:
+                document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
+        return comment + dump_yaml(document, blocks=True)
 
 
 def _hidden_values(parts: list[_Part], secrets: Iterable[str]) -> tuple[str, ...]:
@@ -153,9 +147,10 @@ def _plugin_parts(
 ) -> list[_Part]:
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
     parts: list[_Part] = []
+    devices = {shape.name: _devices(plan, shape) for shape in shapes}
     users: dict[str, int] = {}  # how many pods the plan puts on each GPU
     for shape in shapes:
-        for device in _devices(plan, plan.service(shape.name), shape):
+        for device in devices[shape.name]:
             users[device.uuid] = users.get(device.uuid, 0) + (shape.replicas or 1)
     replicas = max(users.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
@@ -168,16 +163,14 @@ def _plugin_parts(
         warnings.append("the plan shares a GPU, but DRGPU_SHARING names no device plugin sharing")
     shared = bool(plugin_sharing) and replicas > 1
     for shape in shapes:
-        service = plan.service(shape.name)
-        devices = _devices(plan, service, shape)
         if not shared:
-            _check_counts(shape, devices)
+            _check_counts(shape, devices[shape.name])
         pod = _pod(plan, shape, bodies[shape.name], warnings)
         container = pod["containers"][0]
         if shape.gpus:
             _set_resources(container, {"limits": {GPU_RESOURCE: shape.gpus}})
             _set_env(container, own_gpus_environment(shape.gpus))
-        selector = _node_selector(shape.name, devices, shared, warnings)
+        selector = _node_selector(shape.name, devices[shape.name], shared, warnings)
         if selector:
             pod = {"nodeSelector": selector, **pod}
         parts.extend(_secret_parts(plan, shape.name, container))
@@ -271,28 +264,13 @@ def _object(
 ) -> dict[str, Any]:
     """A Kubernetes object of drgpu's stack (`labels`: the stack's), `fields` after its
     metadata; `name` made one Kubernetes accepts."""
-    metadata = {"name": _dns_label(name), "labels": labels or _labels(plan, None)}
+    metadata = {"name": _dns_label(name), "labels": labels or _labels(plan)}
     return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
 
 
-def _dump(document: dict[str, Any]) -> str:
-    """YAML without anchors, multi-line strings as literal blocks."""
-    import yaml  # lazy: PyYAML is heavy; only rendering needs it
-
-    class _Dumper(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
-
-    def _text(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-        style = "|" if "\n" in data else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-    _Dumper.add_representer(str, _text)
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
-
-
-def _devices(plan: Plan, service: ServicePlan, shape: ServiceGpus) -> tuple[Assignment, ...]:
+def _devices(plan: Plan, shape: ServiceGpus) -> tuple[Assignment, ...]:
     """The planned GPUs a service's pods are modelled on (all workers' for the simulator)."""
+    service = plan.service(shape.name)
     if not shape.gpus:
         return ()
     if service.role is Role.SIMULATOR and shape.replicas is not None:
@@ -302,13 +280,11 @@ def _devices(plan: Plan, service: ServicePlan, shape: ServiceGpus) -> tuple[Assi
 
 
 def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
-    import yaml  # lazy: PyYAML is heavy; only rendering needs it
-
     config = {
         "version": "v1",
         "sharing": {mode: {"resources": [{"name": GPU_RESOURCE, "replicas": replicas}]}},
     }
-    data = {SHARING_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)}
+    data = {SHARING_CONFIG_KEY: dump_yaml(config)}
     return _object(plan, "ConfigMap", SHARING_CONFIG_MAP, data=data)
 
 
@@ -357,9 +333,7 @@ def kubernetes_text(value: str) -> str:
 
 def _set_resources(container: dict[str, Any], resources: dict[str, Any]) -> None:
     """Set a container's resources, before its environment (as kubectl shows them)."""
-    env = container.pop("env")
-    container["resources"] = resources
-    container["env"] = env
+    container.update(resources=resources, env=container.pop("env"))
 
 
 def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
@@ -391,9 +365,12 @@ def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Par
 def _deployment(
     plan: Plan, shape: ServiceGpus, name: str, replicas: int, pod: dict[str, Any]
 ) -> dict[str, Any]:
-    labels = _labels(plan, shape, name)
-    matching = {
-        key: labels[key] for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
+    matching = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": plan.project}
+    labels = {
+        **matching,
+        **_labels(plan),
+        "drgpu/role": shape.role.value,
+        "drgpu/run-id": plan.run_id,
     }
     template = {"metadata": {"labels": labels}, "spec": pod}
     spec = {"replicas": replicas, "selector": {"matchLabels": matching}, "template": template}
@@ -426,16 +403,8 @@ def _node_selector(
     return {PRODUCT_LABEL: product}
 
 
-def _labels(plan: Plan, shape: ServiceGpus | None, name: str | None = None) -> dict[str, str]:
-    labels = {"app.kubernetes.io/instance": plan.project, "app.kubernetes.io/managed-by": "drgpu"}
-    if shape is not None:
-        labels = {
-            "app.kubernetes.io/name": name or shape.name,
-            **labels,
-            "drgpu/role": shape.role.value,
-            "drgpu/run-id": plan.run_id,
-        }
-    return labels
+def _labels(plan: Plan) -> dict[str, str]:
+    return {"app.kubernetes.io/instance": plan.project, "app.kubernetes.io/managed-by": "drgpu"}
 
 
 def _dns_label(text: str) -> str:

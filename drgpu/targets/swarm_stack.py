@@ -1,5 +1,6 @@
 """Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving
-(docs/swarm.md). Everything here is pure.
+(docs/swarm.md), or as the override DRfC's swarm style appends to its files (docs/drfc.md).
+Everything here is pure.
 
 Pinned: on a node whose default runtime is nvidia, NVIDIA_VISIBLE_DEVICES names a
 container's GPUs, each simulator replica its own through a `{{.Task.Slot}}` template.
@@ -10,11 +11,11 @@ sets `DOCKER_RESOURCE_NVIDIA-GPU`, which the runtime's `swarm-resource` setting 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drgpu.core import labels
-from drgpu.core.model import Plan, Role
+from drgpu.core.model import HEADER_MARK, Plan, Role
 from drgpu.core.numbers import is_digits
 from drgpu.core.redaction import masked_data, service_secrets
 from drgpu.core.secrets import masked
@@ -35,6 +36,7 @@ from drgpu.core.swarm_node import (
     SwarmLayout,
 )
 from drgpu.core.swarm_view import NodeFacts
+from drgpu.targets.compose_override import dump_yaml
 
 HEADER = """\
 # Written by drgpu for swarm stack {project}: {how}.
@@ -42,6 +44,13 @@ HEADER = """\
 # A pinned service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
 # runtime (nvidia) obeys; a reserving one gets {variable}=<uuids> from the engine.
 """
+OVERRIDE_HEADER = f"""\
+{HEADER_MARK} for swarm stack {{project}}: appended to DRfC's -c list.
+# Do not edit: `drgpu up` (or `drgpu drfc-env`) writes it anew; `drgpu down` removes it.
+# Each GPU service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
+# runtime (nvidia) obeys; DRfC's files keep their replicas and node-label constraints.
+"""
+OVERRIDE_VERSION = "3.7"  # DRfC's own files' format
 PINNED_HOW = "GPU services pinned to their GPUs on this node"
 GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
 NODE_CONSTRAINT = "node.id == {node}"
@@ -202,13 +211,13 @@ def render_stack(
     header = HEADER.format(
         project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
     )
-    text = header + dump_document(compose_text(document))
+    text = header + dump_yaml(compose_text(document))
     masked = {
         **document,
         "services": {name: _masked_service(body) for name, body in document["services"].items()},
     }
     hidden = (*secrets, *service_secrets(document["services"]))
-    shown = header + dump_document(
+    shown = header + dump_yaml(
         compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True)))
     )
     return SwarmStack(
@@ -222,12 +231,29 @@ def render_stack(
     )
 
 
-def dump_document(document: Mapping[str, Any]) -> str:
-    """A stack file's YAML, keys in their order."""
-    import yaml  # lazy: PyYAML is heavy; only rendering needs it
-
-    dumper = yaml.CSafeDumper  # libyaml's emitter: eight times quicker than PyYAML's
-    return yaml.dump(dict(document), Dumper=dumper, sort_keys=False, default_flow_style=False)
+def render_swarm_override(
+    plan: Plan, services: tuple[SwarmService, ...], layout: SwarmLayout = ONE_NODE
+) -> SwarmStack:
+    """The override appended to DRfC's `-c` list, and what drgpu expects of the deployed
+    stack. The format 3 has no device requests, `gpus`, `extends` or `!reset`: each service
+    gets only what the docker CLI merges (its environment, drgpu's labels, the constraint
+    to this node or the generic-resource reservations), not the replicas or node-label
+    constraints DRfC's swarm files carry."""
+    drfc = (SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT)
+    bodies: dict[str, Any] = {}
+    for service in services:
+        constraints = tuple(c for c in service.constraints if c not in drfc)
+        kept = replace(service, replicas=None, constraints=constraints)
+        bodies[service.name] = _stack_service(service.name, {}, kept, [])
+    document = {"version": OVERRIDE_VERSION, "services": bodies}
+    return SwarmStack(
+        project=plan.project,
+        text=OVERRIDE_HEADER.format(project=plan.project) + dump_yaml(document),
+        services=services,
+        warnings=(),
+        layout=layout,
+        sharing=plan.sharing,
+    )
 
 
 def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:

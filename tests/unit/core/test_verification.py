@@ -91,7 +91,9 @@ def test_a_gpu_service_that_exited_fails_whatever_its_status(status: int) -> Non
     plan = Plan(project="p", run_id="0", services=(gpu_service("robomaker"),))
     [problem] = verify(plan, [stopped("robomaker", status)])
     assert problem.startswith("p-robomaker-1: exited")
-    assert stopped_badly(plan, [stopped("robomaker", status)]) == [stopped("robomaker", status)]
+    [(container, why)] = stopped_badly(plan, [stopped("robomaker", status)])
+    assert container == stopped("robomaker", status)
+    assert f"{container.name}: {why}" == problem
 
 
 def test_any_service_that_exited_non_zero_fails_and_zero_passes() -> None:

@@ -14,8 +14,7 @@ from drgpu.core.planning import make_plan
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import GPU_KIND, SwarmLayout
 from drgpu.host.files import load_inventory, load_stack, read_settings
-from drgpu.targets.swarm_override import render_swarm_override
-from drgpu.targets.swarm_stack import swarm_services
+from drgpu.targets.swarm_stack import render_swarm_override, swarm_services
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKER = REPO / "tests" / "drfc" / "checkout" / "docker"

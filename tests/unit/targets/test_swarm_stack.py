@@ -300,7 +300,7 @@ def test_a_reserving_task_given_the_trainers_gpu_is_found(generic: SwarmStack) -
 
 
 def test_a_reserving_task_without_its_gpu_is_found(generic: SwarmStack) -> None:
-    problems = verify_tasks(generic, [task("robomaker", 1, ())])
+    problems = verify_tasks(generic, [task("robomaker", 1, ())], {})
     assert f"robomaker.1: holds 0 {GPU_KIND}, planned 1" in problems
 
 
