@@ -19,7 +19,6 @@ from drgpu.core.swarm_node import (
     FAIL,
     NodeState,
     SetupReport,
-    read_swarm_resource,
     report,
     runs_trainer,
     wanted_resources,
@@ -27,7 +26,7 @@ from drgpu.core.swarm_node import (
 from drgpu.core.toolkit import ToolkitFacts
 from drgpu.errors import CheckFailedError, ConfigError, DockerError
 from drgpu.host import files, nvml, process, swarm_engine
-from drgpu.host.files import base_stack_file, is_file, load_inventory, load_stack
+from drgpu.host.files import base_stack_file, exists, load_inventory, load_stack
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ def swarm_setup(
     their trainer's GPUs are kept from the swarm) and this node's state, and report."""
     gpus = load_inventory(inventory) if inventory is not None else nvml.read_inventory()
     target = resolved(InputOptions(env_file=env_file, needs_files=False))
-    config = settings(target) if is_file(target.env_file) else None
+    config = settings(target) if exists(target.env_file, file=True) else None
     state = read_node(daemon_json, toolkit_config)
     here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
     kept = trainer_gpus(config, gpus) if config is not None and here else ()
@@ -126,8 +125,8 @@ def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts
         text, problem = None, exc.message
     found = ToolkitFacts(
         version=toolkit_version(),
-        mode=toolkit.read_mode(text) if text else None,
-        swarm_resource=read_swarm_resource(text) if text else None,
+        mode=toolkit.config_string(text or "", "mode", "nvidia-container-runtime"),
+        swarm_resource=toolkit.config_string(text or "", "swarm-resource"),
         config_found=text is not None,
     )
     return found, problem

@@ -36,7 +36,6 @@ RUNTIME = "nvidia"
 RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
-_SWARM_RESOURCE = re.compile(r"""^\s*swarm-resource\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
 _GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
 
 
@@ -264,17 +263,6 @@ def _wanted_daemon_json(existing: Mapping[str, Any], resources: tuple[str, ...])
         "runtimes": runtimes,
         "node-generic-resources": [*others, *resources],
     }
-
-
-def read_swarm_resource(text: str) -> str | None:
-    """The top-level `swarm-resource` of a config.toml (before its first [table])."""
-    for line in text.splitlines():
-        if line.lstrip().startswith("["):
-            return None
-        match = _SWARM_RESOURCE.match(line)
-        if match:
-            return match[1] if match[1] is not None else match[2]
-    return None
 
 
 SWARM_GPUS_KEY = "DRGPU_SWARM_GPUS"

@@ -19,7 +19,7 @@ SWARM_RESOURCE_AGAIN = (1, 19, 0)  # the first that honours swarm-resource in (j
 EGL_LIMITED = (1, 20, 0)  # the first whose jit-cdi mode limits EGL/Vulkan to the given GPUs
 MODE_FIX = 'set mode = "legacy" under [nvidia-container-runtime] in the toolkit\'s config.toml'
 _VERSION = re.compile(r"version\s+v?(\d+)\.(\d+)\.(\d+)", re.IGNORECASE)
-_MODE = re.compile(r"""^\s*mode\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
+_STRING = re.compile(r"""^\s*([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
 _TABLE = re.compile(r"^\s*\[([^\]]+)\]")
 
 
@@ -57,14 +57,15 @@ def parse_version(output: str) -> tuple[int, int, int] | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-def read_mode(text: str) -> str | None:
-    """The `mode` of config.toml's `[nvidia-container-runtime]` table (None: not written)."""
-    table = ""
+def config_string(text: str, key: str, table: str = "") -> str | None:
+    """The string `key` of config.toml's `[table]` ("": the top level, before the first
+    table); None where it is not written."""
+    current = ""
     for line in text.splitlines():
         if heading := _TABLE.match(line):
-            table = heading[1].strip()
-        elif (match := _MODE.match(line)) and table == "nvidia-container-runtime":
-            return match[1] if match[1] is not None else match[2]
+            current = heading[1].strip()
+        elif (entry := _STRING.match(line)) and (entry[1], current) == (key, table):
+            return entry[2] if entry[2] is not None else entry[3]
     return None
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from drgpu.core.facts import EngineFacts
 from drgpu.core.findings import failed
 from drgpu.core.modes import SwarmGpus
@@ -18,7 +16,6 @@ from drgpu.core.swarm_node import (
     NodeState,
     SetupReport,
     SwarmLayout,
-    read_swarm_resource,
     report,
     swarm_layout,
     wanted_resources,
@@ -120,22 +117,6 @@ def test_the_wanted_daemon_json_keeps_the_users_settings() -> None:
     assert wanted["log-driver"] == "journald"
     assert wanted["node-generic-resources"] == ["FPGA=1", *RESOURCES]
     assert wanted["default-runtime"] == "nvidia"
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        (
-            'disable-require = false\nswarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n',
-            "DOCKER_RESOURCE_NVIDIA-GPU",
-        ),
-        ('#swarm-resource = "DOCKER_RESOURCE_GPU"\n', None),
-        ("swarm-resource = 'A,B' # two\n", "A,B"),
-        ('[nvidia-container-cli]\nswarm-resource = "X"\n', None),
-    ],
-)
-def test_swarm_resource_is_read_from_the_top_level_only(text: str, value: str | None) -> None:
-    assert read_swarm_resource(text) == value
 
 
 def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:

@@ -6,10 +6,10 @@ import pytest
 
 from drgpu.core.toolkit import (
     ToolkitFacts,
+    config_string,
     egl_problem,
     generic_resources_problem,
     parse_version,
-    read_mode,
 )
 
 CTK = "NVIDIA Container Toolkit CLI version 1.18.0\ncommit: 7f6b8e0\n"
@@ -41,8 +41,9 @@ def test_versions_come_from_the_first_line_only() -> None:
 
 
 def test_the_mode_is_the_runtimes_own() -> None:
-    assert read_mode(CONFIG) == "legacy"
-    assert read_mode(CONFIG.replace('mode = "legacy"', "#mode = 'cdi'")) is None
+    assert config_string(CONFIG, "mode", "nvidia-container-runtime") == "legacy"
+    written = CONFIG.replace('mode = "legacy"', "#mode = 'cdi'")
+    assert config_string(written, "mode", "nvidia-container-runtime") is None
 
 
 def test_auto_is_jit_cdi_from_1_18_and_ignores_swarm_resource_until_1_19() -> None:
@@ -74,3 +75,19 @@ def test_jit_cdi_before_1_20_lets_egl_and_vulkan_reach_every_gpu(
     problem = egl_problem(ToolkitFacts(version, mode))
     assert (problem is None) is limited
     assert limited or "does not limit EGL/Vulkan to the container's GPUs" in (problem or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            'disable-require = false\nswarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n',
+            "DOCKER_RESOURCE_NVIDIA-GPU",
+        ),
+        ('#swarm-resource = "DOCKER_RESOURCE_GPU"\n', None),
+        ("swarm-resource = 'A,B' # two\n", "A,B"),
+        ('[nvidia-container-cli]\nswarm-resource = "X"\n', None),
+    ],
+)
+def test_swarm_resource_is_read_from_the_top_level_only(text: str, value: str | None) -> None:
+    assert config_string(text, "swarm-resource") == value
