@@ -11,7 +11,7 @@ from drgpu.core.inputs import Inputs, resolve_inputs
 from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.host import docker_api
-from drgpu.host.files import is_file, read_settings
+from drgpu.host.files import exists, read_settings
 from drgpu.ui.redacting import hide
 from drgpu.ui.talk import warn
 
@@ -46,4 +46,4 @@ def settings(target: Inputs, *, quiet: bool = False) -> Config:
 
 def run_id_of(target: Inputs) -> str:
     """DR_RUN_ID of the target's settings, when there are any; else 0."""
-    return settings(target).run_id if is_file(target.env_file) else "0"
+    return settings(target).run_id if exists(target.env_file, file=True) else "0"

@@ -56,7 +56,6 @@ class DaemonFacts:
     api_version: str
     runtimes: tuple[str, ...]
     default_runtime: str
-    cdi_spec_dirs: tuple[str, ...]
     discovered_devices: tuple[str, ...]  # `<source>:<id>`, e.g. cdi:nvidia.com/gpu=GPU-...
     cgroup_driver: str = ""  # systemd or cgroupfs
 

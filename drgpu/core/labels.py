@@ -73,11 +73,11 @@ def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tup
         for entry in by_slot.split(";"):
             number, _, uuids = entry.partition("=")
             if [number] == slot:
-                return _split(uuids)
+                return split_list(uuids)
         return ()
     if engine_chosen(labels):
-        return _split(environment.get(SWARM_RESOURCE_VARIABLE, ""))
-    return _split(labels.get(GPUS, ""))
+        return split_list(environment.get(SWARM_RESOURCE_VARIABLE))
+    return split_list(labels.get(GPUS))
 
 
 def engine_chosen(labels: Mapping[str, str]) -> bool:
@@ -92,5 +92,6 @@ def with_engine_choice(labels: Mapping[str, str], environment: Mapping[str, str]
     return {**labels, GPUS: ",".join(given_gpus(labels, environment))}
 
 
-def _split(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
+def split_list(text: str | None) -> tuple[str, ...]:
+    """The non-empty items of a comma-separated list, stripped."""
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from drgpu.core.device_driver import request_ids
 from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.core.labels import split_list
 from drgpu.core.model import Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver, Sharing
 from drgpu.core.service_gpus import SwarmService, SwarmStack
@@ -253,7 +254,7 @@ def _task_gpus(
         if len(reserved) != service.gpus:
             problems.append(f"holds {len(reserved)} {GPU_KIND}, planned {service.gpus}")
         variable = container.environment.get(RESOURCE_VARIABLE) if container else None
-        if container is not None and sorted(_split(variable)) != sorted(reserved):
+        if container is not None and sorted(split_list(variable)) != sorted(reserved):
             problems.append(f"{RESOURCE_VARIABLE}={variable!r}, the engine reserved {reserved}")
         return reserved, problems
     wanted = ",".join(pinned or ())
@@ -277,10 +278,6 @@ def _task_gpus(
                 " NVIDIA runtime prefers to its pinned GPUs"
             )
     return pinned or (), problems
-
-
-def _split(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
 def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:

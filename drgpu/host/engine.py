@@ -298,7 +298,6 @@ def daemon_facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> Daem
         api_version=str(version.get("ApiVersion") or ""),
         runtimes=tuple(sorted(info.get("Runtimes") or {})),
         default_runtime=str(info.get("DefaultRuntime") or ""),
-        cdi_spec_dirs=tuple(info.get("CDISpecDirs") or ()),
         discovered_devices=tuple(
             f"{device.get('Source', '')}:{device.get('ID', '')}"
             for device in info.get("DiscoveredDevices") or ()

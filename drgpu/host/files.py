@@ -180,11 +180,6 @@ def exists(path: Path, *, file: bool = False) -> bool:
         raise ConfigError(f"cannot read {str(path)[:80]!r}: {exc.strerror or exc}") from None
 
 
-def is_file(path: Path) -> bool:
-    """`exists(path, file=True)`."""
-    return exists(path, file=True)
-
-
 def load_stack(files: Sequence[Path]) -> Stack:
     """The stack of compose files. Each is read when the core comes to it, so the first
     problem in file order is the one reported."""

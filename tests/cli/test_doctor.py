@@ -53,7 +53,7 @@ def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None
         "gather",
         lambda target, images, probe: facts(
             docker=host_checks.DockerFacts(
-                daemon=DaemonFacts("27.3.1", "1.47", ("runc",), "runc", (), ())
+                daemon=DaemonFacts("27.3.1", "1.47", ("runc",), "runc", ())
             )
         ),
     )

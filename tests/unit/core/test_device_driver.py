@@ -16,7 +16,6 @@ CDI_ONLY = DaemonFacts(
     api_version="1.51",
     runtimes=("io.containerd.runc.v2", "runc"),
     default_runtime="runc",
-    cdi_spec_dirs=("/etc/cdi", "/var/run/cdi"),
     discovered_devices=(
         "cdi:nvidia.com/gpu=0",
         f"cdi:nvidia.com/gpu={GPU}",

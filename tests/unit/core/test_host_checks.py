@@ -66,7 +66,6 @@ def daemon(**changes: object) -> DaemonFacts:
         "api_version": "1.47",
         "runtimes": ("io.containerd.runc.v2", "runc"),
         "default_runtime": "runc",
-        "cdi_spec_dirs": ("/etc/cdi", "/var/run/cdi"),
         "discovered_devices": (),
     }
     fields.update(changes)

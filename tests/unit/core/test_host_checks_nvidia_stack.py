@@ -32,7 +32,6 @@ DAEMON = DaemonFacts(
     api_version="1.51",
     runtimes=("runc",),
     default_runtime="runc",
-    cdi_spec_dirs=("/etc/cdi",),
     discovered_devices=("cdi:nvidia.com/gpu=0", f"cdi:nvidia.com/gpu={GPU}"),
     cgroup_driver="systemd",
 )

@@ -94,12 +94,11 @@ def test_a_cdi_device_request_and_the_engines_cdi_facts_are_read() -> None:
     info = {
         "Runtimes": {"runc": {}},
         "DefaultRuntime": "runc",
-        "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"],
         "DiscoveredDevices": [{"Source": "cdi", "ID": f"nvidia.com/gpu={M40}"}],
         "CgroupDriver": "systemd",
     }
     daemon = engine.daemon_facts_of(info, {"Version": "28.3.0", "ApiVersion": "1.51"})
     assert daemon.discovered_devices == (f"cdi:nvidia.com/gpu={M40}",)
-    assert (daemon.cdi_spec_dirs, daemon.cgroup_driver) == (("/etc/cdi", "/var/run/cdi"), "systemd")
+    assert daemon.cgroup_driver == "systemd"
     older = engine.daemon_facts_of({"ServerVersion": "20.10.24"}, {})
     assert (older.discovered_devices, older.cgroup_driver) == ((), "")
