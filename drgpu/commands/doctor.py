@@ -11,7 +11,6 @@ from drgpu.commands.swarm_setup import read_toolkit
 from drgpu.core import host_checks as checks
 from drgpu.core.findings import Finding, Level
 from drgpu.core.inputs import Inputs
-from drgpu.core.modes import IndexOrder
 from drgpu.core.settings import Config
 from drgpu.errors import (
     CheckFailedError,
@@ -52,7 +51,8 @@ def doctor(inputs: InputOptions, images: list[str], *, probe: bool) -> DoctorRes
 
 def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
-    settings, config = _gather_settings(target)
+    settings = _gather_settings(target)
+    config = settings.config
     nvml = _gather_nvml()
     docker = _gather_docker()
     compose = _gather_compose(dict(config.values) if config is not None else {})
@@ -99,21 +99,11 @@ def _gather_drfc_swarm(config: Config | None, target: Inputs) -> checks.DrfcSwar
     return checks.DrfcSwarmFacts(problems=tuple(drfc_stack.swarm_preflight(target.checkout, facts)))
 
 
-def _gather_settings(target: Inputs) -> tuple[checks.SettingsFacts, Config | None]:
+def _gather_settings(target: Inputs) -> checks.SettingsFacts:
     try:
-        config = settings(target, quiet=True)
+        return checks.SettingsFacts(target.env_file, settings(target, quiet=True))
     except ConfigError as exc:
-        return checks.SettingsFacts(target.env_file, error=exc.message, hint=exc.hint), None
-    facts = checks.SettingsFacts(
-        target.env_file,
-        run_id=config.run_id,
-        device_driver=config.device_driver,
-        swarm=config.deploys_to_swarm(),
-        host_x=config.host_x,
-        simulator=config.simulator_devices,
-        cuda_order=config.index_order == IndexOrder.CUDA,
-    )
-    return facts, config
+        return checks.SettingsFacts(target.env_file, error=exc.message, hint=exc.hint)
 
 
 def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...], str | None]:

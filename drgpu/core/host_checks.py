@@ -14,13 +14,13 @@ from typing import Any
 
 from drgpu.core.compose_stack import role_of
 from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
-from drgpu.core.devices import NO_GPU, DeviceRequest, resolve
+from drgpu.core.devices import resolve
 from drgpu.core.facts import DaemonFacts, ImageFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
 from drgpu.core.model import Gpu, Inventory, Role
-from drgpu.core.modes import DeviceDriver
-from drgpu.core.settings import DEFAULTS
+from drgpu.core.modes import DeviceDriver, IndexOrder
+from drgpu.core.settings import DEFAULTS, Config
 from drgpu.core.toolkit import ToolkitFacts, egl_problem, generic_resources_problem
 
 PASS, WARN, FAIL = Level.OK, Level.WARN, Level.FAIL
@@ -76,17 +76,17 @@ class ComposeFacts:
 
 @dataclass(frozen=True)
 class SettingsFacts:
-    """The settings file: its run and images, or the error loading it."""
+    """The settings file: its settings, or the error loading it."""
 
     path: Path
-    run_id: str | None = None
+    config: Config | None = None
     error: str | None = None
     hint: str | None = None
-    device_driver: DeviceDriver = DeviceDriver.AUTO
-    swarm: bool = False  # the stack goes to Docker Swarm
-    host_x: bool = False  # DR_HOST_X: the simulator renders through the host's X server
-    simulator: DeviceRequest = NO_GPU  # DR_ROBOMAKER_CUDA_DEVICES
-    cuda_order: bool = False  # a bare index is CUDA's (DRGPU_INDEX_ORDER=cuda)
+
+    @property
+    def device_driver(self) -> DeviceDriver:
+        """DRGPU_DEVICE_DRIVER (auto where the settings could not be read)."""
+        return self.config.device_driver if self.config else DeviceDriver.AUTO
 
 
 @dataclass(frozen=True)
@@ -179,9 +179,9 @@ def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Finding]:
 
 def check_settings(settings: SettingsFacts) -> list[Finding]:
     """The settings file loads and passes drgpu's checks."""
-    if settings.error:
-        return [_check("settings", FAIL, settings.error, settings.hint)]
-    return [_check("settings", PASS, f"{settings.path}: run {settings.run_id}")]
+    if settings.config is None:
+        return [_check("settings", FAIL, settings.error or "", settings.hint)]
+    return [_check("settings", PASS, f"{settings.path}: run {settings.config.run_id}")]
 
 
 def check_nvml(nvml: NvmlFacts) -> list[Finding]:
@@ -318,7 +318,7 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
     problem = generic_resources_problem(toolkit)
     if problem is None:
         check = _check("toolkit", PASS, summary)
-    elif not settings.swarm:
+    elif not (settings.config and settings.config.deploys_to_swarm()):
         check = _check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")
     else:
         fix = "drgpu swarm-setup shows the node's setup"
@@ -328,10 +328,11 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
 
 def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
     """With DR_HOST_X: the X server's GPU, which Gazebo renders on, against the simulator's."""
-    if not settings.host_x or nvml.inventory is None:
+    config = settings.config
+    if config is None or not config.host_x or nvml.inventory is None:
         return []
-    request = settings.simulator
-    if settings.cuda_order and bare_indices(request):
+    request = config.simulator_devices
+    if config.index_order == IndexOrder.CUDA and bare_indices(request):
         request = in_cuda_order(request, cuda_order(nvml.inventory))[0]
     simulator = [a.gpu for a in resolve(request, nvml.inventory)[0]]
     warning = x_server_warning(nvml.inventory, simulator)

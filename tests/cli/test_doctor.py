@@ -14,12 +14,13 @@ from drgpu.core import host_checks
 from drgpu.core.facts import DaemonFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Inventory
+from drgpu.core.settings import config_from_values
 from tests.support.runners import Cli
 
 
 def facts(**changes: Any) -> host_checks.HostFacts:
     fields: dict[str, Any] = {
-        "settings": host_checks.SettingsFacts(Path("system.env"), run_id="0"),
+        "settings": host_checks.SettingsFacts(Path("system.env"), config_from_values({}, {})),
         "nvml": host_checks.NvmlFacts(
             inventory=Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040)
         ),

@@ -38,6 +38,7 @@ from drgpu.core.host_checks import (
     stack_images,
 )
 from drgpu.core.model import Gpu, Inventory
+from drgpu.core.settings import config_from_values
 from drgpu.ui.documents import document
 
 
@@ -89,7 +90,8 @@ def only(checks: list[Finding]) -> Finding:
 
 
 def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
-    assert only(check_settings(SettingsFacts(Path("system.env"), run_id="3"))).level == PASS
+    run_3 = SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "3"}, {}))
+    assert only(check_settings(run_3)).message == "system.env: run 3"
     failed = only(
         check_settings(
             SettingsFacts(
@@ -346,7 +348,7 @@ def test_stack_images_follow_the_base_compose_file() -> None:
 
 def test_a_healthy_host_passes_every_check_in_order() -> None:
     facts = HostFacts(
-        settings=SettingsFacts(Path("system.env"), run_id="0"),
+        settings=SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "0"}, {})),
         nvml=NVML,
         docker=DOCKER,
         compose=ComposeFacts(("docker", "compose"), "2.32.4\n"),
@@ -373,7 +375,7 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
 
 def test_any_failure_makes_the_checklist_fail() -> None:
     facts = HostFacts(
-        settings=SettingsFacts(Path("system.env"), run_id="0"),
+        settings=SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "0"}, {})),
         nvml=NO_NVML,
         docker=NO_DOCKER,
         compose=ComposeFacts(error="no Docker Compose found"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from drgpu.core.devices import parse_devices
 from drgpu.core.facts import DaemonFacts
 from drgpu.core.host_checks import (
     PASS,
@@ -21,12 +20,18 @@ from drgpu.core.host_checks import (
     check_x_server,
 )
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.core.modes import DeviceDriver
+from drgpu.core.settings import config_from_values
 from drgpu.core.toolkit import ToolkitFacts
 
 GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 NVML = NvmlFacts(inventory=Inventory(gpus=(Gpu(0, GPU, "Tesla M40", "00000000:81:00.0", 22912),)))
-SETTINGS = SettingsFacts(Path("system.env"), run_id="0")
+
+
+def settings(**values: str) -> SettingsFacts:
+    return SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "0", **values}, {}))
+
+
+SETTINGS = settings()
 DAEMON = DaemonFacts(
     server_version="28.3.0",
     api_version="1.51",
@@ -56,11 +61,11 @@ def test_doctor_says_which_driver_and_why() -> None:
 
 
 def test_a_forced_driver_that_cannot_work_here_warns() -> None:
-    forced = replace(SETTINGS, device_driver=DeviceDriver.NVIDIA)
+    forced = settings(DRGPU_DEVICE_DRIVER="nvidia")
     status, summary, fix = only(check_device_driver(forced, CDI_HOST, NVML))
     assert status == WARN and "could not select device driver" in summary
     assert fix == "set DRGPU_DEVICE_DRIVER=auto (or cdi) in system.env"
-    cdi = replace(SETTINGS, device_driver=DeviceDriver.CDI)
+    cdi = settings(DRGPU_DEVICE_DRIVER="cdi")
     status, summary, _ = only(check_device_driver(cdi, HOOK_HOST, NVML))
     assert status == WARN and "discovers no NVIDIA CDI device" in summary
 
@@ -73,7 +78,7 @@ def test_a_spec_with_index_names_only_warns() -> None:
 
 def test_toolkit_1_18_in_jit_cdi_mode_warns_a_swarm_stack() -> None:
     jit = ToolkitFacts(version=(1, 18, 0), mode="auto")
-    swarm = replace(SETTINGS, swarm=True)
+    swarm = settings(DR_DOCKER_STYLE="swarm")
     status, summary, _ = only(check_toolkit(swarm, jit)[:1])
     assert status == WARN
     assert "toolkit 1.18.0 runs in mode jit-cdi" in summary and 'mode = "legacy"' in summary
@@ -118,14 +123,14 @@ def test_doctor_names_the_x_servers_gpu_and_warns_where_the_simulator_has_anothe
         Gpu(1, "GPU-b", "NVIDIA GeForce RTX 3090", "00000000:02:00.0", 24576),
     )
     nvml = NvmlFacts(inventory=Inventory(gpus=gpus, cuda_order=(1, 0)))
-    host_x = replace(SETTINGS, host_x=True, simulator=parse_devices("1"))
-    [warning] = check_x_server(host_x, nvml)
+    x_server = {"DR_HOST_X": "True", "DR_ROBOMAKER_CUDA_DEVICES": "1"}
+    [warning] = check_x_server(settings(**x_server), nvml)
     assert warning.level == WARN and warning.kind == "x-server"
     assert "the X server renders on GPU 0 (NVIDIA GeForce GTX 1650: graphics PID 990)" in (
         warning.message
     )
     assert "not the simulator's GPU 1 (NVIDIA GeForce RTX 3090)" in warning.message
     # DRGPU_INDEX_ORDER=cuda: CUDA's 1 is the GTX 1650 (fastest first), the X server's GPU.
-    [named] = check_x_server(replace(host_x, cuda_order=True), nvml)
+    [named] = check_x_server(settings(**x_server, DRGPU_INDEX_ORDER="cuda"), nvml)
     assert named.level == PASS and "GPU 0 (NVIDIA GeForce GTX 1650" in named.message
     assert check_x_server(SETTINGS, nvml) == []  # no DR_HOST_X: not doctor's concern
