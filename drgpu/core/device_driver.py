@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from drgpu.core.facts import CDI_GPU_PREFIX, DaemonFacts
+from drgpu.core.facts import CDI_GPU_PREFIX, EngineFacts
 from drgpu.core.modes import DeviceDriver
 
 UUID_STRATEGY_FIX = (
@@ -33,7 +33,7 @@ class DriverChoice:
     why: str
 
 
-def nvidia_cdi_devices(daemon: DaemonFacts) -> tuple[str, ...]:
+def nvidia_cdi_devices(daemon: EngineFacts) -> tuple[str, ...]:
     """The NVIDIA GPU devices the engine discovered through CDI (`nvidia.com/gpu=...`)."""
     return tuple(
         device.partition(":")[2]
@@ -42,7 +42,7 @@ def nvidia_cdi_devices(daemon: DaemonFacts) -> tuple[str, ...]:
     )
 
 
-def choose(setting: DeviceDriver, daemon: DaemonFacts | None, hook: bool) -> DriverChoice:
+def choose(setting: DeviceDriver, daemon: EngineFacts | None, hook: bool) -> DriverChoice:
     """The driver for `setting`: `auto` takes `cdi` when the engine discovers NVIDIA CDI
     devices and has neither an nvidia runtime nor the toolkit's hook (`hook`: found on
     PATH), else `nvidia`. `daemon` None: the engine was not asked (another machine's
@@ -77,7 +77,7 @@ def request_ids(driver: DeviceDriver, uuids: Iterable[str]) -> tuple[str, ...]:
     return tuple(uuids)
 
 
-def unnamed_in_spec(driver: DeviceDriver, daemon: DaemonFacts | None, uuids: Iterable[str]) -> str:
+def unnamed_in_spec(driver: DeviceDriver, daemon: EngineFacts | None, uuids: Iterable[str]) -> str:
     """A warning when CDI requests name UUIDs the engine's CDI spec does not list (a spec
     generated with index names only); empty when all are there or nothing is known."""
     if driver is not DeviceDriver.CDI or daemon is None or not daemon.discovered_devices:

@@ -49,18 +49,6 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
-class DaemonFacts:
-    """What `docker info` and `docker version` say that matters for GPUs."""
-
-    server_version: str
-    api_version: str
-    runtimes: tuple[str, ...]
-    default_runtime: str
-    discovered_devices: tuple[str, ...]  # `<source>:<id>`, e.g. cdi:nvidia.com/gpu=GPU-...
-    cgroup_driver: str = ""  # systemd or cgroupfs
-
-
-@dataclass(frozen=True)
 class ImageFacts:
     """An image present in the engine, and the environment it sets."""
 
@@ -90,17 +78,20 @@ class TaskFacts:
 
 @dataclass(frozen=True)
 class EngineFacts:
-    """What `docker info` says about this node's engine (node labels, and every node's
-    labels by node id: on a manager only)."""
+    """What `docker info` (and `docker version`, for doctor) says about this node's engine
+    (node labels, and every node's labels by node id: on a manager only)."""
 
     version: str
     default_runtime: str
     runtimes: tuple[str, ...]
-    generic_resources: tuple[str, ...]
-    swarm_state: str
+    generic_resources: tuple[str, ...] = ()
+    swarm_state: str = "inactive"
     node_labels: Mapping[str, str] | None = None
     node_id: str = ""
     swarm_nodes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    api_version: str = ""
+    discovered_devices: tuple[str, ...] = ()  # `<source>:<id>`, e.g. cdi:nvidia.com/gpu=GPU-…
+    cgroup_driver: str = ""  # systemd or cgroupfs
 
 
 _SECRET_WORDS = ("pass", "secret", "token", "key", "auth", "credential")

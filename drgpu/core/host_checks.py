@@ -15,7 +15,7 @@ from typing import Any
 from drgpu.core.compose_stack import role_of
 from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
 from drgpu.core.devices import resolve
-from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.facts import EngineFacts, ImageFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
 from drgpu.core.model import Gpu, Inventory, Role
@@ -59,7 +59,7 @@ class NvmlFacts:
 class DockerFacts:
     """The engine's answer, or why it could not be reached."""
 
-    daemon: DaemonFacts | None = None
+    daemon: EngineFacts | None = None
     error: str | None = None
     hint: str | None = None
     hook_on_path: bool = False
@@ -230,8 +230,8 @@ def check_docker(docker: DockerFacts) -> list[Finding]:
     if docker.daemon is None:
         return [_check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
     daemon = docker.daemon
-    summary = f"Docker engine {daemon.server_version} (API {daemon.api_version})"
-    version = parse_version(daemon.server_version)
+    summary = f"Docker engine {daemon.version} (API {daemon.api_version})"
+    version = parse_version(daemon.version)
     if version is not None and version < DOCKER_MIN:
         return [
             _check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")

@@ -15,8 +15,8 @@ from typing import Any
 from drgpu.core import labels
 from drgpu.core.facts import (
     ContainerFacts,
-    DaemonFacts,
     DeviceRequestFacts,
+    EngineFacts,
     ExecResult,
     ImageFacts,
 )
@@ -282,7 +282,7 @@ def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
     )
 
 
-def daemon_facts() -> DaemonFacts:
+def daemon_facts() -> EngineFacts:
     """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
     with docker_api.connected() as engine:
         info = engine.call("GET", "/info").checked("say what it is", 200)
@@ -290,11 +290,11 @@ def daemon_facts() -> DaemonFacts:
     return daemon_facts_of(info, version)
 
 
-def daemon_facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> DaemonFacts:
+def daemon_facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> EngineFacts:
     """The facts of the engine's `/info` and `/version` answers (`DiscoveredDevices`, Docker
     28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`, kept as `cdi:<ID>`)."""
-    return DaemonFacts(
-        server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
+    return EngineFacts(
+        version=str(version.get("Version") or info.get("ServerVersion") or ""),
         api_version=str(version.get("ApiVersion") or ""),
         runtimes=tuple(sorted(info.get("Runtimes") or {})),
         default_runtime=str(info.get("DefaultRuntime") or ""),

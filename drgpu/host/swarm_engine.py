@@ -8,6 +8,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from drgpu.core import labels
@@ -18,7 +19,7 @@ from drgpu.core.swarm_view import NodeFacts, SwarmState
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
-from drgpu.host.engine import STACK_LABEL, containers, environment, listing
+from drgpu.host.engine import STACK_LABEL, containers, daemon_facts_of, environment, listing
 
 TASK_ID_LABEL = "com.docker.swarm.task.id"
 SOCKET = "/var/run/docker.sock"  # where the proof job finds its node's engine
@@ -334,10 +335,8 @@ def engine_facts() -> EngineFacts:
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
         nodes = {node.id: node.labels for node in (_nodes(engine) or [])} if manager else {}
         node_labels = nodes.get(swarm["NodeID"], {}) if manager else None
-    return EngineFacts(
-        version=str(info.get("ServerVersion") or ""),
-        default_runtime=str(info.get("DefaultRuntime") or ""),
-        runtimes=tuple(sorted(info.get("Runtimes") or {})),
+    return replace(
+        daemon_facts_of(info, {}),
         generic_resources=tuple(
             _resource_text(resource) for resource in info.get("GenericResources") or []
         ),

@@ -11,7 +11,7 @@ import pytest
 
 from drgpu.commands import doctor
 from drgpu.core import host_checks
-from drgpu.core.facts import DaemonFacts
+from drgpu.core.facts import EngineFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Inventory
 from drgpu.core.settings import config_from_values
@@ -54,7 +54,7 @@ def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None
         "gather",
         lambda target, images, probe: facts(
             docker=host_checks.DockerFacts(
-                daemon=DaemonFacts("27.3.1", "1.47", ("runc",), "runc", ())
+                daemon=EngineFacts("27.3.1", "runc", ("runc",), api_version="1.47")
             )
         ),
     )

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from drgpu.core.device_driver import choose, nvidia_cdi_devices, request_ids, unnamed_in_spec
-from drgpu.core.facts import DaemonFacts
+from drgpu.core.facts import EngineFacts
 from drgpu.core.modes import DeviceDriver
 
 GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
 MIG = "MIG-a1000000-0000-4000-8000-0000000000a1"
 # What Docker 28.2+ lists for a spec of `nvidia-ctk cdi generate` (index and UUID names).
-CDI_ONLY = DaemonFacts(
-    server_version="28.3.0",
+CDI_ONLY = EngineFacts(
+    version="28.3.0",
     api_version="1.51",
     runtimes=("io.containerd.runc.v2", "runc"),
     default_runtime="runc",

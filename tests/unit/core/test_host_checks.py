@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.facts import DaemonFacts, ImageFacts
+from drgpu.core.facts import EngineFacts, ImageFacts
 from drgpu.core.findings import Finding, failed
 from drgpu.core.host_checks import (
     FAIL,
@@ -61,16 +61,16 @@ NO_NVML = NvmlFacts(
 )
 
 
-def daemon(**changes: object) -> DaemonFacts:
+def daemon(**changes: object) -> EngineFacts:
     fields: dict[str, object] = {
-        "server_version": "27.3.1",
+        "version": "27.3.1",
         "api_version": "1.47",
         "runtimes": ("io.containerd.runc.v2", "runc"),
         "default_runtime": "runc",
         "discovered_devices": (),
     }
     fields.update(changes)
-    return DaemonFacts(**fields)  # type: ignore[arg-type]
+    return EngineFacts(**fields)  # type: ignore[arg-type]
 
 
 DOCKER = DockerFacts(daemon=daemon())
@@ -145,7 +145,7 @@ def test_persistence_off_warns_and_unknown_is_skipped() -> None:
 def test_docker_reachable_passes_with_its_version() -> None:
     assert only(check_docker(DOCKER)).message == "Docker engine 27.3.1 (API 1.47)"
     assert only(check_docker(NO_DOCKER)).level == FAIL
-    assert only(check_docker(DockerFacts(daemon=daemon(server_version="18.09.1")))).level == FAIL
+    assert only(check_docker(DockerFacts(daemon=daemon(version="18.09.1")))).level == FAIL
 
 
 def test_unreachable_docker_skips_what_depends_on_it() -> None:

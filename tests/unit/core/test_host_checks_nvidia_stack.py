@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from drgpu.core.facts import DaemonFacts
+from drgpu.core.facts import EngineFacts
 from drgpu.core.host_checks import (
     PASS,
     WARN,
@@ -32,8 +32,8 @@ def settings(**values: str) -> SettingsFacts:
 
 
 SETTINGS = settings()
-DAEMON = DaemonFacts(
-    server_version="28.3.0",
+DAEMON = EngineFacts(
+    version="28.3.0",
     api_version="1.51",
     runtimes=("runc",),
     default_runtime="runc",
