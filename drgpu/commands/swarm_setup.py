@@ -102,11 +102,10 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     return NodeState(
         daemon_json=daemon_json,
         daemon_json_problem=daemon_json_problem,
-        swarm_resource=toolkit_found.swarm_resource,
+        toolkit=toolkit_found,
         toolkit_problem=toolkit_problem,
         engine=facts,
         engine_problem=engine_problem,
-        toolkit=toolkit_found,
     )
 
 

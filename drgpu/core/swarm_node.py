@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from drgpu.core.devices import DeviceRequest, SelectorKind
 from drgpu.core.findings import Finding, Level
+from drgpu.core.labels import split_list
 from drgpu.core.model import Inventory
 from drgpu.core.modes import SwarmGpus, choices, member
 from drgpu.core.placement import locate
@@ -48,11 +49,10 @@ class NodeState:
 
     daemon_json: Mapping[str, Any] | None
     daemon_json_problem: str | None
-    swarm_resource: str | None
+    toolkit: ToolkitFacts
     toolkit_problem: str | None
     engine: EngineFacts | None
     engine_problem: str | None
-    toolkit: ToolkitFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -193,20 +193,20 @@ def _toolkit_finding(state: NodeState, path: Path) -> Finding:
     subject = f"{path}: swarm-resource"
     if state.toolkit_problem is not None:
         return Finding(subject, FAIL, state.toolkit_problem)
-    if state.swarm_resource is None:
+    swarm_resource = state.toolkit.swarm_resource
+    if swarm_resource is None:
         unset = "not set (the shipped file has it commented out); add"
         return Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
-    names = [name.strip() for name in state.swarm_resource.split(",")]
-    if RESOURCE_VARIABLE in names:
-        return Finding(subject, OK, state.swarm_resource)
+    if RESOURCE_VARIABLE in split_list(swarm_resource):
+        return Finding(subject, OK, swarm_resource)
     sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} (nvidia-container-toolkit#57)"
-    return Finding(subject, FAIL, f"{state.swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
+    return Finding(subject, FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
 
 
-def _toolkit_mode_findings(toolkit: ToolkitFacts | None, path: Path) -> list[Finding]:
+def _toolkit_mode_findings(toolkit: ToolkitFacts, path: Path) -> list[Finding]:
     """The toolkit's version and runtime mode: 1.18.x in jit-cdi mode (its default) ignores
     swarm-resource, so reserving tasks would get no GPU."""
-    if toolkit is None or (toolkit.version is None and not toolkit.config_found):
+    if toolkit.version is None and not toolkit.config_found:
         return []  # no toolkit here: the swarm-resource finding says config.toml is absent
     subject = f"{path}: mode"
     shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"

@@ -20,6 +20,7 @@ from drgpu.core.swarm_node import (
     swarm_layout,
     wanted_resources,
 )
+from drgpu.core.toolkit import ToolkitFacts
 from drgpu.host.files import load_inventory
 
 REPO = Path(__file__).resolve().parents[3]
@@ -44,7 +45,7 @@ GOOD = NodeState(
         "node-generic-resources": list(RESOURCES),
     },
     daemon_json_problem=None,
-    swarm_resource="DOCKER_RESOURCE_NVIDIA-GPU",
+    toolkit=ToolkitFacts((1, 19, 0), "legacy", "DOCKER_RESOURCE_NVIDIA-GPU"),
     toolkit_problem=None,
     engine=GOOD_ENGINE,
     engine_problem=None,
@@ -80,7 +81,9 @@ def test_a_node_set_up_as_printed_passes() -> None:
 
 
 def test_the_toolkit_name_mismatch_of_issue_57_is_caught() -> None:
-    (difference,) = differences(replace(GOOD, swarm_resource="DOCKER_RESOURCE_GPU"))
+    (difference,) = differences(
+        replace(GOOD, toolkit=replace(GOOD.toolkit, swarm_resource="DOCKER_RESOURCE_GPU"))
+    )
     assert "nvidia-container-toolkit#57" in difference
     assert TOOLKIT_LINE in difference
 
