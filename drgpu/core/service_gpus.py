@@ -81,9 +81,7 @@ class SwarmService(ServiceGpus):
     @property
     def forwarded(self) -> tuple[str, ...]:
         """The GPUs this service forwards to the trainer it starts (rl_coach), by UUID."""
-        return tuple(
-            uuid for uuid in dict(self.labels).get(labels.FORWARDED_GPUS, "").split(",") if uuid
-        )
+        return labels.split_list(dict(self.labels).get(labels.FORWARDED_GPUS))
 
     @property
     def node(self) -> str | None:
