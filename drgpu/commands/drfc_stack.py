@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import Prepared, prepare_with
 from drgpu.commands.proving import proven_tasks, verified
-from drgpu.commands.rollback import left_of, remove_strays, rolled_back, run_trainers
+from drgpu.commands.rollback import left_of, remove_strays, rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
+from drgpu.core.drfc_scripts import run_trainers
 from drgpu.core.inputs import Inputs
 from drgpu.core.model import Role
 from drgpu.core.modes import DockerStyle
@@ -175,7 +176,7 @@ def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override included; then whatever is left of the
     project goes too (Compose style: `compose down --remove-orphans`; swarm style:
     `docker stack rm` until its services, tasks and network are gone, so that a quick `up`
-    meets no old network), the run's SageMaker trainers (`rollback.run_trainers`), checked
+    meets no old network), the run's SageMaker trainers (`drfc_scripts.run_trainers`), checked
     gone, and the override file drgpu wrote (under the engine-wide lock: see `run_lock`)."""
     swarm = swarm_style(config)
     target = target if swarm else script_target(target, config)
@@ -237,7 +238,7 @@ def _trainers(
     config: Config, plan: Plan | None = None
 ) -> Callable[[], list[ContainerFacts]] | None:
     """What lists the SageMaker trainers this run's rl_coach started
-    (`rollback.run_trainers`); None where the `plan` starts no rl_coach, and for an
+    (`drfc_scripts.run_trainers`); None where the `plan` starts no rl_coach, and for an
     evaluation (the training of the same run keeps its trainer)."""
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:

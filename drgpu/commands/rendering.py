@@ -17,7 +17,7 @@ from drgpu.core.settings import Config
 from drgpu.errors import ConfigError
 from drgpu.host.files import override_header_template
 from drgpu.host.state_files import read_own_output, write_owned_file
-from drgpu.targets.compose_override import render_override
+from drgpu.targets.compose_override import Rendered, render_override
 
 if TYPE_CHECKING:
     from drgpu.core.facts import EngineFacts
@@ -34,15 +34,6 @@ class RenderOptions:
     swarm: bool = False
     k8s: bool = False
     dra: bool = False
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """A rendered target: `shown` for stdout, `text` for a file, and warnings about it."""
-
-    shown: str
-    text: str
-    warnings: tuple[str, ...]
 
 
 def render(options: RenderOptions) -> Rendered:
@@ -123,7 +114,7 @@ def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
         from drgpu.targets.kubernetes import render_manifests  # lazy: the same
 
         model = resolve_stack(prepared.config, prepared.stack.files)
-        manifests = render_manifests(
+        return render_manifests(
             prepared.plan,
             model,
             workers=prepared.config.workers,
@@ -131,7 +122,6 @@ def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
             dra=dra,
             secrets=secrets,
         )
-        return Rendered(manifests.shown_text, manifests.text, manifests.warnings)
     if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
 

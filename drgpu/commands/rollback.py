@@ -5,12 +5,11 @@ again, and a rollback that left anything says what (never "brought down" untrue)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import is_sagemaker_local
 from drgpu.errors import DockerError
 from drgpu.host import engine, signals
 from drgpu.host.state_files import written_by_drgpu
@@ -85,20 +84,3 @@ def left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> 
     """The names of the containers of `project`, and of `strays`, still there."""
     left = [*engine.project_containers(project), *(strays() if strays else [])]
     return sorted({container.name for container in left})
-
-
-def run_trainers(
-    candidates: list[ContainerFacts], run_id: str, settings: Mapping[str, str]
-) -> list[ContainerFacts]:
-    """The SageMaker trainers among `candidates` an rl_coach of run `run_id` started, as
-    SageMaker local mode makes them (DRfC's stop script judges them so too): named
-    `...algo-N-xxxxx...`, with the run's `RUN_ID` in their environment and, where both
-    are set, its model prefix (`MODEL_S3_PREFIX`, DR_LOCAL_S3_MODEL_PREFIX)."""
-    prefix = settings.get("DR_LOCAL_S3_MODEL_PREFIX")
-    return [
-        container
-        for container in candidates
-        if is_sagemaker_local(container)
-        and container.environment.get("RUN_ID") == run_id
-        and (not prefix or container.environment.get("MODEL_S3_PREFIX") in (None, prefix))
-    ]

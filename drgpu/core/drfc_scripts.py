@@ -17,6 +17,8 @@ from pathlib import Path
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
+from drgpu.core.facts import ContainerFacts
+from drgpu.core.gpu_usage import is_sagemaker_local
 from drgpu.core.model import Plan, ServicePlan
 from drgpu.core.numbers import whole_number
 from drgpu.core.swarm_node import NODE_LABELS
@@ -130,3 +132,20 @@ def swarm_preflight(
             why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
             problems.append((why, LABEL_FIX.format(label=label, node=this_node or "<node>")))
     return problems
+
+
+def run_trainers(
+    candidates: list[ContainerFacts], run_id: str, settings: Mapping[str, str]
+) -> list[ContainerFacts]:
+    """The SageMaker trainers among `candidates` an rl_coach of run `run_id` started, as
+    SageMaker local mode makes them (DRfC's stop script judges them so too): named
+    `...algo-N-xxxxx...`, with the run's `RUN_ID` in their environment and, where both
+    are set, its model prefix (`MODEL_S3_PREFIX`, DR_LOCAL_S3_MODEL_PREFIX)."""
+    prefix = settings.get("DR_LOCAL_S3_MODEL_PREFIX")
+    return [
+        container
+        for container in candidates
+        if is_sagemaker_local(container)
+        and container.environment.get("RUN_ID") == run_id
+        and (not prefix or container.environment.get("MODEL_S3_PREFIX") in (None, prefix))
+    ]

@@ -253,10 +253,12 @@ def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
     return SwarmState(tuple(nodes), tuple(task for task in tasks if task.run_id), (here,))
 
 
-def swarm_nodes() -> list[NodeFacts]:
-    """Every node of the swarm (none: this engine is no swarm manager)."""
+def swarm_nodes(facts: EngineFacts | None) -> tuple[NodeFacts, ...]:
+    """Every node of the swarm when this engine (`facts`: None when unknown) manages it."""
+    if facts is None or facts.node_labels is None:
+        return ()
     with docker_api.connected() as engine:
-        return _nodes(engine) or []
+        return tuple(_nodes(engine) or ())
 
 
 def _nodes(engine: Connection) -> list[NodeFacts] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from drgpu.core.device_driver import request_ids
@@ -11,6 +12,16 @@ from drgpu.core.modes import DeviceDriver
 
 PLACEHOLDER_ENTRYPOINT = ("true",)
 _DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered target: `shown` for stdout (secret values masked), `text` for a file, and
+    warnings about it."""
+
+    shown: str
+    text: str
+    warnings: tuple[str, ...]
 
 
 class _Tagged:

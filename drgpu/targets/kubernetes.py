@@ -15,7 +15,7 @@ from drgpu.core.redaction import masked_data, secret_values, service_secrets
 from drgpu.core.secrets import MASK, is_secret
 from drgpu.core.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 from drgpu.errors import ConfigError, GpuValidationError
-from drgpu.targets.compose_override import dump_yaml
+from drgpu.targets.compose_override import Rendered, dump_yaml
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -61,16 +61,6 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
-@dataclass(frozen=True)
-class Manifests:
-    """Rendered manifests and what the user should know about them; `shown_text` is the
-    text as drgpu may print it (secret values masked)."""
-
-    text: str
-    warnings: tuple[str, ...]
-    shown_text: str = ""
-
-
 def render_manifests(
     plan: Plan,
     model: Mapping[str, Any],
@@ -79,7 +69,7 @@ def render_manifests(
     sharing: Sharing,
     dra: bool = False,
     secrets: Iterable[str] = (),
-) -> Manifests:
+) -> Rendered:
     """The manifests of a plan (`model`: the stack as Compose resolves it), GPUs from
     ResourceClaims by UUID (`dra`) or the device plugin; the shown text masks the Secrets'
     values and `secrets` (the settings' secret values) wherever they appear."""
@@ -95,7 +85,7 @@ def render_manifests(
     hidden = _hidden_values(parts, (*secrets, *service_secrets(bodies)))
     text = "---\n".join([header, *(part.text() for part in parts)])
     shown = "---\n".join([header, *(part.text(masked=hidden) for part in parts)])
-    return Manifests(text=text, warnings=tuple(warnings), shown_text=shown)
+    return Rendered(shown, text, tuple(warnings))
 
 
 @dataclass(frozen=True)

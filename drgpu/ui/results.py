@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     from drgpu.commands.doctor import DoctorResult
     from drgpu.commands.gpus import GpusResult
     from drgpu.commands.plan import PlanResult
-    from drgpu.commands.rendering import Rendered
     from drgpu.commands.status import StatusResult
     from drgpu.commands.swarm_setup import SwarmSetupResult
     from drgpu.commands.up import Deployed, Started
+    from drgpu.targets.compose_override import Rendered
 
 
 def show_plan(result: PlanResult, *, json_output: bool) -> None:

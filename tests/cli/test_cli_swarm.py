@@ -75,7 +75,7 @@ def test_plan_on_a_manager_says_which_gpus_each_node_advertises(
     manager = replace(GOOD_ENGINE, node_id="m" * 25, swarm_nodes={"w" * 25: {"Robomaker": "true"}})
     worker = NodeFacts("w" * 25, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,))
     monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
-    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda: [worker])
+    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda _: (worker,))
     monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
     args: list[str | Path] = ["plan", "--env-file", tmp_path / "system.env"]
     [node] = json.loads(run_main(*args, "--json").out)["swarm"]["nodes"]
@@ -102,7 +102,7 @@ def _two_nodes(
         NodeFacts(w, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,)),
     ]
     monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
-    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda: nodes)
+    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda _: tuple(nodes))
     monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
     return ["plan", "--env-file", tmp_path / "system.env"]
 

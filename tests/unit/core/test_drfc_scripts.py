@@ -12,6 +12,7 @@ import yaml
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_stack import Stack
 from drgpu.core.drfc import DrfcCheckout
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, config_from_values
@@ -179,3 +180,30 @@ def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
         swarm_checkout(), jq_found=True, node_labels={}, this_node="n1"
     )
     assert problem[0].startswith("this engine is no swarm manager")
+
+
+TRAINER_SETTINGS = {"DR_LOCAL_S3_MODEL_PREFIX": "rl-deepracer-sagemaker"}
+
+
+def trainer(name: str, state: str = "running", **environment: str) -> ContainerFacts:
+    service = name.split("-", 1)[1].rsplit("-", 1)[0] if "algo-" in name else name
+    return ContainerFacts(
+        id=name, name=name, service=service, project="tmpx", state=state, environment=environment
+    )
+
+
+def test_the_runs_trainers_running_or_only_created_are_found() -> None:
+    ours = trainer("tmpab12-algo-1-x9k2z-1", RUN_ID="0", MODEL_S3_PREFIX="rl-deepracer-sagemaker")
+    created = trainer("tmpcd34-algo-1-q1w2e-1", state="created", RUN_ID="0")
+    assert drfc_scripts.run_trainers([ours, created], "0", TRAINER_SETTINGS) == [ours, created]
+
+
+def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
+    other_run = trainer("tmpab12-algo-1-x9k2z-1", RUN_ID="1")
+    other_model = trainer("tmpcd34-algo-1-q1w2e-1", RUN_ID="0", MODEL_S3_PREFIX="someone-else")
+    look_alike = trainer("redis", RUN_ID="0")
+    no_run = trainer("tmpef56-algo-2-r4t5y-1")
+    found = drfc_scripts.run_trainers(
+        [other_run, other_model, look_alike, no_run], "0", TRAINER_SETTINGS
+    )
+    assert found == []

@@ -17,11 +17,11 @@ from drgpu.core.planning import make_plan
 from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_inventory, load_stack, read_settings
+from drgpu.targets.compose_override import Rendered
 from drgpu.targets.kubernetes import (
     GPU_RESOURCE,
     PRODUCT_LABEL,
     SHARING_CONFIG_MAP,
-    Manifests,
     cel_string,
     kubernetes_text,
     render_manifests,
@@ -60,7 +60,7 @@ DRA_SCENARIOS: dict[str, tuple[str, str, Path | None, str]] = {
 }
 
 
-def manifests_for(scenario: str, tmp_path: Path) -> Manifests:
+def manifests_for(scenario: str, tmp_path: Path) -> Rendered:
     dra = scenario in DRA_SCENARIOS
     run_env, inventory, compose, sharing = (DRA_SCENARIOS if dra else SCENARIOS)[scenario]
     env_file = tmp_path / "system.env"
@@ -73,24 +73,24 @@ def manifests_for(scenario: str, tmp_path: Path) -> Manifests:
     return render_manifests(plan, model, workers=config.workers, sharing=Sharing(sharing), dra=dra)
 
 
-def documents(manifests: Manifests) -> list[dict[str, Any]]:
+def documents(manifests: Rendered) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(manifests.text) if doc is not None]
 
 
-def deployment(manifests: Manifests, service: str) -> dict[str, Any]:
+def deployment(manifests: Rendered, service: str) -> dict[str, Any]:
     for doc in documents(manifests):
         if doc["kind"] == "Deployment" and doc["metadata"]["name"].endswith(f"-{service}"):
             return doc
     raise AssertionError(f"no Deployment for {service}")
 
 
-def container(manifests: Manifests, service: str) -> dict[str, Any]:
+def container(manifests: Rendered, service: str) -> dict[str, Any]:
     found = deployment(manifests, service)["spec"]["template"]["spec"]["containers"][0]
     assert isinstance(found, dict)
     return found
 
 
-def env(manifests: Manifests, service: str) -> dict[str, str]:
+def env(manifests: Rendered, service: str) -> dict[str, str]:
     return {item["name"]: item["value"] for item in container(manifests, service)["env"]}
 
 
@@ -155,7 +155,7 @@ def test_the_header_says_a_uuid_cannot_be_pinned(tmp_path: Path) -> None:
     assert "cannot pin a GPU UUID without dynamic resource allocation (DRA)" in text
 
 
-def claims(manifests: Manifests) -> dict[str, list[dict[str, Any]]]:
+def claims(manifests: Rendered) -> dict[str, list[dict[str, Any]]]:
     """Each ResourceClaim's requests, by name."""
     return {
         doc["metadata"]["name"]: doc["spec"]["devices"]["requests"]
@@ -240,7 +240,7 @@ def test_values_are_unescaped_for_compose_and_escaped_for_kubernetes(
     assert kubernetes_text(compose) == kubernetes
 
 
-def stack_with(tmp_path: Path, body: str, run_env: str = "") -> Manifests:
+def stack_with(tmp_path: Path, body: str, run_env: str = "") -> Rendered:
     compose = tmp_path / "docker-compose.yml"
     compose.write_text(body)
     env_file = tmp_path / "system.env"
@@ -277,7 +277,7 @@ def test_secrets_go_into_a_secret_referenced_by_secret_key_ref(tmp_path: Path) -
             "secretKeyRef": {"name": secret["metadata"]["name"], "key": "AWS_SECRET_ACCESS_KEY"}
         },
     }
-    assert "s3cr3t" not in manifests.shown_text
+    assert "s3cr3t" not in manifests.shown
     assert "s3cr3t" in manifests.text
     for doc in documents(manifests):
         kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
