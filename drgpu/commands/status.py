@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.faults import GpuHealth, with_faults
 from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
@@ -36,7 +36,7 @@ from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavail
 from drgpu.host import engine, nvml, swarm_engine
 from drgpu.host.cgroups import read_cgroup
 from drgpu.host.files import Bound, read_bounded
-from drgpu.host.procs import read_process
+from drgpu.host.procs import process_key, read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
 from drgpu.ui.talk import note, warn
@@ -131,6 +131,7 @@ class Reader:
         self._swarm = swarm
         self._known: Mapping[str, ContainerFacts] = {}
         self._had_processes: frozenset[str] = frozenset()
+        self._procs: dict[int, tuple[int | None, str | None, ProcessFacts | None]] = {}
         self.inspections = 0
         self.restart_nvml = False  # start NVML again first (it failed at the last refresh)
         self.events: nvml.EventFollower | None = None  # a watch's
@@ -151,8 +152,9 @@ class Reader:
             for group in (mine, trainers)
         )
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-        cgroups = {pid: read_cgroup(pid) for pid in pids}
-        commands = {pid: read_process(pid) for pid in pids}
+        self._procs = {pid: self._process(pid) for pid in pids}
+        cgroups = {pid: read[1] for pid, read in self._procs.items()}
+        commands = {pid: read[2] for pid, read in self._procs.items()}
         judged = build_status(
             inventory,
             ours,
@@ -184,6 +186,14 @@ class Reader:
         )
         found = sorted([*judged.findings, *judging], key=lambda f: f.level != Level.FAIL)
         return replace(judged, findings=tuple(found), swarm=swarm)
+
+    def _process(self, pid: int) -> tuple[int | None, str | None, ProcessFacts | None]:
+        """A GPU process's /proc key, cgroup file and command, read once per process (a
+        watch lists the same ones at every refresh)."""
+        key, known = process_key(pid), self._procs.get(pid)
+        if key is not None and known is not None and known[0] == key:
+            return known
+        return key, read_cgroup(pid), read_process(pid)
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of

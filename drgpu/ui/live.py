@@ -463,18 +463,31 @@ def _with_history(
 
 @contextmanager
 def live_screen() -> Iterator[Callable[[RenderableType], None]]:
-    """A function that redraws the terminal in place, on the alternate screen; on leaving
+    """A function that redraws the terminal in place, on the alternate screen, as rich's
+    live display does (each frame rendered once, padded to the terminal's size); on leaving
     (also on Ctrl-C) the screen and the cursor are as they were."""
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
-    from rich.live import Live  # lazy: rich is heavy; only drawn output needs it
+    from rich.control import Control
+    from rich.segment import Segment, Segments
 
     console = Console(file=sys.stdout)
-    with Live(console=console, screen=True, auto_refresh=False, redirect_stderr=False) as live:
+    console.set_alt_screen(True)
+    console.show_cursor(False)
 
-        def show(view: RenderableType) -> None:
-            live.update(view, refresh=True)
+    def show(view: RenderableType) -> None:
+        width, height = console.size  # the terminal's size now
+        lines = console.render_lines(view, console.options.update(height=height), pad=True)
+        shaped = Segment.set_shape(lines, width, height)
+        frame = [Control.home().segment]
+        for number, line in enumerate(shaped):
+            frame += [Segment.line(), *line] if number else line
+        console.print(Segments(frame), end="", crop=False)
 
+    try:
         yield show
+    finally:
+        console.show_cursor(True)
+        console.set_alt_screen(False)
 
 
 def print_lines(lines: list[str]) -> None:

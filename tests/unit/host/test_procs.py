@@ -7,7 +7,7 @@ import pwd
 import sys
 from pathlib import Path
 
-from drgpu.host.procs import read_process, user_name
+from drgpu.host.procs import process_key, read_process, user_name
 
 
 def test_this_process_has_its_command_line_and_its_user() -> None:
@@ -25,3 +25,8 @@ def test_a_missing_process_a_kernel_thread_and_an_unnamed_user(tmp_path: Path) -
     facts = read_process(42, proc=tmp_path)
     assert facts is not None and facts.argv == ("[kworker/0:1]",)
     assert user_name(4_000_000_000) == "4000000000"
+
+
+def test_a_process_key_is_its_proc_folder_while_it_lives(tmp_path: Path) -> None:
+    assert process_key(os.getpid()) == process_key(os.getpid()) is not None
+    assert process_key(43, proc=tmp_path) is None
