@@ -291,7 +291,7 @@ def build_status(
     launchers = tuple(_live_launchers(ours))
     judge = _Judge(inventory, by_id, others, launchers)
     processes = [
-        _with_command(judge(gpu, proc, cgroups.get(proc.pid)), (commands or {}).get(proc.pid))
+        judge(gpu, proc, cgroups.get(proc.pid), (commands or {}).get(proc.pid))
         for gpu in inventory.gpus
         if not gpu.lost
         for proc in gpu.processes
@@ -442,8 +442,18 @@ class _Judge:
     others: Mapping[str, ContainerFacts]
     launchers: tuple[ContainerFacts, ...]
 
-    def __call__(self, gpu: Gpu, proc: GpuProcess, cgroup: str | None) -> ProcessStatus:
-        base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict=Verdict.OK)
+    def __call__(
+        self, gpu: Gpu, proc: GpuProcess, cgroup: str | None, facts: ProcessFacts | None
+    ) -> ProcessStatus:
+        base = ProcessStatus(
+            proc.pid,
+            gpu,
+            proc.used_memory_mib,
+            proc.kind,
+            Verdict.OK,
+            command=facts.command if facts else "",
+            user=facts.user if facts else "",
+        )
         if cgroup is None:
             return replace(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
         owner = owner_from_cgroup(cgroup)
@@ -516,10 +526,15 @@ class _Judge:
     ) -> ProcessStatus:
         """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
         wrong-gpu."""
+        role = base.role or owner.labels.get(labels.ROLE, "")
         placed = replace(
-            base, container=owner.name, container_id=owner.id, run_id=run_id, service=service
+            base,
+            container=owner.name,
+            container_id=owner.id,
+            run_id=run_id,
+            service=service,
+            role=role,
         )
-        placed = replace(placed, role=base.role or owner.labels.get(labels.ROLE, ""))
         if _covers(base.gpu, uuids):
             return placed
         gpu, given = base.gpu, self._describe(uuids)
@@ -552,10 +567,6 @@ def is_sagemaker_local(container: ContainerFacts) -> bool:
     return bool(
         _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
     )
-
-
-def _with_command(process: ProcessStatus, facts: ProcessFacts | None) -> ProcessStatus:
-    return process if facts is None else replace(process, command=facts.command, user=facts.user)
 
 
 def _violation(p: ProcessStatus) -> Finding:

@@ -19,6 +19,7 @@ from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.segment import Segment
     from rich.text import Text
 
     from drgpu.core.gpu_board import Board, GpuRow, Occupant
@@ -181,11 +182,19 @@ class BoardView:
     def __init__(self, board: Board, *, stamp: str, interval_s: float | None) -> None:
         self.board, self.stamp, self.interval_s = board, stamp, interval_s
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
-        """rich's protocol: the board as one Text, `options.max_width` wide."""
-        yield board_text(
-            self.board, stamp=self.stamp, interval_s=self.interval_s, width=options.max_width
-        )
+    def __rich_console__(
+        self, console: Console, options: ConsoleOptions
+    ) -> Iterator[Text | Segment]:
+        """rich's protocol: the board as one Text, `options.max_width` wide: its segments as
+        they are where every line fits (the usual case, cheaper than rich's wrapping)."""
+        from rich.cells import cell_len
+
+        width = options.max_width
+        text = board_text(self.board, stamp=self.stamp, interval_s=self.interval_s, width=width)
+        if all(cell_len(line) <= width for line in text.plain.split("\n")):
+            yield from text.render(console, end=text.end)
+        else:  # wide characters: rich cuts the lines
+            yield text
 
 
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
