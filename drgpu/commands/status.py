@@ -309,12 +309,12 @@ def watch(
         with engine.engine_session() as connection:
             reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
             reader.events = nvml.EventFollower(session)
-            health = Health()
+            outages = Outage("the Docker engine"), Outage("NVML")
             start = time.monotonic()
             while count is None or shown < count:
                 if shown:
                     time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
-                fresh = health.snapshot(reader, first=last is None)
+                fresh = _refresh(reader, *outages, first=last is None)
                 if fresh is not None:
                     last = fresh
                     if costs is not None:
@@ -357,29 +357,22 @@ class Outage:
         self.down = False
 
 
-class Health:
-    """A watch's engine and NVML: a refresh either fails is skipped and said once."""
-
-    def __init__(self) -> None:
-        self.engine = Outage("the Docker engine")
-        self.nvml = Outage("NVML")
-
-    def snapshot(self, reader: Reader, *, first: bool) -> Status | None:
-        """The reader's snapshot, or None when the engine or NVML failed it (raised at the
-        `first` refresh)."""
-        try:
-            fresh = reader.snapshot()
-        except (NvmlUnavailableError, DockerError) as exc:
-            if first:
-                raise
-            lost_nvml = isinstance(exc, NvmlUnavailableError)
-            reader.restart_nvml = reader.restart_nvml or lost_nvml
-            (self.nvml if lost_nvml else self.engine).failed(exc.message)
-            return None
-        reader.restart_nvml = False
-        self.nvml.worked()
-        self.engine.worked()
-        return fresh
+def _refresh(reader: Reader, engine: Outage, nvml_: Outage, *, first: bool) -> Status | None:
+    """The reader's snapshot, or None when the engine or NVML failed it (said once; raised
+    at the `first` refresh)."""
+    try:
+        fresh = reader.snapshot()
+    except (NvmlUnavailableError, DockerError) as exc:
+        if first:
+            raise
+        lost_nvml = isinstance(exc, NvmlUnavailableError)
+        reader.restart_nvml = reader.restart_nvml or lost_nvml
+        (nvml_ if lost_nvml else engine).failed(exc.message)
+        return None
+    reader.restart_nvml = False
+    nvml_.worked()
+    engine.worked()
+    return fresh
 
 
 @contextmanager
@@ -391,23 +384,35 @@ def exports(
     starts: exit 2)."""
     sinks: list[Callable[[Status], None]] = []
     with ExitStack() as stack:
+        series = _series(costs)
         if options.influx is not None:
-            sinks.append(_influx_sink(options.influx, stack, costs))
+            sinks.append(_influx_sink(options.influx, stack, series))
         if options.prometheus is not None:
-            sinks.append(_prometheus_sink(options.prometheus, stack, costs))
+            sinks.append(_prometheus_sink(options.prometheus, stack, series))
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
 
 
-def _all_samples(status: Status, costs: CostKeeper | None) -> list[Sample]:
+def _series(costs: CostKeeper | None) -> Callable[[Status], list[Sample]]:
+    """A refresh's samples, with the cost series of `costs`: made once for both exporters."""
     from drgpu.core import cost  # lazy: only the watch's exporters need them
     from drgpu.core.metrics import samples
 
-    return [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+    last: tuple[Status | None, list[Sample]] = (None, [])
+
+    def of(status: Status) -> list[Sample]:
+        nonlocal last
+        if last[0] is not status:
+            last = status, [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+        return last[1]
+
+    return of
 
 
-def _influx_sink(url: str, stack: ExitStack, costs: CostKeeper | None) -> Callable[[Status], None]:
+def _influx_sink(
+    url: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
+) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
     from drgpu.core.metrics import influx_target, line_protocol
     from drgpu.host.metrics_export import InfluxSender
@@ -416,11 +421,11 @@ def _influx_sink(url: str, stack: ExitStack, costs: CostKeeper | None) -> Callab
     outage = Outage(f"--influx {target.url}")
     sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    return lambda status: sender.send(line_protocol(_all_samples(status, costs), time.time_ns()))
+    return lambda status: sender.send(line_protocol(series(status), time.time_ns()))
 
 
 def _prometheus_sink(
-    address: str, stack: ExitStack, costs: CostKeeper | None
+    address: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
 ) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
     from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address
@@ -432,7 +437,7 @@ def _prometheus_sink(
     shown = f"[{host}]" if ":" in host else host
     everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
     note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
-    return lambda status: endpoint.publish(_all_samples(status, costs))
+    return lambda status: endpoint.publish(series(status))
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
