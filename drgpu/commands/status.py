@@ -3,7 +3,8 @@ them (`core.gpu_usage` judges).
 
 A watch keeps one NVML session and one engine connection open, and per tick makes one
 cheap listing call; it inspects a container only when it first appears (the facts it
-needs never change while the container exists, except its state, which the listing has).
+needs never change while the container exists, except its state, which the listing has),
+and reads a GPU process's /proc files only when it first appears (`Reader._process`).
 Once it has shown a refresh, it outlives the engine restarting and NVML failing: it says
 so once on stderr, skips those refreshes, reconnects (starts NVML again) and says when
 they are back. On a swarm manager each refresh also judges the whole swarm from the
