@@ -173,10 +173,8 @@ class Reader:
         self._had_processes = (self._had_processes & alive) | judged.with_processes()
         self.health = nvml.health_from_nvml(self._nvml, len(inventory.gpus))
         follower = self.events
-        if follower is None:
-            judged = with_faults(judged, self.health)
-        else:
-            judged = with_faults(judged, self.health, tuple(follower.events), follower.unsupported)
+        events = (tuple(follower.events), follower.unsupported) if follower else ((), None)
+        judged = with_faults(judged, self.health, *events)
         swarm = self._swarm()
         if swarm is None:
             return judged

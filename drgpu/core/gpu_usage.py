@@ -301,13 +301,14 @@ def build_status(
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
-    findings += _unknown_processes(inventory) + _vanished(inventory, ours, processes, had_processes)
+    silent = _silent(inventory, ours, processes)
+    findings += _unknown_processes(inventory) + _vanished(silent, had_processes)
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
         if gpu.lost
     ]
-    notes += _idle_notes(inventory, ours, processes, had_processes, now)
+    notes += _idle_notes(silent, had_processes, now)
     if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
             "some GPU processes are not visible here (they ended, or drgpu runs in another"
@@ -390,12 +391,7 @@ def _silent(
     return found
 
 
-def _vanished(
-    inventory: Inventory,
-    containers: list[ContainerFacts],
-    processes: list[ProcessStatus],
-    had_processes: Collection[str],
-) -> list[Finding]:
+def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> list[Finding]:
     return [
         _finding(
             "processes-vanished",
@@ -410,17 +406,13 @@ def _vanished(
             container=c.name,
             service=c.service,
         )
-        for c in _silent(inventory, containers, processes)
+        for c in silent
         if c.id in had_processes
     ]
 
 
 def _idle_notes(
-    inventory: Inventory,
-    containers: list[ContainerFacts],
-    processes: list[ProcessStatus],
-    had_processes: Collection[str],
-    now: float | None,
+    silent: list[ContainerFacts], had_processes: Collection[str], now: float | None
 ) -> list[str]:
     if now is None:
         return []
@@ -428,7 +420,7 @@ def _idle_notes(
         f"{c.name} holds a GPU and has run no GPU process for {int((now - c.started_at) // 60)}"
         f" min since it started: if it should be working, check that it still sees its GPU"
         f" (drgpu cuda-check --service {c.service})"
-        for c in _silent(inventory, containers, processes)
+        for c in silent
         if c.id not in had_processes and c.started_at and now - c.started_at >= IDLE_NOTE_S
     ]
 
