@@ -3,7 +3,8 @@ them (`core.gpu_usage` judges).
 
 A watch keeps one NVML session and one engine connection open, and per tick makes one
 cheap listing call; it inspects a container only when it first appears (the facts it
-needs never change while the container exists, except its state, which the listing has).
+needs never change while the container exists, except its state, which the listing has),
+and reads a GPU process's /proc files only when it first appears (`Reader._process`).
 Once it has shown a refresh, it outlives the engine restarting and NVML failing: it says
 so once on stderr, skips those refreshes, reconnects (starts NVML again) and says when
 they are back. On a swarm manager each refresh also judges the whole swarm from the
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.faults import GpuHealth, with_faults
 from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
@@ -35,7 +36,7 @@ from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml, swarm_engine
 from drgpu.host.files import Bound, read_bounded
-from drgpu.host.procs import read_cgroup, read_process
+from drgpu.host.procs import process_key, read_cgroup, read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
 from drgpu.ui.talk import note, warn
@@ -130,6 +131,7 @@ class Reader:
         self._swarm = swarm
         self._known: Mapping[str, ContainerFacts] = {}
         self._had_processes: frozenset[str] = frozenset()
+        self._procs: dict[int, tuple[int | None, str | None, ProcessFacts | None]] = {}
         self.inspections = 0
         self.restart_nvml = False  # start NVML again first (it failed at the last refresh)
         self.events: nvml.EventFollower | None = None  # a watch's
@@ -150,8 +152,9 @@ class Reader:
             for group in (mine, trainers)
         )
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-        cgroups = {pid: read_cgroup(pid) for pid in pids}
-        commands = {pid: read_process(pid) for pid in pids}
+        self._procs = {pid: self._process(pid) for pid in pids}
+        cgroups = {pid: read[1] for pid, read in self._procs.items()}
+        commands = {pid: read[2] for pid, read in self._procs.items()}
         judged = build_status(
             inventory,
             ours,
@@ -169,10 +172,8 @@ class Reader:
         self._had_processes = (self._had_processes & alive) | judged.with_processes()
         self.health = nvml.health_from_nvml(self._nvml, len(inventory.gpus))
         follower = self.events
-        if follower is None:
-            judged = with_faults(judged, self.health)
-        else:
-            judged = with_faults(judged, self.health, tuple(follower.events), follower.unsupported)
+        events = (tuple(follower.events), follower.unsupported) if follower else ((), None)
+        judged = with_faults(judged, self.health, *events)
         swarm = self._swarm()
         if swarm is None:
             return judged
@@ -183,6 +184,14 @@ class Reader:
         )
         found = sorted([*judged.findings, *judging], key=lambda f: f.level != Level.FAIL)
         return replace(judged, findings=tuple(found), swarm=swarm)
+
+    def _process(self, pid: int) -> tuple[int | None, str | None, ProcessFacts | None]:
+        """A GPU process's /proc key, cgroup file and command, read once per process (a
+        watch lists the same ones at every refresh)."""
+        key, known = process_key(pid), self._procs.get(pid)
+        if key is not None and known is not None and known[0] == key:
+            return known
+        return key, read_cgroup(pid), read_process(pid)
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of
@@ -298,12 +307,12 @@ def watch(
         with engine.engine_session() as connection:
             reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
             reader.events = nvml.EventFollower(session)
-            health = Health()
+            outages = Outage("the Docker engine"), Outage("NVML")
             start = time.monotonic()
             while count is None or shown < count:
                 if shown:
                     time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
-                fresh = health.snapshot(reader, first=last is None)
+                fresh = _refresh(reader, *outages, first=last is None)
                 if fresh is not None:
                     last = fresh
                     if costs is not None:
@@ -346,29 +355,22 @@ class Outage:
         self.down = False
 
 
-class Health:
-    """A watch's engine and NVML: a refresh either fails is skipped and said once."""
-
-    def __init__(self) -> None:
-        self.engine = Outage("the Docker engine")
-        self.nvml = Outage("NVML")
-
-    def snapshot(self, reader: Reader, *, first: bool) -> Status | None:
-        """The reader's snapshot, or None when the engine or NVML failed it (raised at the
-        `first` refresh)."""
-        try:
-            fresh = reader.snapshot()
-        except (NvmlUnavailableError, DockerError) as exc:
-            if first:
-                raise
-            lost_nvml = isinstance(exc, NvmlUnavailableError)
-            reader.restart_nvml = reader.restart_nvml or lost_nvml
-            (self.nvml if lost_nvml else self.engine).failed(exc.message)
-            return None
-        reader.restart_nvml = False
-        self.nvml.worked()
-        self.engine.worked()
-        return fresh
+def _refresh(reader: Reader, engine: Outage, nvml_: Outage, *, first: bool) -> Status | None:
+    """The reader's snapshot, or None when the engine or NVML failed it (said once; raised
+    at the `first` refresh)."""
+    try:
+        fresh = reader.snapshot()
+    except (NvmlUnavailableError, DockerError) as exc:
+        if first:
+            raise
+        lost_nvml = isinstance(exc, NvmlUnavailableError)
+        reader.restart_nvml = reader.restart_nvml or lost_nvml
+        (nvml_ if lost_nvml else engine).failed(exc.message)
+        return None
+    reader.restart_nvml = False
+    nvml_.worked()
+    engine.worked()
+    return fresh
 
 
 @contextmanager
@@ -380,23 +382,35 @@ def exports(
     starts: exit 2)."""
     sinks: list[Callable[[Status], None]] = []
     with ExitStack() as stack:
+        series = _series(costs)
         if options.influx is not None:
-            sinks.append(_influx_sink(options.influx, stack, costs))
+            sinks.append(_influx_sink(options.influx, stack, series))
         if options.prometheus is not None:
-            sinks.append(_prometheus_sink(options.prometheus, stack, costs))
+            sinks.append(_prometheus_sink(options.prometheus, stack, series))
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
 
 
-def _all_samples(status: Status, costs: CostKeeper | None) -> list[Sample]:
+def _series(costs: CostKeeper | None) -> Callable[[Status], list[Sample]]:
+    """A refresh's samples, with the cost series of `costs`: made once for both exporters."""
     from drgpu.core import cost  # lazy: only the watch's exporters need them
     from drgpu.core.metrics import samples
 
-    return [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+    last: tuple[Status | None, list[Sample]] = (None, [])
+
+    def of(status: Status) -> list[Sample]:
+        nonlocal last
+        if last[0] is not status:
+            last = status, [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+        return last[1]
+
+    return of
 
 
-def _influx_sink(url: str, stack: ExitStack, costs: CostKeeper | None) -> Callable[[Status], None]:
+def _influx_sink(
+    url: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
+) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
     from drgpu.core.metrics import influx_target, line_protocol
     from drgpu.host.metrics_export import InfluxSender
@@ -405,11 +419,11 @@ def _influx_sink(url: str, stack: ExitStack, costs: CostKeeper | None) -> Callab
     outage = Outage(f"--influx {target.url}")
     sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    return lambda status: sender.send(line_protocol(_all_samples(status, costs), time.time_ns()))
+    return lambda status: sender.send(line_protocol(series(status), time.time_ns()))
 
 
 def _prometheus_sink(
-    address: str, stack: ExitStack, costs: CostKeeper | None
+    address: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
 ) -> Callable[[Status], None]:
     # lazy: only the watch's exporters need them
     from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address
@@ -421,7 +435,7 @@ def _prometheus_sink(
     shown = f"[{host}]" if ":" in host else host
     everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
     note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
-    return lambda status: endpoint.publish(_all_samples(status, costs))
+    return lambda status: endpoint.publish(series(status))
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:

@@ -115,10 +115,14 @@ def energies(health: Sequence[GpuHealth]) -> dict[str, int]:
 def to_json(ledger: Ledger) -> list[dict[str, Any]]:
     """The ledger as the file (and `report --json`) keeps it: one entry per worker."""
     return [
-        {"run": run, "service": service, "container": container, **asdict(usage)}
-        | {"mean_utilization": usage.mean_utilization}
+        {"run": run, "service": service, "container": container, **usage_json(usage)}
         for (run, service, container), usage in sorted(ledger.items())
     ]
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """An account's JSON: its fields and its mean utilisation."""
+    return {**asdict(usage), "mean_utilization": usage.mean_utilization}
 
 
 def from_json(document: Any) -> dict[Key, Usage]:

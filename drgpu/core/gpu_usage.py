@@ -291,7 +291,7 @@ def build_status(
     launchers = tuple(_live_launchers(ours))
     judge = _Judge(inventory, by_id, others, launchers)
     processes = [
-        _with_command(judge(gpu, proc, cgroups.get(proc.pid)), (commands or {}).get(proc.pid))
+        judge(gpu, proc, cgroups.get(proc.pid), (commands or {}).get(proc.pid))
         for gpu in inventory.gpus
         if not gpu.lost
         for proc in gpu.processes
@@ -301,13 +301,14 @@ def build_status(
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
-    findings += _unknown_processes(inventory) + _vanished(inventory, ours, processes, had_processes)
+    silent = _silent(inventory, ours, processes)
+    findings += _unknown_processes(inventory) + _vanished(silent, had_processes)
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
         if gpu.lost
     ]
-    notes += _idle_notes(inventory, ours, processes, had_processes, now)
+    notes += _idle_notes(silent, had_processes, now)
     if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
             "some GPU processes are not visible here (they ended, or drgpu runs in another"
@@ -390,12 +391,7 @@ def _silent(
     return found
 
 
-def _vanished(
-    inventory: Inventory,
-    containers: list[ContainerFacts],
-    processes: list[ProcessStatus],
-    had_processes: Collection[str],
-) -> list[Finding]:
+def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> list[Finding]:
     return [
         _finding(
             "processes-vanished",
@@ -410,17 +406,13 @@ def _vanished(
             container=c.name,
             service=c.service,
         )
-        for c in _silent(inventory, containers, processes)
+        for c in silent
         if c.id in had_processes
     ]
 
 
 def _idle_notes(
-    inventory: Inventory,
-    containers: list[ContainerFacts],
-    processes: list[ProcessStatus],
-    had_processes: Collection[str],
-    now: float | None,
+    silent: list[ContainerFacts], had_processes: Collection[str], now: float | None
 ) -> list[str]:
     if now is None:
         return []
@@ -428,7 +420,7 @@ def _idle_notes(
         f"{c.name} holds a GPU and has run no GPU process for {int((now - c.started_at) // 60)}"
         f" min since it started: if it should be working, check that it still sees its GPU"
         f" (drgpu cuda-check --service {c.service})"
-        for c in _silent(inventory, containers, processes)
+        for c in silent
         if c.id not in had_processes and c.started_at and now - c.started_at >= IDLE_NOTE_S
     ]
 
@@ -442,8 +434,18 @@ class _Judge:
     others: Mapping[str, ContainerFacts]
     launchers: tuple[ContainerFacts, ...]
 
-    def __call__(self, gpu: Gpu, proc: GpuProcess, cgroup: str | None) -> ProcessStatus:
-        base = ProcessStatus(proc.pid, gpu, proc.used_memory_mib, proc.kind, verdict=Verdict.OK)
+    def __call__(
+        self, gpu: Gpu, proc: GpuProcess, cgroup: str | None, facts: ProcessFacts | None
+    ) -> ProcessStatus:
+        base = ProcessStatus(
+            proc.pid,
+            gpu,
+            proc.used_memory_mib,
+            proc.kind,
+            Verdict.OK,
+            command=facts.command if facts else "",
+            user=facts.user if facts else "",
+        )
         if cgroup is None:
             return replace(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
         owner = owner_from_cgroup(cgroup)
@@ -516,10 +518,15 @@ class _Judge:
     ) -> ProcessStatus:
         """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
         wrong-gpu."""
+        role = base.role or owner.labels.get(labels.ROLE, "")
         placed = replace(
-            base, container=owner.name, container_id=owner.id, run_id=run_id, service=service
+            base,
+            container=owner.name,
+            container_id=owner.id,
+            run_id=run_id,
+            service=service,
+            role=role,
         )
-        placed = replace(placed, role=base.role or owner.labels.get(labels.ROLE, ""))
         if _covers(base.gpu, uuids):
             return placed
         gpu, given = base.gpu, self._describe(uuids)
@@ -552,10 +559,6 @@ def is_sagemaker_local(container: ContainerFacts) -> bool:
     return bool(
         _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
     )
-
-
-def _with_command(process: ProcessStatus, facts: ProcessFacts | None) -> ProcessStatus:
-    return process if facts is None else replace(process, command=facts.command, user=facts.user)
 
 
 def _violation(p: ProcessStatus) -> Finding:

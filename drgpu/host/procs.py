@@ -33,6 +33,15 @@ def read_process(pid: int, proc: Path = Path("/proc")) -> ProcessFacts | None:
     return ProcessFacts(argv=argv, user=user_name(uid))
 
 
+def process_key(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """Which process holds `pid` now (its /proc folder's inode: a PID another process takes
+    gets another), or None when it is gone."""
+    try:
+        return (proc / str(pid)).stat().st_ino
+    except OSError:
+        return None
+
+
 def user_name(uid: int) -> str:
     """The name of a user id on this host, or the number where it has none."""
     try:

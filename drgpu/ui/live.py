@@ -19,6 +19,7 @@ from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.segment import Segment
     from rich.text import Text
 
     from drgpu.core.gpu_board import Board, GpuRow, Occupant
@@ -181,11 +182,19 @@ class BoardView:
     def __init__(self, board: Board, *, stamp: str, interval_s: float | None) -> None:
         self.board, self.stamp, self.interval_s = board, stamp, interval_s
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
-        """rich's protocol: the board as one Text, `options.max_width` wide."""
-        yield board_text(
-            self.board, stamp=self.stamp, interval_s=self.interval_s, width=options.max_width
-        )
+    def __rich_console__(
+        self, console: Console, options: ConsoleOptions
+    ) -> Iterator[Text | Segment]:
+        """rich's protocol: the board as one Text, `options.max_width` wide: its segments as
+        they are where every line fits (the usual case, cheaper than rich's wrapping)."""
+        from rich.cells import cell_len
+
+        width = options.max_width
+        text = board_text(self.board, stamp=self.stamp, interval_s=self.interval_s, width=width)
+        if all(cell_len(line) <= width for line in text.plain.split("\n")):
+            yield from text.render(console, end=text.end)
+        else:  # wide characters: rich cuts the lines
+            yield text
 
 
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
@@ -463,18 +472,31 @@ def _with_history(
 
 @contextmanager
 def live_screen() -> Iterator[Callable[[RenderableType], None]]:
-    """A function that redraws the terminal in place, on the alternate screen; on leaving
+    """A function that redraws the terminal in place, on the alternate screen, as rich's
+    live display does (each frame rendered once, padded to the terminal's size); on leaving
     (also on Ctrl-C) the screen and the cursor are as they were."""
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
-    from rich.live import Live  # lazy: rich is heavy; only drawn output needs it
+    from rich.control import Control
+    from rich.segment import Segment, Segments
 
     console = Console(file=sys.stdout)
-    with Live(console=console, screen=True, auto_refresh=False, redirect_stderr=False) as live:
+    console.set_alt_screen(True)
+    console.show_cursor(False)
 
-        def show(view: RenderableType) -> None:
-            live.update(view, refresh=True)
+    def show(view: RenderableType) -> None:
+        width, height = console.size  # the terminal's size now
+        lines = console.render_lines(view, console.options.update(height=height), pad=True)
+        shaped = Segment.set_shape(lines, width, height)
+        frame = [Control.home().segment]
+        for number, line in enumerate(shaped):
+            frame += [Segment.line(), *line] if number else line
+        console.print(Segments(frame), end="", crop=False)
 
+    try:
         yield show
+    finally:
+        console.show_cursor(True)
+        console.set_alt_screen(False)
 
 
 def print_lines(lines: list[str]) -> None:

@@ -3,10 +3,9 @@ or one JSON document."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from drgpu.core.cost import Usage, by_service, to_json
+from drgpu.core.cost import Usage, by_service, to_json, usage_json
 from drgpu.ui.documents import document
 from drgpu.ui.tables import _row, _table, console, print_json
 from drgpu.ui.talk import note
@@ -57,10 +56,6 @@ def _run(report: Report, run: str) -> dict[str, Any]:
     services = by_service(report.ledger, run)
     return {
         "run": run,
-        "services": [{"service": name, **_values(u)} for name, u in services.items()],
+        "services": [{"service": name, **usage_json(u)} for name, u in services.items()],
         "workers": [w for w in to_json(report.ledger) if w["run"] == run],
     }
-
-
-def _values(usage: Usage) -> dict[str, Any]:
-    return {**asdict(usage), "mean_utilization": usage.mean_utilization}

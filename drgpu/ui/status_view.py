@@ -101,16 +101,7 @@ def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:
 
 def holders_document(holders: Iterable[Holder]) -> list[dict[str, Any]]:
     """Holders as JSON (the `held_by` of `status --json` and `gpus --json`)."""
-    return [
-        {
-            "run_id": h.run_id,
-            "service": h.service,
-            "container": h.container,
-            "uuid": h.uuid,
-            "forwarded": h.forwarded,
-        }
-        for h in holders
-    ]
+    return [asdict(h) for h in holders]
 
 
 def gpus_document(

@@ -47,4 +47,6 @@ def one_line(text: str) -> str:
 def visible(text: str, keep: str = "") -> str:
     """`text` with each control character but those in `keep` (a newline, an escape, a NUL)
     written visibly (`\\n`, `\\x1b`): text from outside cannot drive the terminal."""
+    if text.isprintable():
+        return text
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)

@@ -140,3 +140,25 @@ def test_other_nodes_are_read_on_the_node_at_most_once_a_round(
     assert [f.message for f in unseen] == [
         f"{worker.name}: GPUs not seen, the reading job said: boom"
     ]
+
+
+def test_a_gpu_process_is_read_in_proc_once_while_its_pid_names_the_same_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    busy = Inventory(gpus=(replace(GPU, processes=(GpuProcess(777, 900, "C"),)),))
+    monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: busy)
+    monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
+    reads: list[int] = []
+    keys = [1, 1, 2, None, None]
+
+    def read_cgroup(pid: int) -> str:
+        reads.append(pid)
+        return f"0::/docker/{SIM_ID}\n"
+
+    monkeypatch.setattr(status, "process_key", lambda pid: keys.pop(0))
+    monkeypatch.setattr(status, "read_process", lambda pid: None)
+    monkeypatch.setattr(status, "read_cgroup", read_cgroup)
+    reader = status.Reader(object(), Engine())  # type: ignore[arg-type]
+    for _ in keys[:]:
+        assert reader.snapshot().processes[0].run_id == "0"
+    assert reads == [777] * 4  # the same process twice (key 1), another (2), then unknown

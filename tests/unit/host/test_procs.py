@@ -7,7 +7,7 @@ import pwd
 import sys
 from pathlib import Path
 
-from drgpu.host.procs import read_cgroup, read_process, user_name
+from drgpu.host.procs import process_key, read_cgroup, read_process, user_name
 from tests.unit.core.test_cgroup_owner import DOCKER_V2_SYSTEMD
 
 
@@ -34,3 +34,8 @@ def test_read_cgroup_of_this_process_and_of_a_missing_one(tmp_path: Path) -> Non
     (tmp_path / "42" / "cgroup").write_text(DOCKER_V2_SYSTEMD)
     assert read_cgroup(42, proc=tmp_path) == DOCKER_V2_SYSTEMD
     assert read_cgroup(43, proc=tmp_path) is None
+
+
+def test_a_process_key_is_its_proc_folder_while_it_lives(tmp_path: Path) -> None:
+    assert process_key(os.getpid()) == process_key(os.getpid()) is not None
+    assert process_key(43, proc=tmp_path) is None
