@@ -12,6 +12,7 @@ from pathlib import Path
 from drgpu.core.compose_stack import Stack
 from drgpu.core.device_driver import choose, unnamed_in_spec
 from drgpu.core.devices import SelectorKind
+from drgpu.core.facts import NodeFacts
 from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
 from drgpu.core.labels import claims
@@ -19,7 +20,6 @@ from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan, service_requests, warning
 from drgpu.core.settings import Config
-from drgpu.core.swarm_view import NodeFacts
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host.files import base_stack_file, hook_installed, load_inventory, load_stack
 from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure, stack_path

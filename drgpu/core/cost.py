@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from drgpu.core.faults import GpuHealth, throttled
+from drgpu.core.faults import throttled
 from drgpu.core.gpu_usage import Status
 from drgpu.core.metrics import (
     ENERGY,
@@ -28,6 +28,7 @@ from drgpu.core.metrics import (
     THROTTLED,
     Sample,
 )
+from drgpu.core.model import GpuHealth
 
 MAX_RUNS = 200
 Key = tuple[str, str, str]  # run, service, container (the worker)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 CDI_GPU_PREFIX = "nvidia.com/gpu="  # a CDI device name of an NVIDIA GPU: <prefix><name>
@@ -121,3 +121,31 @@ class ProcessFacts:
                 words.append(" ".join(arg.split()))
             hide_next = not hide_next and secret and not equals and arg.startswith("-")
         return " ".join(words)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One node of the swarm as the manager records it (`advertised_gpus`: its NVIDIA-GPU
+    generic resources)."""
+
+    id: str
+    hostname: str
+    role: str
+    state: str  # ready, down, unknown, disconnected
+    availability: str  # active, pause, drain
+    labels: Mapping[str, str] = field(default_factory=dict)
+    advertised_gpus: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """How findings name it: hostnames repeat across nodes, ids do not."""
+        return f"node {self.hostname} ({self.id[:12]})"
+
+
+def advertised(nodes: Collection[NodeFacts]) -> list[str]:
+    """What each node offers reserving simulators: its role, labels and advertised GPUs."""
+    return [
+        f"{node.name}, {node.role}{''.join(f', {k}={v}' for k, v in node.labels.items())}:"
+        f" advertises {', '.join(node.advertised_gpus) if node.advertised_gpus else 'no GPU'}"
+        for node in nodes
+    ]

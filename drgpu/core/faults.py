@@ -13,12 +13,12 @@ rows remapped pending, or a remap failure (`preflight`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from drgpu.core.findings import Finding, Level
 from drgpu.core.gpu_usage import FACTS, Status
-from drgpu.core.model import Gpu, Plan, Role
+from drgpu.core.model import Gpu, GpuEvent, GpuHealth, Plan, Role
 from drgpu.core.placement import WORKER_MEMORY_MIB
 from drgpu.core.planning import TRAINER_MIN_MEMORY_MIB
 
@@ -33,33 +33,6 @@ SLOWDOWNS = {
 }
 CHOSEN_REASONS = 0x1 | 0x2 | 0x4  # idle, application clocks, software power cap
 XID_EVENT, ECC_EVENT = 0x8, 0x2
-
-
-@dataclass(frozen=True)
-class GpuHealth:
-    """What NVML tells of one GPU's health and counters; None where it cannot."""
-
-    index: int
-    uuid: str
-    energy_mj: int | None = None  # total energy since the driver loaded
-    throttle: int | None = None  # nvmlClocksEventReason* bits now
-    retired_pending: bool | None = None
-    remapped_uncorrectable: int | None = None
-    remap_pending: bool | None = None
-    remap_failure: bool | None = None
-    ecc_uncorrected: int | None = None  # volatile: since the driver loaded
-    persistence: bool | None = None
-
-
-@dataclass(frozen=True)
-class GpuEvent:
-    """One NVML event a watch received."""
-
-    index: int
-    uuid: str
-    type: int  # XID_EVENT or ECC_EVENT
-    xid: int
-    time: float  # seconds since the epoch
 
 
 def throttled(health: GpuHealth) -> bool:

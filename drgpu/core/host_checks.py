@@ -6,7 +6,7 @@ its one-line fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import eq, ge, gt, le, lt
 from pathlib import Path
@@ -18,8 +18,9 @@ from drgpu.core.devices import resolve
 from drgpu.core.facts import EngineFacts, ImageFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
-from drgpu.core.model import Gpu, Inventory, Role
+from drgpu.core.model import Inventory, Role
 from drgpu.core.modes import DeviceDriver, IndexOrder
+from drgpu.core.planning import x_server_text, x_server_warning
 from drgpu.core.settings import DEFAULTS, Config
 from drgpu.core.toolkit import ToolkitFacts, egl_problem, generic_resources_problem
 
@@ -343,35 +344,6 @@ def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
         " the X server's GPU, or DR_HOST_X=False"
     )
     return [_check("x-server", WARN, warning, fix)]
-
-
-def x_server_text(inventory: Inventory) -> str:
-    """The GPUs NVML shows a graphics process on (an X server, e.g. Xorg), with their PIDs."""
-    graphics = {g: [str(p.pid) for p in g.processes if "G" in p.kind] for g in inventory.gpus}
-    return "; ".join(
-        f"the X server renders on GPU {gpu.index} ({gpu.name}: graphics PID {', '.join(pids)})"
-        for gpu, pids in graphics.items()
-        if pids
-    )
-
-
-def x_server_warning(inventory: Inventory, simulator: Sequence[Gpu]) -> str | None:
-    """With DR_HOST_X=True robomaker's OpenGL goes through the host's X server, so Gazebo
-    renders on the X server's GPU whatever the simulator was given: why that is not the
-    simulator's GPU (or is unknown), or None where it is."""
-    shown = x_server_text(inventory)
-    given = ", ".join(f"GPU {gpu.index} ({gpu.name})" for gpu in simulator) or "none"
-    where = {gpu.index for gpu in inventory.gpus if any("G" in p.kind for p in gpu.processes)}
-    if where and where <= {gpu.index for gpu in simulator}:
-        return None
-    return (
-        f"DR_HOST_X=True sends Gazebo's OpenGL through the host's X server: {shown}, not the"
-        f" simulator's {given}"
-        if shown
-        else "DR_HOST_X=True sends Gazebo's OpenGL through the host's X server, but no GPU"
-        f" shows a graphics process (is it running, on an NVIDIA GPU?): the simulator's"
-        f" {given} may not be the one that renders"
-    )
 
 
 def check_daemon_reload(

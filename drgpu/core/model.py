@@ -165,3 +165,30 @@ class Plan:
             if service.name == name:
                 return service
         raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """What NVML tells of one GPU's health and counters; None where it cannot."""
+
+    index: int
+    uuid: str
+    energy_mj: int | None = None  # total energy since the driver loaded
+    throttle: int | None = None  # nvmlClocksEventReason* bits now
+    retired_pending: bool | None = None
+    remapped_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    ecc_uncorrected: int | None = None  # volatile: since the driver loaded
+    persistence: bool | None = None
+
+
+@dataclass(frozen=True)
+class GpuEvent:
+    """One NVML event a watch received."""
+
+    index: int
+    uuid: str
+    type: int  # XID_EVENT or ECC_EVENT
+    xid: int
+    time: float  # seconds since the epoch

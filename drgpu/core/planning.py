@@ -15,8 +15,8 @@ from drgpu.core.devices import (
     describe_inventory,
     resolve,
 )
+from drgpu.core.facts import NodeFacts, advertised
 from drgpu.core.findings import Finding, Level
-from drgpu.core.host_checks import x_server_text, x_server_warning
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
 from drgpu.core.model import Assignment, Claim, Extends, Gpu, Inventory, Plan, Role, ServicePlan
@@ -41,7 +41,6 @@ from drgpu.core.settings import (
     service_devices_key,
 )
 from drgpu.core.sharing import apply_sharing, users
-from drgpu.core.swarm_view import NodeFacts, advertised
 from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
@@ -696,3 +695,32 @@ def _unused_requests(config: Config, stack: Stack, *, has_trainer: bool) -> list
             f"{config.where(config.simulator_key)} is set, but the stack has no {simulators}"
         )
     return warnings
+
+
+def x_server_text(inventory: Inventory) -> str:
+    """The GPUs NVML shows a graphics process on (an X server, e.g. Xorg), with their PIDs."""
+    graphics = {g: [str(p.pid) for p in g.processes if "G" in p.kind] for g in inventory.gpus}
+    return "; ".join(
+        f"the X server renders on GPU {gpu.index} ({gpu.name}: graphics PID {', '.join(pids)})"
+        for gpu, pids in graphics.items()
+        if pids
+    )
+
+
+def x_server_warning(inventory: Inventory, simulator: Sequence[Gpu]) -> str | None:
+    """With DR_HOST_X=True robomaker's OpenGL goes through the host's X server, so Gazebo
+    renders on the X server's GPU whatever the simulator was given: why that is not the
+    simulator's GPU (or is unknown), or None where it is."""
+    shown = x_server_text(inventory)
+    given = ", ".join(f"GPU {gpu.index} ({gpu.name})" for gpu in simulator) or "none"
+    where = {gpu.index for gpu in inventory.gpus if any("G" in p.kind for p in gpu.processes)}
+    if where and where <= {gpu.index for gpu in simulator}:
+        return None
+    return (
+        f"DR_HOST_X=True sends Gazebo's OpenGL through the host's X server: {shown}, not the"
+        f" simulator's {given}"
+        if shown
+        else "DR_HOST_X=True sends Gazebo's OpenGL through the host's X server, but no GPU"
+        f" shows a graphics process (is it running, on an NVIDIA GPU?): the simulator's"
+        f" {given} may not be the one that renders"
+    )

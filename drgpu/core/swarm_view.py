@@ -12,30 +12,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from drgpu.core import labels
-from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts, NodeFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.swarm_node import GPU_KIND
 
 RUNNING = "running"
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    """One node of the swarm as the manager records it (`advertised_gpus`: its NVIDIA-GPU
-    generic resources)."""
-
-    id: str
-    hostname: str
-    role: str
-    state: str  # ready, down, unknown, disconnected
-    availability: str  # active, pause, drain
-    labels: Mapping[str, str] = field(default_factory=dict)
-    advertised_gpus: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        """How findings name it: hostnames repeat across nodes, ids do not."""
-        return f"node {self.hostname} ({self.id[:12]})"
 
 
 @dataclass(frozen=True)
@@ -125,15 +106,6 @@ def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
         )
         for task in swarm.tasks
         if task.node_id == node_id and task.container_id and _may_run(task)
-    ]
-
-
-def advertised(nodes: Collection[NodeFacts]) -> list[str]:
-    """What each node offers reserving simulators: its role, labels and advertised GPUs."""
-    return [
-        f"{node.name}, {node.role}{''.join(f', {k}={v}' for k, v in node.labels.items())}:"
-        f" advertises {', '.join(node.advertised_gpus) if node.advertised_gpus else 'no GPU'}"
-        for node in nodes
     ]
 
 

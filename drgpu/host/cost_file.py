@@ -10,9 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from drgpu.core.cost import Ledger, Usage, charge, energies, from_json, to_json
-from drgpu.core.faults import GpuHealth
 from drgpu.core.gpu_usage import Status
-from drgpu.core.model import HEADER_MARK
+from drgpu.core.model import HEADER_MARK, GpuHealth
 from drgpu.errors import ConfigError
 from drgpu.host.files import Bound, read_text_bounded
 from drgpu.host.state_files import state_dir, write_owned_file

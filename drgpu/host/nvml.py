@@ -10,8 +10,7 @@ from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any, TypeVar
 
-from drgpu.core.faults import GpuEvent, GpuHealth
-from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
+from drgpu.core.model import Gpu, GpuEvent, GpuHealth, GpuProcess, Inventory, MigDevice
 from drgpu.core.topology import merge_processes, normalize_pci_bus_id
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import trace

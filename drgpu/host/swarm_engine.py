@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from drgpu.core import labels
-from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts, NodeFacts, TaskFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.core.swarm_node import GPU_KIND
-from drgpu.core.swarm_view import NodeFacts, SwarmState
+from drgpu.core.swarm_view import SwarmState
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drgpu.core import labels
+from drgpu.core.facts import NodeFacts
 from drgpu.core.model import HEADER_MARK, Plan, Role
 from drgpu.core.numbers import is_digits
 from drgpu.core.redaction import masked_data, service_secrets
@@ -35,7 +36,6 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
-from drgpu.core.swarm_view import NodeFacts
 from drgpu.targets.compose_override import dump_yaml
 
 HEADER = """\

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from drgpu.core.facts import advertised
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
-from drgpu.core.swarm_view import advertised
 from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:

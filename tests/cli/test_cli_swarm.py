@@ -68,7 +68,7 @@ def test_plan_in_swarm_mode_says_what_is_pinned_and_what_the_engine_chooses(
 def test_plan_on_a_manager_says_which_gpus_each_node_advertises(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from drgpu.core.swarm_view import NodeFacts
+    from drgpu.core.facts import NodeFacts
     from drgpu.host import swarm_engine
 
     (tmp_path / "system.env").write_text("DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\n")
@@ -88,7 +88,7 @@ def _two_nodes(
 ) -> list[str | Path]:
     """`plan` on a manager (GTX_M40, advertising its GTX 1650 when `manager_gpus`) whose
     worker advertises G, the simulators' GPUs set to `simulators`."""
-    from drgpu.core.swarm_view import NodeFacts
+    from drgpu.core.facts import NodeFacts
     from drgpu.host import swarm_engine
 
     (tmp_path / "system.env").write_text(

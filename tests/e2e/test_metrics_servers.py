@@ -15,8 +15,9 @@ import pytest
 
 from drgpu.core import cost, metrics
 from drgpu.core.cost import Usage
-from drgpu.core.faults import GpuHealth, with_faults
+from drgpu.core.faults import with_faults
 from drgpu.core.metrics import InfluxTarget
+from drgpu.core.model import GpuHealth
 from drgpu.errors import ConfigError
 from drgpu.host.metrics_export import ExportError, InfluxSender, PrometheusEndpoint, datagrams
 from tests.support.metrics_servers import Influx, free_port, influxdb, prometheus, wait_until

@@ -63,7 +63,8 @@ def test_processes_that_vanish_between_refreshes_are_warned_of(
 def test_on_a_swarm_manager_a_snapshot_judges_the_whole_swarm(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from drgpu.core.swarm_view import NodeFacts, SwarmState
+    from drgpu.core.facts import NodeFacts
+    from drgpu.core.swarm_view import SwarmState
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
     monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
@@ -81,9 +82,9 @@ def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from drgpu.core.alerts import Alert
-    from drgpu.core.facts import TaskFacts
+    from drgpu.core.facts import NodeFacts, TaskFacts
     from drgpu.core.metrics import VIOLATIONS, samples
-    from drgpu.core.swarm_view import NodeFacts, SwarmState
+    from drgpu.core.swarm_view import SwarmState
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
     monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
@@ -103,8 +104,8 @@ def test_other_nodes_are_read_on_the_node_at_most_once_a_round(
 ) -> None:
     from types import SimpleNamespace
 
-    from drgpu.core.facts import TaskFacts
-    from drgpu.core.swarm_view import NodeFacts, SwarmState
+    from drgpu.core.facts import NodeFacts, TaskFacts
+    from drgpu.core.swarm_view import SwarmState
     from drgpu.host import swarm_engine
 
     here = NodeFacts("m" * 25, "bed", "manager", "ready", "active")

@@ -10,9 +10,8 @@ from pathlib import Path
 from drgpu.core import cost
 from drgpu.core.cost import Usage, by_service, charge, energies
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.faults import GpuHealth
 from drgpu.core.gpu_usage import build_status
-from drgpu.core.model import Gpu, GpuProcess, Inventory
+from drgpu.core.model import Gpu, GpuHealth, GpuProcess, Inventory
 from drgpu.host.cost_file import CostKeeper, ledger_path, read_ledger
 from tests.support.runners import Cli
 from tests.unit.core.test_faults import G0, G1, TRAINER

@@ -7,11 +7,20 @@ import pytest
 
 from drgpu.core.alerts import AlertState, due
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.faults import ECC_EVENT, XID_EVENT, GpuEvent, GpuHealth, preflight, with_faults
+from drgpu.core.faults import ECC_EVENT, XID_EVENT, preflight, with_faults
 from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.metrics import samples
-from drgpu.core.model import Assignment, Gpu, Inventory, Plan, Role, ServicePlan
+from drgpu.core.model import (
+    Assignment,
+    Gpu,
+    GpuEvent,
+    GpuHealth,
+    Inventory,
+    Plan,
+    Role,
+    ServicePlan,
+)
 from drgpu.errors import GpuValidationError
 
 G0, G1 = "GPU-00000000-0000-4000-8000-000000000000", "GPU-11111111-0000-4000-8000-000000000001"

@@ -373,7 +373,7 @@ def test_simulators_on_another_nodes_gpu_are_pinned_there_and_proven_there(
     """DR_ROBOMAKER_CUDA_DEVICES names a GPU node2 advertises (this host's NVML has not
     got it): the replicas are constrained to node2, their tasks there are left to the
     proof on that node, a task of them elsewhere is a problem."""
-    from drgpu.core.swarm_view import NodeFacts
+    from drgpu.core.facts import NodeFacts
 
     remote = "GPU-22222222-0000-4000-8000-000000000000"
     env_file = tmp_path / "system.env"
