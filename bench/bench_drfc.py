@@ -96,7 +96,9 @@ def main() -> None:
 def activated_checkout(bed: Bed, workers: int, *, swarm: bool) -> tuple[Path, dict[str, str]]:
     """The fixture checkout on the engine (swarm style with `swarm`), and its shell."""
     bed.set_topology(THREE_GPUS)
-    values = {"DR_WORKERS": str(workers)}
+    # DRfC's values are CUDA numbers (its docs); drgpu refuses bare indices whose order is
+    # not chosen where the two orders differ, as on this box
+    values = {"DR_WORKERS": str(workers), "DRGPU_INDEX_ORDER": "cuda"}
     if workers > 1:
         values["DR_ROBOMAKER_CUDA_DEVICES"] = "0,1"
     root = make_checkout(bed.dir / "deepracer-for-cloud", **values)
