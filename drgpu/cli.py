@@ -627,10 +627,20 @@ def _built(name: str | None) -> click.Command:
     return typer.main.get_command(one)
 
 
+def _refuse_a_newer_typer() -> None:
+    """typer 0.20 and later carry their own click, which drgpu's help classes are not."""
+    if tuple(int(part) for part in typer.__version__.split(".")[:2]) >= (0, 20):
+        raise ConfigError(
+            f"drgpu needs typer below 0.20 (pyproject.toml), this Python has {typer.__version__}",
+            hint="pip install 'typer>=0.15,<0.20'",
+        )
+
+
 def _main(argv: list[str] | None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    command = _click_command(argv)
     try:
+        _refuse_a_newer_typer()
+        command = _click_command(argv)
         trace.configure(os.environ)  # DRGPU_LOG
         code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
     except DrgpuError as exc:

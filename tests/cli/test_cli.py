@@ -51,6 +51,21 @@ def test_version_prints_the_package_version(cli: Cli) -> None:
     assert cli("version") == Result(0, f"{__version__}\n", "")
 
 
+def test_a_typer_outside_the_pin_is_one_line_not_a_traceback(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """typer 0.20+ carries its own click (seen on a GPU machine's image: typer 0.27.2)."""
+    import typer
+
+    monkeypatch.setattr(typer, "__version__", "0.27.2")
+    code, out, err = cli("gpus")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "drgpu: error: drgpu needs typer below 0.20 (pyproject.toml), this Python has 0.27.2",
+        "  hint: pip install 'typer>=0.15,<0.20'",
+    ]
+
+
 def test_help_lists_status_and_doctor(cli: Cli) -> None:
     code, out, _ = cli("--help")
     assert code == 0
