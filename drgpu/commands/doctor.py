@@ -64,8 +64,8 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         try:
             checked = tuple(checks.ImageCheck(name, engine.local_image(name)) for name in names)
             image = images[0] if images else simulator_image
-            if probe and image is not None:
-                present = engine.local_image(image) is not None
+            if probe and image is not None:  # one of `names`
+                present = {c.name: c.facts for c in checked}[image] is not None
                 error = engine.try_device_request(image) if present else None
                 probe_facts = checks.ProbeFacts(image, present, error)
         except DrgpuError as exc:

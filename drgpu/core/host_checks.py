@@ -1,7 +1,5 @@
-"""`drgpu doctor`'s checklist: pure checks of the host's facts (gathered by
-`commands.doctor.gather`), each yielding findings of level ok, warn or fail, a failure with
-its one-line fix.
-"""
+"""`drgpu doctor`'s checklist: pure checks of the host's facts (`commands.doctor.gather`),
+each yielding findings of level ok, warn or fail, a failure with its one-line fix."""
 
 from __future__ import annotations
 
@@ -109,8 +107,7 @@ class ProbeFacts:
 
 @dataclass(frozen=True)
 class DeviceNodeFacts:
-    """The NVIDIA device nodes (`/dev/nvidia*` and their major:minor) and the `major:minor`
-    names /dev/char links."""
+    """The NVIDIA device nodes (`/dev/nvidia*`: major, minor), and the /dev/char links."""
 
     nodes: Mapping[str, tuple[int, int]]
     char_links: frozenset[str]
@@ -133,18 +130,15 @@ class HostFacts:
 
 @dataclass(frozen=True)
 class DrfcSwarmFacts:
-    """What would stop DRfC's swarm start script (`core.drfc_scripts.swarm_preflight`),
-    each with its fix; or why the swarm could not be asked."""
+    """What would stop DRfC's swarm start script, each with its fix; or why it is unknown."""
 
     problems: tuple[tuple[str, str], ...] = ()
     error: str | None = None
 
 
-def _check(
-    kind: str, level: Level, message: str, fix: str | None = None, subject: str = ""
-) -> Finding:
-    """One line of the checklist: the check `kind` of `subject` (the host, or an image)."""
-    return Finding(subject or kind, level, message, fix, kind)
+def _check(kind: str, level: Level, message: str, fix: str | None = None) -> Finding:
+    """One line of the checklist: the check `kind` of the host."""
+    return Finding(kind, level, message, fix, kind)
 
 
 def run_checks(facts: HostFacts) -> list[Finding]:
@@ -473,7 +467,7 @@ def check_image_cuda(
 
 def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Finding:
     def line(level: Level, message: str, fix: str | None = None) -> Finding:
-        return _check("image-cuda", level, message, fix, subject=image.name)
+        return Finding(image.name, level, message, fix, "image-cuda")
 
     if image.facts is None:
         message = f"image {image.name} is not in the engine: its CUDA needs are unchecked"
@@ -521,32 +515,33 @@ def cuda_text(version: int | None) -> str:
     return format_cuda_version(version) or "?"
 
 
+def _conditions(requirement: str, key: str) -> list[list[re.Match[str]]]:
+    """NVIDIA_REQUIRE_CUDA's clauses (space-separated, ORed: `brand=tesla,driver>=470,driver<471`),
+    each as its conditions on `key`."""
+    matches = [
+        [_CONDITION.match(part.strip()) for part in c.split(",")] for c in requirement.split()
+    ]
+    return [[m for m in clause if m and m["key"] == key] for clause in matches]
+
+
 def required_cuda(environment: Mapping[str, str]) -> tuple[int, int] | None:
     """The CUDA major.minor an image needs: `cuda>=X.Y` of NVIDIA_REQUIRE_CUDA, else the
     major.minor of CUDA_VERSION; None when it states neither."""
-    for clause in environment.get("NVIDIA_REQUIRE_CUDA", "").split():
-        for condition in clause.split(","):
-            match = _CONDITION.match(condition.strip())
-            if match and match["key"] == "cuda" and match["op"] in (">=", ">", "=", "=="):
-                version = parse_version(match["value"])
-                if version:
-                    return version[0], version[1]
+    for clause in _conditions(environment.get("NVIDIA_REQUIRE_CUDA", ""), "cuda"):
+        for match in clause:
+            if match["op"] in (">=", ">", "=", "==") and (version := parse_version(match["value"])):
+                return version[:2]
     version = parse_version(environment.get("CUDA_VERSION", ""))
-    return (version[0], version[1]) if version else None
+    return version[:2] if version else None
 
 
 def _compat_clause_met(requirement: str, driver: str | None) -> bool:
-    """Whether another clause of NVIDIA_REQUIRE_CUDA (space-separated clauses are ORed:
-    `brand=tesla,driver>=470,driver<471`) holds for this driver, brand aside."""
+    """Whether another clause of NVIDIA_REQUIRE_CUDA holds for this driver, brand aside."""
     version = parse_version(driver or "")
-    if version is None:
-        return False
-    for clause in requirement.split():
-        conditions = [_CONDITION.match(part.strip()) for part in clause.split(",")]
-        drivers = [c for c in conditions if c and c["key"] == "driver"]
-        if drivers and all(_holds(version, c["op"], c["value"]) for c in drivers):
-            return True
-    return False
+    return version is not None and any(
+        drivers and all(_holds(version, c["op"], c["value"]) for c in drivers)
+        for drivers in _conditions(requirement, "driver")
+    )
 
 
 def _holds(version: tuple[int, int, int], op: str, value: str) -> bool:
@@ -556,10 +551,8 @@ def _holds(version: tuple[int, int, int], op: str, value: str) -> bool:
 
 def min_driver(cuda: tuple[int, int]) -> str:
     """The first driver of a CUDA release (or of the next known one)."""
-    for known, driver in sorted(DRIVER_FOR_CUDA.items()):
-        if known >= cuda:
-            return driver
-    return f"the first driver of CUDA {cuda[0]}.{cuda[1]}"
+    known = (driver for release, driver in sorted(DRIVER_FOR_CUDA.items()) if release >= cuda)
+    return next(known, f"the first driver of CUDA {cuda[0]}.{cuda[1]}")
 
 
 def resolved_images(services: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:

@@ -289,13 +289,11 @@ def config_from_texts(
     values = dict(read.values)
     if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
         values["DRGPU_INDEX_ORDER"] = environ["DRGPU_INDEX_ORDER"]  # may be set in the shell
+    inherited = [k for k in environ if drfc and k.startswith("DR_") and k not in values]
+    values = {**{k: environ[k] for k in inherited}, **values}
     if drfc:
-        inherited = {k: v for k, v in environ.items() if k.startswith("DR_") and k not in values}
-        values = {**inherited, **values}
         values.update(activation_exports(values))
-        origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read.origins}
-    else:
-        origins = dict(read.origins)
+    origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read.origins}
     config = config_from_values(values, origins, evaluation=evaluation)
     return replace(config, warnings=(*warnings, *read.warnings))
 
