@@ -143,10 +143,9 @@ def _gather_docker() -> checks.DockerFacts:
 
 def _gather_compose(values: dict[str, str]) -> checks.ComposeFacts:
     try:
-        command = compose.find_compose(values)
-        done = process.run([*command, "version", "--short"], timeout=30)
+        done = process.run([*compose.find_compose(values), "version", "--short"], timeout=30)
     except DockerError as exc:
         return checks.ComposeFacts(error=exc.message)
     if not done.ok:
-        return checks.ComposeFacts(command, error=done.last_error_line())
-    return checks.ComposeFacts(command, output=done.stdout)
+        return checks.ComposeFacts(error=done.last_error_line())
+    return checks.ComposeFacts(done.stdout)

@@ -68,7 +68,6 @@ class DockerFacts:
 class ComposeFacts:
     """`<compose> version --short`, or why it could not run."""
 
-    command: tuple[str, ...] = ()
     output: str | None = None
     error: str | None = None
 

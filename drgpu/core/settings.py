@@ -112,17 +112,12 @@ def _memory(text: str) -> int | None:
 @dataclass(frozen=True)
 class Setting:
     """One key drgpu reads: its default ("": nothing), help, and parser into the `Config`
-    field of its name (None: read where it is used)."""
+    field of its name, DRGPU_MPS_IMAGE into `mps_image` (None: read where it is used)."""
 
     key: str
     default: str
     help: str
     parse: Callable[[str], Any] | None = None
-
-    @property
-    def field(self) -> str:
-        """The `Config` field of the key: DRGPU_MPS_IMAGE is `mps_image`."""
-        return self.key.lower().removeprefix("drgpu_").removeprefix("dr_")
 
 
 # Every key drgpu reads, declared once: the reader, the key-mistake checks,
@@ -320,8 +315,9 @@ def config_from_values(
     for setting in SETTINGS:
         try:
             if setting.parse is not None:
+                field = setting.key.lower().removeprefix("drgpu_").removeprefix("dr_")
                 text = values.get(setting.key, "").strip() or setting.default
-                parsed[setting.field] = setting.parse(text)
+                parsed[field] = setting.parse(text)
         except ConfigError as exc:
             raise fail(setting.key, exc.message, exc.hint) from None
 

@@ -25,7 +25,7 @@ def facts(**changes: Any) -> host_checks.HostFacts:
             inventory=Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040)
         ),
         "docker": host_checks.DockerFacts(error="cannot reach the Docker engine", hint="is it up?"),
-        "compose": host_checks.ComposeFacts(("docker", "compose"), "2.32.1\n"),
+        "compose": host_checks.ComposeFacts("2.32.1\n"),
     }
     fields.update(changes)
     return host_checks.HostFacts(**fields)

@@ -223,7 +223,7 @@ def test_the_nvidia_default_runtime_with_an_all_gpus_image_warns() -> None:
     ],
 )
 def test_compose_version_gates(output: str, status: str) -> None:
-    assert only(check_compose(ComposeFacts(("docker", "compose"), output))).level == status
+    assert only(check_compose(ComposeFacts(output))).level == status
 
 
 def test_missing_compose_fails() -> None:
@@ -351,7 +351,7 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
         settings=SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "0"}, {})),
         nvml=NVML,
         docker=DOCKER,
-        compose=ComposeFacts(("docker", "compose"), "2.32.4\n"),
+        compose=ComposeFacts("2.32.4\n"),
         images=(image("sagemaker", CUDA_VERSION="11.4.3"),),
         probe=ProbeFacts("sagemaker", present=True),
     )
