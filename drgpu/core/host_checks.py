@@ -180,9 +180,8 @@ def check_settings(settings: SettingsFacts) -> list[Finding]:
 
 def check_nvml(nvml: NvmlFacts) -> list[Finding]:
     """NVML loads; the driver version and GPU count."""
-    if nvml.inventory is None:
+    if (inventory := nvml.inventory) is None:
         return [_check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
-    inventory = nvml.inventory
     cuda = cuda_text(inventory.cuda_driver_version)
     summary = f"NVML loads: driver {inventory.driver_version or '?'}, CUDA {cuda}"
     if not inventory.gpus:
@@ -221,9 +220,8 @@ def check_persistence(nvml: NvmlFacts) -> list[Finding]:
 
 def check_docker(docker: DockerFacts) -> list[Finding]:
     """The engine answers, and is new enough for device requests."""
-    if docker.daemon is None:
+    if (daemon := docker.daemon) is None:
         return [_check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
-    daemon = docker.daemon
     summary = f"Docker engine {daemon.version} (API {daemon.api_version})"
     version = parse_version(daemon.version)
     if version is not None and version < DOCKER_MIN:
@@ -236,11 +234,10 @@ def check_docker(docker: DockerFacts) -> list[Finding]:
 def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Finding]:
     """Whether the engine can give a container NVIDIA GPUs: proven by the probe, else guessed
     from its runtimes, CDI devices and the toolkit's hook."""
-    if docker.daemon is None:
+    if (daemon := docker.daemon) is None:
         return []
     if probe is not None:
         return [_probe_check(probe)]
-    daemon = docker.daemon
     signs = []
     if "nvidia" in daemon.runtimes:
         signs.append("an nvidia runtime")
@@ -268,9 +265,8 @@ def check_device_driver(
 ) -> list[Finding]:
     """Which driver drgpu's device requests name on this host (DRGPU_DEVICE_DRIVER), and
     why; a warning where that driver cannot serve them."""
-    if docker.daemon is None:
+    if (daemon := docker.daemon) is None:
         return []
-    daemon = docker.daemon
     choice = choose(settings.device_driver, daemon, docker.hook_on_path)
     summary = f"device requests use driver {choice.driver}: {choice.why}"
     cdi = nvidia_cdi_devices(daemon)
