@@ -37,6 +37,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from drgpu.core import labels
@@ -241,19 +243,15 @@ def holders_by_gpu(
     inventory: Inventory, containers: Iterable[ContainerFacts]
 ) -> dict[int, tuple[Holder, ...]]:
     """For each GPU index, the live drgpu containers holding it (slices included)."""
-    found: dict[int, list[Holder]] = {}
-    for container in _live(containers):
-        run_id = container.labels.get(labels.RUN_ID, "?")
-        for uuids, forwarded in (
-            (given_uuids(container), False),
-            (forwarded_uuids(container), True),
-        ):
-            for uuid in uuids:
-                gpu = gpu_of(inventory, uuid)
-                if gpu is not None:
-                    holder = Holder(run_id, container.service, container.name, uuid, forwarded)
-                    found.setdefault(gpu.index, []).append(holder)
-    return {index: tuple(holders) for index, holders in sorted(found.items())}
+    held = [
+        (gpu.index, Holder(c.labels.get(labels.RUN_ID, "?"), c.service, c.name, uuid, forwarded))
+        for c in _live(containers)
+        for uuids, forwarded in ((given_uuids(c), False), (forwarded_uuids(c), True))
+        for uuid in uuids
+        if (gpu := gpu_of(inventory, uuid)) is not None
+    ]
+    held.sort(key=itemgetter(0))  # stable: each GPU's holders in container order
+    return {index: tuple(h for _, h in group) for index, group in groupby(held, itemgetter(0))}
 
 
 def _live(containers: Iterable[ContainerFacts]) -> list[ContainerFacts]:
@@ -381,14 +379,13 @@ def _silent(
 ) -> list[ContainerFacts]:
     """Running drgpu containers holding a GPU (whose processes NVML lists) with no process."""
     busy = {p.container_id for p in processes}
-    found = []
-    for container in containers:
+
+    def listed(container: ContainerFacts) -> bool:
         gpus = [gpu_of(inventory, uuid) for uuid in given_uuids(container)]
         known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
-        listed = all(not gpu.processes_unknown for gpu in known)
-        if container.state == "running" and known and listed and container.id not in busy:
-            found.append(container)
-    return found
+        return bool(known) and all(not gpu.processes_unknown for gpu in known)
+
+    return [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
 
 
 def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> list[Finding]:
@@ -455,16 +452,16 @@ class _Judge:
             return self._stray(base, None, "on the host")
         mine = self.ours.get(owner.container_id)
         if mine is not None:
-            return self._ours(base, mine)
+            run_id, service = mine.labels[labels.RUN_ID], mine.service
+            who = f"run {run_id} service {service}"
+            return self._placed(base, mine, run_id, service, who, "given", given_uuids(mine))
         other = self.others.get(owner.container_id)
         if other is not None and is_sagemaker_local(other):
             return self._sagemaker(base, other)
         if other is not None:
             return self._stray(base, other, f"in {other.name}, not started by drgpu")
-        unknown = ContainerFacts(id=owner.container_id, name="", service="", project="", state="")
-        return self._stray(
-            base, unknown, f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
-        )
+        why = f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
+        return replace(self._stray(base, None, why), container_id=owner.container_id)
 
     def _stray(
         self, base: ProcessStatus, container: ContainerFacts | None, reason: str
@@ -479,11 +476,6 @@ class _Judge:
             message=f"PID {base.pid} on GPU {gpu.index} ({gpu.name}) belongs to no drgpu stack:"
             f" it runs {reason}",
         )
-
-    def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
-        run_id, service = container.labels[labels.RUN_ID], container.service
-        who = f"run {run_id} service {service}"
-        return self._placed(base, container, run_id, service, who, "given", given_uuids(container))
 
     def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
         """A SageMaker local-mode trainer belongs to the run its environment names
@@ -518,14 +510,13 @@ class _Judge:
     ) -> ProcessStatus:
         """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
         wrong-gpu."""
-        role = base.role or owner.labels.get(labels.ROLE, "")
         placed = replace(
             base,
             container=owner.name,
             container_id=owner.id,
             run_id=run_id,
             service=service,
-            role=role,
+            role=base.role or owner.labels.get(labels.ROLE, ""),
         )
         if _covers(base.gpu, uuids):
             return placed
@@ -540,13 +531,11 @@ class _Judge:
 
     def _describe(self, uuids: tuple[str, ...]) -> str:
         """`GPU 1` per UUID (`GPU 0 slice MIG-...` for a MIG slice); `no GPU` for none."""
-        named = []
-        for uuid in uuids:
-            gpu = gpu_of(self.inventory, uuid)
-            if gpu is None:
-                named.append(uuid)
-            else:
-                named.append(f"GPU {gpu.index}" + (f" slice {uuid}" if uuid != gpu.uuid else ""))
+        gpus = ((uuid, gpu_of(self.inventory, uuid)) for uuid in uuids)
+        named = (
+            uuid if gpu is None else f"GPU {gpu.index}" + (f" slice {uuid}" * (uuid != gpu.uuid))
+            for uuid, gpu in gpus
+        )
         return ", ".join(named) or "no GPU"
 
 
@@ -606,19 +595,17 @@ def _shared_gpus(
     sharing = {
         c.labels[labels.RUN_ID]: c.labels.get(labels.SHARING, Sharing.EXCLUSIVE) for c in containers
     }
-    found = []
-    for gpu in inventory.gpus:
-        runs = sorted({h.run_id for h in holders.get(gpu.index, ())})
-        if len(runs) > 1 and any(sharing.get(run) != Sharing.TIMESLICE for run in runs):
-            found.append(
-                _finding(
-                    "shared-gpu",
-                    Level.FAIL,
-                    f"GPU {gpu.index}",
-                    f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
-                    " at once, and not every one of them shares by time-slicing",
-                    gpu_index=gpu.index,
-                    gpu_uuid=gpu.uuid,
-                )
-            )
-    return found
+    return [
+        _finding(
+            "shared-gpu",
+            Level.FAIL,
+            f"GPU {gpu.index}",
+            f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
+            " at once, and not every one of them shares by time-slicing",
+            gpu_index=gpu.index,
+            gpu_uuid=gpu.uuid,
+        )
+        for gpu in inventory.gpus
+        if len(runs := sorted({h.run_id for h in holders.get(gpu.index, ())})) > 1
+        and any(sharing.get(run) != Sharing.TIMESLICE for run in runs)
+    ]
