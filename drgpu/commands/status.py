@@ -398,8 +398,7 @@ def _series(costs: CostKeeper | None) -> Callable[[Status], list[Sample]]:
 def _influx_sink(
     url: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
 ) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import influx_target, line_protocol
+    from drgpu.core.metrics import influx_target, line_protocol  # lazy: only a watch exports
     from drgpu.host.metrics_export import InfluxSender
 
     target = influx_target(url)
@@ -412,8 +411,7 @@ def _influx_sink(
 def _prometheus_sink(
     address: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
 ) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address
+    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address  # lazy: as above
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
@@ -426,8 +424,7 @@ def _prometheus_sink(
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
-    # lazy: only --on-violation needs them
-    from drgpu.core.alerts import AlertState, due
+    from drgpu.core.alerts import AlertState, due  # lazy: only --on-violation needs them
     from drgpu.host.violation_command import ViolationCommand, command_line
 
     command = ViolationCommand(command_line(text), warn)

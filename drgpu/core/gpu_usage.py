@@ -4,29 +4,18 @@ Pure: the facts come in (an inventory, the engine's containers, each GPU process
 cgroup file), a `Status` comes out. What a container was given is read from its
 labels, so nothing goes stale when a stack is changed by hand.
 
-Each violation and warning is a `core.findings.Finding` (its `kind` one of those below,
-its `facts` the FACTS keys). Violations (level FAIL: they make `drgpu status` exit 6):
-- wrong-gpu: a process of a drgpu service (or of the SageMaker trainer its rl_coach
-  started) on a GPU that was not given to that service;
-- stray: a compute process that belongs to no drgpu stack (on the host, or in a
-  container drgpu did not start);
-- missing-gpu: a live container was given a GPU that NVML does not list (lost);
-- trainer-gpu: a SageMaker trainer an rl_coach of drgpu's started (a container
-  `algo-N-xxxxx` outside the compose project) whose CUDA_VISIBLE_DEVICES is not
-  exactly the GPU that rl_coach forwards;
-- shared-gpu: live containers of two runs hold one GPU, and not every one of those runs
-  shares by time-slicing.
-A graphics-only process on the host (a display server) and a PID this process
-cannot see (another PID namespace, or it just ended) are listed but not flagged.
+Each violation and warning is a `core.findings.Finding`, its `kind` one of those below
+(docs/commands.md says when each is given), its `facts` the FACTS keys. Violations (level
+FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu, trainer-gpu, shared-gpu. A
+graphics-only process on the host and a PID this process cannot see are listed, not flagged.
 
 Warnings (level WARN; the status is not `ok`, but no exit 6: nothing drgpu set up is
 wrong, yet something is unknown or looks broken):
-- processes-unknown: NVML could not list a GPU's processes (no version of the query runs,
-  or it fails): a stray or wrong-GPU process there would go unseen;
+- processes-unknown: NVML could not list a GPU's processes: a stray or wrong-GPU process
+  there would go unseen;
 - processes-vanished: a running drgpu container that had GPU processes in an earlier
-  refresh of a watch has none now. A container that loses its GPU device nodes (after
-  `systemctl daemon-reload` with the systemd cgroup driver; "Failed to initialize NVML:
-  Unknown Error" inside) shows exactly this.
+  refresh of a watch has none now, as one that lost its GPU device nodes shows
+  (docs/nvidia-stack.md: `systemctl daemon-reload`).
 A one-shot status cannot know what ran before: a running container that holds a GPU,
 started IDLE_NOTE_S or more ago and runs no GPU process, gets a note, not a warning (a
 simulator between episodes, or a trainer waiting for it, is idle too).
@@ -286,8 +275,7 @@ def build_status(
     by_id = {c.id: c for c in ours}
     others = {c.id: c for c in other_containers if c.id not in by_id}
     holders = holders_by_gpu(inventory, ours)
-    launchers = tuple(_live_launchers(ours))
-    judge = _Judge(inventory, by_id, others, launchers)
+    judge = _Judge(inventory, by_id, others, tuple(_live_launchers(ours)))
     processes = [
         judge(gpu, proc, cgroups.get(proc.pid), (commands or {}).get(proc.pid))
         for gpu in inventory.gpus
