@@ -304,8 +304,7 @@ def watch(
                     last = fresh
                     if costs is not None:
                         costs.charge(last, reader.health)
-                    show(last)
-                    for sink in sinks:
+                    for sink in (show, *sinks):
                         sink(last)
                 shown += 1
     except KeyboardInterrupt:
