@@ -437,7 +437,7 @@ class _Judge:
         if owner is None:
             if "C" not in proc.kind:
                 return replace(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
-            return self._stray(base, None, "on the host")
+            return _stray(base, None, "on the host")
         mine = self.ours.get(owner.container_id)
         if mine is not None:
             run_id, service = mine.labels[labels.RUN_ID], mine.service
@@ -447,23 +447,9 @@ class _Judge:
         if other is not None and is_sagemaker_local(other):
             return self._sagemaker(base, other)
         if other is not None:
-            return self._stray(base, other, f"in {other.name}, not started by drgpu")
+            return _stray(base, other, f"in {other.name}, not started by drgpu")
         why = f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
-        return replace(self._stray(base, None, why), container_id=owner.container_id)
-
-    def _stray(
-        self, base: ProcessStatus, container: ContainerFacts | None, reason: str
-    ) -> ProcessStatus:
-        gpu = base.gpu
-        return replace(
-            base,
-            verdict=Verdict.STRAY,
-            container=container.name or None if container else None,
-            container_id=container.id if container else None,
-            reason=reason,
-            message=f"PID {base.pid} on GPU {gpu.index} ({gpu.name}) belongs to no drgpu stack:"
-            f" it runs {reason}",
-        )
+        return replace(_stray(base, None, why), container_id=owner.container_id)
 
     def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
         """A SageMaker local-mode trainer belongs to the run its environment names
@@ -474,11 +460,11 @@ class _Judge:
         if named == []:
             run = trainer.environment["RUN_ID"]
             why = f"in SageMaker trainer {trainer.name} of run {run}, which has no live rl_coach"
-            return replace(self._stray(base, trainer, why), run_id=run)
+            return replace(_stray(base, trainer, why), run_id=run)
         owners = [c for c in named or self.launchers if _covers(base.gpu, forwarded_uuids(c))]
         owners = owners or named or list(self.launchers)
         if len(owners) != 1:
-            return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
+            return _stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]
         run_id = launcher.labels[labels.RUN_ID]
         who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
@@ -525,6 +511,19 @@ class _Judge:
             for uuid, gpu in gpus
         )
         return ", ".join(named) or "no GPU"
+
+
+def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -> ProcessStatus:
+    gpu = base.gpu
+    return replace(
+        base,
+        verdict=Verdict.STRAY,
+        container=container.name or None if container else None,
+        container_id=container.id if container else None,
+        reason=reason,
+        message=f"PID {base.pid} on GPU {gpu.index} ({gpu.name}) belongs to no drgpu stack:"
+        f" it runs {reason}",
+    )
 
 
 def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
