@@ -132,7 +132,6 @@ class Reader:
         self._known: Mapping[str, ContainerFacts] = {}
         self._had_processes: frozenset[str] = frozenset()
         self._procs: dict[int, tuple[int | None, str | None, ProcessFacts | None]] = {}
-        self.inspections = 0
         self.restart_nvml = False  # start NVML again first (it failed at the last refresh)
         self.events: nvml.EventFollower | None = None  # a watch's
         self.health: tuple[GpuHealth, ...] = ()
@@ -153,16 +152,14 @@ class Reader:
         )
         pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
         self._procs = {pid: self._process(pid) for pid in pids}
-        cgroups = {pid: read[1] for pid, read in self._procs.items()}
-        commands = {pid: read[2] for pid, read in self._procs.items()}
         judged = build_status(
             inventory,
             ours,
             running,
-            cgroups,
+            {pid: read[1] for pid, read in self._procs.items()},
             self._run_id,
             sagemaker=sagemaker,
-            commands=commands,
+            commands={pid: read[2] for pid, read in self._procs.items()},
             had_processes=self._had_processes,
             now=time.time(),
         )
@@ -196,14 +193,8 @@ class Reader:
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The facts of the listed containers: those already known, and an inspection of
         each new one (one that vanished meanwhile is left out)."""
-        known = {c.id: self._known[c.id] for c in listed if c.id in self._known}
-        for container in listed:
-            if container.id not in known:
-                self.inspections += 1
-                facts = self._engine.inspect(container.id)
-                if facts is not None:
-                    known[container.id] = facts
-        return known
+        found = {c.id: self._known.get(c.id) or self._engine.inspect(c.id) for c in listed}
+        return {id_: facts for id_, facts in found.items() if facts is not None}
 
 
 def swarm_reader(
@@ -261,14 +252,10 @@ def _read_nodes(
     there (else DRGPU_NODE_IMAGE's); keep each reading, or say why there is none."""
     images = {t.node_id: t.image for t in swarm.tasks if t.image and t.state == "running"}
     fallback = os.environ.get("DRGPU_NODE_IMAGE")
-    wanted = {}
-    for facts in swarm.nodes:
-        image = images.get(facts.id) or fallback
-        if facts.id != here and facts.state == "ready":
-            if image:
-                wanted[facts.id] = image
-            else:
-                why[facts.id] = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
+    ready = [node.id for node in swarm.nodes if node.id != here and node.state == "ready"]
+    wanted = {node: image for node in ready if (image := images.get(node) or fallback)}
+    unread = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
+    why.update((node, unread) for node in ready if node not in wanted)
     if not wanted:
         return
     source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
@@ -317,8 +304,7 @@ def watch(
                     last = fresh
                     if costs is not None:
                         costs.charge(last, reader.health)
-                    show(last)
-                    for sink in sinks:
+                    for sink in (show, *sinks):
                         sink(last)
                 shown += 1
     except KeyboardInterrupt:
@@ -334,13 +320,13 @@ def watch(
     return last
 
 
+@dataclass
 class Outage:
     """One outside world a watch depends on: its failure said once (a warning), and its
     return once (a note)."""
 
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.down = False
+    what: str
+    down: bool = False
 
     def failed(self, message: str) -> None:
         """It failed at this refresh."""
@@ -411,8 +397,7 @@ def _series(costs: CostKeeper | None) -> Callable[[Status], list[Sample]]:
 def _influx_sink(
     url: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
 ) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import influx_target, line_protocol
+    from drgpu.core.metrics import influx_target, line_protocol  # lazy: only a watch exports
     from drgpu.host.metrics_export import InfluxSender
 
     target = influx_target(url)
@@ -425,8 +410,7 @@ def _influx_sink(
 def _prometheus_sink(
     address: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
 ) -> Callable[[Status], None]:
-    # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address
+    from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address  # lazy: as above
     from drgpu.host.metrics_export import PrometheusEndpoint
 
     host, port = prometheus_address(address)
@@ -439,8 +423,7 @@ def _prometheus_sink(
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
-    # lazy: only --on-violation needs them
-    from drgpu.core.alerts import AlertState, due
+    from drgpu.core.alerts import AlertState, due  # lazy: only --on-violation needs them
     from drgpu.host.violation_command import ViolationCommand, command_line
 
     command = ViolationCommand(command_line(text), warn)

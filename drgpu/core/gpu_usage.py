@@ -4,29 +4,18 @@ Pure: the facts come in (an inventory, the engine's containers, each GPU process
 cgroup file), a `Status` comes out. What a container was given is read from its
 labels, so nothing goes stale when a stack is changed by hand.
 
-Each violation and warning is a `core.findings.Finding` (its `kind` one of those below,
-its `facts` the FACTS keys). Violations (level FAIL: they make `drgpu status` exit 6):
-- wrong-gpu: a process of a drgpu service (or of the SageMaker trainer its rl_coach
-  started) on a GPU that was not given to that service;
-- stray: a compute process that belongs to no drgpu stack (on the host, or in a
-  container drgpu did not start);
-- missing-gpu: a live container was given a GPU that NVML does not list (lost);
-- trainer-gpu: a SageMaker trainer an rl_coach of drgpu's started (a container
-  `algo-N-xxxxx` outside the compose project) whose CUDA_VISIBLE_DEVICES is not
-  exactly the GPU that rl_coach forwards;
-- shared-gpu: live containers of two runs hold one GPU, and not every one of those runs
-  shares by time-slicing.
-A graphics-only process on the host (a display server) and a PID this process
-cannot see (another PID namespace, or it just ended) are listed but not flagged.
+Each violation and warning is a `core.findings.Finding`, its `kind` one of those below
+(docs/commands.md says when each is given), its `facts` the FACTS keys. Violations (level
+FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu, trainer-gpu, shared-gpu. A
+graphics-only process on the host and a PID this process cannot see are listed, not flagged.
 
 Warnings (level WARN; the status is not `ok`, but no exit 6: nothing drgpu set up is
 wrong, yet something is unknown or looks broken):
-- processes-unknown: NVML could not list a GPU's processes (no version of the query runs,
-  or it fails): a stray or wrong-GPU process there would go unseen;
+- processes-unknown: NVML could not list a GPU's processes: a stray or wrong-GPU process
+  there would go unseen;
 - processes-vanished: a running drgpu container that had GPU processes in an earlier
-  refresh of a watch has none now. A container that loses its GPU device nodes (after
-  `systemctl daemon-reload` with the systemd cgroup driver; "Failed to initialize NVML:
-  Unknown Error" inside) shows exactly this.
+  refresh of a watch has none now, as one that lost its GPU device nodes shows
+  (docs/nvidia-stack.md: `systemctl daemon-reload`).
 A one-shot status cannot know what ran before: a running container that holds a GPU,
 started IDLE_NOTE_S or more ago and runs no GPU process, gets a note, not a warning (a
 simulator between episodes, or a trainer waiting for it, is idle too).
@@ -37,6 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from drgpu.core import labels
@@ -241,19 +232,15 @@ def holders_by_gpu(
     inventory: Inventory, containers: Iterable[ContainerFacts]
 ) -> dict[int, tuple[Holder, ...]]:
     """For each GPU index, the live drgpu containers holding it (slices included)."""
-    found: dict[int, list[Holder]] = {}
-    for container in _live(containers):
-        run_id = container.labels.get(labels.RUN_ID, "?")
-        for uuids, forwarded in (
-            (given_uuids(container), False),
-            (forwarded_uuids(container), True),
-        ):
-            for uuid in uuids:
-                gpu = gpu_of(inventory, uuid)
-                if gpu is not None:
-                    holder = Holder(run_id, container.service, container.name, uuid, forwarded)
-                    found.setdefault(gpu.index, []).append(holder)
-    return {index: tuple(holders) for index, holders in sorted(found.items())}
+    held = [
+        (gpu.index, Holder(c.labels.get(labels.RUN_ID, "?"), c.service, c.name, uuid, forwarded))
+        for c in _live(containers)
+        for uuids, forwarded in ((given_uuids(c), False), (forwarded_uuids(c), True))
+        for uuid in uuids
+        if (gpu := gpu_of(inventory, uuid)) is not None
+    ]
+    held.sort(key=itemgetter(0))  # stable: each GPU's holders in container order
+    return {index: tuple(h for _, h in group) for index, group in groupby(held, itemgetter(0))}
 
 
 def _live(containers: Iterable[ContainerFacts]) -> list[ContainerFacts]:
@@ -288,8 +275,7 @@ def build_status(
     by_id = {c.id: c for c in ours}
     others = {c.id: c for c in other_containers if c.id not in by_id}
     holders = holders_by_gpu(inventory, ours)
-    launchers = tuple(_live_launchers(ours))
-    judge = _Judge(inventory, by_id, others, launchers)
+    judge = _Judge(inventory, by_id, others, tuple(_live_launchers(ours)))
     processes = [
         judge(gpu, proc, cgroups.get(proc.pid), (commands or {}).get(proc.pid))
         for gpu in inventory.gpus
@@ -381,14 +367,13 @@ def _silent(
 ) -> list[ContainerFacts]:
     """Running drgpu containers holding a GPU (whose processes NVML lists) with no process."""
     busy = {p.container_id for p in processes}
-    found = []
-    for container in containers:
+
+    def listed(container: ContainerFacts) -> bool:
         gpus = [gpu_of(inventory, uuid) for uuid in given_uuids(container)]
         known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
-        listed = all(not gpu.processes_unknown for gpu in known)
-        if container.state == "running" and known and listed and container.id not in busy:
-            found.append(container)
-    return found
+        return bool(known) and all(not gpu.processes_unknown for gpu in known)
+
+    return [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
 
 
 def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> list[Finding]:
@@ -452,38 +437,19 @@ class _Judge:
         if owner is None:
             if "C" not in proc.kind:
                 return replace(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
-            return self._stray(base, None, "on the host")
+            return _stray(base, None, "on the host")
         mine = self.ours.get(owner.container_id)
         if mine is not None:
-            return self._ours(base, mine)
+            run_id, service = mine.labels[labels.RUN_ID], mine.service
+            who = f"run {run_id} service {service}"
+            return self._placed(base, mine, run_id, service, who, "given", given_uuids(mine))
         other = self.others.get(owner.container_id)
         if other is not None and is_sagemaker_local(other):
             return self._sagemaker(base, other)
         if other is not None:
-            return self._stray(base, other, f"in {other.name}, not started by drgpu")
-        unknown = ContainerFacts(id=owner.container_id, name="", service="", project="", state="")
-        return self._stray(
-            base, unknown, f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
-        )
-
-    def _stray(
-        self, base: ProcessStatus, container: ContainerFacts | None, reason: str
-    ) -> ProcessStatus:
-        gpu = base.gpu
-        return replace(
-            base,
-            verdict=Verdict.STRAY,
-            container=container.name or None if container else None,
-            container_id=container.id if container else None,
-            reason=reason,
-            message=f"PID {base.pid} on GPU {gpu.index} ({gpu.name}) belongs to no drgpu stack:"
-            f" it runs {reason}",
-        )
-
-    def _ours(self, base: ProcessStatus, container: ContainerFacts) -> ProcessStatus:
-        run_id, service = container.labels[labels.RUN_ID], container.service
-        who = f"run {run_id} service {service}"
-        return self._placed(base, container, run_id, service, who, "given", given_uuids(container))
+            return _stray(base, other, f"in {other.name}, not started by drgpu")
+        why = f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
+        return replace(_stray(base, None, why), container_id=owner.container_id)
 
     def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
         """A SageMaker local-mode trainer belongs to the run its environment names
@@ -494,11 +460,11 @@ class _Judge:
         if named == []:
             run = trainer.environment["RUN_ID"]
             why = f"in SageMaker trainer {trainer.name} of run {run}, which has no live rl_coach"
-            return replace(self._stray(base, trainer, why), run_id=run)
+            return replace(_stray(base, trainer, why), run_id=run)
         owners = [c for c in named or self.launchers if _covers(base.gpu, forwarded_uuids(c))]
         owners = owners or named or list(self.launchers)
         if len(owners) != 1:
-            return self._stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
+            return _stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
         launcher = owners[0]
         run_id = launcher.labels[labels.RUN_ID]
         who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
@@ -518,14 +484,13 @@ class _Judge:
     ) -> ProcessStatus:
         """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
         wrong-gpu."""
-        role = base.role or owner.labels.get(labels.ROLE, "")
         placed = replace(
             base,
             container=owner.name,
             container_id=owner.id,
             run_id=run_id,
             service=service,
-            role=role,
+            role=base.role or owner.labels.get(labels.ROLE, ""),
         )
         if _covers(base.gpu, uuids):
             return placed
@@ -540,14 +505,25 @@ class _Judge:
 
     def _describe(self, uuids: tuple[str, ...]) -> str:
         """`GPU 1` per UUID (`GPU 0 slice MIG-...` for a MIG slice); `no GPU` for none."""
-        named = []
-        for uuid in uuids:
-            gpu = gpu_of(self.inventory, uuid)
-            if gpu is None:
-                named.append(uuid)
-            else:
-                named.append(f"GPU {gpu.index}" + (f" slice {uuid}" if uuid != gpu.uuid else ""))
+        gpus = ((uuid, gpu_of(self.inventory, uuid)) for uuid in uuids)
+        named = (
+            uuid if gpu is None else f"GPU {gpu.index}" + (f" slice {uuid}" * (uuid != gpu.uuid))
+            for uuid, gpu in gpus
+        )
         return ", ".join(named) or "no GPU"
+
+
+def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -> ProcessStatus:
+    gpu = base.gpu
+    return replace(
+        base,
+        verdict=Verdict.STRAY,
+        container=container.name or None if container else None,
+        container_id=container.id if container else None,
+        reason=reason,
+        message=f"PID {base.pid} on GPU {gpu.index} ({gpu.name}) belongs to no drgpu stack:"
+        f" it runs {reason}",
+    )
 
 
 def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
@@ -606,19 +582,17 @@ def _shared_gpus(
     sharing = {
         c.labels[labels.RUN_ID]: c.labels.get(labels.SHARING, Sharing.EXCLUSIVE) for c in containers
     }
-    found = []
-    for gpu in inventory.gpus:
-        runs = sorted({h.run_id for h in holders.get(gpu.index, ())})
-        if len(runs) > 1 and any(sharing.get(run) != Sharing.TIMESLICE for run in runs):
-            found.append(
-                _finding(
-                    "shared-gpu",
-                    Level.FAIL,
-                    f"GPU {gpu.index}",
-                    f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
-                    " at once, and not every one of them shares by time-slicing",
-                    gpu_index=gpu.index,
-                    gpu_uuid=gpu.uuid,
-                )
-            )
-    return found
+    return [
+        _finding(
+            "shared-gpu",
+            Level.FAIL,
+            f"GPU {gpu.index}",
+            f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
+            " at once, and not every one of them shares by time-slicing",
+            gpu_index=gpu.index,
+            gpu_uuid=gpu.uuid,
+        )
+        for gpu in inventory.gpus
+        if len(runs := sorted({h.run_id for h in holders.get(gpu.index, ())})) > 1
+        and any(sharing.get(run) != Sharing.TIMESLICE for run in runs)
+    ]
