@@ -37,25 +37,18 @@ class Occupant:
 class GpuRow:
     """One GPU and what runs on it."""
 
-    index: int
-    name: str
-    utilization_percent: int | None
-    memory_used_mib: int
-    memory_total_mib: int
-    lost: bool
+    gpu: Gpu
     problems: tuple[str, ...]  # short: `lost (gpu_is_lost)`, `held by runs 0, 7`
     occupants: tuple[Occupant, ...]
-    temperature_c: int | None = None
-    power_w: float | None = None
     utilization_history: tuple[int, ...] = ()  # oldest first, one point per history step
     memory_history: tuple[int, ...] = ()  # percent of the total, likewise
 
     @property
     def memory_fraction(self) -> float:
         """Used memory as a fraction of the total (0 when the total is unknown)."""
-        if self.memory_total_mib <= 0:
+        if self.gpu.memory_total_mib <= 0:
             return 0.0
-        return min(1.0, self.memory_used_mib / self.memory_total_mib)
+        return min(1.0, self.gpu.memory_used_mib / self.gpu.memory_total_mib)
 
 
 @dataclass(frozen=True)
@@ -130,18 +123,11 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(
-        index=gpu.index,
-        name=gpu.name,
-        utilization_percent=gpu.utilization_gpu_percent,
-        memory_used_mib=gpu.memory_used_mib,
-        memory_total_mib=gpu.memory_total_mib,
-        lost=gpu.lost,
-        problems=tuple(problems),
-        occupants=tuple(occupants),
-        temperature_c=gpu.temperature_c,
-        power_w=gpu.power_w,
-        utilization_history=history.utilization.get(gpu.uuid, ()),
-        memory_history=history.memory.get(gpu.uuid, ()),
+        gpu,
+        tuple(problems),
+        tuple(occupants),
+        history.utilization.get(gpu.uuid, ()),
+        history.memory.get(gpu.uuid, ()),
     )
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from drgpu.core.gpu_board import Board, GpuRow, Occupant
     from drgpu.core.gpu_usage import Status
+    from drgpu.core.model import Gpu
 
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -40,15 +41,15 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return text.ljust(width, "·")
 
 
-def memory_text(row: GpuRow) -> str:
+def memory_text(gpu: Gpu) -> str:
     """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines); `n/a`
     where NVML cannot tell."""
-    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB" if row.memory_total_mib else "n/a"
+    return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
 
 
-def utilization_text(row: GpuRow) -> str:
+def utilization_text(gpu: Gpu) -> str:
     """`37%`, or `n/a` where NVML cannot tell."""
-    return "n/a" if row.utilization_percent is None else f"{row.utilization_percent}%"
+    return "n/a" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%"
 
 
 def _occupant_texts(occupant: Occupant) -> tuple[str, ...]:
@@ -72,10 +73,8 @@ def short_gpu_name(name: str) -> str:
     return " ".join(words) or name
 
 
-def _gpu_names(row: GpuRow) -> tuple[str, ...]:
-    if row.lost:
-        return ("? (lost)",)
-    return (row.name, short_gpu_name(row.name))
+def _gpu_names(gpu: Gpu) -> tuple[str, ...]:
+    return ("? (lost)",) if gpu.lost else (gpu.name, short_gpu_name(gpu.name))
 
 
 _PID_WIDTH = 7
@@ -116,7 +115,7 @@ def layout(board: Board, width: int) -> Layout:
     full, short = (  # the name column's width with the longest and the shortest names
         max(
             len(NAME_HEADERS[form]),
-            *(len(_gpu_names(row)[form]) for row in board.gpus),
+            *(len(_gpu_names(row.gpu)[form]) for row in board.gpus),
             # a command is cut as needed
             *(len("└ " + _occupant_texts(o)[form]) for o in occupants if not form or not o.command),
             0,  # (max needs two numbers)
@@ -124,9 +123,9 @@ def layout(board: Board, width: int) -> Layout:
         for form in (0, -1)
     )
     short = min(short, full)
-    texts = [*map(memory_text, board.gpus), *map(_occupant_memory, occupants)]
+    texts = [*(memory_text(row.gpu) for row in board.gpus), *map(_occupant_memory, occupants)]
     memory = max(map(len, ["Memory", *texts]))
-    markers = [p for row in board.gpus if not row.lost for p in row.problems]
+    markers = [p for row in board.gpus if not row.gpu.lost for p in row.problems]
     markers += [o.problem for o in occupants if o.problem]
     marker_full = min(MARKER_WIDTH, max(map(len, markers), default=0))
     marker_min = min(marker_full, max((len(m.split()[0]) + 1 for m in markers), default=0))
@@ -254,19 +253,22 @@ def _occupant_form(board: Board, width: int) -> int:
 def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
     """A GPU's line and its occupants' lines."""
     health_width = len(health_header(grid.health))  # the cells `_append_health` takes
+    gpu = row.gpu
     style = _ALERT if row.problems else "bold"
-    view.append(f"{row.index:>3} ", style)
-    names = _gpu_names(row)  # the first that fits, else the last one cut
+    view.append(f"{gpu.index:>3} ", style)
+    names = _gpu_names(gpu)  # the first that fits, else the last one cut
     view.append(_cell(next((n for n in names if len(n) <= grid.name), names[-1]), grid.name), style)
     view.append(" " * (_PID_WIDTH + 2))
-    if row.lost:
+    if gpu.lost:
         room = grid.width - 4 - grid.name - _PID_WIDTH - 2
         view.append(_cut("; ".join(row.problems), room), _ALERT)
     else:
-        _append_bar(view, row.utilization_percent or 0, utilization_text(row), _UTIL_WIDTH, grid)
+        _append_bar(
+            view, gpu.utilization_gpu_percent or 0, utilization_text(gpu), _UTIL_WIDTH, grid
+        )
         view.append(" ")
         percent = round(row.memory_fraction * 100)
-        _append_bar(view, percent, memory_text(row), grid.memory, grid)
+        _append_bar(view, percent, memory_text(gpu), grid.memory, grid)
         view.append(" ")
         _append_health(view, row, grid.health)
         view.append(_cut("; ".join(row.problems), grid.marker - health_width), _ALERT)
@@ -338,8 +340,9 @@ def _append_health(view: Text, row: GpuRow, room: int) -> None:
     sensors, util, memory = health_columns(room)
     if not sensors:
         return
-    temperature = "" if row.temperature_c is None else f"{row.temperature_c}°C"
-    power = "" if row.power_w is None else f"{row.power_w:.0f}W"
+    gpu = row.gpu
+    temperature = "" if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
+    power = "" if gpu.power_w is None else f"{gpu.power_w:.0f}W"
     view.append(f"{temperature:>6} {power:>5}")
     if util:
         view.append(" " + sparkline(row.utilization_history, util), "cyan")
@@ -353,11 +356,12 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
     it (`!` marks what is wrong), then every violation in full and the notes."""
     lines = []
     for row in board.gpus:
+        gpu = row.gpu
         problems = "".join(f" ! {problem}" for problem in row.problems)
-        temperature = "" if row.temperature_c is None else f" temp {row.temperature_c}C"
-        power = "" if row.power_w is None else f" power {row.power_w:.0f}W"  # what NVML tells
-        gpu = f"{row.name} util {utilization_text(row)} mem {memory_text(row)}{temperature}{power}"
-        lines.append(f"{stamp} GPU {row.index} {'?' if row.lost else gpu}{problems}")
+        temperature = "" if gpu.temperature_c is None else f" temp {gpu.temperature_c}C"
+        power = "" if gpu.power_w is None else f" power {gpu.power_w:.0f}W"  # what NVML tells
+        text = f"{gpu.name} util {utilization_text(gpu)} mem {memory_text(gpu)}{temperature}{power}"
+        lines.append(f"{stamp} GPU {gpu.index} {'?' if gpu.lost else text}{problems}")
         for occupant in row.occupants:
             mark = "!" if occupant.problem else "-"
             pid = "" if occupant.pid is None else f" pid {occupant.pid}"
