@@ -79,28 +79,24 @@ def build_board(status: Status, history: History | None = None) -> Board:
     )
 
 
-def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
+def _missing(status: Status, roles: Mapping[str, str], more: str) -> list[Occupant]:
     """The containers given a GPU that NVML does not list (`missing-gpu`): they belong on a
-    lost GPU's row (NVML no longer tells which GPU a lost one was)."""
-    return tuple(
+    lost GPU's row (NVML no longer tells which GPU a lost one was: `more` says so)."""
+    return [
         Occupant(
             run_id=f.facts.get("run_id"),
             role=roles.get(f.facts.get("container", ""), "") or "-",
             name=f.facts.get("service") or "",
-            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}",
+            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
         )
         for f in status.violations
         if f.kind == "missing-gpu"
-    )
+    ]
 
 
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:
     index = gpu.index
-    holders = [
-        h
-        for h in status.holders.get(index, ())
-        if status.run_id is None or h.run_id == status.run_id
-    ]
+    holders = [h for h in status.holders.get(index, ()) if status.run_id in (None, h.run_id)]
     here = [p for p in status.processes if p.gpu.index == index]
     vanished = {f.facts.get("container") for f in status.findings if f.kind == "processes-vanished"}
     occupants: list[Occupant] = []
@@ -116,7 +112,7 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
         lost = [g.index for g in status.inventory.gpus if g.lost]
         if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
-            occupants += [replace(o, problem=o.problem + more) for o in _missing(status, roles)]
+            occupants += _missing(status, roles, more)
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(f.kind == "shared-gpu" and f.facts.get("gpu_index") == index for f in status.findings):
