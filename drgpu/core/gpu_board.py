@@ -37,25 +37,18 @@ class Occupant:
 class GpuRow:
     """One GPU and what runs on it."""
 
-    index: int
-    name: str
-    utilization_percent: int | None
-    memory_used_mib: int
-    memory_total_mib: int
-    lost: bool
+    gpu: Gpu
     problems: tuple[str, ...]  # short: `lost (gpu_is_lost)`, `held by runs 0, 7`
     occupants: tuple[Occupant, ...]
-    temperature_c: int | None = None
-    power_w: float | None = None
     utilization_history: tuple[int, ...] = ()  # oldest first, one point per history step
     memory_history: tuple[int, ...] = ()  # percent of the total, likewise
 
     @property
     def memory_fraction(self) -> float:
         """Used memory as a fraction of the total (0 when the total is unknown)."""
-        if self.memory_total_mib <= 0:
+        if self.gpu.memory_total_mib <= 0:
             return 0.0
-        return min(1.0, self.memory_used_mib / self.memory_total_mib)
+        return min(1.0, self.gpu.memory_used_mib / self.gpu.memory_total_mib)
 
 
 @dataclass(frozen=True)
@@ -86,28 +79,24 @@ def build_board(status: Status, history: History | None = None) -> Board:
     )
 
 
-def _missing(status: Status, roles: Mapping[str, str]) -> tuple[Occupant, ...]:
+def _missing(status: Status, roles: Mapping[str, str], more: str) -> list[Occupant]:
     """The containers given a GPU that NVML does not list (`missing-gpu`): they belong on a
-    lost GPU's row (NVML no longer tells which GPU a lost one was)."""
-    return tuple(
+    lost GPU's row (NVML no longer tells which GPU a lost one was: `more` says so)."""
+    return [
         Occupant(
             run_id=f.facts.get("run_id"),
             role=roles.get(f.facts.get("container", ""), "") or "-",
             name=f.facts.get("service") or "",
-            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}",
+            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
         )
         for f in status.violations
         if f.kind == "missing-gpu"
-    )
+    ]
 
 
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:
     index = gpu.index
-    holders = [
-        h
-        for h in status.holders.get(index, ())
-        if status.run_id is None or h.run_id == status.run_id
-    ]
+    holders = [h for h in status.holders.get(index, ()) if status.run_id in (None, h.run_id)]
     here = [p for p in status.processes if p.gpu.index == index]
     vanished = {f.facts.get("container") for f in status.findings if f.kind == "processes-vanished"}
     occupants: list[Occupant] = []
@@ -123,25 +112,18 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
         lost = [g.index for g in status.inventory.gpus if g.lost]
         if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
-            occupants += [replace(o, problem=o.problem + more) for o in _missing(status, roles)]
+            occupants += _missing(status, roles, more)
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(f.kind == "shared-gpu" and f.facts.get("gpu_index") == index for f in status.findings):
         runs = sorted({h.run_id for h in status.holders.get(index, ())})
         problems.append(f"held by runs {', '.join(runs)}")
     return GpuRow(
-        index=gpu.index,
-        name=gpu.name,
-        utilization_percent=gpu.utilization_gpu_percent,
-        memory_used_mib=gpu.memory_used_mib,
-        memory_total_mib=gpu.memory_total_mib,
-        lost=gpu.lost,
-        problems=tuple(problems),
-        occupants=tuple(occupants),
-        temperature_c=gpu.temperature_c,
-        power_w=gpu.power_w,
-        utilization_history=history.utilization.get(gpu.uuid, ()),
-        memory_history=history.memory.get(gpu.uuid, ()),
+        gpu,
+        tuple(problems),
+        tuple(occupants),
+        history.utilization.get(gpu.uuid, ()),
+        history.memory.get(gpu.uuid, ()),
     )
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
@@ -24,10 +24,12 @@ if TYPE_CHECKING:
 
     from drgpu.core.gpu_board import Board, GpuRow, Occupant
     from drgpu.core.gpu_usage import Status
+    from drgpu.core.model import Gpu
 
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 _ALERT = "bold red"
+_STAMP = "%H:%M:%S"  # each snapshot's time
 
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
@@ -39,25 +41,21 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return text.ljust(width, "·")
 
 
-def memory_text(row: GpuRow) -> str:
+def memory_text(gpu: Gpu) -> str:
     """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines); `n/a`
     where NVML cannot tell."""
-    return f"{row.memory_used_mib}/{row.memory_total_mib} MiB" if row.memory_total_mib else "n/a"
+    return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
 
 
-def utilization_text(row: GpuRow) -> str:
+def utilization_text(gpu: Gpu) -> str:
     """`37%`, or `n/a` where NVML cannot tell."""
-    return "n/a" if row.utilization_percent is None else f"{row.utilization_percent}%"
-
-
-def occupant_text(occupant: Occupant) -> str:
-    """`run 0 · trainer · sagemaker`; a stray process `alice · python train.py` (its user
-    and command: where it runs, its marker says)."""
-    return _occupant_texts(occupant)[0]
+    return "n/a" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%"
 
 
 def _occupant_texts(occupant: Occupant) -> tuple[str, ...]:
-    """How an occupant can be named, longest first (the narrowest that fits is drawn)."""
+    """How an occupant can be named, longest first (the narrowest that fits is drawn):
+    `run 0 · trainer · sagemaker`; a stray process `alice · python train.py` (its user and
+    command: where it runs, its marker says)."""
     if occupant.command:
         return (f"{occupant.user or '?'} · {occupant.command}",)
     run = f"run {occupant.run_id}" if occupant.run_id is not None else "no run"
@@ -75,10 +73,8 @@ def short_gpu_name(name: str) -> str:
     return " ".join(words) or name
 
 
-def _gpu_names(row: GpuRow) -> tuple[str, ...]:
-    if row.lost:
-        return ("? (lost)",)
-    return (row.name, short_gpu_name(row.name))
+def _gpu_names(gpu: Gpu) -> tuple[str, ...]:
+    return ("? (lost)",) if gpu.lost else (gpu.name, short_gpu_name(gpu.name))
 
 
 _PID_WIDTH = 7
@@ -89,12 +85,14 @@ _UTIL_WIDTH = 4  # `100%`
 class Layout:
     """The widths of the board's columns on a terminal `width` cells wide: GPU index,
     name (a GPU, or `└ run · role · service` under it), PID, utilisation (bar and
-    percent), memory (bar and MiB), then what is wrong (the rest of the line)."""
+    percent), memory (bar and MiB), then what is wrong (the rest of the line); `health`
+    cells of it the temperature, power and history may take."""
 
     width: int
     name: int
     bar: int
     memory: int
+    health: int = 0
 
     @property
     def before_marker(self) -> int:
@@ -111,29 +109,24 @@ class Layout:
 def layout(board: Board, width: int) -> Layout:
     """Columns that fit `width`: bars shrink and names are shortened before the memory
     column or a marker is cut (a marker keeps at least its first word; the violations
-    under the board say each in full)."""
-    full = max(
-        [len(NAME_HEADERS[0])]
-        + [len(_gpu_names(row)[0]) for row in board.gpus]
-        + [len("└ " + occupant_text(o)) for row in board.gpus for o in row.occupants],
-    )
-    short = max(
-        [len(NAME_HEADERS[-1])]
-        + [len(_gpu_names(row)[-1]) for row in board.gpus]
-        + [
-            len("└ " + _occupant_texts(o)[-1])
-            for row in board.gpus
-            for o in row.occupants
-            if not o.command  # a command is cut as needed
-        ]
+    under the board say each in full); the health columns take what the markers do not
+    need, once the bars have their full width (they go first as the terminal narrows)."""
+    occupants = [o for row in board.gpus for o in row.occupants]
+    full, short = (  # the name column's width with the longest and the shortest names
+        max(
+            len(NAME_HEADERS[form]),
+            *(len(_gpu_names(row.gpu)[form]) for row in board.gpus),
+            # a command is cut as needed
+            *(len("└ " + _occupant_texts(o)[form]) for o in occupants if not form or not o.command),
+            0,  # (max needs two numbers)
+        )
+        for form in (0, -1)
     )
     short = min(short, full)
-    memory = max(
-        [len("Memory")]
-        + [len(memory_text(row)) for row in board.gpus]
-        + [len(_occupant_memory(o)) for row in board.gpus for o in row.occupants]
-    )
-    markers = _markers(board)
+    texts = [*(memory_text(row.gpu) for row in board.gpus), *map(_occupant_memory, occupants)]
+    memory = max(map(len, ["Memory", *texts]))
+    markers = [p for row in board.gpus if not row.gpu.lost for p in row.problems]
+    markers += [o.problem for o in occupants if o.problem]
     marker_full = min(MARKER_WIDTH, max(map(len, markers), default=0))
     marker_min = min(marker_full, max((len(m.split()[0]) + 1 for m in markers), default=0))
     # (bar width, shortest name width, marker width), most wanted first: the bars go
@@ -150,23 +143,10 @@ def layout(board: Board, width: int) -> Layout:
         room = width - Layout(width, 0, bar_width, memory).before_marker - marker
         if room >= name_min:  # markers get their full width before names grow
             name = max(name_min, min(full, NAME_WIDTH, room + marker - marker_full))
-            return Layout(width, name, bar_width, memory)
+            grid = Layout(width, name, bar_width, memory)
+            health = grid.marker - marker_full - 1 if bar_width == BAR_WIDTH else 0
+            return replace(grid, health=max(0, health))
     return Layout(width, min(short, 12), 0, memory)
-
-
-def _markers(board: Board) -> list[str]:
-    """What the marker column says on the board's lines."""
-    markers = [p for row in board.gpus if not row.lost for p in row.problems]
-    return markers + [o.problem for row in board.gpus for o in row.occupants if o.problem]
-
-
-def _health_room(board: Board, grid: Layout) -> int:
-    """Cells the temperature, power and history may take: what the marker column does not
-    need, once the bars have their full width (they go first as the terminal narrows)."""
-    if grid.bar < BAR_WIDTH:
-        return 0
-    need = min(MARKER_WIDTH, max(map(len, _markers(board)), default=0))
-    return max(0, grid.marker - need - 1)
 
 
 MARKER_WIDTH = 24  # the most a marker needs (`WRONG-GPU: given GPU 1`)
@@ -205,7 +185,6 @@ def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
-    health = _health_room(board, grid)
     view = Text(no_wrap=True, overflow="ellipsis")
     title = f"  {board.scope} · {stamp}"
     if interval_s is not None:
@@ -218,11 +197,11 @@ def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int
     header = (
         f"{'GPU':>3} {_cell(NAME_HEADERS[form], grid.name)} {'PID':>{_PID_WIDTH}}"
         f" {util_header:<{bars + _UTIL_WIDTH}} {'Memory':<{bars + grid.memory}} "
-        f"{health_header(health)}"
+        f"{health_header(grid.health)}"
     )
     view.append(_cut(header, width).rstrip() + "\n", "bold")
     for row in board.gpus:
-        _append_gpu(view, row, grid, form, health)
+        _append_gpu(view, row, grid, form)
     view.append("\n")
     for problem in board.problems:
         view.append(_wrapped(f"VIOLATION: {problem}", width), _ALERT)
@@ -249,11 +228,6 @@ def _cut(text: str, width: int) -> str:
     return text[: width - 1] + "…" if width > 0 else ""
 
 
-def _fitting(texts: tuple[str, ...], width: int) -> str:
-    """The first of `texts` that fits `width`, else the last one cut."""
-    return next((text for text in texts if len(text) <= width), texts[-1])
-
-
 def _wrapped(text: str, width: int) -> str:
     """`text` in lines of at most `width` cells, the later ones indented."""
     import textwrap  # lazy: only violations and notes need it
@@ -269,35 +243,34 @@ def _occupant_memory(occupant: Occupant) -> str:
 def _occupant_form(board: Board, width: int) -> int:
     """Which of `_occupant_texts` every occupant is named by: the longest form in which
     all fit `width` (one form for the whole board, easier to read)."""
-    names = [o for row in board.gpus for o in row.occupants if not o.command]
-    return next(
-        (
-            form
-            for form in range(2)
-            if all(len("└ " + _occupant_texts(o)[form]) <= width for o in names)
-        ),
-        2,
-    )
+    named = [o for row in board.gpus for o in row.occupants if not o.command]
+    for form in range(2):
+        if all(len("└ " + _occupant_texts(o)[form]) <= width for o in named):
+            return form
+    return 2
 
 
-def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int, health: int = 0) -> None:
-    """A GPU's line and its occupants' lines; `health` cells for its temperature, power and
-    history (`_health_room`)."""
-    health_width = health_columns_width(health)
+def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
+    """A GPU's line and its occupants' lines."""
+    health_width = len(health_header(grid.health))  # the cells `_append_health` takes
+    gpu = row.gpu
     style = _ALERT if row.problems else "bold"
-    view.append(f"{row.index:>3} ", style)
-    view.append(_cell(_fitting(_gpu_names(row), grid.name), grid.name), style)
+    view.append(f"{gpu.index:>3} ", style)
+    names = _gpu_names(gpu)  # the first that fits, else the last one cut
+    view.append(_cell(next((n for n in names if len(n) <= grid.name), names[-1]), grid.name), style)
     view.append(" " * (_PID_WIDTH + 2))
-    if row.lost:
+    if gpu.lost:
         room = grid.width - 4 - grid.name - _PID_WIDTH - 2
         view.append(_cut("; ".join(row.problems), room), _ALERT)
     else:
-        _append_bar(view, row.utilization_percent or 0, utilization_text(row), _UTIL_WIDTH, grid)
+        _append_bar(
+            view, gpu.utilization_gpu_percent or 0, utilization_text(gpu), _UTIL_WIDTH, grid
+        )
         view.append(" ")
         percent = round(row.memory_fraction * 100)
-        _append_bar(view, percent, memory_text(row), grid.memory, grid)
+        _append_bar(view, percent, memory_text(gpu), grid.memory, grid)
         view.append(" ")
-        _append_health(view, row, health)
+        _append_health(view, row, grid.health)
         view.append(_cut("; ".join(row.problems), grid.marker - health_width), _ALERT)
     view.append("\n")
     bars = grid.bar + 1 if grid.bar else 0
@@ -350,14 +323,6 @@ def health_columns(room: int) -> tuple[bool, int, int]:
     return True, 0, 0
 
 
-def health_columns_width(room: int) -> int:
-    """The cells `_append_health` takes in `room` (0: none fit)."""
-    sensors, util, memory = health_columns(room)
-    if not sensors:
-        return 0
-    return SENSORS_WIDTH + (util and 1 + util) + (memory and 1 + memory) + 1
-
-
 def health_header(room: int) -> str:
     """The header over the temperature, power and history columns that fit."""
     sensors, util, memory = health_columns(room)
@@ -375,8 +340,9 @@ def _append_health(view: Text, row: GpuRow, room: int) -> None:
     sensors, util, memory = health_columns(room)
     if not sensors:
         return
-    temperature = "" if row.temperature_c is None else f"{row.temperature_c}°C"
-    power = "" if row.power_w is None else f"{row.power_w:.0f}W"
+    gpu = row.gpu
+    temperature = "" if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
+    power = "" if gpu.power_w is None else f"{gpu.power_w:.0f}W"
     view.append(f"{temperature:>6} {power:>5}")
     if util:
         view.append(" " + sparkline(row.utilization_history, util), "cyan")
@@ -385,32 +351,23 @@ def _append_health(view: Text, row: GpuRow, room: int) -> None:
     view.append(" ")
 
 
-def sensors_text(row: GpuRow) -> str:
-    """` temp 52C power 140W` for plain lines (what NVML can tell)."""
-    text = "" if row.temperature_c is None else f" temp {row.temperature_c}C"
-    return text + ("" if row.power_w is None else f" power {row.power_w:.0f}W")
-
-
 def board_lines(board: Board, *, stamp: str) -> list[str]:
     """The board as plain lines (stdout is no terminal): one per GPU, one per occupant under
     it (`!` marks what is wrong), then every violation in full and the notes."""
     lines = []
     for row in board.gpus:
+        gpu = row.gpu
         problems = "".join(f" ! {problem}" for problem in row.problems)
-        if row.lost:
-            lines.append(f"{stamp} GPU {row.index} ?{problems}")
-        else:
-            lines.append(
-                f"{stamp} GPU {row.index} {row.name} util {utilization_text(row)}"
-                f" mem {memory_text(row)}"
-                f"{sensors_text(row)}{problems}"
-            )
+        temperature = "" if gpu.temperature_c is None else f" temp {gpu.temperature_c}C"
+        power = "" if gpu.power_w is None else f" power {gpu.power_w:.0f}W"  # what NVML tells
+        text = f"{gpu.name} util {utilization_text(gpu)} mem {memory_text(gpu)}{temperature}{power}"
+        lines.append(f"{stamp} GPU {gpu.index} {'?' if gpu.lost else text}{problems}")
         for occupant in row.occupants:
             mark = "!" if occupant.problem else "-"
             pid = "" if occupant.pid is None else f" pid {occupant.pid}"
             memory = "" if occupant.memory_mib is None else f" {occupant.memory_mib} MiB"
             problem = f" {occupant.problem}" if occupant.problem else ""
-            lines.append(f"{stamp}   {mark} {occupant_text(occupant)}{pid}{memory}{problem}")
+            lines.append(f"{stamp}   {mark} {_occupant_texts(occupant)[0]}{pid}{memory}{problem}")
     lines += [f"{stamp} VIOLATION: {problem}" for problem in board.problems]
     lines += [f"{stamp} {note}" for note in board.notes]
     lines.append(f"{stamp} {len(board.problems)} violation(s)")
@@ -430,8 +387,16 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
 
         yield show_json
     elif sys.stdout.isatty():
+        history = new_history(interval_s)  # each GPU's history, drawn where there is room
+
+        def show(status: Status) -> None:
+            nonlocal history
+            history = recorded(history, status)
+            board = build_board(status, history)
+            redraw(BoardView(board, stamp=time.strftime(_STAMP), interval_s=interval_s))
+
         with live_screen() as redraw:
-            yield _with_history(redraw, interval_s)
+            yield show
     else:
         yield status_lines
 
@@ -442,32 +407,19 @@ def status_frame(status: Status) -> None:
     if sys.stdout.isatty():
         from drgpu.ui.tables import console  # lazy: only a terminal needs it
 
-        stamp = time.strftime("%H:%M:%S")
-        console().print(BoardView(build_board(status), stamp=stamp, interval_s=None))
+        board = build_board(status)
+        console().print(BoardView(board, stamp=time.strftime(_STAMP), interval_s=None))
     else:
         status_lines(status)
 
 
 def status_lines(status: Status) -> None:
-    """A snapshot as plain lines on stdout (a watch's refresh, or one-shot status, piped)."""
-    print_lines(board_lines(build_board(status), stamp=time.strftime("%H:%M:%S")))
-
-
-def _with_history(
-    redraw: Callable[[RenderableType], None], interval_s: float
-) -> Callable[[Status], None]:
-    """Draws each snapshot on the terminal, with each GPU's history of the snapshots
-    before where the terminal is wide enough."""
-    history = new_history(interval_s)
-
-    def show(status: Status) -> None:
-        nonlocal history
-        history = recorded(history, status)
-        stamp = time.strftime("%H:%M:%S")
-        board = build_board(status, history)
-        redraw(BoardView(board, stamp=stamp, interval_s=interval_s))
-
-    return show
+    """A snapshot as plain lines on stdout, flushed (a pipe sees each tick at once): a watch's
+    refresh, or one-shot status, piped; a line break or control character inside one (from
+    a label) is written visibly."""
+    lines = board_lines(build_board(status), stamp=time.strftime(_STAMP))
+    sys.stdout.write("".join(visible(line) + "\n" for line in lines))
+    sys.stdout.flush()
 
 
 @contextmanager
@@ -497,10 +449,3 @@ def live_screen() -> Iterator[Callable[[RenderableType], None]]:
     finally:
         console.show_cursor(True)
         console.set_alt_screen(False)
-
-
-def print_lines(lines: list[str]) -> None:
-    """Plain lines on stdout, flushed (a pipe sees each tick at once); a line break or
-    control character inside one (from a label) is written visibly."""
-    sys.stdout.write("".join(visible(line) + "\n" for line in lines))
-    sys.stdout.flush()

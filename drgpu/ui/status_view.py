@@ -14,7 +14,7 @@ from drgpu.core.topology import inventory_to_json
 from drgpu.ui.documents import document
 
 if TYPE_CHECKING:
-    from drgpu.core.model import Gpu, Inventory
+    from drgpu.core.model import Inventory
     from drgpu.core.swarm_view import SwarmState
 
 
@@ -24,7 +24,22 @@ def status_document(status: Status) -> dict[str, Any]:
         status.findings,
         ok=status.ok,
         run_id=status.run_id,
-        gpus=[gpu_document(g, status.holders.get(g.index, ())) for g in status.inventory.gpus],
+        gpus=[
+            {
+                "index": gpu.index,
+                "uuid": gpu.uuid,
+                "name": gpu.name,
+                "lost": gpu.lost,
+                "error": gpu.error,
+                "utilization_gpu_percent": gpu.utilization_gpu_percent,
+                "memory_used_mib": gpu.memory_used_mib,
+                "memory_total_mib": gpu.memory_total_mib,
+                "processes_known": gpu.processes_unknown is None and not gpu.lost,
+                "processes_error": gpu.processes_unknown,
+                "held_by": holders_document(status.holders.get(gpu.index, ())),
+            }
+            for gpu in status.inventory.gpus
+        ],
         runs=_runs_document(status),
         processes=[
             {
@@ -79,23 +94,6 @@ def swarm_document(swarm: SwarmState) -> dict[str, Any]:
             }
             for t in swarm.tasks
         ],
-    }
-
-
-def gpu_document(gpu: Gpu, holders: Iterable[Holder]) -> dict[str, Any]:
-    """One GPU with its holders, for `status --json`."""
-    return {
-        "index": gpu.index,
-        "uuid": gpu.uuid,
-        "name": gpu.name,
-        "lost": gpu.lost,
-        "error": gpu.error,
-        "utilization_gpu_percent": gpu.utilization_gpu_percent,
-        "memory_used_mib": gpu.memory_used_mib,
-        "memory_total_mib": gpu.memory_total_mib,
-        "processes_known": gpu.processes_unknown is None and not gpu.lost,
-        "processes_error": gpu.processes_unknown,
-        "held_by": holders_document(holders),
     }
 
 

@@ -63,7 +63,7 @@ def test_each_gpu_lists_its_containers_with_run_role_process_and_memory() -> Non
     )
     status = build_status(inventory, STACK, [], {100: cgroup(TRAINER), 200: cgroup(SIMULATOR)})
     board = build_board(status)
-    assert [row.index for row in board.gpus] == [0, 1, 2]
+    assert [row.gpu.index for row in board.gpus] == [0, 1, 2]
     (simulator,) = board.gpus[0].occupants
     assert (simulator.run_id, simulator.role, simulator.name) == ("0", "simulator", "robomaker")
     assert (simulator.pid, simulator.memory_mib, simulator.problem) == (200, 300, "")
@@ -127,7 +127,7 @@ def test_two_runs_that_both_time_slice_may_share_a_gpu() -> None:
 def test_a_lost_gpu_is_marked_and_its_holder_reported() -> None:
     lost = Gpu(index=1, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
     board = build_board(build_status(Inventory(gpus=(gpu(0, G0), lost)), STACK, [], {}))
-    assert board.gpus[1].lost and board.gpus[1].problems == ("lost (gpu_is_lost)",)
+    assert board.gpus[1].gpu.lost and board.gpus[1].problems == ("lost (gpu_is_lost)",)
     assert board.problems[0].startswith("run 0 service sagemaker")
     assert "t GPU 1 ? ! lost (gpu_is_lost)" in board_lines(board, stamp="t")
 

@@ -62,6 +62,6 @@ def test_the_board_rows_carry_sensors_and_history() -> None:
     status = snapshot(40)
     history = recorded(new_history(1.0), status)
     row = build_board(status, history).gpus[0]
-    assert (row.temperature_c, row.power_w) == (54, 20.5)
+    assert (row.gpu.temperature_c, row.gpu.power_w) == (54, 20.5)
     assert (row.utilization_history, row.memory_history) == ((40,), (40,))
     assert build_board(status).gpus[0].utilization_history == ()  # no history: none shown
