@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import NoReturn
 
+    # The report is plain JSON-able dicts (see docs/probe.md for the schema). The aliases
+    # exist for the type checker only, so that Python 3.8 never evaluates `dict[...]`.
+    Report = dict[str, Any]
+    Section = dict[str, Any]
+    Device = dict[str, Any]
+
 SCHEMA_VERSION = 1
 
 EXIT_OK = 0
@@ -90,13 +96,6 @@ _CUDA_ERROR_NAMES = {
     999: "CUDA_ERROR_UNKNOWN",
 }
 
-if TYPE_CHECKING:
-    # The report is plain JSON-able dicts (see docs/probe.md for the schema). The aliases
-    # exist for the type checker only, so that Python 3.8 never evaluates `dict[...]`.
-    Report = dict[str, Any]
-    Section = dict[str, Any]
-    Device = dict[str, Any]
-
 
 class _CallError(Exception):
     """A library call that returned an error code (or does not exist: code None)."""
@@ -133,6 +132,11 @@ def normalize_pci_bus_id(text: str) -> str | None:
     return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
 
 
+def _pci_bus_id(text: str) -> str:
+    """A library's PCI bus id in NVML's spelling (as given when it is none)."""
+    return normalize_pci_bus_id(text) or text
+
+
 def format_cuda_version(version: int | None) -> str | None:
     """12040 -> '12.4'."""
     return None if version is None else f"{version // 1000}.{(version % 1000) // 10}"
@@ -146,17 +150,11 @@ def read_environment(environ: Any = None) -> dict[str, str | None]:
 
 def parse_frameworks(text: str) -> list[str]:
     """`torch,tensorflow` -> canonical names; ValueError for an unknown one."""
-    names: list[str] = []
-    for item in text.split(","):
-        name = item.strip().lower()
-        if not name:
-            continue
-        if name not in _FRAMEWORK_ALIASES:
-            raise ValueError(f"unknown framework {item.strip()!r} (choose from torch, tensorflow)")
-        canonical = _FRAMEWORK_ALIASES[name]
-        if canonical not in names:
-            names.append(canonical)
-    return names
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if item.lower() not in _FRAMEWORK_ALIASES:
+            raise ValueError(f"unknown framework {item!r} (choose from torch, tensorflow)")
+    return list(dict.fromkeys(_FRAMEWORK_ALIASES[item.lower()] for item in items))
 
 
 # ----------------------------------------------------------------------------
@@ -215,21 +213,12 @@ def _unsupported(exc: _CallError) -> bool:
     return exc.code in (None, _NVML_ERROR_NOT_SUPPORTED, _NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
-def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any]:
+def _opened(library: str, before: Sequence[str], after: Sequence[str]) -> tuple[Section, Any]:
     """A section of `library` with nothing known yet (its own keys `before` the device
     count and `after` the devices), and the library loaded (None: its `error` says why)."""
-    section: Section = {
-        "library": library,
-        "loaded": False,
-        "available": False,
-        "error": None,
-        "error_code": None,
-        "driver_version": None,
-        **before,
-        "device_count": None,
-        "devices": [],
-        **after,
-    }
+    keys = ("error", "error_code", "driver_version", *before, "device_count")
+    section: Section = {"library": library, "loaded": False, "available": False}
+    section.update({**dict.fromkeys(keys), "devices": [], **dict.fromkeys(after)})
     global ctypes  # noqa: PLW0603 (here, not at import: core imports this module for its rules)
     import ctypes
 
@@ -245,7 +234,7 @@ def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any
 def probe_nvml(processes: bool = False) -> Section:
     """What NVML shows (with each GPU's `processes`); every failure is recorded in the
     section, never raised."""
-    section, lib = _opened(NVML_LIBRARY, {"cuda_driver_version": None}, {})
+    section, lib = _opened(NVML_LIBRARY, ["cuda_driver_version"], [])
     if lib is None:
         return section
     nvml = _Nvml(lib)
@@ -281,55 +270,38 @@ def _fill_nvml(nvml: _Nvml, section: Section, processes: bool) -> None:
 
 
 def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
-    device: Device = {
-        "index": index,
-        "uuid": None,
-        "name": None,
-        "pci_bus_id": None,
-        "memory_total_mib": None,
-        "memory_used_mib": None,
-        "compute_capability": None,
-        "mig_mode": None,
-        "mig_devices": [],
-        "error": None,
-    }
-    errors: list[str] = []
     handle = ctypes.c_void_p()
+    fields: dict[str, Callable[[], Any]] = {
+        "uuid": lambda: nvml.text("nvmlDeviceGetUUID", handle),
+        "name": lambda: nvml.text("nvmlDeviceGetName", handle),
+        "pci_bus_id": lambda: _nvml_pci_bus_id(nvml, handle),
+        "memory_total_mib": lambda: _nvml_memory(nvml, handle)[0],
+        "memory_used_mib": lambda: _nvml_memory(nvml, handle)[1],
+        "compute_capability": lambda: nvml.ints(
+            "nvmlDeviceGetCudaComputeCapability", handle, count=2
+        ),
+        "mig_mode": lambda: _nvml_mig_mode(nvml, handle),
+        "mig_devices": lambda: _nvml_mig_devices(nvml, handle) if device["mig_mode"] else [],
+    }
+    device: Device = {"index": index, **dict.fromkeys(fields), "mig_devices": [], "error": None}
+    if processes:
+        fields["processes"] = lambda: _nvml_processes(nvml, handle)
     try:
         by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
         nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle))
     except _CallError as exc:
         device["error"] = str(exc)
         return device
-
-    lost: list[bool] = []
-
-    def query(field: str, getter: Any) -> None:
-        if lost:
-            return  # a lost GPU fails every query the same way: say it once
+    errors: list[str] = []
+    for field, getter in fields.items():
         try:
             device[field] = getter()
         except _CallError as exc:
-            if exc.code == _NVML_ERROR_GPU_IS_LOST:
-                lost.append(True)
+            if exc.code == _NVML_ERROR_GPU_IS_LOST:  # every query fails alike: say it once
                 errors.append(f"GPU is lost ({exc.function})")
-            elif not _unsupported(exc):
+                break
+            if not _unsupported(exc):
                 errors.append(str(exc))
-
-    query("uuid", lambda: nvml.text("nvmlDeviceGetUUID", handle))
-    query("name", lambda: nvml.text("nvmlDeviceGetName", handle))
-    query("pci_bus_id", lambda: _nvml_pci_bus_id(nvml, handle))
-    query("memory_total_mib", lambda: _nvml_memory(nvml, handle)[0])
-    query("memory_used_mib", lambda: _nvml_memory(nvml, handle)[1])
-    query(
-        "compute_capability",
-        lambda: nvml.ints("nvmlDeviceGetCudaComputeCapability", handle, count=2),
-    )
-    query("mig_mode", lambda: _nvml_mig_mode(nvml, handle))
-    if device["mig_mode"]:
-        query("mig_devices", lambda: _nvml_mig_devices(nvml, handle))
-    if processes:
-        query("processes", lambda: _nvml_processes(nvml, handle))
     if errors:
         device["error"] = "; ".join(errors)
     return device
@@ -373,8 +345,7 @@ def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
 
     info = _NvmlPciInfo()
     nvml.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
-    text = info.busId.decode("ascii", "replace")
-    return normalize_pci_bus_id(text) or text
+    return _pci_bus_id(info.busId.decode("ascii", "replace"))
 
 
 def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
@@ -439,8 +410,8 @@ def probe_cuda() -> Section:
     `available` is true when cuInit succeeded or found no device (CUDA_ERROR_NO_DEVICE,
     e.g. CUDA_VISIBLE_DEVICES=""): then `device_count` is a real count (maybe 0).
     """
-    after = {"order_matches_nvml": None, "ordinals_match_nvml_indices": None}
-    section, lib = _opened(CUDA_LIBRARY, {}, after)
+    after = ["order_matches_nvml", "ordinals_match_nvml_indices"]
+    section, lib = _opened(CUDA_LIBRARY, [], after)
     if lib is None:
         return section
     cuda = _Cuda(lib)
@@ -464,30 +435,7 @@ def probe_cuda() -> Section:
 
 
 def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
-    device: Device = {
-        "ordinal": ordinal,
-        "uuid": None,
-        "name": None,
-        "pci_bus_id": None,
-        "memory_total_mib": None,
-        "compute_capability": None,
-        "nvml_index": None,
-        "matched_by": None,
-        "error": None,
-    }
     handle = ctypes.c_int()
-    try:
-        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
-    except _CallError as exc:
-        device["error"] = str(exc)
-        return device
-    errors: list[str] = []
-
-    def query(field: str, getter: Any) -> None:
-        try:
-            device[field] = getter()
-        except _CallError as exc:
-            errors.append(str(exc))
 
     def text(function: str, size: int) -> str:
         buf = ctypes.create_string_buffer(size)
@@ -504,20 +452,33 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
         cuda.call(("cuDeviceGetUuid_v2", "cuDeviceGetUuid"), ctypes.byref(raw), handle)
         return format_uuid(bytes(raw))
 
-    def pci_bus_id() -> str:
-        bus = text("cuDeviceGetPCIBusId", 64)
-        return normalize_pci_bus_id(bus) or bus
-
     def memory() -> int:
         total = ctypes.c_size_t()
         cuda.call("cuDeviceTotalMem_v2", ctypes.byref(total), handle)
         return int(total.value) // _MIB
 
-    query("uuid", uuid)
-    query("name", lambda: text("cuDeviceGetName", 256))
-    query("pci_bus_id", pci_bus_id)
-    query("memory_total_mib", memory)
-    query("compute_capability", lambda: [attribute(a) for a in _CU_COMPUTE_CAPABILITY])
+    fields: dict[str, Callable[[], Any]] = {
+        "uuid": uuid,
+        "name": lambda: text("cuDeviceGetName", 256),
+        "pci_bus_id": lambda: _pci_bus_id(text("cuDeviceGetPCIBusId", 64)),
+        "memory_total_mib": memory,
+        "compute_capability": lambda: [attribute(a) for a in _CU_COMPUTE_CAPABILITY],
+    }
+    device: Device = {
+        "ordinal": ordinal,
+        **dict.fromkeys([*fields, "nvml_index", "matched_by", "error"]),
+    }
+    try:
+        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
+    except _CallError as exc:
+        device["error"] = str(exc)
+        return device
+    errors: list[str] = []
+    for field, getter in fields.items():
+        try:
+            device[field] = getter()
+        except _CallError as exc:
+            errors.append(str(exc))
     if errors:
         device["error"] = "; ".join(dict.fromkeys(errors))
     return device
@@ -688,15 +649,8 @@ def probe_framework(name: str, timeout_s: float) -> Section:
     """What one framework sees, from a child of this interpreter: it gets
     TF_FORCE_GPU_ALLOW_GROWTH=true and allocates two small matrices per device, so the
     probe never takes a GPU's memory."""
-    section: Section = {
-        "installed": None,
-        "version": None,
-        "error": None,
-        "cuda_available": None,
-        "device_count": None,
-        "devices": [],
-        "elapsed_ms": None,
-    }
+    keys = ("installed", "version", "error", "cuda_available", "device_count")
+    section: Section = {**dict.fromkeys(keys), "devices": [], "elapsed_ms": None}
     env = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     script = _FRAMEWORK_SCRIPTS[name]
     command = [sys.executable or "python3", "-c", script, _RESULT_MARK, str(MATMUL_SIZE)]
@@ -725,9 +679,7 @@ def probe_framework(name: str, timeout_s: float) -> Section:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         section["error"] = f"exited with code {done.returncode}: {tail}"
         return section
-    for key in ("installed", "version", "error", "cuda_available", "device_count", "devices"):
-        if key in result:
-            section[key] = result[key]
+    section.update((key, value) for key, value in result.items() if key in section)
     if done.returncode != 0 and section["error"] is None:
         section["error"] = f"exited with code {done.returncode}"
     return section
@@ -845,12 +797,12 @@ def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> lis
 
 
 def _mig_parents(nvml: Section) -> dict[str, str]:
-    parents: dict[str, str] = {}
-    for gpu in nvml.get("devices") or []:
-        for mig in gpu.get("mig_devices") or []:
-            if mig.get("uuid") and gpu.get("uuid"):
-                parents[uuid_key(str(mig["uuid"]))] = uuid_key(str(gpu["uuid"]))
-    return parents
+    return {
+        uuid_key(str(mig["uuid"])): uuid_key(str(gpu["uuid"]))
+        for gpu in nvml.get("devices") or []
+        for mig in gpu.get("mig_devices") or []
+        if mig.get("uuid") and gpu.get("uuid")
+    }
 
 
 def evaluate(
@@ -926,10 +878,8 @@ def gpu_injection(env: dict[str, str | None], nvml: Section, cuda: Section) -> s
     """How the container got the GPUs it shows: "cdi" when NVIDIA_VISIBLE_DEVICES hides
     every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime" when
     the variable names them, None when it shows none or the variable is unset."""
-    if not any(_shown(nvml, cuda)):
-        return None
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
-    if visible is None:
+    if visible is None or not any(_shown(nvml, cuda)):
         return None
     return "cdi" if visible.strip().lower() in _NO_GPU_VALUES else "runtime"
 
@@ -1110,7 +1060,6 @@ def main(
         action="extend",
         metavar="UUID",
         dest="expect_uuids",
-        default=None,
         help="the exact GPU/MIG UUIDs the container must see",
     )
     parser.add_argument(
