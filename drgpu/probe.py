@@ -167,8 +167,7 @@ class _Library:
     def __init__(self, lib: Any) -> None:
         self.lib = lib
 
-    def describe(self, code: int) -> str:
-        raise NotImplementedError
+    describe: Callable[[int], str]  # the text of an error code
 
     def call(self, names: str | tuple[str, ...], *args: Any) -> None:
         """Calls `names` (a tuple: the first of them the library exports)."""
@@ -521,14 +520,12 @@ def order_findings(
 ) -> tuple[bool | None, bool | None, list[str]]:
     """(whether CUDA enumerates in NVML's relative order, whether every CUDA ordinal is
     its NVML index, the findings about the mapping); None, None when nothing maps."""
-    findings: list[str] = []
+    findings = [
+        f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) matches no NVML device"
+        for d in cuda_devices
+        if d.get("nvml_index") is None and d.get("error") is None
+    ]
     mapped = [d for d in cuda_devices if d.get("nvml_index") is not None]
-    for device in cuda_devices:
-        if device.get("nvml_index") is None and device.get("error") is None:
-            findings.append(
-                f"CUDA device {device['ordinal']} ({device.get('uuid') or '?'}) "
-                "matches no NVML device"
-            )
     if not mapped:
         return None, None, findings
     indices = [int(d["nvml_index"]) for d in mapped]
@@ -590,10 +587,11 @@ def _script(module: str, name: str, body: str) -> str:
     return head + body + _SCRIPT_TAIL.lstrip("\n")
 
 
-_TORCH_SCRIPT = _script(
-    "torch",
-    "torch",
-    r"""out["cuda_available"] = bool(torch.cuda.is_available())
+_FRAMEWORK_SCRIPTS = {
+    "torch": _script(
+        "torch",
+        "torch",
+        r"""out["cuda_available"] = bool(torch.cuda.is_available())
 count = int(torch.cuda.device_count())
 out["device_count"] = count
 devices = []
@@ -616,11 +614,11 @@ for i in range(count):
         torch.cuda.synchronize(device)
         ms = (time.perf_counter() - start) * 1000.0
 """,
-)
-_TENSORFLOW_SCRIPT = _script(
-    "tensorflow",
-    "tf",
-    r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
+    ),
+    "tensorflow": _script(
+        "tensorflow",
+        "tf",
+        r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
 out["device_count"] = len(gpus)
 devices = []
 for i, gpu in enumerate(gpus):
@@ -640,9 +638,8 @@ for i, gpu in enumerate(gpus):
             _ = c.numpy()
             ms = (time.perf_counter() - start) * 1000.0
 """,
-)
-
-_FRAMEWORK_SCRIPTS = {"torch": _TORCH_SCRIPT, "tensorflow": _TENSORFLOW_SCRIPT}
+    ),
+}
 
 
 def probe_framework(name: str, timeout_s: float) -> Section:
@@ -651,14 +648,13 @@ def probe_framework(name: str, timeout_s: float) -> Section:
     probe never takes a GPU's memory."""
     keys = ("installed", "version", "error", "cuda_available", "device_count")
     section: Section = {**dict.fromkeys(keys), "devices": [], "elapsed_ms": None}
-    env = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     script = _FRAMEWORK_SCRIPTS[name]
     command = [sys.executable or "python3", "-c", script, _RESULT_MARK, str(MATMUL_SIZE)]
     start = time.monotonic()
     try:
         done = subprocess.run(
             command,
-            env=env,
+            env={**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -732,9 +728,9 @@ def nvml_units(nvml: Section) -> list[tuple[str | None, str | None]]:
 
     A GPU in MIG mode with MIG devices is its MIG devices; any other GPU is itself.
     """
-    units: list[tuple[str | None, str | None]] = []
     if not nvml.get("available"):
-        return units
+        return []
+    units: list[tuple[str | None, str | None]] = []
     for gpu in nvml.get("devices") or []:
         migs = [m for m in gpu.get("mig_devices") or [] if m.get("uuid")]
         if gpu.get("mig_mode") and migs:
@@ -923,13 +919,11 @@ def collect(
         "nvml": probe_nvml(),
         # NVML first: libcuda reads CUDA_VISIBLE_DEVICES at cuInit, NVML ignores it
         "cuda": probe_cuda(),
-        "frameworks": {},
+        "frameworks": {name: probe_framework(name, framework_timeout_s) for name in frameworks},
         "findings": [],
         "expectations": {},
     }
     map_cuda_to_nvml(report["nvml"]["devices"], report["cuda"]["devices"])
-    for name in frameworks:
-        report["frameworks"][name] = probe_framework(name, framework_timeout_s)
     report["findings"] = _findings(report)
     report["gpu_injection"] = gpu_injection(report["environment"], report["nvml"], report["cuda"])
     report["expectations"] = evaluate(report, expect, expect_uuids)
