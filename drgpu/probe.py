@@ -762,32 +762,29 @@ def _count_problems(
 
 
 def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> list[str]:
-    problems: list[str] = []
     wanted = {uuid_key(u): u for u in expected}
+    shown: dict[str, list[tuple[str, Any]]] = {}  # each library's units: (the problem, the UUID)
     if nvml.get("loaded") or not cuda.get("loaded"):
-        seen = set()
-        for uuid, parent in nvml_units(nvml):
-            if uuid is None:
-                continue  # a GPU that cannot say its UUID is a device error, reported as such
-            keys = [uuid_key(uuid)] + ([uuid_key(parent)] if parent else [])
-            seen.update(keys)
-            if not any(key in wanted for key in keys):
-                problems.append(f"NVML shows {uuid}, not expected")
-        problems.extend(
-            f"NVML does not show expected {u}" for k, u in wanted.items() if k not in seen
-        )
+        # a GPU that cannot say its UUID is a device error, reported as such
+        units = [u for u, _ in nvml_units(nvml) if u is not None]
+        shown["NVML"] = [(f"NVML shows {u}, not expected", u) for u in units]
     if cuda.get("loaded"):
-        seen = set()
-        parents = _mig_parents(nvml)
-        for device in cuda.get("devices") or []:
-            uuid = device.get("uuid")
+        shown["CUDA"] = [
+            (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
+            for d in cuda.get("devices") or []
+        ]
+    parents = _mig_parents(nvml)
+    problems: list[str] = []
+    for library, found in shown.items():
+        seen: set[str] = set()
+        for problem, uuid in found:
             key = uuid_key(str(uuid)) if uuid else ""
             ids = {key, parents.get(key, "")} - {""}  # a MIG device's parent GPU too
             seen |= ids
             if not ids & wanted.keys():
-                problems.append(f"CUDA device {device['ordinal']} ({uuid or '?'}) is not expected")
+                problems.append(problem)
         problems.extend(
-            f"CUDA does not show expected {u}" for k, u in wanted.items() if k not in seen
+            f"{library} does not show expected {u}" for k, u in wanted.items() if k not in seen
         )
     return problems
 
