@@ -806,12 +806,11 @@ def evaluate(
     cuda: Section = report.get("cuda") or {}
     frameworks: dict[str, Section] = report.get("frameworks") or {}
     problems: list[str] = []
-    given = expect is not None or bool(expect_uuids)
     if expect is not None:
         problems.extend(_count_problems(expect, nvml, cuda, frameworks))
     if expect_uuids:
         problems.extend(_uuid_problems(list(expect_uuids), nvml, cuda))
-    if given:
+    if expect is not None or expect_uuids:
         for gpu in nvml.get("devices") or []:
             if gpu.get("error"):
                 problems.append(f"NVML index {gpu['index']}: {gpu['error']}")
@@ -853,8 +852,7 @@ def _findings(report: Report) -> list[str]:
             findings.append(f"CUDA device {device['ordinal']}: {device['error']}")
     if nvml["available"] and cuda["available"]:
         order, same, mapping = order_findings(cuda["devices"], env)
-        cuda["order_matches_nvml"] = order
-        cuda["ordinals_match_nvml_indices"] = same
+        cuda.update(order_matches_nvml=order, ordinals_match_nvml_indices=same)
         findings.extend(mapping)
     findings.extend(visibility_findings(env, nvml, cuda))
     for name, section in report["frameworks"].items():
