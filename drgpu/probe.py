@@ -670,8 +670,12 @@ def probe_framework(name: str, timeout_s: float) -> Section:
         return section
     finally:
         section["elapsed_ms"] = round((time.monotonic() - start) * 1000.0, 1)
-    result = _framework_result(done.stdout)
-    if result is None:
+    marked = [line for line in done.stdout.splitlines() if line.startswith(_RESULT_MARK)]
+    try:
+        result = json.loads(marked[-1][len(_RESULT_MARK) :])
+    except (IndexError, ValueError):
+        result = None
+    if not isinstance(result, dict):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         section["error"] = f"exited with code {done.returncode}: {tail}"
         return section
@@ -679,17 +683,6 @@ def probe_framework(name: str, timeout_s: float) -> Section:
     if done.returncode != 0 and section["error"] is None:
         section["error"] = f"exited with code {done.returncode}"
     return section
-
-
-def _framework_result(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(_RESULT_MARK):
-            try:
-                value = json.loads(line[len(_RESULT_MARK) :])
-            except ValueError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
 
 
 def framework_findings(
