@@ -246,26 +246,20 @@ def probe_nvml(processes: bool = False) -> Section:
         section.update(error=str(exc), error_code=exc.code)
         return section
     try:
-        _fill_nvml(nvml, section, processes)
+        with contextlib.suppress(_CallError):
+            section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
+        with contextlib.suppress(_CallError):
+            cuda_version = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
+            section["cuda_driver_version"] = nvml.ints(cuda_version)[0]
+        [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
+        section.update(available=True, device_count=count)
+        section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
+    except _CallError as exc:  # the count (a device's failures are the device's own)
+        section.update(error=str(exc), error_code=exc.code)
     finally:
         with contextlib.suppress(_CallError):
             nvml.call("nvmlShutdown")
     return section
-
-
-def _fill_nvml(nvml: _Nvml, section: Section, processes: bool) -> None:
-    with contextlib.suppress(_CallError):
-        section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
-    with contextlib.suppress(_CallError):
-        cuda_version = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-        section["cuda_driver_version"] = nvml.ints(cuda_version)[0]
-    try:
-        [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
-    except _CallError as exc:
-        section.update(error=str(exc), error_code=exc.code)
-        return
-    section.update(available=True, device_count=count)
-    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
 
 
 def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
@@ -766,7 +760,12 @@ def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> lis
             (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
             for d in cuda.get("devices") or []
         ]
-    parents = _mig_parents(nvml)
+    parents = {  # each MIG device's key: its GPU's
+        uuid_key(str(mig["uuid"])): uuid_key(str(gpu["uuid"]))
+        for gpu in nvml.get("devices") or []
+        for mig in gpu.get("mig_devices") or []
+        if mig.get("uuid") and gpu.get("uuid")
+    }
     problems: list[str] = []
     for library, found in shown.items():
         seen: set[str] = set()
@@ -780,15 +779,6 @@ def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> lis
             f"{library} does not show expected {u}" for k, u in wanted.items() if k not in seen
         )
     return problems
-
-
-def _mig_parents(nvml: Section) -> dict[str, str]:
-    return {
-        uuid_key(str(mig["uuid"])): uuid_key(str(gpu["uuid"]))
-        for gpu in nvml.get("devices") or []
-        for mig in gpu.get("mig_devices") or []
-        if mig.get("uuid") and gpu.get("uuid")
-    }
 
 
 def evaluate(
