@@ -412,18 +412,13 @@ def probe_cuda() -> Section:
         section["driver_version"] = cuda.ints("cuDriverGetVersion")[0]
     try:
         cuda.call("cuInit", ctypes.c_uint(0))
-    except _CallError as exc:
-        section.update(error=str(exc), error_code=exc.code)
-        if exc.code == _CUDA_ERROR_NO_DEVICE:
-            section.update(available=True, device_count=0)
-        return section
-    try:
         [count] = cuda.ints("cuDeviceGetCount")
-    except _CallError as exc:
+        section.update(available=True, device_count=count)
+        section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(count)]
+    except _CallError as exc:  # cuInit's or the count's (a device's failures are its own)
         section.update(error=str(exc), error_code=exc.code)
-        return section
-    section.update(available=True, device_count=count)
-    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(count)]
+        if exc.function == "cuInit" and exc.code == _CUDA_ERROR_NO_DEVICE:
+            section.update(available=True, device_count=0)
     return section
 
 
