@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import NoReturn
 
+    # The report is plain JSON-able dicts (see docs/probe.md for the schema). The aliases
+    # exist for the type checker only, so that Python 3.8 never evaluates `dict[...]`.
+    Report = dict[str, Any]
+    Section = dict[str, Any]
+    Device = dict[str, Any]
+
 SCHEMA_VERSION = 1
 
 EXIT_OK = 0
@@ -90,13 +96,6 @@ _CUDA_ERROR_NAMES = {
     999: "CUDA_ERROR_UNKNOWN",
 }
 
-if TYPE_CHECKING:
-    # The report is plain JSON-able dicts (see docs/probe.md for the schema). The aliases
-    # exist for the type checker only, so that Python 3.8 never evaluates `dict[...]`.
-    Report = dict[str, Any]
-    Section = dict[str, Any]
-    Device = dict[str, Any]
-
 
 class _CallError(Exception):
     """A library call that returned an error code (or does not exist: code None)."""
@@ -133,6 +132,11 @@ def normalize_pci_bus_id(text: str) -> str | None:
     return f"{domain:08X}:{bus:02X}:{device:02X}.{function}"
 
 
+def _pci_bus_id(text: str) -> str:
+    """A library's PCI bus id in NVML's spelling (as given when it is none)."""
+    return normalize_pci_bus_id(text) or text
+
+
 def format_cuda_version(version: int | None) -> str | None:
     """12040 -> '12.4'."""
     return None if version is None else f"{version // 1000}.{(version % 1000) // 10}"
@@ -146,17 +150,11 @@ def read_environment(environ: Any = None) -> dict[str, str | None]:
 
 def parse_frameworks(text: str) -> list[str]:
     """`torch,tensorflow` -> canonical names; ValueError for an unknown one."""
-    names: list[str] = []
-    for item in text.split(","):
-        name = item.strip().lower()
-        if not name:
-            continue
-        if name not in _FRAMEWORK_ALIASES:
-            raise ValueError(f"unknown framework {item.strip()!r} (choose from torch, tensorflow)")
-        canonical = _FRAMEWORK_ALIASES[name]
-        if canonical not in names:
-            names.append(canonical)
-    return names
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if item.lower() not in _FRAMEWORK_ALIASES:
+            raise ValueError(f"unknown framework {item!r} (choose from torch, tensorflow)")
+    return list(dict.fromkeys(_FRAMEWORK_ALIASES[item.lower()] for item in items))
 
 
 # ----------------------------------------------------------------------------
@@ -169,8 +167,7 @@ class _Library:
     def __init__(self, lib: Any) -> None:
         self.lib = lib
 
-    def describe(self, code: int) -> str:
-        raise NotImplementedError
+    describe: Callable[[int], str]  # the text of an error code
 
     def call(self, names: str | tuple[str, ...], *args: Any) -> None:
         """Calls `names` (a tuple: the first of them the library exports)."""
@@ -215,21 +212,12 @@ def _unsupported(exc: _CallError) -> bool:
     return exc.code in (None, _NVML_ERROR_NOT_SUPPORTED, _NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
-def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any]:
+def _opened(library: str, before: Sequence[str], after: Sequence[str]) -> tuple[Section, Any]:
     """A section of `library` with nothing known yet (its own keys `before` the device
     count and `after` the devices), and the library loaded (None: its `error` says why)."""
-    section: Section = {
-        "library": library,
-        "loaded": False,
-        "available": False,
-        "error": None,
-        "error_code": None,
-        "driver_version": None,
-        **before,
-        "device_count": None,
-        "devices": [],
-        **after,
-    }
+    keys = ("error", "error_code", "driver_version", *before, "device_count")
+    section: Section = {"library": library, "loaded": False, "available": False}
+    section.update({**dict.fromkeys(keys), "devices": [], **dict.fromkeys(after)})
     global ctypes  # noqa: PLW0603 (here, not at import: core imports this module for its rules)
     import ctypes
 
@@ -245,7 +233,7 @@ def _opened(library: str, before: Section, after: Section) -> tuple[Section, Any
 def probe_nvml(processes: bool = False) -> Section:
     """What NVML shows (with each GPU's `processes`); every failure is recorded in the
     section, never raised."""
-    section, lib = _opened(NVML_LIBRARY, {"cuda_driver_version": None}, {})
+    section, lib = _opened(NVML_LIBRARY, ["cuda_driver_version"], [])
     if lib is None:
         return section
     nvml = _Nvml(lib)
@@ -258,78 +246,55 @@ def probe_nvml(processes: bool = False) -> Section:
         section.update(error=str(exc), error_code=exc.code)
         return section
     try:
-        _fill_nvml(nvml, section, processes)
+        with contextlib.suppress(_CallError):
+            section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
+        with contextlib.suppress(_CallError):
+            cuda_version = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
+            section["cuda_driver_version"] = nvml.ints(cuda_version)[0]
+        [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
+        section.update(available=True, device_count=count)
+        section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
+    except _CallError as exc:  # the count (a device's failures are the device's own)
+        section.update(error=str(exc), error_code=exc.code)
     finally:
         with contextlib.suppress(_CallError):
             nvml.call("nvmlShutdown")
     return section
 
 
-def _fill_nvml(nvml: _Nvml, section: Section, processes: bool) -> None:
-    with contextlib.suppress(_CallError):
-        section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
-    with contextlib.suppress(_CallError):
-        cuda_version = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-        section["cuda_driver_version"] = nvml.ints(cuda_version)[0]
-    try:
-        [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
-    except _CallError as exc:
-        section.update(error=str(exc), error_code=exc.code)
-        return
-    section.update(available=True, device_count=count)
-    section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
-
-
 def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
-    device: Device = {
-        "index": index,
-        "uuid": None,
-        "name": None,
-        "pci_bus_id": None,
-        "memory_total_mib": None,
-        "memory_used_mib": None,
-        "compute_capability": None,
-        "mig_mode": None,
-        "mig_devices": [],
-        "error": None,
-    }
-    errors: list[str] = []
     handle = ctypes.c_void_p()
+    fields: dict[str, Callable[[], Any]] = {
+        "uuid": lambda: nvml.text("nvmlDeviceGetUUID", handle),
+        "name": lambda: nvml.text("nvmlDeviceGetName", handle),
+        "pci_bus_id": lambda: _nvml_pci_bus_id(nvml, handle),
+        "memory_total_mib": lambda: _nvml_memory(nvml, handle)[0],
+        "memory_used_mib": lambda: _nvml_memory(nvml, handle)[1],
+        "compute_capability": lambda: nvml.ints(
+            "nvmlDeviceGetCudaComputeCapability", handle, count=2
+        ),
+        "mig_mode": lambda: _nvml_mig_mode(nvml, handle),
+        "mig_devices": lambda: _nvml_mig_devices(nvml, handle) if device["mig_mode"] else [],
+    }
+    device: Device = {"index": index, **dict.fromkeys(fields), "mig_devices": [], "error": None}
+    if processes:
+        fields["processes"] = lambda: _nvml_processes(nvml, handle)
     try:
         by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
         nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle))
     except _CallError as exc:
         device["error"] = str(exc)
         return device
-
-    lost: list[bool] = []
-
-    def query(field: str, getter: Any) -> None:
-        if lost:
-            return  # a lost GPU fails every query the same way: say it once
+    errors: list[str] = []
+    for field, getter in fields.items():
         try:
             device[field] = getter()
         except _CallError as exc:
-            if exc.code == _NVML_ERROR_GPU_IS_LOST:
-                lost.append(True)
+            if exc.code == _NVML_ERROR_GPU_IS_LOST:  # every query fails alike: say it once
                 errors.append(f"GPU is lost ({exc.function})")
-            elif not _unsupported(exc):
+                break
+            if not _unsupported(exc):
                 errors.append(str(exc))
-
-    query("uuid", lambda: nvml.text("nvmlDeviceGetUUID", handle))
-    query("name", lambda: nvml.text("nvmlDeviceGetName", handle))
-    query("pci_bus_id", lambda: _nvml_pci_bus_id(nvml, handle))
-    query("memory_total_mib", lambda: _nvml_memory(nvml, handle)[0])
-    query("memory_used_mib", lambda: _nvml_memory(nvml, handle)[1])
-    query(
-        "compute_capability",
-        lambda: nvml.ints("nvmlDeviceGetCudaComputeCapability", handle, count=2),
-    )
-    query("mig_mode", lambda: _nvml_mig_mode(nvml, handle))
-    if device["mig_mode"]:
-        query("mig_devices", lambda: _nvml_mig_devices(nvml, handle))
-    if processes:
-        query("processes", lambda: _nvml_processes(nvml, handle))
     if errors:
         device["error"] = "; ".join(errors)
     return device
@@ -373,8 +338,7 @@ def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
 
     info = _NvmlPciInfo()
     nvml.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
-    text = info.busId.decode("ascii", "replace")
-    return normalize_pci_bus_id(text) or text
+    return _pci_bus_id(info.busId.decode("ascii", "replace"))
 
 
 def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
@@ -439,8 +403,8 @@ def probe_cuda() -> Section:
     `available` is true when cuInit succeeded or found no device (CUDA_ERROR_NO_DEVICE,
     e.g. CUDA_VISIBLE_DEVICES=""): then `device_count` is a real count (maybe 0).
     """
-    after = {"order_matches_nvml": None, "ordinals_match_nvml_indices": None}
-    section, lib = _opened(CUDA_LIBRARY, {}, after)
+    after = ["order_matches_nvml", "ordinals_match_nvml_indices"]
+    section, lib = _opened(CUDA_LIBRARY, [], after)
     if lib is None:
         return section
     cuda = _Cuda(lib)
@@ -448,46 +412,18 @@ def probe_cuda() -> Section:
         section["driver_version"] = cuda.ints("cuDriverGetVersion")[0]
     try:
         cuda.call("cuInit", ctypes.c_uint(0))
-    except _CallError as exc:
-        section.update(error=str(exc), error_code=exc.code)
-        if exc.code == _CUDA_ERROR_NO_DEVICE:
-            section.update(available=True, device_count=0)
-        return section
-    try:
         [count] = cuda.ints("cuDeviceGetCount")
-    except _CallError as exc:
+        section.update(available=True, device_count=count)
+        section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(count)]
+    except _CallError as exc:  # cuInit's or the count's (a device's failures are its own)
         section.update(error=str(exc), error_code=exc.code)
-        return section
-    section.update(available=True, device_count=count)
-    section["devices"] = [_cuda_device(cuda, ordinal) for ordinal in range(count)]
+        if exc.function == "cuInit" and exc.code == _CUDA_ERROR_NO_DEVICE:
+            section.update(available=True, device_count=0)
     return section
 
 
 def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
-    device: Device = {
-        "ordinal": ordinal,
-        "uuid": None,
-        "name": None,
-        "pci_bus_id": None,
-        "memory_total_mib": None,
-        "compute_capability": None,
-        "nvml_index": None,
-        "matched_by": None,
-        "error": None,
-    }
     handle = ctypes.c_int()
-    try:
-        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
-    except _CallError as exc:
-        device["error"] = str(exc)
-        return device
-    errors: list[str] = []
-
-    def query(field: str, getter: Any) -> None:
-        try:
-            device[field] = getter()
-        except _CallError as exc:
-            errors.append(str(exc))
 
     def text(function: str, size: int) -> str:
         buf = ctypes.create_string_buffer(size)
@@ -504,20 +440,33 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
         cuda.call(("cuDeviceGetUuid_v2", "cuDeviceGetUuid"), ctypes.byref(raw), handle)
         return format_uuid(bytes(raw))
 
-    def pci_bus_id() -> str:
-        bus = text("cuDeviceGetPCIBusId", 64)
-        return normalize_pci_bus_id(bus) or bus
-
     def memory() -> int:
         total = ctypes.c_size_t()
         cuda.call("cuDeviceTotalMem_v2", ctypes.byref(total), handle)
         return int(total.value) // _MIB
 
-    query("uuid", uuid)
-    query("name", lambda: text("cuDeviceGetName", 256))
-    query("pci_bus_id", pci_bus_id)
-    query("memory_total_mib", memory)
-    query("compute_capability", lambda: [attribute(a) for a in _CU_COMPUTE_CAPABILITY])
+    fields: dict[str, Callable[[], Any]] = {
+        "uuid": uuid,
+        "name": lambda: text("cuDeviceGetName", 256),
+        "pci_bus_id": lambda: _pci_bus_id(text("cuDeviceGetPCIBusId", 64)),
+        "memory_total_mib": memory,
+        "compute_capability": lambda: [attribute(a) for a in _CU_COMPUTE_CAPABILITY],
+    }
+    device: Device = {
+        "ordinal": ordinal,
+        **dict.fromkeys([*fields, "nvml_index", "matched_by", "error"]),
+    }
+    try:
+        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
+    except _CallError as exc:
+        device["error"] = str(exc)
+        return device
+    errors: list[str] = []
+    for field, getter in fields.items():
+        try:
+            device[field] = getter()
+        except _CallError as exc:
+            errors.append(str(exc))
     if errors:
         device["error"] = "; ".join(dict.fromkeys(errors))
     return device
@@ -560,14 +509,12 @@ def order_findings(
 ) -> tuple[bool | None, bool | None, list[str]]:
     """(whether CUDA enumerates in NVML's relative order, whether every CUDA ordinal is
     its NVML index, the findings about the mapping); None, None when nothing maps."""
-    findings: list[str] = []
+    findings = [
+        f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) matches no NVML device"
+        for d in cuda_devices
+        if d.get("nvml_index") is None and d.get("error") is None
+    ]
     mapped = [d for d in cuda_devices if d.get("nvml_index") is not None]
-    for device in cuda_devices:
-        if device.get("nvml_index") is None and device.get("error") is None:
-            findings.append(
-                f"CUDA device {device['ordinal']} ({device.get('uuid') or '?'}) "
-                "matches no NVML device"
-            )
     if not mapped:
         return None, None, findings
     indices = [int(d["nvml_index"]) for d in mapped]
@@ -629,10 +576,11 @@ def _script(module: str, name: str, body: str) -> str:
     return head + body + _SCRIPT_TAIL.lstrip("\n")
 
 
-_TORCH_SCRIPT = _script(
-    "torch",
-    "torch",
-    r"""out["cuda_available"] = bool(torch.cuda.is_available())
+_FRAMEWORK_SCRIPTS = {
+    "torch": _script(
+        "torch",
+        "torch",
+        r"""out["cuda_available"] = bool(torch.cuda.is_available())
 count = int(torch.cuda.device_count())
 out["device_count"] = count
 devices = []
@@ -655,11 +603,11 @@ for i in range(count):
         torch.cuda.synchronize(device)
         ms = (time.perf_counter() - start) * 1000.0
 """,
-)
-_TENSORFLOW_SCRIPT = _script(
-    "tensorflow",
-    "tf",
-    r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
+    ),
+    "tensorflow": _script(
+        "tensorflow",
+        "tf",
+        r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
 out["device_count"] = len(gpus)
 devices = []
 for i, gpu in enumerate(gpus):
@@ -679,32 +627,23 @@ for i, gpu in enumerate(gpus):
             _ = c.numpy()
             ms = (time.perf_counter() - start) * 1000.0
 """,
-)
-
-_FRAMEWORK_SCRIPTS = {"torch": _TORCH_SCRIPT, "tensorflow": _TENSORFLOW_SCRIPT}
+    ),
+}
 
 
 def probe_framework(name: str, timeout_s: float) -> Section:
     """What one framework sees, from a child of this interpreter: it gets
     TF_FORCE_GPU_ALLOW_GROWTH=true and allocates two small matrices per device, so the
     probe never takes a GPU's memory."""
-    section: Section = {
-        "installed": None,
-        "version": None,
-        "error": None,
-        "cuda_available": None,
-        "device_count": None,
-        "devices": [],
-        "elapsed_ms": None,
-    }
-    env = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    keys = ("installed", "version", "error", "cuda_available", "device_count")
+    section: Section = {**dict.fromkeys(keys), "devices": [], "elapsed_ms": None}
     script = _FRAMEWORK_SCRIPTS[name]
     command = [sys.executable or "python3", "-c", script, _RESULT_MARK, str(MATMUL_SIZE)]
     start = time.monotonic()
     try:
         done = subprocess.run(
             command,
-            env=env,
+            env={**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -720,28 +659,19 @@ def probe_framework(name: str, timeout_s: float) -> Section:
         return section
     finally:
         section["elapsed_ms"] = round((time.monotonic() - start) * 1000.0, 1)
-    result = _framework_result(done.stdout)
-    if result is None:
+    marked = [line for line in done.stdout.splitlines() if line.startswith(_RESULT_MARK)]
+    try:
+        result = json.loads(marked[-1][len(_RESULT_MARK) :])
+    except (IndexError, ValueError):
+        result = None
+    if not isinstance(result, dict):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         section["error"] = f"exited with code {done.returncode}: {tail}"
         return section
-    for key in ("installed", "version", "error", "cuda_available", "device_count", "devices"):
-        if key in result:
-            section[key] = result[key]
+    section.update((key, value) for key, value in result.items() if key in section)
     if done.returncode != 0 and section["error"] is None:
         section["error"] = f"exited with code {done.returncode}"
     return section
-
-
-def _framework_result(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(_RESULT_MARK):
-            try:
-                value = json.loads(line[len(_RESULT_MARK) :])
-            except ValueError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
 
 
 def framework_findings(
@@ -780,9 +710,9 @@ def nvml_units(nvml: Section) -> list[tuple[str | None, str | None]]:
 
     A GPU in MIG mode with MIG devices is its MIG devices; any other GPU is itself.
     """
-    units: list[tuple[str | None, str | None]] = []
     if not nvml.get("available"):
-        return units
+        return []
+    units: list[tuple[str | None, str | None]] = []
     for gpu in nvml.get("devices") or []:
         migs = [m for m in gpu.get("mig_devices") or [] if m.get("uuid")]
         if gpu.get("mig_mode") and migs:
@@ -814,43 +744,36 @@ def _count_problems(
 
 
 def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> list[str]:
-    problems: list[str] = []
     wanted = {uuid_key(u): u for u in expected}
+    shown: dict[str, list[tuple[str, Any]]] = {}  # each library's units: (the problem, the UUID)
     if nvml.get("loaded") or not cuda.get("loaded"):
-        seen = set()
-        for uuid, parent in nvml_units(nvml):
-            if uuid is None:
-                continue  # a GPU that cannot say its UUID is a device error, reported as such
-            keys = [uuid_key(uuid)] + ([uuid_key(parent)] if parent else [])
-            seen.update(keys)
-            if not any(key in wanted for key in keys):
-                problems.append(f"NVML shows {uuid}, not expected")
-        problems.extend(
-            f"NVML does not show expected {u}" for k, u in wanted.items() if k not in seen
-        )
+        # a GPU that cannot say its UUID is a device error, reported as such
+        units = [u for u, _ in nvml_units(nvml) if u is not None]
+        shown["NVML"] = [(f"NVML shows {u}, not expected", u) for u in units]
     if cuda.get("loaded"):
-        seen = set()
-        parents = _mig_parents(nvml)
-        for device in cuda.get("devices") or []:
-            uuid = device.get("uuid")
+        shown["CUDA"] = [
+            (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
+            for d in cuda.get("devices") or []
+        ]
+    parents = {  # each MIG device's key: its GPU's
+        uuid_key(str(mig["uuid"])): uuid_key(str(gpu["uuid"]))
+        for gpu in nvml.get("devices") or []
+        for mig in gpu.get("mig_devices") or []
+        if mig.get("uuid") and gpu.get("uuid")
+    }
+    problems: list[str] = []
+    for library, found in shown.items():
+        seen: set[str] = set()
+        for problem, uuid in found:
             key = uuid_key(str(uuid)) if uuid else ""
             ids = {key, parents.get(key, "")} - {""}  # a MIG device's parent GPU too
             seen |= ids
             if not ids & wanted.keys():
-                problems.append(f"CUDA device {device['ordinal']} ({uuid or '?'}) is not expected")
+                problems.append(problem)
         problems.extend(
-            f"CUDA does not show expected {u}" for k, u in wanted.items() if k not in seen
+            f"{library} does not show expected {u}" for k, u in wanted.items() if k not in seen
         )
     return problems
-
-
-def _mig_parents(nvml: Section) -> dict[str, str]:
-    parents: dict[str, str] = {}
-    for gpu in nvml.get("devices") or []:
-        for mig in gpu.get("mig_devices") or []:
-            if mig.get("uuid") and gpu.get("uuid"):
-                parents[uuid_key(str(mig["uuid"]))] = uuid_key(str(gpu["uuid"]))
-    return parents
 
 
 def evaluate(
@@ -861,12 +784,11 @@ def evaluate(
     cuda: Section = report.get("cuda") or {}
     frameworks: dict[str, Section] = report.get("frameworks") or {}
     problems: list[str] = []
-    given = expect is not None or bool(expect_uuids)
     if expect is not None:
         problems.extend(_count_problems(expect, nvml, cuda, frameworks))
     if expect_uuids:
         problems.extend(_uuid_problems(list(expect_uuids), nvml, cuda))
-    if given:
+    if expect is not None or expect_uuids:
         for gpu in nvml.get("devices") or []:
             if gpu.get("error"):
                 problems.append(f"NVML index {gpu['index']}: {gpu['error']}")
@@ -908,8 +830,7 @@ def _findings(report: Report) -> list[str]:
             findings.append(f"CUDA device {device['ordinal']}: {device['error']}")
     if nvml["available"] and cuda["available"]:
         order, same, mapping = order_findings(cuda["devices"], env)
-        cuda["order_matches_nvml"] = order
-        cuda["ordinals_match_nvml_indices"] = same
+        cuda.update(order_matches_nvml=order, ordinals_match_nvml_indices=same)
         findings.extend(mapping)
     findings.extend(visibility_findings(env, nvml, cuda))
     for name, section in report["frameworks"].items():
@@ -926,10 +847,8 @@ def gpu_injection(env: dict[str, str | None], nvml: Section, cuda: Section) -> s
     """How the container got the GPUs it shows: "cdi" when NVIDIA_VISIBLE_DEVICES hides
     every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime" when
     the variable names them, None when it shows none or the variable is unset."""
-    if not any(_shown(nvml, cuda)):
-        return None
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
-    if visible is None:
+    if visible is None or not any(_shown(nvml, cuda)):
         return None
     return "cdi" if visible.strip().lower() in _NO_GPU_VALUES else "runtime"
 
@@ -973,13 +892,11 @@ def collect(
         "nvml": probe_nvml(),
         # NVML first: libcuda reads CUDA_VISIBLE_DEVICES at cuInit, NVML ignores it
         "cuda": probe_cuda(),
-        "frameworks": {},
+        "frameworks": {name: probe_framework(name, framework_timeout_s) for name in frameworks},
         "findings": [],
         "expectations": {},
     }
     map_cuda_to_nvml(report["nvml"]["devices"], report["cuda"]["devices"])
-    for name in frameworks:
-        report["frameworks"][name] = probe_framework(name, framework_timeout_s)
     report["findings"] = _findings(report)
     report["gpu_injection"] = gpu_injection(report["environment"], report["nvml"], report["cuda"])
     report["expectations"] = evaluate(report, expect, expect_uuids)
@@ -1110,7 +1027,6 @@ def main(
         action="extend",
         metavar="UUID",
         dest="expect_uuids",
-        default=None,
         help="the exact GPU/MIG UUIDs the container must see",
     )
     parser.add_argument(
