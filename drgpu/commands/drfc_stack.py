@@ -280,7 +280,7 @@ def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[st
     return drfc_scripts.swarm_preflight(
         checkout,
         jq_found=shutil.which(drfc_scripts.JQ) is not None,
-        node_labels=facts.swarm_nodes,
+        node_labels={node.id: node.labels for node in facts.nodes},
         this_node=facts.node_id,
     )
 

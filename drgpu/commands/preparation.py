@@ -138,7 +138,7 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
     from drgpu.host import swarm_engine  # lazy: only a swarm's plan asks for its nodes
 
     facts, _ = swarm_engine.this_swarm()
-    nodes = swarm_engine.swarm_nodes(facts)
+    nodes = facts.nodes if facts else ()
     generic = not swarm_layout(swarm_gpu_mode(config.values), facts).pin_simulators
     if generic and bare_indices(request) and sum(bool(n.advertised_gpus) for n in nodes) > 1:
         raise ConfigError(

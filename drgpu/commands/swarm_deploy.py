@@ -40,7 +40,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     facts, blind = swarm_engine.this_swarm() if this_host else (None, None)
     layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
     names = [service.name for service in prepared.stack.services]
-    nodes = prepared.nodes or swarm_engine.swarm_nodes(facts)
+    nodes = prepared.nodes or (facts.nodes if facts else ())
     services = swarm_services(prepared.plan, names, prepared.config.workers, layout, nodes)
     return SwarmView(services, layout, (blind,) if blind else (), nodes)
 

@@ -79,7 +79,7 @@ class TaskFacts:
 @dataclass(frozen=True)
 class EngineFacts:
     """What `docker info` (and `docker version`, for doctor) says about this node's engine
-    (node labels, and every node's labels by node id: on a manager only)."""
+    (node labels, and every node of the swarm: on a manager only)."""
 
     version: str
     default_runtime: str
@@ -88,7 +88,7 @@ class EngineFacts:
     swarm_state: str = "inactive"
     node_labels: Mapping[str, str] | None = None
     node_id: str = ""
-    swarm_nodes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    nodes: tuple[NodeFacts, ...] = ()
     api_version: str = ""
     discovered_devices: tuple[str, ...] = ()  # `<source>:<id>`, e.g. cdi:nvidia.com/gpu=GPU-…
     cgroup_driver: str = ""  # systemd or cgroupfs

@@ -298,8 +298,8 @@ def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     )
     others = [
         node
-        for node, node_labels in engine.swarm_nodes.items()
-        if node != engine.node_id and node_labels.get(NODE_LABELS[1]) == "true"
+        for node in engine.nodes
+        if node.id != engine.node_id and node.labels.get(NODE_LABELS[1]) == "true"
     ]
     pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)

@@ -253,14 +253,6 @@ def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
     return SwarmState(tuple(nodes), tuple(task for task in tasks if task.run_id), (here,))
 
 
-def swarm_nodes(facts: EngineFacts | None) -> tuple[NodeFacts, ...]:
-    """Every node of the swarm when this engine (`facts`: None when unknown) manages it."""
-    if facts is None or facts.node_labels is None:
-        return ()
-    with docker_api.connected() as engine:
-        return tuple(_nodes(engine) or ())
-
-
 def _nodes(engine: Connection) -> list[NodeFacts] | None:
     answer = engine.call("GET", "/nodes")
     if answer.status == 503:
@@ -330,13 +322,15 @@ def this_swarm() -> tuple[EngineFacts | None, str | None]:
 
 
 def engine_facts() -> EngineFacts:
-    """This node's engine: runtimes, advertised generic resources, Swarm state and labels."""
+    """This node's engine: runtimes, advertised generic resources, Swarm state and labels,
+    and on a manager every node of the swarm (one listing)."""
     with docker_api.connected() as engine:
         info = engine.call("GET", "/info").checked("say what it is", 200)
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
-        nodes = {node.id: node.labels for node in (_nodes(engine) or [])} if manager else {}
-        node_labels = nodes.get(swarm["NodeID"], {}) if manager else None
+        nodes = tuple(_nodes(engine) or ()) if manager else ()
+        here = next((node.labels for node in nodes if node.id == swarm.get("NodeID")), {})
+        node_labels = here if manager else None
     return replace(
         daemon_facts_of(info, {}),
         generic_resources=tuple(
@@ -345,5 +339,5 @@ def engine_facts() -> EngineFacts:
         swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
         node_labels=None if node_labels is None else dict(node_labels),
         node_id=str(swarm.get("NodeID") or ""),
-        swarm_nodes=nodes,
+        nodes=nodes,
     )

@@ -72,10 +72,9 @@ def test_plan_on_a_manager_says_which_gpus_each_node_advertises(
     from drgpu.host import swarm_engine
 
     (tmp_path / "system.env").write_text("DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\n")
-    manager = replace(GOOD_ENGINE, node_id="m" * 25, swarm_nodes={"w" * 25: {"Robomaker": "true"}})
     worker = NodeFacts("w" * 25, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,))
+    manager = replace(GOOD_ENGINE, node_id="m" * 25, nodes=(worker,))
     monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
-    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda _: (worker,))
     monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
     args: list[str | Path] = ["plan", "--env-file", tmp_path / "system.env"]
     [node] = json.loads(run_main(*args, "--json").out)["swarm"]["nodes"]
@@ -96,13 +95,12 @@ def _two_nodes(
         f"DR_ROBOMAKER_CUDA_DEVICES={simulators}\n"
     )
     m, w = "m" * 25, "w" * 25
-    manager = replace(GOOD_ENGINE, node_id=m, swarm_nodes={w: {"Robomaker": "true"}})
-    nodes = [
+    nodes = (
         NodeFacts(m, "bed", "manager", "ready", "active", {}, (GTX1650,) if manager_gpus else ()),
         NodeFacts(w, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,)),
-    ]
+    )
+    manager = replace(GOOD_ENGINE, node_id=m, nodes=nodes)
     monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
-    monkeypatch.setattr(swarm_engine, "swarm_nodes", lambda _: tuple(nodes))
     monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
     return ["plan", "--env-file", tmp_path / "system.env"]
 
@@ -182,7 +180,7 @@ def test_on_a_worker_node_the_clusters_settings_hold_no_gpu_back(
         json.dumps({**(GOOD.daemon_json or {}), "node-generic-resources": RESOURCES})
     )
     toolkit.write_text(TOOLKIT_LINE + "\n")
-    worker = replace(GOOD_ENGINE, node_labels=None, swarm_nodes={})
+    worker = replace(GOOD_ENGINE, node_labels=None, nodes=())
     monkeypatch.setattr(swarm_engine, "engine_facts", lambda: worker)
     args: list[str | Path] = ["swarm-setup", "--json", "--inventory", GTX_M40]
     args += ["--env-file", tmp_path / "system.env"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from drgpu.core.facts import EngineFacts
+from drgpu.core.facts import EngineFacts, NodeFacts
 from drgpu.core.findings import failed
 from drgpu.core.modes import SwarmGpus
 from drgpu.core.swarm_node import (
@@ -123,7 +123,7 @@ def test_the_wanted_daemon_json_keeps_the_users_settings() -> None:
 
 
 def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
-    def engine(nodes: dict[str, dict[str, str]]) -> EngineFacts:
+    def engine(labels: dict[str, dict[str, str]]) -> EngineFacts:
         return EngineFacts(
             version="20.10",
             default_runtime="nvidia",
@@ -131,7 +131,10 @@ def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
             generic_resources=(f"{GPU_KIND}={GTX1650}",),
             swarm_state="active",
             node_id="me",
-            swarm_nodes=nodes,
+            nodes=tuple(
+                NodeFacts(id_, id_, "worker", "ready", "active", node_labels)
+                for id_, node_labels in labels.items()
+            ),
         )
 
     alone = swarm_layout(SwarmGpus.AUTO, engine({"me": {"Robomaker": "true"}}))
