@@ -44,6 +44,9 @@ EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
 EXIT_MISMATCH = 6
 
+# How drgpu runs this probe in a container: the source in the variable, run by `python3 -c`
+SOURCE_VARIABLE = "DRGPU_PROBE"
+LAUNCHER = "import os; exec(os.environ['DRGPU_PROBE'])"
 NVML_LIBRARY = "libnvidia-ml.so.1"
 CUDA_LIBRARY = "libcuda.so.1"
 ENVIRONMENT_VARIABLES = (
@@ -1071,16 +1074,14 @@ def main(
     return EXIT_OK if report["expectations"]["met"] else EXIT_MISMATCH
 
 
-def on_node(namespace: str, node: str, source: bytes, wanted: dict[str, list[str]]) -> None:
+def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]) -> None:
     """`drgpu up`'s proof on the Swarm node `node` (a one-shot global job with the node's
     engine socket mounted): this probe, run through the node's own engine in each
     container of the stack `namespace` whose task is `wanted` (task id: the probe's
     arguments); one JSON line each: the task, the probe's exit code and output. An engine
     that is another node's is said in one line instead (`{"error": ...}`)."""
     import http.client
-    import io
     import socket
-    import tarfile
     import urllib.parse
 
     class Engine(http.client.HTTPConnection):
@@ -1099,16 +1100,9 @@ def on_node(namespace: str, node: str, source: bytes, wanted: dict[str, list[str
         return text
 
     def run(container: str, arguments: list[str]) -> tuple[int, str]:
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            info = tarfile.TarInfo("drgpu-probe.py")
-            info.size = len(source)
-            tar.addfile(info, io.BytesIO(source))
-        call("PUT", f"/containers/{container}/archive?path=/tmp", raw=archive.getvalue())
-        command = ["python3", "/tmp/drgpu-probe.py", *arguments]
-        made = json.loads(
-            call("POST", f"/containers/{container}/exec", {"Cmd": command, "AttachStdout": True})
-        )
+        command = ["python3", "-c", LAUNCHER, *arguments]
+        body = {"Cmd": command, "Env": [f"{SOURCE_VARIABLE}={source}"], "AttachStdout": True}
+        made = json.loads(call("POST", f"/containers/{container}/exec", body))
         stream, output = call("POST", f"/exec/{made['Id']}/start", {"Tty": False}), b""
         while len(stream) >= 8:  # the engine's frames: 8 bytes of header, then the payload
             size = int.from_bytes(stream[4:8], "big")
@@ -1148,6 +1142,6 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--node-gpus"]:  # a Swarm job: 
     node_gpus()
 elif __name__ == "__main__" and sys.argv[1:2] == ["--on-node"]:  # run as a Swarm job: source in env
     tasks = json.loads(os.environ["DRGPU_TASKS"])
-    on_node(sys.argv[2], sys.argv[3], os.environ["DRGPU_PROBE"].encode(), tasks)
+    on_node(sys.argv[2], sys.argv[3], os.environ[SOURCE_VARIABLE], tasks)
 elif __name__ == "__main__":
     sys.exit(main())

@@ -161,10 +161,9 @@ def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> Container
 
 
 def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
-    """Copy drgpu's probe into `container` and run it there: its exit code and output."""
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe")
-    ran = engine.run_file_in_container(container.id, source, arguments)
-    return ran.exit_code, ran.output
+    """Run drgpu's probe in `container`: its exit code and output."""
+    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
+    return engine.run_probe_in(container.id, source, arguments)
 
 
 def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:

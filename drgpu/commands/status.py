@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
+from drgpu.core.drfc_scripts import is_sagemaker_local
 from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.faults import with_faults
 from drgpu.core.findings import Level
-from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status, is_sagemaker_local
+from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status
 from drgpu.core.model import GpuHealth, Inventory
 from drgpu.core.settings import run_key
 from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers

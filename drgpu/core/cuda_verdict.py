@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.findings import Finding, Level, failed
-from drgpu.core.gpu_usage import TrainerCheck
 from drgpu.errors import ConfigError, DockerError
+
+if TYPE_CHECKING:
+    from drgpu.core.gpu_usage import TrainerCheck  # only cuda-check's trainers: status's model
 
 EXEC_NOT_FOUND = (126, 127)
 

@@ -10,6 +10,7 @@ placeholder whose replicas run `true`; COMPOSE_REMOVE_ORPHANS=1 lets the stop sc
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -18,7 +19,6 @@ from pathlib import Path
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import is_sagemaker_local
 from drgpu.core.model import Plan, ServicePlan
 from drgpu.core.numbers import whole_number
 from drgpu.core.swarm_node import NODE_LABELS
@@ -29,6 +29,12 @@ MOUNT_FILE = "docker-compose-mount.yml"
 MULTI_WORKER_FILE = "docker-compose-robomaker-multi.yml"
 JQ = "jq"
 LABEL_FIX = "docker node update --label-add {label}=true {node}"
+# SageMaker local mode names its compose services algo-<n>-<random>, and Compose its
+# containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose); the engine
+# filters container names by SAGEMAKER_NAME_PART, is_sagemaker_local decides.
+SAGEMAKER_NAME_PART = "algo-"
+_SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
+_SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
 
 
 def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path, ...]:
@@ -149,3 +155,10 @@ def run_trainers(
         and container.environment.get("RUN_ID") == run_id
         and (not prefix or container.environment.get("MODEL_S3_PREFIX") in (None, prefix))
     ]
+
+
+def is_sagemaker_local(container: ContainerFacts) -> bool:
+    """Whether a container is a trainer SageMaker local mode started (`algo-N-xxxxx`)."""
+    return bool(
+        _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
+    )

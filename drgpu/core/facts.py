@@ -41,14 +41,6 @@ class ContainerFacts:
 
 
 @dataclass(frozen=True)
-class ExecResult:
-    """A command's exit code and output inside a container."""
-
-    exit_code: int
-    output: str
-
-
-@dataclass(frozen=True)
 class ImageFacts:
     """An image present in the engine, and the environment it sets."""
 

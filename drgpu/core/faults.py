@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from drgpu.core.findings import Finding, Level
-from drgpu.core.gpu_usage import FACTS, Status
 from drgpu.core.model import Gpu, GpuEvent, GpuHealth, Plan, Role
 from drgpu.core.placement import WORKER_MEMORY_MIB
 from drgpu.core.planning import TRAINER_MIN_MEMORY_MIB
+
+if TYPE_CHECKING:
+    from drgpu.core.gpu_usage import Status
 
 FAULT = "gpu-fault"
 # nvmlClocksEventReason* bits that mean the GPU slowed itself down (not idle, not a set
@@ -83,6 +86,8 @@ def with_faults(
     """`status` with a `gpu-fault` violation per fault and per drgpu container on its GPU
     (one without a run where no container of drgpu's is there), and a note when a watch
     cannot follow NVML's events (`unfollowed`: why)."""
+    from drgpu.core.gpu_usage import FACTS  # lazy: up's preflight needs none of status's model
+
     if unfollowed:
         note = f"NVML events are not followed here ({unfollowed}): no Xid error is seen"
         status = replace(status, notes=(*status.notes, note))

@@ -23,7 +23,6 @@ simulator between episodes, or a trainer waiting for it, is idle too).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import groupby
@@ -32,6 +31,7 @@ from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.cgroup_owner import owner_from_cgroup
+from drgpu.core.drfc_scripts import is_sagemaker_local
 from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
@@ -40,12 +40,6 @@ from drgpu.core.swarm_view import SwarmState
 
 LAUNCHER_ROLE = Role.TRAINER_LAUNCHER.value
 LIVE_STATES = ("running", "paused", "restarting")
-# SageMaker local mode names its compose services algo-<n>-<random>, and Compose its
-# containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose); the engine
-# filters container names by SAGEMAKER_NAME_PART, is_sagemaker_local decides.
-SAGEMAKER_NAME_PART = "algo-"
-_SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
-_SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
 
 
 class Verdict(StrEnum):
@@ -528,13 +522,6 @@ def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -
 
 def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
     return any(uuid == gpu.uuid or uuid in {m.uuid for m in gpu.mig_devices} for uuid in uuids)
-
-
-def is_sagemaker_local(container: ContainerFacts) -> bool:
-    """Whether a container is a trainer SageMaker local mode started (`algo-N-xxxxx`)."""
-    return bool(
-        _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
-    )
 
 
 def _violation(p: ProcessStatus) -> Finding:

@@ -4,7 +4,6 @@ The Swarm's services, tasks and nodes are `swarm_engine`'s."""
 
 from __future__ import annotations
 
-import io
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -17,7 +16,6 @@ from drgpu.core.facts import (
     ContainerFacts,
     DeviceRequestFacts,
     EngineFacts,
-    ExecResult,
     ImageFacts,
 )
 from drgpu.errors import DockerError
@@ -47,8 +45,7 @@ def drgpu_containers() -> list[ContainerFacts]:
 
 def sagemaker_containers() -> list[ContainerFacts]:
     """Every SageMaker local-mode trainer, running or not (created, not yet started)."""
-    # lazy: only rollback and cuda-check look for trainers (up's start-up time)
-    from drgpu.core.gpu_usage import SAGEMAKER_NAME_PART, is_sagemaker_local
+    from drgpu.core.drfc_scripts import SAGEMAKER_NAME_PART, is_sagemaker_local
 
     with docker_api.connected() as engine:
         found = containers(engine, {"name": SAGEMAKER_NAME_PART})
@@ -203,27 +200,19 @@ def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]
     return stack, service.removeprefix(f"{stack}_")
 
 
-PROBE_PATH_IN_CONTAINER = "/tmp/drgpu-probe.py"
+def run_probe_in(container_id: str, source: str, args: list[str]) -> tuple[int, str]:
+    """Run drgpu's probe (`source`, handed over in the exec's environment, so nothing is
+    written into the container) there with python3: its exit code and stdout."""
+    from drgpu.probe import LAUNCHER, SOURCE_VARIABLE
 
-
-def run_file_in_container(container_id: str, source: bytes, args: list[str]) -> ExecResult:
-    """Copy `source` into the container and run it there with python3 (its stdout)."""
-    import tarfile  # only here: its import takes a while
-
-    folder, name = PROBE_PATH_IN_CONTAINER.rsplit("/", 1)
-    archive = io.BytesIO()
-    with tarfile.open(fileobj=archive, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size = len(source)
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(source))
     quoted = urllib.parse.quote(container_id)
-    command = ["python3", PROBE_PATH_IN_CONTAINER, *args]
+    exec_body = {
+        "AttachStdout": True,
+        "AttachStderr": False,
+        "Cmd": ["python3", "-c", LAUNCHER, *args],
+        "Env": [f"{SOURCE_VARIABLE}={source}"],
+    }
     with docker_api.connected() as engine:
-        path = f"/containers/{quoted}/archive?path={urllib.parse.quote(folder)}"
-        answer = engine.call("PUT", path, data=archive.getvalue())
-        _probe_step(answer, container_id, 200)
-        exec_body = {"AttachStdout": True, "AttachStderr": False, "Cmd": command}
         answer = engine.call("POST", f"/containers/{quoted}/exec", exec_body)
         exec_id = _probe_step(answer, container_id, 201).created_id("run the probe")
         answer = engine.call("POST", f"/exec/{exec_id}/start", {"Detach": False, "Tty": False})
@@ -233,10 +222,7 @@ def run_file_in_container(container_id: str, source: bytes, args: list[str]) -> 
         exit_code = (
             _probe_step(answer, container_id, 200).checked("run the probe", 200).get("ExitCode")
         )
-    return ExecResult(
-        exit_code=int(exit_code if exit_code is not None else -1),
-        output=output.decode("utf-8", "replace"),
-    )
+    return int(exit_code if exit_code is not None else -1), output.decode("utf-8", "replace")
 
 
 def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> docker_api.Answer:

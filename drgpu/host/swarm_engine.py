@@ -166,7 +166,8 @@ def _inventory(
 def _job(
     name: str, source: str, node: str, image: str, arguments: list[str], env: list[str]
 ) -> dict[str, Any]:
-    run = "import os; exec(os.environ['DRGPU_PROBE'])"
+    from drgpu.probe import LAUNCHER, SOURCE_VARIABLE
+
     proc = {"Type": "bind", "Source": "/proc", "Target": "/host/proc", "ReadOnly": True}
     return {
         "Name": f"drgpu-{name}-{node[:12]}",
@@ -175,8 +176,8 @@ def _job(
         "TaskTemplate": {
             "ContainerSpec": {
                 "Image": image,
-                "Command": ["python3", "-c", run, *arguments],
-                "Env": [f"DRGPU_PROBE={source}", *env],
+                "Command": ["python3", "-c", LAUNCHER, *arguments],
+                "Env": [f"{SOURCE_VARIABLE}={source}", *env],
                 "Mounts": [{"Type": "bind", "Source": _socket(), "Target": SOCKET}, proc],
             },
             "Placement": {"Constraints": [f"node.id=={node}"]},

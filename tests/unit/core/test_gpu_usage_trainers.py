@@ -7,8 +7,9 @@ import json
 
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import judge_trainer
+from drgpu.core.drfc_scripts import is_sagemaker_local
 from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import build_status, is_sagemaker_local, trainer_checks
+from drgpu.core.gpu_usage import build_status, trainer_checks
 from drgpu.core.model import Gpu, Inventory
 from drgpu.ui.status_view import status_document
 
