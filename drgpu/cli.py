@@ -151,13 +151,7 @@ def _inputs(
     """The settings and compose files named on the command line (see `resolved`)."""
     from drgpu.commands.options import InputOptions  # lazy: start-up time
 
-    return InputOptions(
-        env_file=env_file,
-        run_env=run_env,
-        compose_files=tuple(files) if files else None,
-        evaluation=evaluation,
-        needs_files=needs_files,
-    )
+    return InputOptions(env_file, run_env, tuple(files) if files else None, evaluation, needs_files)
 
 
 def _show(show: Callable[..., None], result: Any, *, json_output: bool) -> None:
@@ -186,12 +180,8 @@ def plan(
     from drgpu.commands import plan as plan_command  # lazy: start-up time
     from drgpu.ui.results import show_plan  # lazy: start-up time
 
-    options = plan_command.PlanOptions(
-        inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
-        inventory=inventory,
-        swarm=swarm,
-    )
-    show_plan(plan_command.plan(options), json_output=json_output)
+    inputs = _inputs(env_file, run_env, file, evaluation=evaluation)
+    show_plan(plan_command.plan(inputs, inventory, swarm=swarm), json_output=json_output)
 
 
 @_command(examples=("drgpu render -o my-override.yml", "drgpu render --k8s --inventory box.json"))
@@ -317,10 +307,6 @@ def gpus(
     show_gpus(gpus_command.gpus(), json_output=json_output, full=full)
 
 
-MIN_INTERVAL_S = 0.1
-MAX_INTERVAL_S = 86400.0  # a day
-
-
 def _a_number(value: float) -> float:
     """A float option that is a number (click's range lets `nan` through)."""
     if math.isnan(value):
@@ -352,8 +338,8 @@ def status(
         float,
         typer.Option(
             "--interval",
-            min=MIN_INTERVAL_S,
-            max=MAX_INTERVAL_S,
+            min=0.1,
+            max=86400.0,  # a day
             callback=_a_number,
             help="Seconds between refreshes.",
         ),
@@ -519,14 +505,10 @@ def cuda_check(
     from drgpu.commands import cuda_check as cuda_check_command  # lazy: start-up time
     from drgpu.ui.results import show_cuda_check  # lazy: start-up time
 
-    options = cuda_check_command.CudaCheckOptions(
-        service=service,
-        all_services=all_services,
-        run_id=run_id,
-        env_file=env_file,
-        evaluation=evaluation,
+    result = cuda_check_command.check_stack(
+        service, all_services=all_services, run_id=run_id, env_file=env_file, evaluation=evaluation
     )
-    _show(show_cuda_check, cuda_check_command.check_stack(options), json_output=json_output)
+    _show(show_cuda_check, result, json_output=json_output)
 
 
 @_command(

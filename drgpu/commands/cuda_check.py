@@ -25,19 +25,6 @@ from drgpu.host import engine
 
 
 @dataclass(frozen=True)
-class CudaCheckOptions:
-    """`drgpu cuda-check`'s host-side options: one `service`'s container or every GPU
-    service's (`all_services`, the SageMaker trainers included) of the run `run_id`
-    (None: DR_RUN_ID of `env_file`), or of its evaluation."""
-
-    service: str | None = None
-    all_services: bool = False
-    run_id: str | None = None
-    env_file: Path | None = None
-    evaluation: bool = False
-
-
-@dataclass(frozen=True)
 class CudaCheckResult:
     """What each checked container sees, judged, in the stack `project`."""
 
@@ -52,25 +39,30 @@ class CudaCheckResult:
         return CheckFailedError("a container does not see what it was given (see above)")
 
 
-def check_stack(options: CudaCheckOptions) -> CudaCheckResult:
-    """Run the probe, from the host, in each running container the options name (and in
-    each SageMaker trainer, with `all_services`), and judge what it saw there."""
-    inputs = InputOptions(
-        env_file=options.env_file, evaluation=options.evaluation, needs_files=False
-    )
-    target = resolved(inputs)
-    project = project_name(options.run_id or run_id_of(target), evaluation=options.evaluation)
+def check_stack(
+    service: str | None,
+    *,
+    all_services: bool,
+    run_id: str | None,
+    env_file: Path | None,
+    evaluation: bool,
+) -> CudaCheckResult:
+    """Run the probe, from the host, in `service`'s running container, or every GPU
+    service's and SageMaker trainer's with `all_services`, of run `run_id` (None: DR_RUN_ID
+    of `env_file`) or its evaluation; judge what it saw there."""
+    target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
+    project = project_name(run_id or run_id_of(target), evaluation=evaluation)
     containers = engine.project_containers(project)
     if not containers:
         raise DockerError(f"no containers of {project}: is the stack up?")
-    chosen = select(containers, options.service)
+    chosen = select(containers, service)
     for container in chosen:
         if container.state != "running":
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
     results = [judge(c, *probe_in(c, probe_arguments(expected_uuids(c)))) for c in chosen]
-    if options.all_services:
+    if all_services:
         trainers = sagemaker_trainers(containers)
         results += [judge_trainer(t, *probe_in(t.container, ["--json"])) for t in trainers]
     return CudaCheckResult(project, results)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ from drgpu.core.gpu_usage import holders_by_gpu
 from drgpu.errors import DockerError
 from drgpu.host import engine, nvml
 from drgpu.host.cuda import default_order
+from drgpu.host.process import meanwhile
 from drgpu.ui.talk import warn
 
 if TYPE_CHECKING:
@@ -38,12 +38,10 @@ def gpus() -> GpusResult:
         except DockerError as exc:
             found.append(exc)
 
-    asking = threading.Thread(target=ask_engine, daemon=True)
-    asking.start()
-    inventory = nvml.read_inventory()
-    if inventory.gpus:
-        inventory = replace(inventory, cuda_order=default_order(inventory))
-    asking.join()
+    with meanwhile(ask_engine):
+        inventory = nvml.read_inventory()
+        if inventory.gpus:
+            inventory = replace(inventory, cuda_order=default_order(inventory))
     if isinstance(found[0], DockerError):
         warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
         return GpusResult(inventory, None)

@@ -20,15 +20,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class PlanOptions:
-    """`drgpu plan`'s options: `inventory` plans against a topology file, not this host."""
-
-    inputs: InputOptions
-    inventory: Path | None = None
-    swarm: bool = False
-
-
-@dataclass(frozen=True)
 class PlanResult:
     """The plan to show (on Compose with its secret values masked), its Swarm view when
     the stack goes to Swarm, and the warnings about both."""
@@ -38,17 +29,17 @@ class PlanResult:
     warnings: tuple[Finding, ...]
 
 
-def plan(options: PlanOptions) -> PlanResult:
-    """Read the settings, stack and inventory, and plan."""
-    target = resolved(options.inputs)
+def plan(inputs: InputOptions, inventory: Path | None, *, swarm: bool) -> PlanResult:
+    """Read the settings, stack and inventory (a topology file, None: this host's), and plan."""
+    target = resolved(inputs)
     with inventory_file_offered():
         prepared = prepare_with(
-            settings(target), target, options.inventory, warn_unordered=True, swarm=options.swarm
+            settings(target), target, inventory, warn_unordered=True, swarm=swarm
         )
-    if prepared.config.deploys_to_swarm(options.swarm):
+    if prepared.config.deploys_to_swarm(swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of a plan on Compose
 
-        view = swarm_deploy.plan_view(prepared, this_host=options.inventory is None)
+        view = swarm_deploy.plan_view(prepared, this_host=inventory is None)
         config, reserving = prepared.config, [s.name for s in view.services if s.reserves]
         explicit = config.simulator_devices.selectors or config.simulator_devices.all
         key = config.simulator_key

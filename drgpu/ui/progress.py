@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,20 +14,13 @@ if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
 
 
-@dataclass(frozen=True)
-class _Line:
-    state: str
-    elapsed_s: float
-    failed: bool
-
-
 class UpProgress:
     """Fed `ProgressEvent`s (call it with one); a context manager around the start."""
 
     def __init__(self, *, quiet: bool = False) -> None:
         self._quiet = quiet
         self._start = time.monotonic()
-        self._lines: dict[str, _Line] = {}
+        self._lines: dict[str, tuple[str, float, bool]] = {}  # state, elapsed_s, failed
         self._live: Any = None
 
     def __enter__(self) -> UpProgress:
@@ -48,28 +40,26 @@ class UpProgress:
         if self._quiet:
             return
         last = self._lines.get(event.subject)
-        if last is not None and (last.state, last.failed) == (event.state, event.failed):
+        if last is not None and (last[0], last[2]) == (event.state, event.failed):
             return
-        line = _Line(event.state, time.monotonic() - self._start, event.failed)
-        self._lines[event.subject] = line
+        elapsed_s = time.monotonic() - self._start
+        self._lines[event.subject] = (event.state, elapsed_s, event.failed)
         if self._live is not None:
             self._live.update(self._view(), refresh=True)
         else:
             mark = "error: " if event.failed else ""
-            sys.stderr.write(
-                f"drgpu: {event.subject}: {mark}{event.state} ({line.elapsed_s:.1f}s)\n"
-            )
+            sys.stderr.write(f"drgpu: {event.subject}: {mark}{event.state} ({elapsed_s:.1f}s)\n")
 
     def _view(self) -> Text:
         from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
         width = max(len(subject) for subject in self._lines)
         view = Text()
-        for subject, line in self._lines.items():
-            done = line.state == "verified"
-            style = "bold red" if line.failed else "green" if done else ""
-            view.append(f"{'✗' if line.failed else '✓' if done else '·'} ", style)
-            view.append(f"{subject:<{width}}  {line.elapsed_s:5.1f}s  ")
-            view.append(f"{line.state}\n", style)
+        for subject, (state, elapsed_s, failed) in self._lines.items():
+            done = state == "verified"
+            style = "bold red" if failed else "green" if done else ""
+            view.append(f"{'✗' if failed else '✓' if done else '·'} ", style)
+            view.append(f"{subject:<{width}}  {elapsed_s:5.1f}s  ")
+            view.append(f"{state}\n", style)
         view.rstrip()
         return view

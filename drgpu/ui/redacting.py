@@ -18,15 +18,6 @@ def hide(secrets: Iterable[str]) -> None:
     _hidden.sort(key=len, reverse=True)
 
 
-def redacted(text: str) -> str:
-    """`text` with every hidden value masked."""
-    if not _hidden:
-        return text
-    from drgpu.core.redaction import redact  # lazy: start-up time: only once a secret is hidden
-
-    return redact(text, _hidden)
-
-
 class _Redacting(io.TextIOBase):
     """A text stream that masks every hidden value on its way to `stream`."""
 
@@ -35,7 +26,12 @@ class _Redacting(io.TextIOBase):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redacted(text))
+        if _hidden:
+            from drgpu.core.redaction import redact  # lazy: start-up time: only once one is hidden
+
+            self._stream.write(redact(text, _hidden))
+        else:
+            self._stream.write(text)
         return len(text)
 
     def flush(self) -> None:

@@ -13,6 +13,8 @@ from drgpu.ui.talk import note
 if TYPE_CHECKING:
     from drgpu.commands.report import Report
 
+_COLUMNS = ("Service", "GPU hours", "Energy", "Peak memory", "Mean util", "Throttled")
+
 
 def show_report(report: Report, *, json_output: bool) -> None:
     """The report as tables, or with `json_output` as JSON (its workers too)."""
@@ -24,15 +26,7 @@ def show_report(report: Report, *, json_output: bool) -> None:
         note(f"no GPU cost kept yet in {report.path}: `drgpu status --watch` keeps it")
     for run in runs:
         services = by_service(report.ledger, run)
-        table = _table(
-            f"GPU cost of run {run}",
-            "Service",
-            "GPU hours",
-            "Energy",
-            "Peak memory",
-            "Mean util",
-            "Throttled",
-        )
+        table = _table(f"GPU cost of run {run}", *_COLUMNS)
         total = Usage()
         for service, usage in services.items():
             _row(table, service, *_cells(usage))

@@ -37,10 +37,8 @@ def note(message: str) -> None:
 
 
 def one_line(text: str) -> str:
-    """`text` as one line a terminal shows as written: its whitespace runs (a newline)
-    one space, its other control characters (an escape, a NUL) written visibly (`\\x1b`).
-    What others wrote (a lock's labels, Compose's messages) cannot fake a line of drgpu's
-    or drive the terminal."""
+    """`text` as one line, each whitespace run (a newline) one space, `visible`: what others
+    wrote (a lock's labels, Compose's messages) cannot fake a line of drgpu's."""
     return visible(" ".join(text.split()))
 
 
