@@ -137,7 +137,6 @@ def _violation_samples(status: Status) -> list[Sample]:
 # --- InfluxDB line protocol ----------------------------------------------------------
 
 _TAG_SPECIALS = re.compile(r"([,= ])")
-_MEASUREMENT_SPECIALS = re.compile(r"([, ])")
 
 
 def escape_tag(text: str) -> str:
@@ -147,11 +146,6 @@ def escape_tag(text: str) -> str:
     line break, which line protocol cannot carry) written visibly with it (`\u29f5n`)."""
     flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return _TAG_SPECIALS.sub(r"\\\1", flat.replace("\\", "\u29f5"))
-
-
-def escape_measurement(text: str) -> str:
-    """A measurement name in line protocol: commas and spaces escaped."""
-    return _MEASUREMENT_SPECIALS.sub(r"\\\1", text)
 
 
 def quote_field(text: str) -> str:
@@ -180,9 +174,9 @@ def line_protocol(found: Iterable[Sample], time_ns: int) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _series_key(measurement: str, tags: tuple[tuple[str, str], ...]) -> str:
-    """`measurement,tag=value,...` escaped (the same few every refresh: kept)."""
-    tag_text = "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
-    return f"{escape_measurement(measurement)}{tag_text}"
+    """`measurement,tag=value,...`, the tags escaped (the measurements are drgpu's own names,
+    with nothing to escape; the same few keys every refresh: kept)."""
+    return measurement + "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
 
 
 def _float(value: float) -> str:
