@@ -83,13 +83,8 @@ def samples(status: Status) -> tuple[Sample, ...]:
     """Every sample of one snapshot: each GPU NVML can read (a lost GPU has none), each
     (run, service, role, GPU) with processes in a container, each (kind, run, service) of
     the violations."""
-    found: list[Sample] = []
-    for gpu in status.inventory.gpus:
-        if not gpu.lost:
-            found += _gpu_samples(gpu)
-    found += _process_samples(status)
-    found += _violation_samples(status)
-    return tuple(found)
+    gpus = [sample for gpu in status.inventory.gpus if not gpu.lost for sample in _gpu_samples(gpu)]
+    return (*gpus, *_process_samples(status), *_violation_samples(status))
 
 
 def _gpu_samples(gpu: Gpu) -> list[Sample]:
