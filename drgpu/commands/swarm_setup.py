@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,41 +14,16 @@ from drgpu.core import toolkit
 from drgpu.core.model import Inventory, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
-from drgpu.core.swarm_node import (
-    FAIL,
-    NodeState,
-    SetupReport,
-    report,
-    runs_trainer,
-    wanted_resources,
-)
+from drgpu.core.swarm_node import NodeState, SetupReport, report, runs_trainer, wanted_resources
 from drgpu.core.toolkit import ToolkitFacts
-from drgpu.errors import CheckFailedError, ConfigError, DockerError
+from drgpu.errors import ConfigError, DockerError
 from drgpu.host import files, nvml, process, swarm_engine
 from drgpu.host.files import base_stack_file, exists, load_inventory, load_stack
 
 
-@dataclass(frozen=True)
-class SwarmSetupResult:
-    """What this node needs for Swarm to hand out its GPUs, and what differs."""
-
-    report: SetupReport
-
-    @property
-    def failure(self) -> CheckFailedError | None:
-        """Exit 6 when daemon.json, the NVIDIA runtime's config or the engine differ."""
-        differing = [f for f in self.report.findings if f.level == FAIL]
-        if not differing:
-            return None
-        return CheckFailedError(
-            f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"
-            f", first: {differing[0].subject}: {differing[0].message}"
-        )
-
-
 def swarm_setup(
     inventory: Path | None, daemon_json: Path, toolkit_config: Path, env_file: Path | None
-) -> SwarmSetupResult:
+) -> SetupReport:
     """Read the GPUs of `inventory` (None: this host's), the settings (when there are any:
     their trainer's GPUs are kept from the swarm) and this node's state, and report."""
     gpus = load_inventory(inventory) if inventory is not None else nvml.read_inventory()
@@ -59,8 +33,7 @@ def swarm_setup(
     here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
     kept = trainer_gpus(config, gpus) if config is not None and here else ()
     wanted = wanted_resources(gpus, kept)
-    found = report(wanted, state, daemon_json, toolkit_config, kept=kept, trainer_here=here)
-    return SwarmSetupResult(found)
+    return report(wanted, state, daemon_json, toolkit_config, kept=kept, trainer_here=here)
 
 
 def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:

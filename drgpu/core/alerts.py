@@ -12,7 +12,7 @@ times in any minute; what the limits hold back is counted, never queued.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from drgpu.core.findings import Finding
@@ -80,6 +80,4 @@ def due(state: AlertState, status: Status, now: float) -> tuple[AlertState, tupl
         last_run[key] = now
         alerts.append(Alert(violation, now))
     present = frozenset(v.message for v in status.violations)
-    return replace(
-        state, present=present, last_run=last_run, recent=recent, held_back=held_back
-    ), tuple(alerts)
+    return AlertState(present, last_run, recent, held_back), tuple(alerts)

@@ -30,7 +30,6 @@ from drgpu.core.secrets import is_secret
 from drgpu.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WORD_SEPARATORS = re.compile(r"[ \t]+")  # bash's default IFS, less the newline
 # Outside quotes these start a command, a subshell, a redirection, brace or pathname
 # expansion: DRfC's loop would run, split or glob them.
 _REFUSED = {
@@ -151,7 +150,7 @@ def _read_line(
         return None
     if "\0" in line:
         raise _Unreadable("a NUL byte", "settings files are text")
-    words = [word for word in _WORD_SEPARATORS.split(line) if word]
+    words = [word for word in line.replace("\t", " ").split(" ") if word]  # bash's IFS, less \n
     if not words:
         return None
     try:

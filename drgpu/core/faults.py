@@ -140,11 +140,11 @@ def preflight(plan: Plan, health: Sequence[GpuHealth]) -> tuple[list[str], list[
     what it warns of: persistence mode off, less free memory than the services need (8 GiB
     a trainer, 1 GiB a simulator worker)."""
     wanted: dict[int, tuple[Gpu, int]] = {}
+    need = {Role.SIMULATOR: WORKER_MEMORY_MIB, Role.TRAINER: TRAINER_MIN_MEMORY_MIB}
+    need[Role.TRAINER_LAUNCHER] = TRAINER_MIN_MEMORY_MIB  # what its trainer will use
     for service in plan.services:
         if service.disabled:
             continue
-        need = {Role.SIMULATOR: WORKER_MEMORY_MIB, Role.TRAINER: TRAINER_MIN_MEMORY_MIB}
-        need[Role.TRAINER_LAUNCHER] = TRAINER_MIN_MEMORY_MIB  # what its trainer will use
         for device in service.devices:
             gpu, needed = wanted.get(device.gpu.index, (device.gpu, 0))
             wanted[gpu.index] = gpu, needed + need.get(service.role, 0) * (device.mig is None)

@@ -83,13 +83,8 @@ def samples(status: Status) -> tuple[Sample, ...]:
     """Every sample of one snapshot: each GPU NVML can read (a lost GPU has none), each
     (run, service, role, GPU) with processes in a container, each (kind, run, service) of
     the violations."""
-    found: list[Sample] = []
-    for gpu in status.inventory.gpus:
-        if not gpu.lost:
-            found += _gpu_samples(gpu)
-    found += _process_samples(status)
-    found += _violation_samples(status)
-    return tuple(found)
+    gpus = [sample for gpu in status.inventory.gpus if not gpu.lost for sample in _gpu_samples(gpu)]
+    return (*gpus, *_process_samples(status), *_violation_samples(status))
 
 
 def _gpu_samples(gpu: Gpu) -> list[Sample]:
@@ -137,7 +132,6 @@ def _violation_samples(status: Status) -> list[Sample]:
 # --- InfluxDB line protocol ----------------------------------------------------------
 
 _TAG_SPECIALS = re.compile(r"([,= ])")
-_MEASUREMENT_SPECIALS = re.compile(r"([, ])")
 
 
 def escape_tag(text: str) -> str:
@@ -147,11 +141,6 @@ def escape_tag(text: str) -> str:
     line break, which line protocol cannot carry) written visibly with it (`\u29f5n`)."""
     flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return _TAG_SPECIALS.sub(r"\\\1", flat.replace("\\", "\u29f5"))
-
-
-def escape_measurement(text: str) -> str:
-    """A measurement name in line protocol: commas and spaces escaped."""
-    return _MEASUREMENT_SPECIALS.sub(r"\\\1", text)
 
 
 def quote_field(text: str) -> str:
@@ -180,9 +169,9 @@ def line_protocol(found: Iterable[Sample], time_ns: int) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _series_key(measurement: str, tags: tuple[tuple[str, str], ...]) -> str:
-    """`measurement,tag=value,...` escaped (the same few every refresh: kept)."""
-    tag_text = "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
-    return f"{escape_measurement(measurement)}{tag_text}"
+    """`measurement,tag=value,...`, the tags escaped (the measurements are drgpu's own names,
+    with nothing to escape; the same few keys every refresh: kept)."""
+    return measurement + "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
 
 
 def _float(value: float) -> str:

@@ -10,7 +10,6 @@ DOCKER_RESOURCE_; nvidia-container-toolkit#57 is the mismatch this avoids).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +21,11 @@ from drgpu.core.labels import split_list
 from drgpu.core.model import Inventory
 from drgpu.core.modes import SwarmGpus, choices, member
 from drgpu.core.placement import locate
-from drgpu.core.toolkit import ToolkitFacts, generic_resources_problem
-from drgpu.errors import ConfigError
+from drgpu.errors import CheckFailedError, ConfigError
 
 if TYPE_CHECKING:
     from drgpu.core.facts import EngineFacts
+    from drgpu.core.toolkit import ToolkitFacts
 
 # Swarm's GPU conventions: the resource kind, the variable the engine sets, the node labels.
 GPU_KIND = "NVIDIA-GPU"
@@ -37,7 +36,6 @@ RUNTIME = "nvidia"
 RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
-_GPU_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
 
 
 OK, FAIL, NOTE = Level.OK, Level.FAIL, Level.NOTE  # FAIL: the node differs, and must change
@@ -64,6 +62,17 @@ class SetupReport:
     daemon_json: Mapping[str, Any]
     toolkit_path: Path
     findings: tuple[Finding, ...]
+
+    @property
+    def failure(self) -> CheckFailedError | None:
+        """Exit 6 when daemon.json, the NVIDIA runtime's config or the engine differ."""
+        differing = [f for f in self.findings if f.level == FAIL]
+        if not differing:
+            return None
+        return CheckFailedError(
+            f"this node is not set up for Swarm GPUs: {len(differing)} difference(s)"
+            f", first: {differing[0].subject}: {differing[0].message}"
+        )
 
 
 def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[str, ...]:
@@ -130,7 +139,7 @@ def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
         kind, _, value = entry.partition("=")
         if kind == GPU_KIND:
             ours.append(entry)
-        elif _GPU_UUID.match(value):
+        elif value[:4].upper() in ("GPU-", "MIG-"):
             misnamed.append(entry)
     return ours, misnamed
 
@@ -176,17 +185,16 @@ def _daemon_json_findings(
         f"{path}: node-generic-resources", resources, have, "add them", kept
     )
     runtime = document.get("default-runtime")
-    why = "Swarm cannot choose a runtime per service, so it must be"
-    findings.append(
-        Finding(f"{path}: default-runtime", OK, RUNTIME)
-        if runtime == RUNTIME
-        else Finding(
-            f"{path}: default-runtime", FAIL, f"{runtime or 'unset (runc)'}; {why} {RUNTIME!r}"
-        )
-    )
+    why = f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it must be"
+    findings.append(_runtime_finding(f"{path}: default-runtime", runtime, f"{why} {RUNTIME!r}"))
     if RUNTIME not in (document.get("runtimes") or {}):
         findings.append(Finding(f"{path}: runtimes", FAIL, f"no {RUNTIME!r} runtime entry"))
     return findings
+
+
+def _runtime_finding(subject: str, runtime: object, wrong: str) -> Finding:
+    """OK where `runtime` is the NVIDIA runtime, else FAIL saying what is `wrong`."""
+    return Finding(subject, OK, RUNTIME) if runtime == RUNTIME else Finding(subject, FAIL, wrong)
 
 
 def _toolkit_finding(state: NodeState, path: Path) -> Finding:
@@ -206,6 +214,8 @@ def _toolkit_finding(state: NodeState, path: Path) -> Finding:
 def _toolkit_mode_findings(toolkit: ToolkitFacts, path: Path) -> list[Finding]:
     """The toolkit's version and runtime mode: 1.18.x in jit-cdi mode (its default) ignores
     swarm-resource, so reserving tasks would get no GPU."""
+    from drgpu.core.toolkit import generic_resources_problem  # lazy: swarm-setup's alone
+
     if toolkit.version is None and not toolkit.config_found:
         return []  # no toolkit here: the swarm-resource finding says config.toml is absent
     subject = f"{path}: mode"
@@ -235,11 +245,8 @@ def _engine_findings(
         kept,
     )
     absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
-    findings.append(
-        Finding("engine: default runtime", OK, RUNTIME)
-        if engine.default_runtime == RUNTIME
-        else Finding("engine: default runtime", FAIL, engine.default_runtime + absent)
-    )
+    runtime = engine.default_runtime
+    findings.append(_runtime_finding("engine: default runtime", runtime, runtime + absent))
     if engine.swarm_state != "active":
         joined = f"{engine.swarm_state}: `docker swarm init` or `join`"
         findings.append(Finding("engine: swarm", FAIL, joined))

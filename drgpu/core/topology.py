@@ -31,8 +31,8 @@ def pci_bus_id(text: str) -> str | None:
     return normalize_pci_bus_id(text)
 
 
-def normalize_pci_bus_id(text: str) -> str:
-    """NVML's spelling of a PCI bus id: `00000000:81:00.0`; ValueError if not one."""
+def checked_pci_bus_id(text: str) -> str:
+    """`pci_bus_id`, but a ValueError where `text` is no PCI bus id."""
     if (spelling := pci_bus_id(text)) is None:
         raise ValueError(f"not a PCI bus id: {text!r}")
     return spelling
@@ -185,7 +185,7 @@ def _gpu_from_json(item: Any) -> Gpu:
         raise KeyError("uuid")
     bus = _text(item, "pci_bus_id", "")
     if error is None or pci_bus_id(bus):
-        bus = normalize_pci_bus_id(bus)
+        bus = checked_pci_bus_id(bus)
     mig_mode = item.get("mig_mode", False)
     if not isinstance(mig_mode, bool):
         raise ValueError(f"mig_mode {_short(repr(mig_mode))} is not true or false")

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from drgpu.core.model import Gpu, GpuEvent, GpuHealth, GpuProcess, Inventory, MigDevice
-from drgpu.core.topology import merge_processes, normalize_pci_bus_id
+from drgpu.core.topology import checked_pci_bus_id, merge_processes
 from drgpu.errors import NvmlUnavailableError
 from drgpu.host import trace
 
@@ -135,7 +135,7 @@ def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
         index=index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
         name=_text(nvml.nvmlDeviceGetName(handle)) or "",
-        pci_bus_id=normalize_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
+        pci_bus_id=checked_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
         memory_total_mib=total,
         memory_used_mib=used,
         compute_capability=(int(major), int(minor)),

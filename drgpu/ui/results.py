@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from drgpu.commands.gpus import GpusResult
     from drgpu.commands.plan import PlanResult
     from drgpu.commands.status import StatusResult
-    from drgpu.commands.swarm_setup import SwarmSetupResult
     from drgpu.commands.up import Deployed, Started
+    from drgpu.core.swarm_node import SetupReport
     from drgpu.targets.compose_override import Rendered
 
 
@@ -94,12 +94,11 @@ def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
         tables.check_table(result.project, result.results)
 
 
-def show_swarm_setup(result: SwarmSetupResult, *, json_output: bool) -> None:
+def show_swarm_setup(setup: SetupReport, *, json_output: bool) -> None:
     """`drgpu swarm-setup`: what this node needs, and what differs."""
     from drgpu.core import swarm_node as node  # lazy: start-up time
     from drgpu.ui.documents import swarm_setup_document  # lazy: start-up time
 
-    setup = result.report
     if json_output:
         tables.print_json(swarm_setup_document(setup))
         return

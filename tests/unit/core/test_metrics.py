@@ -130,7 +130,6 @@ def test_tag_escaping(text: str, escaped: str) -> None:
 
 def test_string_fields_are_quoted() -> None:
     assert metrics.quote_field('say "hi" \\ there') == '"say \\"hi\\" \\\\ there"'
-    assert metrics.escape_measurement("a b,c=d") == "a\\ b\\,c=d"
 
 
 @pytest.mark.parametrize(

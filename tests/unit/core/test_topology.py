@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
-from drgpu.core.topology import inventory_from_json, inventory_to_json, normalize_pci_bus_id
+from drgpu.core.topology import checked_pci_bus_id, inventory_from_json, inventory_to_json
 from drgpu.errors import ConfigError
 from drgpu.host.files import load_inventory
 
@@ -159,7 +159,7 @@ def test_init_error_is_kept() -> None:
     ],
 )
 def test_bus_ids_are_normalized_to_nvml_spelling(text: str, spelling: str) -> None:
-    assert normalize_pci_bus_id(text) == spelling
+    assert checked_pci_bus_id(text) == spelling
 
 
 @pytest.mark.parametrize(
