@@ -270,18 +270,17 @@ def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
 
 def daemon_facts() -> EngineFacts:
     """The engine's version, runtimes and CDI settings (DockerError when unreachable)."""
-    with docker_api.connected() as engine:
-        info = engine.call("GET", "/info").checked("say what it is", 200)
-        version = engine.call("GET", "/version").checked("say its version", 200)
-    return daemon_facts_of(info, version)
+    answer = docker_api.call("GET", "/info")
+    return daemon_facts_of(answer.checked("say what it is", 200), answer.headers)
 
 
-def daemon_facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> EngineFacts:
-    """The facts of the engine's `/info` and `/version` answers (`DiscoveredDevices`, Docker
-    28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`, kept as `cdi:<ID>`)."""
+def daemon_facts_of(info: Mapping[str, Any], headers: Mapping[str, str]) -> EngineFacts:
+    """The facts of the engine's `/info` answer and its headers (`Api-Version`;
+    `DiscoveredDevices`, Docker 28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`,
+    kept as `cdi:<ID>`)."""
     return EngineFacts(
-        version=str(version.get("Version") or info.get("ServerVersion") or ""),
-        api_version=str(version.get("ApiVersion") or ""),
+        version=str(info.get("ServerVersion") or ""),
+        api_version=headers.get("api-version", ""),
         runtimes=tuple(sorted(info.get("Runtimes") or {})),
         default_runtime=str(info.get("DefaultRuntime") or ""),
         discovered_devices=tuple(

@@ -326,14 +326,15 @@ def engine_facts() -> EngineFacts:
     """This node's engine: runtimes, advertised generic resources, Swarm state and labels,
     and on a manager every node of the swarm (one listing)."""
     with docker_api.connected() as engine:
-        info = engine.call("GET", "/info").checked("say what it is", 200)
+        answer = engine.call("GET", "/info")
+        info = answer.checked("say what it is", 200)
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
         nodes = tuple(_nodes(engine) or ()) if manager else ()
         here = next((node.labels for node in nodes if node.id == swarm.get("NodeID")), {})
         node_labels = here if manager else None
     return replace(
-        daemon_facts_of(info, {}),
+        daemon_facts_of(info, answer.headers),
         generic_resources=tuple(
             _resource_text(resource) for resource in info.get("GenericResources") or []
         ),

@@ -92,12 +92,14 @@ def test_a_cdi_device_request_and_the_engines_cdi_facts_are_read() -> None:
         (),
     )
     info = {
+        "ServerVersion": "28.3.0",
         "Runtimes": {"runc": {}},
         "DefaultRuntime": "runc",
         "DiscoveredDevices": [{"Source": "cdi", "ID": f"nvidia.com/gpu={M40}"}],
         "CgroupDriver": "systemd",
     }
-    daemon = engine.daemon_facts_of(info, {"Version": "28.3.0", "ApiVersion": "1.51"})
+    daemon = engine.daemon_facts_of(info, {"api-version": "1.51"})
+    assert (daemon.version, daemon.api_version) == ("28.3.0", "1.51")
     assert daemon.discovered_devices == (f"cdi:nvidia.com/gpu={M40}",)
     assert daemon.cgroup_driver == "systemd"
     older = engine.daemon_facts_of({"ServerVersion": "20.10.24"}, {})
