@@ -39,8 +39,7 @@ _INIT_FAILURES = {
 
 
 def preload() -> None:
-    """Import the NVML binding ahead of use (it takes a while), e.g. in a thread; when it
-    is missing, `nvml_session` says so once used."""
+    """Import the NVML binding ahead of use (it takes a while), e.g. in a thread."""
     with suppress(ImportError):
         import pynvml  # noqa: F401
 
@@ -113,14 +112,10 @@ def inventory_from_nvml(nvml: Any) -> Inventory:
 
 def _gpu(nvml: Any, index: int) -> Gpu:
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        return _describe(nvml, handle, index)
-    except nvml.NVMLError_GpuIsLost:
-        return Gpu(
-            index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost"
-        )
+        return _describe(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index)
     except nvml.NVMLError as exc:
-        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=str(exc))
+        error = "gpu_is_lost" if isinstance(exc, nvml.NVMLError_GpuIsLost) else str(exc)
+        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=error)
 
 
 def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
@@ -211,18 +206,15 @@ class _ProcessInfoV2(ctypes.Structure):
 
 
 class _ProcessInfoV3Cc(ctypes.Structure):
-    """The _v3 layout some drivers shipped (with confidential-computing memory): those
-    with nvmlDeviceGetConfComputeMemSizeInfo and without
-    nvmlDeviceGetRunningProcessDetailList (nvitop tells them apart the same way)."""
+    """The _v3 layout (with confidential-computing memory) of drivers that have
+    nvmlDeviceGetConfComputeMemSizeInfo but not ...RunningProcessDetailList (as nvitop)."""
 
     _fields_ = [*_ProcessInfoV2._fields_, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
 
 
 def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
-    """(PID, used bytes) of each process a `nvmlDeviceGet{Compute,Graphics}RunningProcesses`
-    query lists, through its newest version this driver has (_v3, then _v2, then v1): a
-    version the driver lacks (no symbol, or FUNCTION_NOT_FOUND) is skipped; an NVMLError
-    when none can run."""
+    """(PID, used bytes) of each process `query` lists, through the newest version of it
+    this driver has (_v3, _v2, v1; FUNCTION_NOT_FOUND skips one); else an NVMLError."""
     last: Exception | None = None
     for suffix in PROCESS_QUERY_VERSIONS:
         try:
@@ -286,9 +278,8 @@ def _field(nvml: Any, query: Callable[[], T]) -> T | None:
 
 
 def watched_inventory(nvml: Any, *, restart: bool) -> Inventory:
-    """The inventory for a watch that keeps its session: an NVML failure (the driver
-    reloaded, a call timed out) is an NvmlUnavailableError; with `restart`, NVML is shut
-    down and started again first (as after such a failure)."""
+    """The inventory for a watch that keeps its session (with `restart`, NVML restarted
+    first); an NVML failure (the driver reloaded) is an NvmlUnavailableError."""
     try:
         if restart:
             with suppress(nvml.NVMLError):
@@ -312,8 +303,7 @@ def read_health() -> tuple[GpuHealth, ...]:
 
 
 def health_from_nvml(nvml: Any, count: int) -> tuple[GpuHealth, ...]:
-    """The health and counters of the first `count` GPUs, field by field (None where NVML
-    cannot give one); a lost GPU has none."""
+    """The health of the first `count` GPUs (a field NVML cannot give: None; a lost GPU: none)."""
     found = []
     for index in range(count):
         with suppress(nvml.NVMLError):
@@ -346,10 +336,9 @@ def _flag(value: Any) -> bool | None:
 
 
 class EventFollower:
-    """A thread that waits on NVML's event set (critical Xid and double-bit ECC errors of
-    every GPU) and keeps the last `EVENTS_KEPT` events; `unsupported` says why none can be
-    followed on this driver. NVML failing (the driver reloaded) makes it wait and start a
-    new event set."""
+    """A thread keeping the last `EVENTS_KEPT` events (critical Xid, double-bit ECC) of every
+    GPU; `unsupported` says why none can be followed. When NVML fails (the driver reloaded)
+    it waits and starts a new event set."""
 
     EVENTS_KEPT = 64
 
@@ -414,8 +403,7 @@ def _address(handle: Any) -> int | None:
 
 
 def persistence_modes(nvml: Any) -> tuple[bool | None, ...]:
-    """Each GPU's persistence mode, by NVML index, through an initialised pynvml module;
-    None where NVML cannot tell (a lost GPU, a driver without it)."""
+    """Each GPU's persistence mode by NVML index; None where NVML cannot tell."""
     modes: list[bool | None] = []
     for index in range(nvml.nvmlDeviceGetCount()):
         try:

@@ -88,12 +88,11 @@ def proofs_on_nodes(
 def on_nodes(
     name: str, source: str, jobs: Mapping[str, tuple[str, list[str], list[str]]]
 ) -> dict[str, tuple[list[dict[str, Any]], str | None]]:
-    """Run drgpu's probe (`source`) on other nodes: one one-shot global job per node
-    (`jobs`: node id: image, the probe's arguments, environment), constrained to it, with
-    the node's engine socket (at DRGPU_NODE_SOCKET, a Swarm template such as
-    `/run/{{.Node.ID}}.sock`; else where drgpu reaches this engine's, or the default) and
-    the host's /proc read-only at /host/proc; each job read with `service logs` and
-    removed. The JSON objects each job printed, and why it failed (None: it completed)."""
+    """Run drgpu's probe (`source`) in a one-shot job on each node (`jobs`: node id: image,
+    the probe's arguments, environment) with the node's engine socket (DRGPU_NODE_SOCKET, a
+    Swarm template such as `/run/{{.Node.ID}}.sock`, else this engine's) and its /proc at
+    /host/proc, read with `service logs` and removed: the JSON objects each job printed, and
+    why it failed (None: it completed)."""
     said: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
     with docker_api.connected() as engine:
         made = {
@@ -290,8 +289,7 @@ def _resource_text(resource: Mapping[str, Any]) -> str:
 
 def stack_leftovers(namespace: str) -> dict[str, int]:
     """How many services, tasks, containers (on this node) and networks of a stack are left
-    (a removed service's tasks linger a moment: `docker stack ps`, which DRfC's start
-    script asks, still lists them)."""
+    (a removed service's tasks linger: `docker stack ps`, which DRfC's start asks, lists them)."""
     label = _stack(namespace)
     with docker_api.connected() as engine:
         networks = engine.call("GET", f"/networks?filters={filters(label)}")
