@@ -8,7 +8,6 @@ sizes) and one that breaks HTTP is an error. No SDK: it takes longer to import t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -16,7 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +142,8 @@ def _json_of(path: Path, what: str) -> dict[str, Any]:
 def _context_address(config_dir: str, name: str) -> Address:
     """Context `name`'s docker endpoint (contexts/meta/SHA256(name)/meta.json): TLS when its
     store holds TLS material (contexts/tls/SHA256(name)/docker) or it skips verification."""
+    import hashlib  # lazy: only a context needs it, and its import takes a while
+
     digest = hashlib.sha256(name.encode()).hexdigest()
     meta = _json_of(Path(config_dir, "contexts", "meta", digest, "meta.json"), "docker context")
     if not meta:
@@ -165,7 +166,6 @@ class Answer:
 
     status: int
     body: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
 
     def checked(self, what: str, *ok: int, kind: type = dict) -> Any:
         """The JSON body, a `kind` (None when empty and not a 200 or 201), when the status
@@ -293,7 +293,7 @@ class Connection:
         to_the_end = not bodiless and "content-length" not in headers and not chunked
         if to_the_end or headers.get("connection", "").lower() == "close":
             self.close()  # the body ran to the end of the connection, or the engine ends it
-        return Answer(status, body, headers)
+        return Answer(status, body)
 
     def _left(self) -> float:
         left = self._deadline - time.monotonic()

@@ -137,9 +137,8 @@ def _reason(exc: OSError) -> str:
 
 
 def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
-    """The settings of what the command line names: `target.env_file`, then its run.env
-    (`settings_files` chooses), evaluated against `environ` (default: this process's
-    environment, never changed) as `drgpu.core.settings.config_from_texts` says."""
+    """The settings of what the command line names (`settings_files` chooses the files),
+    evaluated against `environ` (default: this process's, never changed)."""
     run_env = target.run_env or target.env_file.with_name("run.env")
     existing = {path for path in (target.env_file, run_env) if exists(path)}
     chosen = settings_files(target.env_file, target.run_env, existing, drfc=target.drfc_settings)
@@ -260,11 +259,11 @@ def optional_text(path: Path) -> str | None:
         raise ConfigError(f"cannot be read: {exc.message}") from None
 
 
-def nvidia_device_nodes(dev: Path = Path("/dev")) -> dict[str, tuple[int, int]]:
+def nvidia_device_nodes() -> dict[str, tuple[int, int]]:
     """Each NVIDIA character device node (`/dev/nvidia*`, `/dev/nvidia-caps/*` aside) with
     its major:minor."""
     found: dict[str, tuple[int, int]] = {}
-    for node in sorted(dev.glob("nvidia*")):
+    for node in sorted(Path("/dev").glob("nvidia*")):
         try:
             info = node.stat()
         except OSError:
@@ -274,9 +273,9 @@ def nvidia_device_nodes(dev: Path = Path("/dev")) -> dict[str, tuple[int, int]]:
     return found
 
 
-def char_links(dev_char: Path = Path("/dev/char")) -> frozenset[str]:
+def char_links() -> frozenset[str]:
     """The `major:minor` names in /dev/char (systemd's links to device nodes)."""
     try:
-        return frozenset(entry.name for entry in dev_char.iterdir())
+        return frozenset(entry.name for entry in Path("/dev/char").iterdir())
     except OSError:
         return frozenset()

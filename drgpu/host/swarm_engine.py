@@ -327,15 +327,14 @@ def engine_facts() -> EngineFacts:
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
         nodes = tuple(_nodes(engine) or ()) if manager else ()
-        here = next((node.labels for node in nodes if node.id == swarm.get("NodeID")), {})
-        node_labels = here if manager else None
+        here = next((dict(node.labels) for node in nodes if node.id == swarm.get("NodeID")), {})
     return replace(
         daemon_facts_of(info, {}),
         generic_resources=tuple(
             _resource_text(resource) for resource in info.get("GenericResources") or []
         ),
         swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
-        node_labels=None if node_labels is None else dict(node_labels),
+        node_labels=here if manager else None,
         node_id=str(swarm.get("NodeID") or ""),
         nodes=nodes,
     )
