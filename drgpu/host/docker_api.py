@@ -1,6 +1,6 @@
 """The one way to the Docker engine: its HTTP API, spoken directly (HTTP/1.1, kept alive)
-on a unix socket or a `tcp://` host that `engine_address` resolves (DOCKER_HOST, else a
-Docker context, else the local socket); `program_environment` hands that same engine to
+on a unix socket or a `tcp://` host that `engine_address` resolves as the docker CLI does
+(DOCKER_HOST, else a Docker context, else the default); `program_environment` hands it to
 every program drgpu runs. Every answer is bounded (a total deadline, header and body
 sizes) and one that breaks HTTP is an error. No SDK: it takes longer to import than
 `drgpu down` may take in all.
@@ -31,7 +31,8 @@ MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MIN_API_VERSION = (1, 41)  # Docker 20.10
 DEFAULT_SOCKET = "/var/run/docker.sock"
-# What points a docker CLI at an engine: drgpu sets them for every program it runs.
+# What points a docker CLI at an engine (besides config.json's context): drgpu replaces them
+# for every program it runs.
 ENGINE_KEYS: tuple[str, ...] = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS", "DOCKER_TLS_VERIFY")
 ENGINE_KEYS += ("DOCKER_CERT_PATH",)
 _UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST (or the docker context) right?"
