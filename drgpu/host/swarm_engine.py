@@ -42,14 +42,11 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
     """Every task of every service of a Swarm stack (the manager sees all nodes')."""
     with docker_api.connected() as engine:
         tasks = [
-            (str((service.get("Spec") or {}).get("Name") or ""), task)
+            _task_facts(str((service.get("Spec") or {}).get("Name") or ""), task)
             for service in _services(engine, namespace)
             for task in _tasks(engine, {"service": str(service["ID"])}, "list a service's tasks")
         ]
-    return sorted(
-        (_task_facts(name, task) for name, task in tasks),
-        key=lambda task: (task.service, task.slot, task.id),
-    )
+    return sorted(tasks, key=lambda task: (task.service, task.slot, task.id))
 
 
 def task_log_tail(task_id: str, lines: int) -> list[str]:
