@@ -185,9 +185,6 @@ def _processes(nvml: Any, handle: Any) -> tuple[tuple[GpuProcess, ...], str | No
     return merge_processes(found), None
 
 
-PROCESS_QUERY_VERSIONS = ("_v3", "_v2", "")  # newest first, as nvitop falls back
-
-
 class _ProcessInfoV1(ctypes.Structure):
     """nvmlProcessInfo_v1_t: what the unversioned process queries fill (drivers < 510)."""
 
@@ -215,19 +212,13 @@ class _ProcessInfoV3Cc(ctypes.Structure):
 def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
     """(PID, used bytes) of each process `query` lists, through the newest version of it
     this driver has (_v3, _v2, v1; FUNCTION_NOT_FOUND skips one); else an NVMLError."""
-    last: Exception | None = None
-    for suffix in PROCESS_QUERY_VERSIONS:
-        try:
+    for suffix in ("_v3", "_v2"):  # newest first, as nvitop falls back
+        with suppress(nvml.NVMLError_FunctionNotFound):
             return _process_query(nvml, handle, query + suffix, _info_layout(nvml, suffix))
-        except nvml.NVMLError_FunctionNotFound as exc:
-            last = exc
-    assert last is not None
-    raise last
+    return _process_query(nvml, handle, query, _ProcessInfoV1)
 
 
 def _info_layout(nvml: Any, suffix: str) -> type[ctypes.Structure]:
-    if suffix == "":
-        return _ProcessInfoV1
     confidential = _has(nvml, "nvmlDeviceGetConfComputeMemSizeInfo")
     if suffix == "_v3" and confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList"):
         return _ProcessInfoV3Cc
