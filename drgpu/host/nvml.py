@@ -157,19 +157,13 @@ def _memory(nvml: Any, handle: Any) -> tuple[int, int]:
 
 
 def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
-    found = []
+    migs = []
     for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
-        try:
-            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-        except nvml.NVMLError_NotFound:
-            continue
-        found.append(
-            MigDevice(
-                uuid=_text(nvml.nvmlDeviceGetUUID(mig)) or "",
-                memory_total_mib=_memory(nvml, mig)[0],
-            )
-        )
-    return tuple(found)
+        with suppress(nvml.NVMLError_NotFound):  # an empty slot
+            migs.append(nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
+    return tuple(
+        MigDevice(_text(nvml.nvmlDeviceGetUUID(mig)) or "", _memory(nvml, mig)[0]) for mig in migs
+    )
 
 
 def _processes(nvml: Any, handle: Any) -> tuple[tuple[GpuProcess, ...], str | None]:
