@@ -42,12 +42,10 @@ def find_compose(settings: Mapping[str, str]) -> tuple[str, ...]:
         (Path(directory).expanduser() / "docker-compose").is_file() for directory in _PLUGIN_DIRS
     ):
         return (docker, "compose")
-    beside_python = Path(sys.executable).parent / "docker-compose"
-    standalone = shutil.which("docker-compose") or (
-        str(beside_python) if beside_python.is_file() else None
-    )
-    if standalone:
+    if standalone := shutil.which("docker-compose"):
         return (standalone,)
+    if (beside_python := Path(sys.executable).parent / "docker-compose").is_file():
+        return (str(beside_python),)
     raise DockerError(
         "no Docker Compose found",
         hint="install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE",

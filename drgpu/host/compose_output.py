@@ -7,16 +7,16 @@ from __future__ import annotations
 import re
 
 # Compose v2 logs through logrus: `time="..." level=warning msg="..."`; older ones and
-# the docker CLI write `WARN[0000] ...` or `WARNING: ...`.
-_LOGRUS = re.compile(r'\blevel=(?P<level>warning|warn)\b.*?\bmsg="(?P<msg>(?:[^"\\]|\\.)*)"')
-_SHORT = re.compile(r"^\s*(?:WARN\[\d+\]|WARNING:)\s*(?P<msg>.+)$")
+# the docker CLI write `WARN[0000] ...` or `WARNING: ...`. The patterns are compiled (and
+# cached by `re`) at their first use, not at start-up.
+_LOGRUS = r'\blevel=(?P<level>warning|warn)\b.*?\bmsg="(?P<msg>(?:[^"\\]|\\.)*)"'
+_SHORT = r"^\s*(?:WARN\[\d+\]|WARNING:)\s*(?P<msg>.+)$"
 # ` Container deepracer-0-rl_coach-1  Started`, ` Network x  Created`, `[+] Running 3/3`
-_PROGRESS = re.compile(
+_PROGRESS = (
     r"^\s*(?:\[\+\]\s.*|(?:Container|Network|Volume|Image)\s+\S+\s+"
     r"(?:Creating|Created|Starting|Started|Stopping|Stopped|Removing|Removed|Recreate|"
     r"Recreated|Running|Waiting|Healthy|Exited|Pulling|Pulled|Skipped|Warning)\b.*)$"
 )
-_ESCAPES = re.compile(r"\\(.)")
 
 
 def compose_warnings(text: str) -> tuple[str, ...]:
@@ -27,10 +27,10 @@ def compose_warnings(text: str) -> tuple[str, ...]:
 
 def _warning(line: str) -> str | None:
     """The message of a warning line of Compose's (None for any other line)."""
-    logrus = _LOGRUS.search(line)
+    logrus = re.search(_LOGRUS, line)
     if logrus:
-        return _ESCAPES.sub(r"\1", logrus["msg"]).strip()
-    short = _SHORT.match(line)
+        return re.sub(r"\\(.)", r"\1", logrus["msg"]).strip()
+    short = re.match(_SHORT, line)
     return short["msg"].strip() if short else None
 
 
@@ -40,7 +40,7 @@ def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:
     return tuple(
         line.rstrip()
         for line in (*stdout.splitlines(), *stderr.splitlines())
-        if line.strip() and not _PROGRESS.match(line) and _warning(line) is None
+        if line.strip() and not re.match(_PROGRESS, line) and _warning(line) is None
     )
 
 

@@ -1,6 +1,6 @@
 """The one way to the Docker engine: its HTTP API, spoken directly (HTTP/1.1, kept alive)
-on a unix socket or a `tcp://` host that `engine_address` resolves (DOCKER_HOST, else a
-Docker context, else the local socket); `program_environment` hands that same engine to
+on a unix socket or a `tcp://` host that `engine_address` resolves as the docker CLI does
+(DOCKER_HOST, else a Docker context, else the default); `program_environment` hands it to
 every program drgpu runs. Every answer is bounded (a total deadline, header and body
 sizes) and one that breaks HTTP is an error. No SDK: it takes longer to import than
 `drgpu down` may take in all.
@@ -8,7 +8,6 @@ sizes) and one that breaks HTTP is an error. No SDK: it takes longer to import t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -16,7 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,8 @@ MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MIN_API_VERSION = (1, 41)  # Docker 20.10
 DEFAULT_SOCKET = "/var/run/docker.sock"
-# What points a docker CLI at an engine: drgpu sets them for every program it runs.
+# What points a docker CLI at an engine (besides config.json's context): drgpu replaces them
+# for every program it runs.
 ENGINE_KEYS: tuple[str, ...] = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS", "DOCKER_TLS_VERIFY")
 ENGINE_KEYS += ("DOCKER_CERT_PATH",)
 _UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST (or the docker context) right?"
@@ -66,39 +66,41 @@ class Address:
 
 
 def use_settings(values: Mapping[str, str]) -> None:
-    """Let the engine settings of system.env count, as they do for Compose, which reads
-    them over the process's environment."""
+    """Let system.env's engine settings count over the environment, as for Compose."""
     _settings.clear()
     _settings.update({key: values[key] for key in ENGINE_KEYS if key in values})
 
 
 def program_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """`environment` pointed at the engine drgpu speaks to, and no other: DOCKER_HOST (and
-    its TLS) set, DOCKER_CONTEXT unset; system.env's engine settings count (`use_settings`)."""
+    """`environment` pointed at drgpu's engine alone: DOCKER_HOST (and TLS) set, DOCKER_CONTEXT
+    unset; system.env's engine settings count (`use_settings`)."""
     kept = {key: value for key, value in environment.items() if key not in ENGINE_KEYS}
     return kept | engine_address({**environment, **_settings}).exported()
 
 
 def engine_address(environment: Mapping[str, str]) -> Address:
-    """The engine: DOCKER_HOST (TLS when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty,
-    verified with the latter, certificates in DOCKER_CERT_PATH else the config folder);
-    else the context DOCKER_CONTEXT names, else the config's currentContext (config.json in
-    DOCKER_CONFIG, else ~/.docker); else the local socket."""
+    """The engine the docker CLI picks: a non-empty DOCKER_HOST wins; else the context
+    DOCKER_CONTEXT names, else config.json's currentContext (in DOCKER_CONFIG, else
+    ~/.docker), unless "default"; else DOCKER_HOST's default (the local socket, or
+    tcp://localhost:2376 with TLS). TLS when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty,
+    verified with the latter; certificates in DOCKER_CERT_PATH, else the config folder."""
     config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
-    if not environment.get("DOCKER_HOST"):
+    host = environment.get("DOCKER_HOST", "")
+    if not host:
         name = environment.get("DOCKER_CONTEXT") or _current_context(config_dir)
         if name and name != "default":
             return _context_address(config_dir, name)
     verify = bool(environment.get("DOCKER_TLS_VERIFY"))
     tls = verify or bool(environment.get("DOCKER_TLS"))
     cert_dir = environment.get("DOCKER_CERT_PATH") or config_dir
-    return parsed_host(environment.get("DOCKER_HOST", ""), tls, verify, cert_dir)
+    host = host.strip() or ("tcp://localhost:2376" if tls else "")
+    return parsed_host(host, tls, verify, cert_dir)
 
 
 def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: str = "") -> Address:
-    """DOCKER_HOST's address: empty or `unix://` alone is the local socket, `unix://PATH` a
-    socket, `tcp://HOST[:PORT][/PATH]` or `HOST:PORT` a TCP host (port 2375, the path
-    ignored; `[::1]` is host ::1); any other scheme a DockerError."""
+    """A host as the CLI parses it: empty or `unix://` is the local socket, `unix://PATH` a
+    socket, `tcp://HOST[:PORT][/PATH]` or `HOST[:PORT]` a TCP host (host localhost, port
+    2375 when left out; `[::1]` is ::1). drgpu ignores the path and refuses other schemes."""
     text = text.strip()
     scheme, found, rest = text.partition("://")
     if not found:
@@ -139,8 +141,10 @@ def _json_of(path: Path, what: str) -> dict[str, Any]:
 
 
 def _context_address(config_dir: str, name: str) -> Address:
-    """The docker endpoint of context `name`: TLS when its store holds TLS material or it
-    skips verification; verified unless it skips."""
+    """Context `name`'s docker endpoint (contexts/meta/SHA256(name)/meta.json): TLS when its
+    store holds TLS material (contexts/tls/SHA256(name)/docker) or it skips verification."""
+    import hashlib  # lazy: only a context needs it, and its import takes a while
+
     digest = hashlib.sha256(name.encode()).hexdigest()
     meta = _json_of(Path(config_dir, "contexts", "meta", digest, "meta.json"), "docker context")
     if not meta:
@@ -163,7 +167,6 @@ class Answer:
 
     status: int
     body: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
 
     def checked(self, what: str, *ok: int, kind: type = dict) -> Any:
         """The JSON body, a `kind` (None when empty and not a 200 or 201), when the status
@@ -209,8 +212,7 @@ class _Broken(Exception):
 
 
 class Connection:
-    """One connection to the engine, kept open between calls (a live view calls every
-    tick); opened again when the engine closed it meanwhile."""
+    """One connection to the engine, kept between calls (opened again if the engine closed it)."""
 
     def __init__(self, address: Address) -> None:
         self._address = address
@@ -227,8 +229,7 @@ class Connection:
         data: bytes | None = None,
         timeout_s: float | None = None,
     ) -> Answer:
-        """One API call: `body` sent as JSON, or `data` (a tar archive) as it is; the whole
-        answer within `timeout_s`."""
+        """One API call: `body` sent as JSON, or `data` (a tar archive) as is, in `timeout_s`."""
         payload = data if data is not None else b"" if body is None else json.dumps(body).encode()
         content_type = "application/x-tar" if data is not None else "application/json"
         started, timeout_s = time.monotonic(), timeout_s or TIMEOUT_S
@@ -293,7 +294,7 @@ class Connection:
         to_the_end = not bodiless and "content-length" not in headers and not chunked
         if to_the_end or headers.get("connection", "").lower() == "close":
             self.close()  # the body ran to the end of the connection, or the engine ends it
-        return Answer(status, body, headers)
+        return Answer(status, body)
 
     def _left(self) -> float:
         left = self._deadline - time.monotonic()
@@ -327,15 +328,12 @@ class Connection:
             self._more(MAX_HEAD_BYTES)
         return self._take(end + 1).rstrip(b"\r\n")
 
-    def _head(self) -> tuple[bytes, dict[str, str]]:
+    def _head(self) -> tuple[str, dict[str, str]]:
         while (end := self._buffer.find(b"\r\n\r\n")) < 0:
             self._more(MAX_HEAD_BYTES)
         status_line, *lines = self._take(end + 4).decode("latin-1").split("\r\n")
-        headers = {}
-        for line in filter(None, lines):
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        return status_line.encode("latin-1"), headers
+        fields = (line.partition(":") for line in lines if line)
+        return status_line, {name.strip().lower(): value.strip() for name, _, value in fields}
 
     def _body(self, headers: Mapping[str, str], chunked: bool) -> bytes:
         if chunked:
@@ -366,8 +364,7 @@ class Connection:
 
 
 def _check_version(named: str) -> None:
-    """Refuse an engine whose API (every answer of dockerd names it) is older than drgpu
-    needs: the fields drgpu reads would be missing, not wrong."""
+    """Refuse an engine whose API (each answer names it) is older than drgpu needs."""
     try:
         version = tuple(int(part) for part in named.split(".")) if named else MIN_API_VERSION
     except ValueError:
@@ -403,9 +400,8 @@ def _connect(address: Address, timeout_s: float) -> socket.socket:
 
 
 def _tls_context(address: Address) -> ssl.SSLContext:
-    """The TLS of a `tcp://` engine: the client certificate (cert.pem, key.pem) of the
-    certificate folder when there; the engine's certificate checked against that folder's
-    ca.pem (else the system's) when verifying, else not."""
+    """The TLS of a `tcp://` engine: the folder's cert.pem and key.pem when there; when
+    verifying, the engine's certificate checked against its ca.pem (else the system's)."""
     import ssl  # only for a TLS engine: its import takes a while
 
     ca, cert, key = (
@@ -424,8 +420,7 @@ def _tls_context(address: Address) -> ssl.SSLContext:
 
 @contextmanager
 def connected() -> Iterator[Connection]:
-    """A connection to the engine (`engine_address` of the environment, with system.env's
-    engine settings on top), closed when the block ends."""
+    """A connection to `engine_address` (system.env's engine settings on top), closed after."""
     connection = Connection(engine_address({**os.environ, **_settings}))
     try:
         yield connection
@@ -440,9 +435,8 @@ def call(method: str, path: str, body: Any = None, *, data: bytes | None = None)
 
 
 def unframed(raw: bytes) -> bytes:
-    """What a log or exec stream says, in order: the payloads of the engine's multiplexed
-    frames (8 bytes of header: the stream, three zeros, the size, big-endian) when the
-    container has no TTY, else the raw stream."""
+    """A log or exec stream's payloads, in order: those of the engine's multiplexed frames (a
+    header of 8 bytes: the stream, three zeros, the size, big-endian), else the raw stream."""
     payloads, at = [], 0
     while at < len(raw):
         head = raw[at : at + 8]

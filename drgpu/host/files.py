@@ -101,9 +101,8 @@ def read_text_bounded(
 
 
 def read_head(path: Path, size: int) -> bytes | None:
-    """The first `size` bytes (at most) of the regular file `path`, its symbolic link not
-    followed and a FIFO never waited on; None for anything else or what cannot be read
-    (an output drgpu may overwrite is never read whole)."""
+    """The first `size` bytes (at most) of the regular file `path`, no link followed and no
+    FIFO waited on; None for anything else or what cannot be read."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -125,13 +124,8 @@ def read_system(path: Path) -> str | None:
 
 
 def _too_large(what: str, path: Path, bound: Bound) -> str:
-    return (
-        f"{what} {path} is larger than {_size(bound)}, the most drgpu reads of it (docs/limits.md)"
-    )
-
-
-def _size(count: int) -> str:
-    return f"{count // _MIB} MiB" if count % _MIB == 0 else f"{count // 1024} KiB"
+    size = f"{bound // _MIB} MiB" if bound % _MIB == 0 else f"{bound // 1024} KiB"
+    return f"{what} {path} is larger than {size}, the most drgpu reads of it (docs/limits.md)"
 
 
 def _reason(exc: OSError) -> str:
@@ -143,9 +137,8 @@ def _reason(exc: OSError) -> str:
 
 
 def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
-    """The settings of what the command line names: `target.env_file`, then its run.env
-    (`settings_files` chooses), evaluated against `environ` (default: this process's
-    environment, never changed) as `drgpu.core.settings.config_from_texts` says."""
+    """The settings of what the command line names (`settings_files` chooses the files),
+    evaluated against `environ` (default: this process's, never changed)."""
     run_env = target.run_env or target.env_file.with_name("run.env")
     existing = {path for path in (target.env_file, run_env) if exists(path)}
     chosen = settings_files(target.env_file, target.run_env, existing, drfc=target.drfc_settings)
@@ -208,8 +201,7 @@ def override_header_template() -> str | None:
 
 
 def example_settings() -> str:
-    """`system.env.example`: every setting drgpu reads, with its default (installed, or in
-    the source tree)."""
+    """`system.env.example`: every setting drgpu reads, with its default."""
     found = _required(_packaged(".", EXAMPLE_SETTINGS_NAME), EXAMPLE_SETTINGS_NAME)
     return found.read_text(encoding="utf-8")
 
@@ -247,8 +239,8 @@ TOOLKIT_CONFIG = Path("/etc/nvidia-container-runtime/config.toml")
 
 
 def hook_installed() -> bool:
-    """Whether the toolkit's `nvidia-container-runtime-hook` is on PATH (or where its
-    packages put it): the engine registers its `nvidia` device driver when it finds it."""
+    """Whether `nvidia-container-runtime-hook` is on PATH or where its packages put it (the
+    engine registers its `nvidia` device driver when it finds it)."""
     import shutil  # lazy: only the checks that ask need it
 
     return shutil.which(HOOK) is not None or any(
@@ -267,11 +259,11 @@ def optional_text(path: Path) -> str | None:
         raise ConfigError(f"cannot be read: {exc.message}") from None
 
 
-def nvidia_device_nodes(dev: Path = Path("/dev")) -> dict[str, tuple[int, int]]:
+def nvidia_device_nodes() -> dict[str, tuple[int, int]]:
     """Each NVIDIA character device node (`/dev/nvidia*`, `/dev/nvidia-caps/*` aside) with
     its major:minor."""
     found: dict[str, tuple[int, int]] = {}
-    for node in sorted(dev.glob("nvidia*")):
+    for node in sorted(Path("/dev").glob("nvidia*")):
         try:
             info = node.stat()
         except OSError:
@@ -281,9 +273,9 @@ def nvidia_device_nodes(dev: Path = Path("/dev")) -> dict[str, tuple[int, int]]:
     return found
 
 
-def char_links(dev_char: Path = Path("/dev/char")) -> frozenset[str]:
+def char_links() -> frozenset[str]:
     """The `major:minor` names in /dev/char (systemd's links to device nodes)."""
     try:
-        return frozenset(entry.name for entry in dev_char.iterdir())
+        return frozenset(entry.name for entry in Path("/dev/char").iterdir())
     except OSError:
         return frozenset()

@@ -39,8 +39,7 @@ _INIT_FAILURES = {
 
 
 def preload() -> None:
-    """Import the NVML binding ahead of use (it takes a while), e.g. in a thread; when it
-    is missing, `nvml_session` says so once used."""
+    """Import the NVML binding ahead of use (it takes a while), e.g. in a thread."""
     with suppress(ImportError):
         import pynvml  # noqa: F401
 
@@ -113,14 +112,10 @@ def inventory_from_nvml(nvml: Any) -> Inventory:
 
 def _gpu(nvml: Any, index: int) -> Gpu:
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        return _describe(nvml, handle, index)
-    except nvml.NVMLError_GpuIsLost:
-        return Gpu(
-            index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost"
-        )
+        return _describe(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index)
     except nvml.NVMLError as exc:
-        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=str(exc))
+        error = "gpu_is_lost" if isinstance(exc, nvml.NVMLError_GpuIsLost) else str(exc)
+        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=error)
 
 
 def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
@@ -162,19 +157,13 @@ def _memory(nvml: Any, handle: Any) -> tuple[int, int]:
 
 
 def _mig_devices(nvml: Any, handle: Any) -> tuple[MigDevice, ...]:
-    found = []
+    migs = []
     for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
-        try:
-            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-        except nvml.NVMLError_NotFound:
-            continue
-        found.append(
-            MigDevice(
-                uuid=_text(nvml.nvmlDeviceGetUUID(mig)) or "",
-                memory_total_mib=_memory(nvml, mig)[0],
-            )
-        )
-    return tuple(found)
+        with suppress(nvml.NVMLError_NotFound):  # an empty slot
+            migs.append(nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
+    return tuple(
+        MigDevice(_text(nvml.nvmlDeviceGetUUID(mig)) or "", _memory(nvml, mig)[0]) for mig in migs
+    )
 
 
 def _processes(nvml: Any, handle: Any) -> tuple[tuple[GpuProcess, ...], str | None]:
@@ -188,9 +177,6 @@ def _processes(nvml: Any, handle: Any) -> tuple[tuple[GpuProcess, ...], str | No
             return (), f"{query.lower()} processes: {exc}"
         found.extend((pid, memory // _MIB, kind) for pid, memory in running)
     return merge_processes(found), None
-
-
-PROCESS_QUERY_VERSIONS = ("_v3", "_v2", "")  # newest first, as nvitop falls back
 
 
 class _ProcessInfoV1(ctypes.Structure):
@@ -211,31 +197,22 @@ class _ProcessInfoV2(ctypes.Structure):
 
 
 class _ProcessInfoV3Cc(ctypes.Structure):
-    """The _v3 layout some drivers shipped (with confidential-computing memory): those
-    with nvmlDeviceGetConfComputeMemSizeInfo and without
-    nvmlDeviceGetRunningProcessDetailList (nvitop tells them apart the same way)."""
+    """The _v3 layout (with confidential-computing memory) of drivers that have
+    nvmlDeviceGetConfComputeMemSizeInfo but not ...RunningProcessDetailList (as nvitop)."""
 
     _fields_ = [*_ProcessInfoV2._fields_, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
 
 
 def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
-    """(PID, used bytes) of each process a `nvmlDeviceGet{Compute,Graphics}RunningProcesses`
-    query lists, through its newest version this driver has (_v3, then _v2, then v1): a
-    version the driver lacks (no symbol, or FUNCTION_NOT_FOUND) is skipped; an NVMLError
-    when none can run."""
-    last: Exception | None = None
-    for suffix in PROCESS_QUERY_VERSIONS:
-        try:
+    """(PID, used bytes) of each process `query` lists, through the newest version of it
+    this driver has (_v3, _v2, v1; FUNCTION_NOT_FOUND skips one); else an NVMLError."""
+    for suffix in ("_v3", "_v2"):  # newest first, as nvitop falls back
+        with suppress(nvml.NVMLError_FunctionNotFound):
             return _process_query(nvml, handle, query + suffix, _info_layout(nvml, suffix))
-        except nvml.NVMLError_FunctionNotFound as exc:
-            last = exc
-    assert last is not None
-    raise last
+    return _process_query(nvml, handle, query, _ProcessInfoV1)
 
 
 def _info_layout(nvml: Any, suffix: str) -> type[ctypes.Structure]:
-    if suffix == "":
-        return _ProcessInfoV1
     confidential = _has(nvml, "nvmlDeviceGetConfComputeMemSizeInfo")
     if suffix == "_v3" and confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList"):
         return _ProcessInfoV3Cc
@@ -274,9 +251,8 @@ def _process_query(
 
 
 def _field(nvml: Any, query: Callable[[], T]) -> T | None:
-    """One field of a GPU (or of the driver): None where NVML cannot give it (not
-    supported, no permission, a driver without the query); a GPU NVML says is lost stays
-    lost (NVMLError_GpuIsLost)."""
+    """One field of a GPU (or of the driver): None where NVML cannot give it; a GPU NVML
+    says is lost stays lost (NVMLError_GpuIsLost)."""
     try:
         return query()
     except nvml.NVMLError_GpuIsLost:
@@ -286,9 +262,8 @@ def _field(nvml: Any, query: Callable[[], T]) -> T | None:
 
 
 def watched_inventory(nvml: Any, *, restart: bool) -> Inventory:
-    """The inventory for a watch that keeps its session: an NVML failure (the driver
-    reloaded, a call timed out) is an NvmlUnavailableError; with `restart`, NVML is shut
-    down and started again first (as after such a failure)."""
+    """The inventory for a watch that keeps its session (with `restart`, NVML restarted
+    first); an NVML failure (the driver reloaded) is an NvmlUnavailableError."""
     try:
         if restart:
             with suppress(nvml.NVMLError):
@@ -312,8 +287,7 @@ def read_health() -> tuple[GpuHealth, ...]:
 
 
 def health_from_nvml(nvml: Any, count: int) -> tuple[GpuHealth, ...]:
-    """The health and counters of the first `count` GPUs, field by field (None where NVML
-    cannot give one); a lost GPU has none."""
+    """The health of the first `count` GPUs (a field NVML cannot give: None; a lost GPU: none)."""
     found = []
     for index in range(count):
         with suppress(nvml.NVMLError):
@@ -346,10 +320,9 @@ def _flag(value: Any) -> bool | None:
 
 
 class EventFollower:
-    """A thread that waits on NVML's event set (critical Xid and double-bit ECC errors of
-    every GPU) and keeps the last `EVENTS_KEPT` events; `unsupported` says why none can be
-    followed on this driver. NVML failing (the driver reloaded) makes it wait and start a
-    new event set."""
+    """A thread keeping the last `EVENTS_KEPT` events (critical Xid, double-bit ECC) of every
+    GPU; `unsupported` says why none can be followed. When NVML fails (the driver reloaded)
+    it waits and starts a new event set."""
 
     EVENTS_KEPT = 64
 
@@ -414,8 +387,7 @@ def _address(handle: Any) -> int | None:
 
 
 def persistence_modes(nvml: Any) -> tuple[bool | None, ...]:
-    """Each GPU's persistence mode, by NVML index, through an initialised pynvml module;
-    None where NVML cannot tell (a lost GPU, a driver without it)."""
+    """Each GPU's persistence mode by NVML index; None where NVML cannot tell."""
     modes: list[bool | None] = []
     for index in range(nvml.nvmlDeviceGetCount()):
         try:

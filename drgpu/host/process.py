@@ -116,9 +116,8 @@ def _started(
 
 
 def _stop(child: subprocess.Popen[str]) -> None:
-    """SIGTERM to the program's process group (the session it leads: a script's children
-    too), a grace period, then SIGKILL; reaped either way (its pipes are left to whoever
-    reads them)."""
+    """SIGTERM to the program's process group (a script's children too), a grace period,
+    then SIGKILL; reaped either way (its pipes are left to whoever reads them)."""
     with shielded(lambda name: None):
         _signal_group(child, signal.SIGTERM)
         try:
@@ -130,7 +129,7 @@ def _stop(child: subprocess.Popen[str]) -> None:
 
 
 def _signal_group(child: subprocess.Popen[str], signum: signal.Signals) -> None:
-    """Send `signum` to the group the program leads (started in a session of its own)."""
+    """Send `signum` to the group the program leads."""
     try:
         os.killpg(child.pid, signum)
     except ProcessLookupError:  # the whole group has ended
@@ -168,15 +167,10 @@ def stream(
     on_line: Callable[[str], str | None],
     timeout: float | None = None,
 ) -> Completed:
-    """Run a program to its end, handing each stderr line to `on_line` as it comes; the
-    captured stderr holds what `on_line` returns for each line (None: nothing). One that
-    cannot start is an error.
-
-    The program runs in a session of its own, so that a Ctrl-C at the terminal reaches
-    drgpu alone, which stops it (SIGTERM, then SIGKILL) and rolls back in its own time;
-    so does `timeout`. It is killed when drgpu is (a kill -9 leaves no program running on
-    its own).
-    """
+    """Run a program to its end, handing each stderr line to `on_line` as it comes (the
+    captured stderr: what it returns, None dropped). In a session of its own, so that a
+    Ctrl-C reaches drgpu alone, which stops it (SIGTERM, then SIGKILL), as `timeout` does;
+    killed when drgpu is (a kill -9 leaves no program running on its own)."""
     limit = default_timeout() if timeout is None else timeout
     started = time.monotonic()
     child = _started(args, env, stdin=False)

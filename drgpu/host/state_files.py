@@ -17,7 +17,6 @@ import grp
 import os
 import pwd
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,6 +177,8 @@ def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
         )
     if existing is not None and path.parent.name == STATE_DIR:
         _check_trusted(path, existing, sticky_ok=False)
+    import tempfile  # lazy: render to stdout writes nothing
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -197,10 +198,8 @@ def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
 
 
 def read_own_output(path: Path) -> bytes | None:
-    """What is at an output path drgpu may replace (`render -o`): None when nothing, or
-    something other than a regular file, is there (the writer refuses that); its bytes,
-    bounded and with no link followed, when a file is (a ConfigError when it is larger
-    than drgpu's own files ever are)."""
+    """The bytes of the regular file at an output path drgpu may replace (`render -o`), no
+    link followed, bounded as drgpu's own files; None when no regular file is there."""
     found = _existing(path)
     if found is None or not stat.S_ISREG(found.st_mode):
         return None

@@ -42,14 +42,11 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
     """Every task of every service of a Swarm stack (the manager sees all nodes')."""
     with docker_api.connected() as engine:
         tasks = [
-            (str((service.get("Spec") or {}).get("Name") or ""), task)
+            _task_facts(str((service.get("Spec") or {}).get("Name") or ""), task)
             for service in _services(engine, namespace)
             for task in _tasks(engine, {"service": str(service["ID"])}, "list a service's tasks")
         ]
-    return sorted(
-        (_task_facts(name, task) for name, task in tasks),
-        key=lambda task: (task.service, task.slot, task.id),
-    )
+    return sorted(tasks, key=lambda task: (task.service, task.slot, task.id))
 
 
 def task_log_tail(task_id: str, lines: int) -> list[str]:
@@ -88,12 +85,11 @@ def proofs_on_nodes(
 def on_nodes(
     name: str, source: str, jobs: Mapping[str, tuple[str, list[str], list[str]]]
 ) -> dict[str, tuple[list[dict[str, Any]], str | None]]:
-    """Run drgpu's probe (`source`) on other nodes: one one-shot global job per node
-    (`jobs`: node id: image, the probe's arguments, environment), constrained to it, with
-    the node's engine socket (at DRGPU_NODE_SOCKET, a Swarm template such as
-    `/run/{{.Node.ID}}.sock`; else where drgpu reaches this engine's, or the default) and
-    the host's /proc read-only at /host/proc; each job read with `service logs` and
-    removed. The JSON objects each job printed, and why it failed (None: it completed)."""
+    """Run drgpu's probe (`source`) in a one-shot job on each node (`jobs`: node id: image,
+    the probe's arguments, environment) with the node's engine socket (DRGPU_NODE_SOCKET, a
+    Swarm template such as `/run/{{.Node.ID}}.sock`, else this engine's) and its /proc at
+    /host/proc, read with `service logs` and removed: the JSON objects each job printed, and
+    why it failed (None: it completed)."""
     said: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
     with docker_api.connected() as engine:
         made = {
@@ -291,8 +287,7 @@ def _resource_text(resource: Mapping[str, Any]) -> str:
 
 def stack_leftovers(namespace: str) -> dict[str, int]:
     """How many services, tasks, containers (on this node) and networks of a stack are left
-    (a removed service's tasks linger a moment: `docker stack ps`, which DRfC's start
-    script asks, still lists them)."""
+    (a removed service's tasks linger: `docker stack ps`, which DRfC's start asks, lists them)."""
     label = _stack(namespace)
     with docker_api.connected() as engine:
         networks = engine.call("GET", f"/networks?filters={filters(label)}")
@@ -331,15 +326,14 @@ def engine_facts() -> EngineFacts:
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
         nodes = tuple(_nodes(engine) or ()) if manager else ()
-        here = next((node.labels for node in nodes if node.id == swarm.get("NodeID")), {})
-        node_labels = here if manager else None
+        here = next((dict(node.labels) for node in nodes if node.id == swarm.get("NodeID")), {})
     return replace(
         daemon_facts_of(info, answer.headers),
         generic_resources=tuple(
             _resource_text(resource) for resource in info.get("GenericResources") or []
         ),
         swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
-        node_labels=None if node_labels is None else dict(node_labels),
+        node_labels=here if manager else None,
         node_id=str(swarm.get("NodeID") or ""),
         nodes=nodes,
     )

@@ -36,6 +36,9 @@ def test_a_tcp_host_is_plain_http_unless_tls_is_asked_for_as_the_cli_reads_it() 
     assert (unverified.tls, unverified.tls_verify) == (True, False)
     assert unverified.exported()["DOCKER_TLS"] == "1"
     assert "DOCKER_TLS_VERIFY" not in unverified.exported()
+    # TLS without DOCKER_HOST is the CLI's TLS default host, not the local socket.
+    default = engine_address({"DOCKER_TLS_VERIFY": "1", "DOCKER_CONFIG": "/nowhere"})
+    assert (default.host, default.port, default.tls_verify) == ("localhost", 2376, True)
 
 
 def test_docker_host_is_parsed_as_the_cli_parses_it() -> None:
