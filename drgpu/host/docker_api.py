@@ -15,7 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,6 +167,7 @@ class Answer:
 
     status: int
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)  # names in lower case
 
     def checked(self, what: str, *ok: int, kind: type = dict) -> Any:
         """The JSON body, a `kind` (None when empty and not a 200 or 201), when the status
@@ -294,7 +295,7 @@ class Connection:
         to_the_end = not bodiless and "content-length" not in headers and not chunked
         if to_the_end or headers.get("connection", "").lower() == "close":
             self.close()  # the body ran to the end of the connection, or the engine ends it
-        return Answer(status, body)
+        return Answer(status, body, headers)
 
     def _left(self) -> float:
         left = self._deadline - time.monotonic()
