@@ -82,17 +82,16 @@ class Stack:
         return next((service for service in self.services if service.name == name), None)
 
 
+_NAMED_ROLES = {
+    "sagemaker": Role.TRAINER,
+    "rl_coach": Role.TRAINER_LAUNCHER,
+    MPS_DAEMON_SERVICE: Role.MPS_DAEMON,
+}
+
+
 def role_of(name: str) -> Role:
     """The role a service plays, from DeepRacer-for-cloud's service names."""
-    if name == "sagemaker":
-        return Role.TRAINER
-    if name == "rl_coach":
-        return Role.TRAINER_LAUNCHER
-    if _SIMULATOR.match(name):
-        return Role.SIMULATOR
-    if name == MPS_DAEMON_SERVICE:
-        return Role.MPS_DAEMON
-    return Role.OTHER
+    return Role.SIMULATOR if _SIMULATOR.match(name) else _NAMED_ROLES.get(name, Role.OTHER)
 
 
 @dataclass(frozen=True)
@@ -112,20 +111,18 @@ def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
     labelled: dict[str, Declared] = {}
     extended: dict[str, Declared] = {}
     for file in files:
-        path = file.path
-        paths.append(path)
-        for name, written in _services_of(path, file.text).items():
+        paths.append(file.path)
+        for name, written in _services_of(file.path, file.text).items():
             body: dict[str, Any] = written if isinstance(written, dict) else {}
             previous = services.get(name, StackService(name=name, role=role_of(name)))
             node: Any = body  # down to deploy.resources.reservations
             for key in ("deploy", "resources", "reservations"):
                 node = node.get(key) if isinstance(node, dict) else None
-            label, extension = _declared_roles(path, name, body)
+            label, extension = _declared_roles(file.path, name, body)
             labelled.update({name: label} if label else {})
             extended.update({name: extension} if extension else {})
-            services[name] = StackService(
-                name=name,
-                role=previous.role,
+            services[name] = replace(
+                previous,
                 has_device_requests=previous.has_device_requests
                 or (isinstance(node, dict) and bool(node.get("devices"))),
                 has_gpus_key=previous.has_gpus_key or bool(body.get("gpus")),

@@ -1,6 +1,5 @@
 """Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving
 (docs/swarm.md), or as the override DRfC's swarm style appends to its files (docs/drfc.md).
-Everything here is pure.
 
 Pinned: on a node whose default runtime is nvidia, NVIDIA_VISIBLE_DEVICES names a
 container's GPUs, each simulator replica its own through a `{{.Task.Slot}}` template.
@@ -114,27 +113,25 @@ def _swarm_service(
         elif layout.pin_simulators or not gpus:
             constraints = (SIMULATOR_CONSTRAINT, *(here if gpus else ()))
         else:
+            # Given GPUs by the engine. NVIDIA_VISIBLE_DEVICES=void fails closed: the runtime
+            # prefers the swarm resource variable, and a node not set up for it gives none.
             constraints, pinned = (SIMULATOR_CONSTRAINT,), ()
-            environment = gpu_environment(gpus)
+            environment = {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
     elif service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
         constraints = (TRAINER_CONSTRAINT, *here)
     elif pinned:  # GPUs of its own (DRGPU_DEVICES_<SERVICE>): pinned as the trainer is
         constraints = here
-    if len(pinned) > 1:
-        environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        for key in TEMPLATED_KEYS:
-            environment[key] = slot_template(pinned)
-    held = sorted({uuid for slot in pinned for uuid in slot})
+    held = ",".join(sorted({uuid for slot in pinned for uuid in slot}))
     forwarded = ",".join(d.uuid for d in service.devices)
+    if service.role is not Role.TRAINER_LAUNCHER:
+        forwarded = ""
     service_labels = labels.run_labels(
-        plan.run_id,
-        plan.sharing,
-        service.role,
-        ",".join(held),
-        forwarded=forwarded if service.role is Role.TRAINER_LAUNCHER else "",
+        plan.run_id, plan.sharing, service.role, held, forwarded=forwarded
     )
     extra = [(labels.SWARM_GPUS, str(gpus))]
     if len(pinned) > 1:
+        environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        environment.update(dict.fromkeys(TEMPLATED_KEYS, slot_template(pinned)))
         slots = ";".join(f"{slot}={','.join(ids)}" for slot, ids in enumerate(pinned, 1))
         extra.append((labels.GPUS_BY_SLOT, slots))
     return SwarmService(
@@ -175,15 +172,6 @@ def compose_text(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return [compose_text(item) for item in data]
     return data
-
-
-def gpu_environment(gpus: int) -> dict[str, str]:
-    """The variables of a container given `gpus` GPUs by the engine (generic resources).
-
-    NVIDIA_VISIBLE_DEVICES=void fails closed: the runtime prefers the swarm resource
-    variable, and a node not set up for it gives the container no GPU, never all of them.
-    """
-    return {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
 
 
 def render_stack(
