@@ -1,8 +1,6 @@
 """What `drgpu up` tells about each service while the stack starts: Compose's own progress
-(`compose --progress json`: one JSON object per line on stderr), then drgpu's verification.
-
-Pure: lines in, events out; drgpu/ui shows them.
-"""
+(`compose --progress json`: one JSON object per line on stderr), then drgpu's verification;
+drgpu/ui shows these events."""
 
 from __future__ import annotations
 

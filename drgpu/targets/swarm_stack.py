@@ -192,9 +192,7 @@ def render_stack(
             for name, body in (model.get("services") or {}).items()
         }
     }
-    for key in _TOP_LEVEL_KEYS:
-        if model.get(key):
-            document[key] = model[key]
+    document.update({key: model[key] for key in _TOP_LEVEL_KEYS if model.get(key)})
     how = GENERIC_HOW if any(s.reserves for s in services) else PINNED_HOW
     header = HEADER.format(
         project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
@@ -222,11 +220,9 @@ def render_stack(
 def render_swarm_override(
     plan: Plan, services: tuple[SwarmService, ...], layout: SwarmLayout = ONE_NODE
 ) -> SwarmStack:
-    """The override appended to DRfC's `-c` list, and what drgpu expects of the deployed
-    stack. The format 3 has no device requests, `gpus`, `extends` or `!reset`: each service
-    gets only what the docker CLI merges (its environment, drgpu's labels, the constraint
-    to this node or the generic-resource reservations), not the replicas or node-label
-    constraints DRfC's swarm files carry."""
+    """The override appended to DRfC's `-c` list (format 3: no device requests, `gpus`,
+    `extends` or `!reset`): each service's environment, drgpu's labels, the constraint to a
+    node or the generic-resource reservations, not DRfC's replicas or node-label ones."""
     drfc = (SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT)
     bodies: dict[str, Any] = {}
     for service in services:
