@@ -27,19 +27,7 @@ EXTENSION_ROLE = f"{EXTENSION}.role"
 # mean the same (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
 DECLARED_ROLES = {"none": Role.OTHER, **{role.value: role for role in Role}}
 ROLE_VALUES = "trainer, simulator or none"
-
-
-@dataclass(frozen=True)
-class Declared:
-    """A role a compose file declares for a service, and where."""
-
-    role: Role
-    value: str
-    source: str
-    path: Path
-
-    def __str__(self) -> str:
-        return f"{self.source} {self.value!r} ({self.path})"
+Declared = tuple[Role, str]  # a role a compose file declares for a service, and where
 
 
 @dataclass(frozen=True)
@@ -52,12 +40,12 @@ class StackService:
     has_gpus_key: bool = False
     files: tuple[Path, ...] = ()
     keys: frozenset[str] = frozenset()
-    declared: Declared | None = None
+    declared: str = ""  # where its compose files declare its role
 
     @property
     def role_source(self) -> str:
         """How drgpu knows the role, for messages: the label or field, or the name."""
-        return str(self.declared) if self.declared else "by its name"
+        return self.declared or "by its name"
 
     @property
     def worker_slot(self) -> int | None:
@@ -180,22 +168,22 @@ def _declared(path: Path, name: str, source: str, written: tuple[object] | None)
             f"{path}: service {name}: {source} {value!r}: only drgpu's own"
             f" {MPS_DAEMON_SERVICE} service is the MPS daemon, and it has no other role"
         )
-    return Declared(role=role, value=value.lower(), source=source, path=path)
+    return role, f"{source} {value.lower()!r} ({path})"
 
 
 def _with_declared(
     service: StackService, label: Declared | None, extension: Declared | None
 ) -> StackService:
     """The service with the role its compose files declare (label and field must agree)."""
-    if label and extension and label.role is not extension.role:
+    if label and extension and label[0] is not extension[0]:
         raise ConfigError(
-            f"service {service.name} has two roles: {label} and {extension}",
+            f"service {service.name} has two roles: {label[1]} and {extension[1]}",
             hint=f"declare one role, with the label {ROLE_LABEL} or with {EXTENSION_ROLE}",
         )
     declared = label or extension
     if declared is None:
         return service
-    return replace(service, role=declared.role, declared=declared)
+    return replace(service, role=declared[0], declared=declared[1])
 
 
 def _services_of(path: Path, text: str) -> dict[str, Any]:
