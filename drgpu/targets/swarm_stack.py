@@ -253,11 +253,10 @@ def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
 def _stack_service(
     name: str, body: Mapping[str, Any], swarm: SwarmService | None, warnings: list[str]
 ) -> dict[str, Any]:
-    service = {key: value for key, value in body.items() if value is not None and key != "gpus"}
-    dropped = sorted(key for key in service if key not in STACK_SERVICE_KEYS)
-    if dropped:
+    written = {key: value for key, value in body.items() if value is not None and key != "gpus"}
+    service = {key: value for key, value in written.items() if key in STACK_SERVICE_KEYS}
+    if dropped := sorted(written.keys() - service.keys()):
         warnings.append(f"swarm has no {', '.join(dropped)}: left out of service {name}")
-    service = {key: value for key, value in service.items() if key not in dropped}
     if isinstance(service.get("depends_on"), dict):
         service["depends_on"] = sorted(service["depends_on"])
     if "ports" in service:
