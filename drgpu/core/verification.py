@@ -233,10 +233,6 @@ def _task_gpus(
     reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
     problems: list[str] = []
     pinned = service.pinned_for(task.slot)
-    if pinned is None and not service.reserves:
-        if reserved:
-            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
-        return reserved, problems
     if service.reserves:
         if len(reserved) != service.gpus:
             problems.append(f"holds {len(reserved)} {GPU_KIND}, planned {service.gpus}")
@@ -244,7 +240,10 @@ def _task_gpus(
         if container is not None and sorted(split_list(variable)) != sorted(reserved):
             problems.append(f"{RESOURCE_VARIABLE}={variable!r}, the engine reserved {reserved}")
         return reserved, problems
-    wanted = ",".join(pinned or ())
+    if pinned is None:
+        if reserved:
+            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
+        return reserved, problems
     if reserved:
         problems.append(
             f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
@@ -256,7 +255,7 @@ def _task_gpus(
     elif container is None and there == node:
         problems.append("no container of it on this node: its GPUs cannot be checked")
     elif container is not None:
-        visible = container.environment.get(PINNED_VARIABLE)
+        visible, wanted = container.environment.get(PINNED_VARIABLE), ",".join(pinned)
         if visible != wanted:
             problems.append(f"{PINNED_VARIABLE}={visible!r}, planned {wanted!r}")
         if RESOURCE_VARIABLE in container.environment:
@@ -264,7 +263,7 @@ def _task_gpus(
                 f"{RESOURCE_VARIABLE}={container.environment[RESOURCE_VARIABLE]!r}, which the"
                 " NVIDIA runtime prefers to its pinned GPUs"
             )
-    return pinned or (), problems
+    return pinned, problems
 
 
 def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
@@ -288,8 +287,7 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
 
 def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
     """Refuse a stack this node would not isolate: pinned GPUs need the nvidia default
-    runtime, and no GPU pinned for one service may be advertised while simulators
-    reserve generic resources (the engine could give it to one of them)."""
+    runtime, and none may be exposed to the simulators (`exposed_gpus`)."""
     exposed = exposed_gpus(stack.services, stack.layout)
     if exposed:
         raise GpuValidationError(
