@@ -133,7 +133,6 @@ def _declared_roles(
     labels = body.get("labels")
     if isinstance(labels, list):  # `KEY=VALUE` entries, the last of a key counts
         labels = {key.strip(): value for key, _, value in (str(e).partition("=") for e in labels)}
-    label = (labels[ROLE_LABEL],) if isinstance(labels, dict) and ROLE_LABEL in labels else None
     extension = body.get(EXTENSION)
     if not isinstance(extension, dict | None):
         raise ConfigError(
@@ -145,18 +144,17 @@ def _declared_roles(
             f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
             " (drgpu reads only 'role')"
         )
-    field = (extension["role"],) if extension and "role" in extension else None
     return (
-        _declared(path, name, f"{ROLE_LABEL} label", label),
-        _declared(path, name, EXTENSION_ROLE, field),
+        _declared(path, name, f"{ROLE_LABEL} label", labels, ROLE_LABEL),
+        _declared(path, name, EXTENSION_ROLE, extension, "role"),
     )
 
 
-def _declared(path: Path, name: str, source: str, written: tuple[object] | None) -> Declared | None:
-    """The role a label or field declares, checked; None when it is not written."""
-    if written is None:
+def _declared(path: Path, name: str, source: str, written: Any, key: str) -> Declared | None:
+    """The role `written[key]` (a label or field) declares, checked; None when not written."""
+    if not isinstance(written, dict) or key not in written:
         return None
-    value = "" if written[0] is None else str(written[0]).strip()
+    value = "" if written[key] is None else str(written[key]).strip()
     role = DECLARED_ROLES.get(value.lower())
     if role is None:
         variable = "; drgpu reads it as written, without variables" if "$" in value else ""
