@@ -140,7 +140,7 @@ def _plugin_parts(
     devices = {shape.name: _devices(plan, shape) for shape in shapes}
     users: Counter[str] = Counter()  # how many pods the plan puts on each GPU
     for shape in shapes:
-        users.update(dict.fromkeys((d.uuid for d in devices[shape.name]), shape.replicas or 1))
+        users.update([d.uuid for d in devices[shape.name]] * (shape.replicas or 1))
     replicas = max(users.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
