@@ -1,8 +1,6 @@
 """What `drgpu up` tells about each service while the stack starts: Compose's own progress
-(`compose --progress json`: one JSON object per line on stderr), then drgpu's verification.
-
-Pure: lines in, events out; drgpu/ui shows them.
-"""
+(`compose --progress json`: one JSON object per line on stderr), then drgpu's verification;
+drgpu/ui shows these events."""
 
 from __future__ import annotations
 
@@ -47,8 +45,9 @@ def compose_event(line: str, project: str) -> ProgressEvent | None:
     return ProgressEvent(subject, state, failed)
 
 
-# Compose's plain progress (no terminal): ` Container deepracer-0-sagemaker-1  Started`.
-_PLAIN = re.compile(
+# Compose's plain progress (no terminal): ` Container deepracer-0-sagemaker-1  Started`;
+# compiled when first used (`re` caches it), not when `drgpu up` starts.
+_PLAIN = (
     r"^\s*(?P<kind>Container|Image)\s+(?P<name>\S+)\s+(?P<state>Creating|Created|Starting|"
     r"Started|Running|Waiting|Healthy|Pulling|Pulled|Recreate|Recreated|Error)\b(?P<rest>.*)$"
 )
@@ -57,7 +56,7 @@ _PLAIN = re.compile(
 def plain_compose_event(line: str, project: str) -> ProgressEvent | None:
     """The event of one line of Compose's plain progress, as DRfC's start script lets it
     print (None for any other line)."""
-    found = _PLAIN.match(line)
+    found = re.match(_PLAIN, line)
     if found is None:
         return None
     name = found["name"]

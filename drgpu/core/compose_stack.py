@@ -27,19 +27,7 @@ EXTENSION_ROLE = f"{EXTENSION}.role"
 # mean the same (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
 DECLARED_ROLES = {"none": Role.OTHER, **{role.value: role for role in Role}}
 ROLE_VALUES = "trainer, simulator or none"
-
-
-@dataclass(frozen=True)
-class Declared:
-    """A role a compose file declares for a service, and where."""
-
-    role: Role
-    value: str
-    source: str
-    path: Path
-
-    def __str__(self) -> str:
-        return f"{self.source} {self.value!r} ({self.path})"
+Declared = tuple[Role, str]  # a role a compose file declares for a service, and where
 
 
 @dataclass(frozen=True)
@@ -52,12 +40,12 @@ class StackService:
     has_gpus_key: bool = False
     files: tuple[Path, ...] = ()
     keys: frozenset[str] = frozenset()
-    declared: Declared | None = None
+    declared: str = ""  # where its compose files declare its role
 
     @property
     def role_source(self) -> str:
         """How drgpu knows the role, for messages: the label or field, or the name."""
-        return str(self.declared) if self.declared else "by its name"
+        return self.declared or "by its name"
 
     @property
     def worker_slot(self) -> int | None:
@@ -82,17 +70,16 @@ class Stack:
         return next((service for service in self.services if service.name == name), None)
 
 
+_NAMED_ROLES = {
+    "sagemaker": Role.TRAINER,
+    "rl_coach": Role.TRAINER_LAUNCHER,
+    MPS_DAEMON_SERVICE: Role.MPS_DAEMON,
+}
+
+
 def role_of(name: str) -> Role:
     """The role a service plays, from DeepRacer-for-cloud's service names."""
-    if name == "sagemaker":
-        return Role.TRAINER
-    if name == "rl_coach":
-        return Role.TRAINER_LAUNCHER
-    if _SIMULATOR.match(name):
-        return Role.SIMULATOR
-    if name == MPS_DAEMON_SERVICE:
-        return Role.MPS_DAEMON
-    return Role.OTHER
+    return Role.SIMULATOR if _SIMULATOR.match(name) else _NAMED_ROLES.get(name, Role.OTHER)
 
 
 @dataclass(frozen=True)
@@ -112,20 +99,18 @@ def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
     labelled: dict[str, Declared] = {}
     extended: dict[str, Declared] = {}
     for file in files:
-        path = file.path
-        paths.append(path)
-        for name, written in _services_of(path, file.text).items():
+        paths.append(file.path)
+        for name, written in _services_of(file.path, file.text).items():
             body: dict[str, Any] = written if isinstance(written, dict) else {}
             previous = services.get(name, StackService(name=name, role=role_of(name)))
             node: Any = body  # down to deploy.resources.reservations
             for key in ("deploy", "resources", "reservations"):
                 node = node.get(key) if isinstance(node, dict) else None
-            label, extension = _declared_roles(path, name, body)
+            label, extension = _declared_roles(file.path, name, body)
             labelled.update({name: label} if label else {})
             extended.update({name: extension} if extension else {})
-            services[name] = StackService(
-                name=name,
-                role=previous.role,
+            services[name] = replace(
+                previous,
                 has_device_requests=previous.has_device_requests
                 or (isinstance(node, dict) and bool(node.get("devices"))),
                 has_gpus_key=previous.has_gpus_key or bool(body.get("gpus")),
@@ -148,7 +133,6 @@ def _declared_roles(
     labels = body.get("labels")
     if isinstance(labels, list):  # `KEY=VALUE` entries, the last of a key counts
         labels = {key.strip(): value for key, _, value in (str(e).partition("=") for e in labels)}
-    label = (labels[ROLE_LABEL],) if isinstance(labels, dict) and ROLE_LABEL in labels else None
     extension = body.get(EXTENSION)
     if not isinstance(extension, dict | None):
         raise ConfigError(
@@ -160,18 +144,17 @@ def _declared_roles(
             f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
             " (drgpu reads only 'role')"
         )
-    field = (extension["role"],) if extension and "role" in extension else None
     return (
-        _declared(path, name, f"{ROLE_LABEL} label", label),
-        _declared(path, name, EXTENSION_ROLE, field),
+        _declared(path, name, f"{ROLE_LABEL} label", labels, ROLE_LABEL),
+        _declared(path, name, EXTENSION_ROLE, extension, "role"),
     )
 
 
-def _declared(path: Path, name: str, source: str, written: tuple[object] | None) -> Declared | None:
-    """The role a label or field declares, checked; None when it is not written."""
-    if written is None:
+def _declared(path: Path, name: str, source: str, written: Any, key: str) -> Declared | None:
+    """The role `written[key]` (a label or field) declares, checked; None when not written."""
+    if not isinstance(written, dict) or key not in written:
         return None
-    value = "" if written[0] is None else str(written[0]).strip()
+    value = "" if written[key] is None else str(written[key]).strip()
     role = DECLARED_ROLES.get(value.lower())
     if role is None:
         variable = "; drgpu reads it as written, without variables" if "$" in value else ""
@@ -183,22 +166,22 @@ def _declared(path: Path, name: str, source: str, written: tuple[object] | None)
             f"{path}: service {name}: {source} {value!r}: only drgpu's own"
             f" {MPS_DAEMON_SERVICE} service is the MPS daemon, and it has no other role"
         )
-    return Declared(role=role, value=value.lower(), source=source, path=path)
+    return role, f"{source} {value.lower()!r} ({path})"
 
 
 def _with_declared(
     service: StackService, label: Declared | None, extension: Declared | None
 ) -> StackService:
     """The service with the role its compose files declare (label and field must agree)."""
-    if label and extension and label.role is not extension.role:
+    if label and extension and label[0] is not extension[0]:
         raise ConfigError(
-            f"service {service.name} has two roles: {label} and {extension}",
+            f"service {service.name} has two roles: {label[1]} and {extension[1]}",
             hint=f"declare one role, with the label {ROLE_LABEL} or with {EXTENSION_ROLE}",
         )
     declared = label or extension
     if declared is None:
         return service
-    return replace(service, role=declared.role, declared=declared)
+    return replace(service, role=declared[0], declared=declared[1])
 
 
 def _services_of(path: Path, text: str) -> dict[str, Any]:

@@ -1,9 +1,5 @@
-"""`drgpu cuda-check`'s verdict: what the probe saw in a container, compared with its plan
-(`commands.cuda_check` runs the probe).
-
-The plan a container was started with is read from its labels (`drgpu.gpus`), so
-nothing goes stale when a stack is changed by hand.
-"""
+"""`drgpu cuda-check`'s verdict: what the probe saw in a container, compared with the plan
+its labels carry (`drgpu.gpus`: nothing goes stale when a stack is changed by hand)."""
 
 from __future__ import annotations
 
@@ -72,7 +68,6 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
     """A probe run's verdict on one container."""
     expected = expected_uuids(container)
     report = _report(container, exit_code, output)
-    nvml, cuda = _seen(report, "nvml"), _seen(report, "cuda")
     expectations = report.get("expectations", {})
     problems = list(expectations.get("problems", []))
     if not problems and (exit_code != 0 or not expectations.get("met", False)):
@@ -90,8 +85,8 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
         service=container.service,
         container=container.name,
         expected=expected,
-        seen_nvml=nvml,
-        seen_cuda=cuda,
+        seen_nvml=_seen(report, "nvml"),
+        seen_cuda=_seen(report, "cuda"),
         findings=_findings(container.name, problems, notes),
         injection=injection,
     )
@@ -110,7 +105,7 @@ def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResu
     through NVML (SageMaker local mode asks for all), but CUDA must show exactly the GPU
     its rl_coach forwards, and its CUDA_VISIBLE_DEVICES must name exactly that."""
     report = _report(check.container, exit_code, output)
-    nvml, cuda = _seen(report, "nvml"), _seen(report, "cuda")
+    cuda = _seen(report, "cuda")
     problems = [] if check.ok else [check.message]
     if sorted(cuda) != sorted(check.planned):
         problems.append(f"CUDA shows {list(cuda) or 'no GPU'}, planned {list(check.planned)}")
@@ -118,7 +113,7 @@ def judge_trainer(check: TrainerCheck, exit_code: int, output: str) -> CheckResu
         service="SageMaker trainer",
         container=check.container.name,
         expected=check.planned,
-        seen_nvml=nvml,
+        seen_nvml=_seen(report, "nvml"),
         seen_cuda=cuda,
         findings=_findings(check.container.name, problems, report.get("findings", [])),
     )

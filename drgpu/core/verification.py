@@ -25,12 +25,7 @@ CONSTRAINT_RACE = "no longer meets constraints"
 
 
 def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
-    """Every way the containers differ from the plan; empty when they match.
-
-    A container that stopped is a problem when its service has a GPU (whatever its exit
-    status: a trainer or simulator that ended is no verified stack), when it exited
-    non-zero, or when it never started, died or keeps restarting.
-    """
+    """Every way the containers differ from the plan; empty when they match."""
     problems: list[str] = []
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
@@ -64,7 +59,8 @@ def stopped_badly(
 
 
 def state_problem(service: ServicePlan, container: ContainerFacts) -> str | None:
-    """Why a container's state fails verification, or None."""
+    """Why a container's state fails verification, or None: it never started, died or keeps
+    restarting, exited non-zero, or exited at all with a GPU to work on."""
     if not container.stopped:
         return None
     if container.state != "exited":
@@ -134,17 +130,14 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
     stuck: list[str] = []
     for service in stack.services:
         full = stack_service_name(stack.project, service.name)
-        wanted = [
-            task for task in tasks if task.service == full and task.desired_state == "running"
-        ]
+        own = [task for task in tasks if task.service == full]
+        wanted = [task for task in own if task.desired_state == "running"]
         running = [task for task in wanted if task.state == "running"]
         # A service without GPUs whose command ended well is done, as in Compose style
         # (DRfC's evaluation rl_coach echoes and exits); a GPU service must keep running.
-        finished = [t for t in tasks if t.service == full and t.state == "complete"]
-        done = [] if service.gpus else finished
-        if len(running) + len(done) < (service.replicas or 1) or len(running) < len(
-            [task for task in wanted if task.state != "complete"]
-        ):
+        done = 0 if service.gpus else sum(task.state == "complete" for task in own)
+        unfinished = sum(task.state != "complete" for task in wanted)
+        if len(running) + done < (service.replicas or 1) or len(running) < unfinished:
             waiting.append(f"{service.name}: {len(running)}/{service.replicas or 1} running")
         stuck.extend(
             f"{service.name}: {task.error}"
@@ -152,7 +145,7 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
             if task.state == "pending" and task.error.startswith("no suitable node")
         )
         ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
-        ended = [t for t in tasks if t.service == full and t.state in ended_states]
+        ended = [task for task in own if task.state in ended_states]
         # Docker 20.10 rejects a task whose node "no longer meets constraints" while the
         # node's own failure is the real one: name that, the race is noise.
         real = [t for t in ended if CONSTRAINT_RACE not in t.error] or ended
@@ -164,9 +157,8 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
 
 
 def stuck_hint(stuck: list[str]) -> str:
-    """What helps with the reasons `waiting_on` found stuck: GPU resources and node labels
-    only where the scheduler found no suitable node, a missing bind mount source where a
-    task was rejected for one, else each task's whole error."""
+    """What helps with the reasons `waiting_on` found stuck (STUCK_HINTS), else how to see
+    each task's whole error."""
     hints = [hint for cause, hint in STUCK_HINTS if any(cause in reason for reason in stuck)]
     return "\n  ".join(hints) or "`docker service ps --no-trunc <stack>_<service>` shows why"
 
@@ -188,13 +180,11 @@ STUCK_HINTS = (
 def verify_tasks(
     stack: SwarmStack, tasks: list[TaskFacts], containers: Mapping[str, ContainerFacts]
 ) -> list[str]:
-    """Every way the running tasks differ from the stack; empty when they match.
-
-    `containers` are this node's containers of the stack by task id: what each task
-    really got (its environment, templates expanded; the engine's resource variable).
-    A pinned task must run here, hold no generic resource and name exactly its GPUs; a
-    reserving task holds its number of GPUs, none pinned for another service.
-    """
+    """Every way the running tasks differ from the stack; empty when they match. `containers`:
+    this node's containers of the stack by task id, what each task really got (environment
+    templates expanded, the engine's resource variable). A pinned task must run on its node,
+    hold no generic resource and name exactly its GPUs; a reserving task holds its number of
+    GPUs, none pinned for another service."""
     node = stack.layout.node_id
     problems: list[str] = []
     holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
@@ -227,13 +217,10 @@ def verify_tasks(
                 and (container or "{{" not in f"{value}{environment.get(key)}")
             )
     for (node_id, uuid), names in sorted(holders.items()):
-        services = {service.name for service, _label in names}
-        workers_only = all(service.role is Role.SIMULATOR for service, _label in names)
-        if (
-            len(names) > 1
-            and stack.sharing == Sharing.EXCLUSIVE
-            and (len(services) > 1 or not workers_only)
-        ):
+        # the workers of one simulator service may share a GPU, no other two tasks
+        first = names[0][0]
+        workers = first.role is Role.SIMULATOR and all(s.name == first.name for s, _ in names)
+        if len(names) > 1 and stack.sharing == Sharing.EXCLUSIVE and not workers:
             tasks_text = " and ".join(label for _service, label in names)
             problems.append(f"GPU {uuid} of node {node_id[:12]} is given to {tasks_text}")
     return problems
@@ -246,10 +233,6 @@ def _task_gpus(
     reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
     problems: list[str] = []
     pinned = service.pinned_for(task.slot)
-    if pinned is None and not service.reserves:
-        if reserved:
-            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
-        return reserved, problems
     if service.reserves:
         if len(reserved) != service.gpus:
             problems.append(f"holds {len(reserved)} {GPU_KIND}, planned {service.gpus}")
@@ -257,7 +240,10 @@ def _task_gpus(
         if container is not None and sorted(split_list(variable)) != sorted(reserved):
             problems.append(f"{RESOURCE_VARIABLE}={variable!r}, the engine reserved {reserved}")
         return reserved, problems
-    wanted = ",".join(pinned or ())
+    if pinned is None:
+        if reserved:
+            problems.append(f"holds {GPU_KIND} {', '.join(reserved)}, planned none")
+        return reserved, problems
     if reserved:
         problems.append(
             f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
@@ -269,7 +255,7 @@ def _task_gpus(
     elif container is None and there == node:
         problems.append("no container of it on this node: its GPUs cannot be checked")
     elif container is not None:
-        visible = container.environment.get(PINNED_VARIABLE)
+        visible, wanted = container.environment.get(PINNED_VARIABLE), ",".join(pinned)
         if visible != wanted:
             problems.append(f"{PINNED_VARIABLE}={visible!r}, planned {wanted!r}")
         if RESOURCE_VARIABLE in container.environment:
@@ -277,7 +263,7 @@ def _task_gpus(
                 f"{RESOURCE_VARIABLE}={container.environment[RESOURCE_VARIABLE]!r}, which the"
                 " NVIDIA runtime prefers to its pinned GPUs"
             )
-    return pinned or (), problems
+    return pinned, problems
 
 
 def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
@@ -301,8 +287,7 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
 
 def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
     """Refuse a stack this node would not isolate: pinned GPUs need the nvidia default
-    runtime, and no GPU pinned for one service may be advertised while simulators
-    reserve generic resources (the engine could give it to one of them)."""
+    runtime, and none may be exposed to the simulators (`exposed_gpus`)."""
     exposed = exposed_gpus(stack.services, stack.layout)
     if exposed:
         raise GpuValidationError(

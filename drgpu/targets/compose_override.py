@@ -10,7 +10,6 @@ from drgpu.core.device_driver import request_ids
 from drgpu.core.model import HEADER_MARK, Plan, ServicePlan
 from drgpu.core.modes import DeviceDriver
 
-PLACEHOLDER_ENTRYPOINT = ("true",)
 _DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
 
 
@@ -55,8 +54,6 @@ def dump_yaml(document: Mapping[str, Any], *, blocks: bool = False) -> str:
     def _represent_tagged(dumper: yaml.CSafeDumper, data: _Tagged) -> yaml.Node:
         if isinstance(data.value, list):
             return dumper.represent_sequence(data.tag, data.value)
-        if isinstance(data.value, dict):
-            return dumper.represent_mapping(data.tag, data.value)
         return dumper.represent_scalar(data.tag, "", style="'")  # (libyaml writes '' bare)
 
     def _block(dumper: yaml.CSafeDumper, data: str) -> yaml.Node:
@@ -108,7 +105,7 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     if service.placeholder:
         # Each replica a start script's `--scale` asks for runs `true` and exits: the
         # numbered workers are the simulators (see docs/drfc.md).
-        body["entrypoint"] = _Tagged("!override", list(PLACEHOLDER_ENTRYPOINT))
+        body["entrypoint"] = _Tagged("!override", ["true"])
         body["command"] = _Tagged("!reset", [])
         body["ports"] = _Tagged("!reset", [])
     if service.init:

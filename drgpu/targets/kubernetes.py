@@ -3,8 +3,10 @@ planned GPUs' product, or from dynamic resource allocation (DRA) by UUID (see th
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -123,8 +125,6 @@ def _hidden_values(parts: list[_Part], secrets: Iterable[str]) -> tuple[str, ...
 def cel_string(text: str) -> str:
     """`text` as a CEL string literal: quoted, its quotes, backslashes and control
     characters escaped (JSON's escapes are CEL's)."""
-    import json  # lazy: only DRA manifests quote CEL
-
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -138,10 +138,9 @@ def _plugin_parts(
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
     parts: list[_Part] = []
     devices = {shape.name: _devices(plan, shape) for shape in shapes}
-    users: dict[str, int] = {}  # how many pods the plan puts on each GPU
+    users: Counter[str] = Counter()  # how many pods the plan puts on each GPU
     for shape in shapes:
-        for device in devices[shape.name]:
-            users[device.uuid] = users.get(device.uuid, 0) + (shape.replicas or 1)
+        users.update([d.uuid for d in devices[shape.name]] * (shape.replicas or 1))
     replicas = max(users.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
@@ -291,10 +290,10 @@ def _pod(
             " which Kubernetes does not offer"
         )
     container: dict[str, Any] = {"name": _dns_label(shape.name), "image": str(image)}
-    if body.get("entrypoint"):
-        container["command"] = [kubernetes_text(word) for word in _words(body["entrypoint"])]
-    if body.get("command"):
-        container["args"] = [kubernetes_text(word) for word in _words(body["command"])]
+    for key, field in (("entrypoint", "command"), ("command", "args")):
+        if body.get(key):
+            words = shlex.split(body[key]) if isinstance(body[key], str) else body[key]
+            container[field] = [kubernetes_text(str(word)) for word in words]
     environment = {
         str(key): str(value)
         for key, value in (body.get("environment") or {}).items()
@@ -400,9 +399,3 @@ def _labels(plan: Plan) -> dict[str, str]:
 def _dns_label(text: str) -> str:
     """A name Kubernetes accepts (RFC 1123 label): lowercase letters, digits and dashes."""
     return _NOT_DNS.sub("-", text.lower()).strip("-")[:63].rstrip("-")
-
-
-def _words(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return shlex.split(value)
-    return [str(word) for word in value]

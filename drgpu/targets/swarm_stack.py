@@ -1,6 +1,5 @@
 """Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving
 (docs/swarm.md), or as the override DRfC's swarm style appends to its files (docs/drfc.md).
-Everything here is pure.
 
 Pinned: on a node whose default runtime is nvidia, NVIDIA_VISIBLE_DEVICES names a
 container's GPUs, each simulator replica its own through a `{{.Task.Slot}}` template.
@@ -114,27 +113,25 @@ def _swarm_service(
         elif layout.pin_simulators or not gpus:
             constraints = (SIMULATOR_CONSTRAINT, *(here if gpus else ()))
         else:
+            # Given GPUs by the engine. NVIDIA_VISIBLE_DEVICES=void fails closed: the runtime
+            # prefers the swarm resource variable, and a node not set up for it gives none.
             constraints, pinned = (SIMULATOR_CONSTRAINT,), ()
-            environment = gpu_environment(gpus)
+            environment = {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
     elif service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
         constraints = (TRAINER_CONSTRAINT, *here)
     elif pinned:  # GPUs of its own (DRGPU_DEVICES_<SERVICE>): pinned as the trainer is
         constraints = here
-    if len(pinned) > 1:
-        environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        for key in TEMPLATED_KEYS:
-            environment[key] = slot_template(pinned)
-    held = sorted({uuid for slot in pinned for uuid in slot})
+    held = ",".join(sorted({uuid for slot in pinned for uuid in slot}))
     forwarded = ",".join(d.uuid for d in service.devices)
+    if service.role is not Role.TRAINER_LAUNCHER:
+        forwarded = ""
     service_labels = labels.run_labels(
-        plan.run_id,
-        plan.sharing,
-        service.role,
-        ",".join(held),
-        forwarded=forwarded if service.role is Role.TRAINER_LAUNCHER else "",
+        plan.run_id, plan.sharing, service.role, held, forwarded=forwarded
     )
     extra = [(labels.SWARM_GPUS, str(gpus))]
     if len(pinned) > 1:
+        environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        environment.update(dict.fromkeys(TEMPLATED_KEYS, slot_template(pinned)))
         slots = ";".join(f"{slot}={','.join(ids)}" for slot, ids in enumerate(pinned, 1))
         extra.append((labels.GPUS_BY_SLOT, slots))
     return SwarmService(
@@ -177,15 +174,6 @@ def compose_text(data: Any) -> Any:
     return data
 
 
-def gpu_environment(gpus: int) -> dict[str, str]:
-    """The variables of a container given `gpus` GPUs by the engine (generic resources).
-
-    NVIDIA_VISIBLE_DEVICES=void fails closed: the runtime prefers the swarm resource
-    variable, and a node not set up for it gives the container no GPU, never all of them.
-    """
-    return {**own_gpus_environment(gpus), "NVIDIA_VISIBLE_DEVICES": "void"}
-
-
 def render_stack(
     plan: Plan,
     model: Mapping[str, Any],
@@ -204,9 +192,7 @@ def render_stack(
             for name, body in (model.get("services") or {}).items()
         }
     }
-    for key in _TOP_LEVEL_KEYS:
-        if model.get(key):
-            document[key] = model[key]
+    document.update({key: model[key] for key in _TOP_LEVEL_KEYS if model.get(key)})
     how = GENERIC_HOW if any(s.reserves for s in services) else PINNED_HOW
     header = HEADER.format(
         project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
@@ -234,11 +220,9 @@ def render_stack(
 def render_swarm_override(
     plan: Plan, services: tuple[SwarmService, ...], layout: SwarmLayout = ONE_NODE
 ) -> SwarmStack:
-    """The override appended to DRfC's `-c` list, and what drgpu expects of the deployed
-    stack. The format 3 has no device requests, `gpus`, `extends` or `!reset`: each service
-    gets only what the docker CLI merges (its environment, drgpu's labels, the constraint
-    to this node or the generic-resource reservations), not the replicas or node-label
-    constraints DRfC's swarm files carry."""
+    """The override appended to DRfC's `-c` list (format 3: no device requests, `gpus`,
+    `extends` or `!reset`): each service's environment, drgpu's labels, the constraint to a
+    node or the generic-resource reservations, not DRfC's replicas or node-label ones."""
     drfc = (SIMULATOR_CONSTRAINT, TRAINER_CONSTRAINT)
     bodies: dict[str, Any] = {}
     for service in services:
@@ -269,11 +253,10 @@ def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
 def _stack_service(
     name: str, body: Mapping[str, Any], swarm: SwarmService | None, warnings: list[str]
 ) -> dict[str, Any]:
-    service = {key: value for key, value in body.items() if value is not None and key != "gpus"}
-    dropped = sorted(key for key in service if key not in STACK_SERVICE_KEYS)
-    if dropped:
+    written = {key: value for key, value in body.items() if value is not None and key != "gpus"}
+    service = {key: value for key, value in written.items() if key in STACK_SERVICE_KEYS}
+    if dropped := sorted(written.keys() - service.keys()):
         warnings.append(f"swarm has no {', '.join(dropped)}: left out of service {name}")
-    service = {key: value for key, value in service.items() if key not in dropped}
     if isinstance(service.get("depends_on"), dict):
         service["depends_on"] = sorted(service["depends_on"])
     if "ports" in service:
