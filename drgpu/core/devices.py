@@ -35,8 +35,7 @@ class Selector:
 
     @property
     def index(self) -> int:
-        """The number a bare index (or `cuda:N`) names (its key's: leading zeros never
-        count)."""
+        """The number a bare index (or `cuda:N`) names (leading zeros never count)."""
         return int(self.key.split(":", 1)[1])
 
 

@@ -53,9 +53,7 @@ def guessed_order(inventory: Inventory) -> tuple[int, ...]:
     """CUDA's fastest-first order as drgpu guesses it: highest compute capability first,
     ties in PCI bus order; lost GPUs left out, a GPU in MIG mode once per MIG device."""
     usable = [gpu for gpu in inventory.gpus if not gpu.lost]
-    ranked = sorted(
-        usable, key=lambda gpu: (-gpu.compute_capability[0], -gpu.compute_capability[1])
-    )
+    ranked = sorted(usable, key=lambda gpu: gpu.compute_capability, reverse=True)  # (stable)
     return tuple(
         gpu.index
         for gpu in ranked
@@ -112,15 +110,11 @@ def index_notes(
     refuse: bool = False,
     drfc: bool = False,
 ) -> tuple[str | None, str | None]:
-    """(a warning, an explanation) when device values (key, request) use bare indices whose
-    meaning differs between nvidia-smi's and CUDA's order here: per index, the GPU each
-    order gives, with its number in the other.
-
-    Read in nvidia-smi's order by default, or in a CUDA order drgpu only guessed, it is a
-    warning, or with `refuse` (no order `chosen`, CUDA's known) a ConfigError whose hint is the fix,
-    DRfC's meaning first in a `drfc` checkout; read in the order the user `chosen`
-    (DRGPU_INDEX_ORDER=pci written), or in the CUDA order the driver reported, an
-    explanation."""
+    """(a warning, an explanation) when bare indices of device values (key, request) name
+    other GPUs in CUDA's order than in nvidia-smi's: an explanation where read in the CUDA
+    order the driver reported or in nvidia-smi's `chosen` (DRGPU_INDEX_ORDER=pci written);
+    a warning where read in a guessed CUDA order or by default, or with `refuse` (CUDA's
+    order known) a ConfigError whose hint is the fix (DRfC's meaning first where `drfc`)."""
     if not order.differs(inventory):
         return None, None
     meanings = [

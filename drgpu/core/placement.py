@@ -70,8 +70,7 @@ def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dic
 
 
 def short(device: Assignment) -> str:
-    """`GPU 1 (NVIDIA L4)`, `GPU 0 MIG-… (NVIDIA A100…)` for a slice, or `GPU-… (on node
-    …)` for another swarm node's GPU (index -1)."""
+    """`GPU 1 (NVIDIA L4)`, `GPU 0 MIG-… (NVIDIA A100…)`, or `GPU-… (on node …)`."""
     slice_ = f" {device.mig.uuid}" if device.mig else ""
     return f"{number(device.gpu)}{slice_} ({device.gpu.name})"
 
@@ -196,9 +195,9 @@ def _passed_over(inventory: Inventory, busy: Mapping[str, str]) -> str:
 def _nothing_free(role: str, inventory: Inventory, busy: Mapping[str, str], taken: set[str]) -> str:
     if not inventory.gpus:
         return f"auto found no GPU for {role}: this machine has none"
-    reasons = []
-    for gpu in inventory.gpus:
-        why = _why_not(gpu, busy) or ("the other role's" if gpu.uuid in taken else None)
-        if why:
-            reasons.append(f"GPU {gpu.index} ({why})")
+    reasons = (
+        f"GPU {gpu.index} ({why})"
+        for gpu in inventory.gpus
+        if (why := _why_not(gpu, busy) or ("the other role's" if gpu.uuid in taken else None))
+    )
     return f"auto found no free GPU for {role}: {', '.join(reasons)}"

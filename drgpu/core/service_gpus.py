@@ -61,8 +61,7 @@ def service_gpus(plan: Plan, names: Collection[str], workers: int) -> tuple[Serv
 
 
 def own_gpus_environment(gpus: int) -> dict[str, str]:
-    """A container that sees only its `gpus` GPUs: CUDA's indices are 0..gpus-1, in PCI
-    bus order."""
+    """A container that sees only its `gpus` GPUs: CUDA's 0..gpus-1, in PCI bus order."""
     return {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
