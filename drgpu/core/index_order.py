@@ -13,8 +13,7 @@ first) as: highest compute capability first, ties in PCI bus order, lost GPUs le
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
@@ -23,8 +22,7 @@ from drgpu.core.topology import inventory_to_json
 from drgpu.errors import ConfigError
 
 
-@dataclass(frozen=True)
-class CudaOrder:
+class CudaOrder(NamedTuple):
     """The NVML index of each CUDA ordinal (CUDA's default order), and whether the CUDA
     driver (or an inventory file) said so, rather than drgpu's guess."""
 
@@ -97,7 +95,7 @@ def in_cuda_order(request: DeviceRequest, order: CudaOrder) -> tuple[DeviceReque
             continue
         index = order.indices[ordinal]
         selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
-    return replace(request, selectors=tuple(selectors)), problems
+    return request._replace(selectors=tuple(selectors)), problems
 
 
 def index_notes(

@@ -7,7 +7,7 @@ labels; every choice comes with one line saying why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from drgpu.core.model import Assignment, Claim, Gpu, Inventory
 from drgpu.core.modes import WorkerPlacement
@@ -15,8 +15,7 @@ from drgpu.core.modes import WorkerPlacement
 WORKER_MEMORY_MIB = 1024
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """What `auto` picked for one role, why, or why nothing could be picked."""
 
     devices: tuple[Assignment, ...]
@@ -46,17 +45,14 @@ def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dic
     """Why each busy GPU (by GPU UUID) is busy: another run holds it, foreign processes run
     on it (processes on a GPU this run itself holds count as this run's), or NVML cannot
     list its processes (so it cannot be shown free)."""
-    holders: dict[str, list[str]] = {}
+    holders: dict[str, dict[str, None]] = {}  # the runs holding each GPU, in claim order
     own: set[str] = set()
     for claim in claims:
-        for uuid in claim.uuids:
-            found = locate(uuid, inventory)
-            if found is None:
-                continue
+        for found in filter(None, (locate(uuid, inventory) for uuid in claim.uuids)):
             if claim.run_id == run_id:
                 own.add(found.gpu.uuid)
-            elif claim.run_id not in holders.setdefault(found.gpu.uuid, []):
-                holders[found.gpu.uuid].append(claim.run_id)
+            else:
+                holders.setdefault(found.gpu.uuid, {})[claim.run_id] = None
     busy: dict[str, str] = {}
     for gpu in inventory.gpus:
         if gpu.uuid in holders:

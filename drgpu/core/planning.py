@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import (
@@ -94,8 +95,7 @@ class _Notes:
 _Asked = tuple[str, str, DeviceRequest]  # who asks, under which key, for what
 
 
-@dataclass(frozen=True)
-class _Worker:
+class _Worker(NamedTuple):
     """One simulator worker: its service, its slot, and the stack service it is made of."""
 
     name: str
@@ -417,10 +417,14 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
             raise ConfigError(f"{config.where(request.key)} names several services: {names}")
         service = services[0]
         if service.role is not Role.OTHER:
+            role_keys = {
+                Role.SIMULATOR: config.simulator_key,
+                Role.MPS_DAEMON: "the GPUs its clients share (DRGPU_SHARING=mps)",
+            }
             raise ConfigError(
                 f"{config.where(request.key)}: service {service.name} would have two roles:"
                 f" it is {_ROLE_NAMES[service.role]} ({service.role_source}),"
-                f" whose GPUs come from {_role_key(config, service.role)}",
+                f" whose GPUs come from {role_keys.get(service.role, config.trainer_key)}",
                 hint=f"remove {request.key}, or declare `drgpu.role: none` on {service.name}"
                 " to give it GPUs of its own",
             )
@@ -434,14 +438,6 @@ _ROLE_NAMES = {
     Role.SIMULATOR: "a simulator",
     Role.MPS_DAEMON: "drgpu's MPS daemon",
 }
-
-
-def _role_key(config: Config, role: Role) -> str:
-    if role is Role.SIMULATOR:
-        return config.simulator_key
-    if role is Role.MPS_DAEMON:
-        return "the GPUs its clients share (DRGPU_SHARING=mps)"
-    return config.trainer_key
 
 
 def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
@@ -599,19 +595,13 @@ def _other_runs(
 ) -> None:
     """Check the plan against GPUs other runs hold."""
     mine = users(services)
-    held: dict[tuple[str, str], tuple[Assignment, Claim, list[str]]] = {}
-    for claim in claims:
-        if claim.run_id == config.run_key:
-            continue
-        for uuid in claim.uuids:
-            theirs = locate(uuid, inventory)
-            if theirs is None:
-                continue
+    held: dict[tuple[str, str], tuple[Assignment, Claim, dict[str, None]]] = {}
+    for claim in (claim for claim in claims if claim.run_id != config.run_key):
+        for theirs in filter(None, (locate(uuid, inventory) for uuid in claim.uuids)):
             for device, _services in mine.values():
                 if overlaps(device, theirs):
-                    entry = held.setdefault((device.uuid, claim.run_id), (device, claim, []))
-                    if claim.service not in entry[2]:
-                        entry[2].append(claim.service)
+                    entry = held.setdefault((device.uuid, claim.run_id), (device, claim, {}))
+                    entry[2][claim.service] = None
     for (uuid, run), (device, claim, their_services) in held.items():
         names = ", ".join(service.name for service in mine[uuid][1])
         message = (

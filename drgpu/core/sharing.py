@@ -7,7 +7,8 @@ each service on them its client (shared IPC and pipe directory, limits from syst
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
 from drgpu.core.labels import run_labels
@@ -38,8 +39,7 @@ MPS_ENVIRONMENT = (
 )
 
 
-@dataclass(frozen=True)
-class Shared:
+class Shared(NamedTuple):
     """The services with their sharing settings, and what was found on the way."""
 
     services: tuple[ServicePlan, ...]
