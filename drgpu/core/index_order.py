@@ -85,16 +85,14 @@ def in_cuda_order(request: DeviceRequest, order: CudaOrder) -> tuple[DeviceReque
     for selector in request.selectors:
         if selector.kind is not SelectorKind.INDEX:
             selectors.append(selector)
-            continue
-        ordinal = selector.index
-        if ordinal >= len(order.indices):
+        elif selector.index >= len(order.indices):
             problems.append(
-                f"{selector.text!r}: CUDA has no device {ordinal} here (DRGPU_INDEX_ORDER=cuda;"
-                f" CUDA devices 0 to {len(order.indices) - 1})"
+                f"{selector.text!r}: CUDA has no device {selector.index} here"
+                f" (DRGPU_INDEX_ORDER=cuda; CUDA devices 0 to {len(order.indices) - 1})"
             )
-            continue
-        index = order.indices[ordinal]
-        selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
+        else:
+            index = order.indices[selector.index]
+            selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
     return request._replace(selectors=tuple(selectors)), problems
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
@@ -40,11 +40,10 @@ from drgpu.core.settings import (
     ServiceDevices,
     service_devices_key,
 )
-from drgpu.core.sharing import apply_sharing, users
+from drgpu.core.sharing import GPU_CAPABILITIES, apply_sharing, users
 from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
-GPU_CAPABILITIES = ("gpu", "compute", "utility")  # the simulator's add graphics (and display)
 ORDER_NOTE = (
     "GPU indices are nvidia-smi's (PCI bus order), not CUDA's default fastest-first order;"
     " drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
@@ -65,16 +64,15 @@ def warning(subject: str, message: str) -> Finding:
     return Finding(subject, Level.WARN, message, kind="plan-warning")
 
 
-@dataclass
 class _Notes:
     """What planning found on the way: problems stop it, the rest goes into the plan.
     `lookup_fix` helps where no GPU matches a request."""
 
-    subject: str
-    lookup_fix: str
-    problems: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    explanations: list[str] = field(default_factory=list)
+    def __init__(self, subject: str, lookup_fix: str) -> None:
+        self.subject, self.lookup_fix = subject, lookup_fix
+        self.problems: list[Finding] = []
+        self.warnings: list[Finding] = []
+        self.explanations: list[str] = []
 
     def warn(self, *messages: str) -> None:
         self.warnings.extend(warning(self.subject, message) for message in messages)
@@ -133,6 +131,7 @@ def make_plan(
     if nodes:
         lookup_fix += "; or the swarm's nodes: " + "; ".join(advertised(nodes))
     notes = _Notes(config.project, lookup_fix)
+    index_note = CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
     notes.warn(*config.key_mistakes)
     _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
     has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
@@ -162,7 +161,7 @@ def make_plan(
         _cpu_trainer_warning(config, inventory, trainer, notes)
     chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
     _check_overlaps(config, [(who, key, devices) for (who, key, _), devices in chosen], notes)
-    notes.refuse(_order_note(config))
+    notes.refuse(index_note)
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
     for problem in shared.problems:
@@ -170,7 +169,7 @@ def make_plan(
     notes.warn(*shared.warnings)
     notes.explanations.extend(shared.explanations)
     _other_runs(config, shared.services, inventory, claims, notes)
-    notes.refuse(_order_note(config))
+    notes.refuse(index_note)
     notes.warn(*_memory_warnings(trainer, shared.services))
     notes.warn(*_unused_requests(config, stack, has_trainer=has_trainer))
     if config.host_x:  # Gazebo renders on the X server's GPU: named; a warning where not ours
@@ -186,7 +185,7 @@ def make_plan(
         explanations=tuple(notes.explanations),
         sharing=config.sharing,
         tmpfs_volumes=shared.tmpfs_volumes,
-        index_note=_order_note(config),
+        index_note=index_note,
     )
 
 
@@ -312,10 +311,6 @@ def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
         f"CUDA's GPU {ordinal}{guessed} is the {gpu.name}: write its nvidia-smi index"
         f" {str(gpu.index)!r} or its UUID {gpu.uuid}"
     )
-
-
-def _order_note(config: Config) -> str:
-    return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
 
 
 def _index_notes(
@@ -552,13 +547,11 @@ def _service_plan(
     if role is Role.SIMULATOR:
         capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
     copy = worker is not None and worker.generated
-    reset_keys = []
-    if not gets_request and source.has_device_requests:
-        reset_keys.append("deploy.resources.reservations.devices")
-    if source.has_gpus_key:
-        reset_keys.append("gpus")
-    if copy and "container_name" in source.keys:
-        reset_keys.append("container_name")  # copies cannot share one name
+    resets = {
+        "deploy.resources.reservations.devices": not gets_request and source.has_device_requests,
+        "gpus": source.has_gpus_key,
+        "container_name": copy and "container_name" in source.keys,  # copies cannot share it
+    }
     if worker is not None:
         environment["DOCKER_REPLICA_SLOT"] = str(worker.slot)
     return ServicePlan(
@@ -574,7 +567,7 @@ def _service_plan(
             uuids if gets_request else "",
             forwarded=uuids if launcher else "",
         ),
-        reset_keys=tuple(reset_keys),
+        reset_keys=tuple(key for key, reset in resets.items() if reset),
         note=(
             "starts the trainer through SageMaker local mode and forwards its"
             f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"

@@ -17,6 +17,7 @@ from drgpu.core.modes import Sharing
 from drgpu.core.placement import short
 from drgpu.core.settings import MPS_KEYS, Config
 
+GPU_CAPABILITIES = ("gpu", "compute", "utility")  # a GPU service's; a simulator adds graphics
 TIMESLICE_ENVIRONMENT = (
     ("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
     ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
@@ -32,7 +33,6 @@ MPS_COMMAND = (
     "-c",
     f"nvidia-cuda-mps-control -d && exec tail -F {MPS_LOG_DIRECTORY}/control.log",
 )
-MPS_CAPABILITIES = ("gpu", "compute", "utility")
 MPS_ENVIRONMENT = (
     ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
     ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
@@ -139,7 +139,7 @@ def _daemon(
         name=MPS_DAEMON_SERVICE,
         role=Role.MPS_DAEMON,
         devices=devices,
-        capabilities=MPS_CAPABILITIES,
+        capabilities=GPU_CAPABILITIES,
         environment=(
             ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
             ("CUDA_VISIBLE_DEVICES", uuids),
