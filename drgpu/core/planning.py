@@ -588,15 +588,15 @@ def _other_runs(
 ) -> None:
     """Check the plan against GPUs other runs hold."""
     mine = users(services)
-    held: dict[tuple[str, str], tuple[Assignment, Claim, dict[str, None]]] = {}
+    held: dict[tuple[str, str], tuple[Claim, dict[str, None]]] = {}  # their services, in order
     for claim in (claim for claim in claims if claim.run_id != config.run_key):
         for theirs in filter(None, (locate(uuid, inventory) for uuid in claim.uuids)):
-            for device, _services in mine.values():
+            for uuid, (device, _services) in mine.items():
                 if overlaps(device, theirs):
-                    entry = held.setdefault((device.uuid, claim.run_id), (device, claim, {}))
-                    entry[2][claim.service] = None
-    for (uuid, run), (device, claim, their_services) in held.items():
-        names = ", ".join(service.name for service in mine[uuid][1])
+                    held.setdefault((uuid, claim.run_id), (claim, {}))[1][claim.service] = None
+    for (uuid, run), (claim, their_services) in held.items():
+        device, planned = mine[uuid]
+        names = ", ".join(service.name for service in planned)
         message = (
             f"{describe_gpu(device.gpu)}, planned for {names}, is held by run {run!r}"
             f" ({', '.join(their_services)})"

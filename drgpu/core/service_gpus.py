@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role
@@ -103,8 +104,7 @@ class SwarmService(ServiceGpus):
         return environment
 
 
-@dataclass(frozen=True)
-class SwarmStack:
+class SwarmStack(NamedTuple):
     """A rendered stack file and what drgpu expects of it once deployed."""
 
     project: str
