@@ -6,7 +6,7 @@ labels; every choice comes with one line saying why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import NamedTuple
 
 from drgpu.core.model import Assignment, Claim, Gpu, Inventory
@@ -180,20 +180,19 @@ def _why_not(gpu: Gpu, busy: Mapping[str, str]) -> str | None:
 
 
 def _passed_over(inventory: Inventory, busy: Mapping[str, str]) -> str:
-    skipped = [
-        f"GPU {gpu.index} ({why})"
-        for gpu in inventory.gpus
-        if (why := _why_not(gpu, busy)) is not None
-    ]
-    return f"; passed over {', '.join(skipped)}" if skipped else ""
+    skipped = _not_free(inventory, busy)
+    return f"; passed over {skipped}" if skipped else ""
 
 
 def _nothing_free(role: str, inventory: Inventory, busy: Mapping[str, str], taken: set[str]) -> str:
     if not inventory.gpus:
         return f"auto found no GPU for {role}: this machine has none"
-    reasons = (
+    return f"auto found no free GPU for {role}: {_not_free(inventory, busy, taken)}"
+
+
+def _not_free(inventory: Inventory, busy: Mapping[str, str], taken: Set[str] = frozenset()) -> str:
+    return ", ".join(
         f"GPU {gpu.index} ({why})"
         for gpu in inventory.gpus
         if (why := _why_not(gpu, busy) or ("the other role's" if gpu.uuid in taken else None))
     )
-    return f"auto found no free GPU for {role}: {', '.join(reasons)}"
