@@ -5,9 +5,8 @@ DeepRacer-for-cloud's docs call the device values "the CUDA number": CUDA's defa
 order, fastest first, which may differ. Where it does and a value uses bare indices,
 drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
 
-CUDA's order comes from the CUDA driver (`drgpu.host.cuda`), or an inventory file's
-`cuda_order`; when neither tells, drgpu guesses with CUDA's documented intent (fastest
-first) as: highest compute capability first, ties in PCI bus order, lost GPUs left out.
+CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file's
+`cuda_order`; when neither tells, drgpu guesses it (`guessed_order`).
 """
 
 from __future__ import annotations
