@@ -106,12 +106,7 @@ def _mps(
         if launcher.role is Role.TRAINER_LAUNCHER
     ]
     warnings.extend(_limit_warnings(config, shared))
-    devices = tuple(
-        sorted(
-            {device.uuid: device for client in clients for device in client.devices}.values(),
-            key=lambda device: device.gpu.index,
-        )
-    )
+    devices = tuple(sorted((d for d, _ in users(clients).values()), key=lambda d: d.gpu.index))
     names = {client.name for client in clients}
     explanation = (
         f"{MPS_DAEMON_SERVICE}: MPS control daemon for"
