@@ -1,5 +1,5 @@
 """The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`:
-`all`, `auto` (`drgpu.placement` chooses), empty or `none`, or a comma list of NVML
+`all`, `auto` (`drgpu.core.placement` chooses), empty or `none`, or a comma list of NVML
 indices (PCI bus order, not CUDA's), full or abbreviated GPU UUIDs, PCI bus ids and MIG
 UUIDs. Parsing needs no machine; resolving checks a request against an inventory.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from drgpu.core.model import Assignment, Gpu, Inventory
 from drgpu.core.numbers import whole_number
@@ -35,13 +36,11 @@ class Selector:
 
     @property
     def index(self) -> int:
-        """The number a bare index (or `cuda:N`) names (its key's: leading zeros never
-        count)."""
+        """The number a bare index (or `cuda:N`) names (leading zeros never count)."""
         return int(self.key.split(":", 1)[1])
 
 
-@dataclass(frozen=True)
-class DeviceRequest:
+class DeviceRequest(NamedTuple):
     """A parsed `*_CUDA_DEVICES` value."""
 
     all: bool = False
@@ -137,14 +136,13 @@ def resolve(request: DeviceRequest, inventory: Inventory) -> tuple[list[Assignme
     assignments: list[Assignment] = []
     problems: list[str] = []
     for selector in request.selectors:
-        found, problem = _resolve_one(selector, inventory)
-        if problem is not None:
-            problems.append(problem)
-        elif found is not None:
-            if any(found.uuid == other.uuid for other in assignments):
-                problems.append(f"{selector.text!r} names a device already in the list")
-            else:
-                assignments.append(found)
+        found = _resolve_one(selector, inventory)
+        if isinstance(found, str):
+            problems.append(found)
+        elif any(found.uuid == other.uuid for other in assignments):
+            problems.append(f"{selector.text!r} names a device already in the list")
+        else:
+            assignments.append(found)
     return assignments, problems
 
 
@@ -172,30 +170,31 @@ def _everything(inventory: Inventory) -> list[Assignment]:
     ]
 
 
-def _resolve_one(selector: Selector, inventory: Inventory) -> tuple[Assignment | None, str | None]:
+def _resolve_one(selector: Selector, inventory: Inventory) -> Assignment | str:
+    """The device `selector` names, or why none."""
     if selector.kind is SelectorKind.CUDA_ORDINAL:
-        return None, f"{selector.text!r} is torch's device string, not a device list"
+        return f"{selector.text!r} is torch's device string, not a device list"
     mig = selector.kind is SelectorKind.MIG_UUID
     matches = _matches(selector, inventory)
     if not matches:
         what = "MIG device" if mig else "GPU"
-        return None, f"no {what} matches {selector.text!r}; {describe_inventory(inventory)}"
+        return f"no {what} matches {selector.text!r}; {describe_inventory(inventory)}"
     if len(matches) > 1:
         names = ", ".join(found.uuid for found in matches)
-        return None, f"{selector.text!r} is ambiguous: it matches {names}"
+        return f"{selector.text!r} is ambiguous: it matches {names}"
     if mig:
-        return matches[0], None
+        return matches[0]
     gpu = matches[0].gpu
     if gpu.lost:
         where = gpu.pci_bus_id or "bus id unknown"
-        return None, f"GPU {gpu.index} ({where}) is lost: NVML cannot reach it"
+        return f"GPU {gpu.index} ({where}) is lost: NVML cannot reach it"
     if gpu.mig_mode:
         migs = ", ".join(mig.uuid for mig in gpu.mig_devices) or "none configured"
-        return None, (
+        return (
             f"GPU {gpu.index} ({gpu.name}) is in MIG mode and cannot be given whole:"
             f" ask for one of its MIG devices ({migs})"
         )
-    return Assignment(gpu), None
+    return Assignment(gpu)
 
 
 def _matches(selector: Selector, inventory: Inventory) -> list[Assignment]:

@@ -5,16 +5,14 @@ DeepRacer-for-cloud's docs call the device values "the CUDA number": CUDA's defa
 order, fastest first, which may differ. Where it does and a value uses bare indices,
 drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
 
-CUDA's order comes from the CUDA driver (`drgpu.host.cuda`), or an inventory file's
-`cuda_order`; when neither tells, drgpu guesses with CUDA's documented intent (fastest
-first) as: highest compute capability first, ties in PCI bus order, lost GPUs left out.
+CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file's
+`cuda_order`; when neither tells, drgpu guesses it (`guessed_order`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
@@ -23,8 +21,7 @@ from drgpu.core.topology import inventory_to_json
 from drgpu.errors import ConfigError
 
 
-@dataclass(frozen=True)
-class CudaOrder:
+class CudaOrder(NamedTuple):
     """The NVML index of each CUDA ordinal (CUDA's default order), and whether the CUDA
     driver (or an inventory file) said so, rather than drgpu's guess."""
 
@@ -53,9 +50,7 @@ def guessed_order(inventory: Inventory) -> tuple[int, ...]:
     """CUDA's fastest-first order as drgpu guesses it: highest compute capability first,
     ties in PCI bus order; lost GPUs left out, a GPU in MIG mode once per MIG device."""
     usable = [gpu for gpu in inventory.gpus if not gpu.lost]
-    ranked = sorted(
-        usable, key=lambda gpu: (-gpu.compute_capability[0], -gpu.compute_capability[1])
-    )
+    ranked = sorted(usable, key=lambda gpu: gpu.compute_capability, reverse=True)  # (stable)
     return tuple(
         gpu.index
         for gpu in ranked
@@ -89,17 +84,15 @@ def in_cuda_order(request: DeviceRequest, order: CudaOrder) -> tuple[DeviceReque
     for selector in request.selectors:
         if selector.kind is not SelectorKind.INDEX:
             selectors.append(selector)
-            continue
-        ordinal = selector.index
-        if ordinal >= len(order.indices):
+        elif selector.index >= len(order.indices):
             problems.append(
-                f"{selector.text!r}: CUDA has no device {ordinal} here (DRGPU_INDEX_ORDER=cuda;"
-                f" CUDA devices 0 to {len(order.indices) - 1})"
+                f"{selector.text!r}: CUDA has no device {selector.index} here"
+                f" (DRGPU_INDEX_ORDER=cuda; CUDA devices 0 to {len(order.indices) - 1})"
             )
-            continue
-        index = order.indices[ordinal]
-        selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
-    return replace(request, selectors=tuple(selectors)), problems
+        else:
+            index = order.indices[selector.index]
+            selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
+    return request._replace(selectors=tuple(selectors)), problems
 
 
 def index_notes(
@@ -112,15 +105,11 @@ def index_notes(
     refuse: bool = False,
     drfc: bool = False,
 ) -> tuple[str | None, str | None]:
-    """(a warning, an explanation) when device values (key, request) use bare indices whose
-    meaning differs between nvidia-smi's and CUDA's order here: per index, the GPU each
-    order gives, with its number in the other.
-
-    Read in nvidia-smi's order by default, or in a CUDA order drgpu only guessed, it is a
-    warning, or with `refuse` (no order `chosen`, CUDA's known) a ConfigError whose hint is the fix,
-    DRfC's meaning first in a `drfc` checkout; read in the order the user `chosen`
-    (DRGPU_INDEX_ORDER=pci written), or in the CUDA order the driver reported, an
-    explanation."""
+    """(a warning, an explanation) when bare indices of device values (key, request) name
+    other GPUs in CUDA's order than in nvidia-smi's: an explanation where read in the CUDA
+    order the driver reported or in nvidia-smi's `chosen` (DRGPU_INDEX_ORDER=pci written);
+    a warning where read in a guessed CUDA order or by default, or with `refuse` (CUDA's
+    order known) a ConfigError whose hint is the fix (DRfC's meaning first where `drfc`)."""
     if not order.differs(inventory):
         return None, None
     meanings = [

@@ -6,8 +6,8 @@ labels; every choice comes with one line saying why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence, Set
+from typing import NamedTuple
 
 from drgpu.core.model import Assignment, Claim, Gpu, Inventory
 from drgpu.core.modes import WorkerPlacement
@@ -15,8 +15,7 @@ from drgpu.core.modes import WorkerPlacement
 WORKER_MEMORY_MIB = 1024
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """What `auto` picked for one role, why, or why nothing could be picked."""
 
     devices: tuple[Assignment, ...]
@@ -46,17 +45,14 @@ def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dic
     """Why each busy GPU (by GPU UUID) is busy: another run holds it, foreign processes run
     on it (processes on a GPU this run itself holds count as this run's), or NVML cannot
     list its processes (so it cannot be shown free)."""
-    holders: dict[str, list[str]] = {}
+    holders: dict[str, dict[str, None]] = {}  # the runs holding each GPU, in claim order
     own: set[str] = set()
     for claim in claims:
-        for uuid in claim.uuids:
-            found = locate(uuid, inventory)
-            if found is None:
-                continue
+        for found in filter(None, (locate(uuid, inventory) for uuid in claim.uuids)):
             if claim.run_id == run_id:
                 own.add(found.gpu.uuid)
-            elif claim.run_id not in holders.setdefault(found.gpu.uuid, []):
-                holders[found.gpu.uuid].append(claim.run_id)
+            else:
+                holders.setdefault(found.gpu.uuid, {})[claim.run_id] = None
     busy: dict[str, str] = {}
     for gpu in inventory.gpus:
         if gpu.uuid in holders:
@@ -70,8 +66,7 @@ def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dic
 
 
 def short(device: Assignment) -> str:
-    """`GPU 1 (NVIDIA L4)`, `GPU 0 MIG-… (NVIDIA A100…)` for a slice, or `GPU-… (on node
-    …)` for another swarm node's GPU (index -1)."""
+    """`GPU 1 (NVIDIA L4)`, `GPU 0 MIG-… (NVIDIA A100…)`, or `GPU-… (on node …)`."""
     slice_ = f" {device.mig.uuid}" if device.mig else ""
     return f"{number(device.gpu)}{slice_} ({device.gpu.name})"
 
@@ -185,20 +180,19 @@ def _why_not(gpu: Gpu, busy: Mapping[str, str]) -> str | None:
 
 
 def _passed_over(inventory: Inventory, busy: Mapping[str, str]) -> str:
-    skipped = [
-        f"GPU {gpu.index} ({why})"
-        for gpu in inventory.gpus
-        if (why := _why_not(gpu, busy)) is not None
-    ]
-    return f"; passed over {', '.join(skipped)}" if skipped else ""
+    skipped = _not_free(inventory, busy)
+    return f"; passed over {skipped}" if skipped else ""
 
 
 def _nothing_free(role: str, inventory: Inventory, busy: Mapping[str, str], taken: set[str]) -> str:
     if not inventory.gpus:
         return f"auto found no GPU for {role}: this machine has none"
-    reasons = []
-    for gpu in inventory.gpus:
-        why = _why_not(gpu, busy) or ("the other role's" if gpu.uuid in taken else None)
-        if why:
-            reasons.append(f"GPU {gpu.index} ({why})")
-    return f"auto found no free GPU for {role}: {', '.join(reasons)}"
+    return f"auto found no free GPU for {role}: {_not_free(inventory, busy, taken)}"
+
+
+def _not_free(inventory: Inventory, busy: Mapping[str, str], taken: Set[str] = frozenset()) -> str:
+    return ", ".join(
+        f"GPU {gpu.index} ({why})"
+        for gpu in inventory.gpus
+        if (why := _why_not(gpu, busy) or ("the other role's" if gpu.uuid in taken else None))
+    )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import (
@@ -40,12 +40,10 @@ from drgpu.core.settings import (
     ServiceDevices,
     service_devices_key,
 )
-from drgpu.core.sharing import apply_sharing, users
+from drgpu.core.sharing import GPU_CAPABILITIES, apply_sharing, users
 from drgpu.errors import ConfigError, GpuValidationError
 
 TRAINER_MIN_MEMORY_MIB = 8 * 1024
-SIMULATOR_MIN_MEMORY_MIB_PER_WORKER = WORKER_MEMORY_MIB
-GPU_CAPABILITIES = ("gpu", "compute", "utility")  # the simulator's add graphics (and display)
 ORDER_NOTE = (
     "GPU indices are nvidia-smi's (PCI bus order), not CUDA's default fastest-first order;"
     " drgpu renders full UUIDs and sets CUDA_DEVICE_ORDER=PCI_BUS_ID"
@@ -66,16 +64,15 @@ def warning(subject: str, message: str) -> Finding:
     return Finding(subject, Level.WARN, message, kind="plan-warning")
 
 
-@dataclass
 class _Notes:
     """What planning found on the way: problems stop it, the rest goes into the plan.
     `lookup_fix` helps where no GPU matches a request."""
 
-    subject: str
-    lookup_fix: str
-    problems: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    explanations: list[str] = field(default_factory=list)
+    def __init__(self, subject: str, lookup_fix: str) -> None:
+        self.subject, self.lookup_fix = subject, lookup_fix
+        self.problems: list[Finding] = []
+        self.warnings: list[Finding] = []
+        self.explanations: list[str] = []
 
     def warn(self, *messages: str) -> None:
         self.warnings.extend(warning(self.subject, message) for message in messages)
@@ -93,18 +90,10 @@ class _Notes:
             )
 
 
-@dataclass(frozen=True)
-class _Request:
-    """GPUs asked for under one key: the trainer's, the simulators', or one service's."""
-
-    who: str
-    key: str
-    request: DeviceRequest
-    devices: tuple[Assignment, ...] = ()
+_Asked = tuple[str, str, DeviceRequest]  # who asks, under which key, for what
 
 
-@dataclass(frozen=True)
-class _Worker:
+class _Worker(NamedTuple):
     """One simulator worker: its service, its slot, and the stack service it is made of."""
 
     name: str
@@ -122,16 +111,17 @@ def make_plan(
     refuse_unordered: bool = False,
     nodes: Sequence[NodeFacts] = (),
 ) -> Plan:
-    """Check every request against the machine and what other runs hold (`claims`, read
-    from running containers' labels), and decide each service's devices; the simulators'
-    UUIDs may name GPUs other `nodes` of the swarm advertise (all on one node). With
-    `refuse_unordered`, bare indices that mean other GPUs in CUDA's order than in
-    nvidia-smi's are a ConfigError unless DRGPU_INDEX_ORDER is chosen.
-
-    Every problem is collected and raised at once as a `GpuValidationError`.
-    """
+    """Check every request against the machine and what other runs hold (`claims`, from
+    running containers' labels) and decide each service's devices; the simulators' UUIDs may
+    name GPUs other `nodes` of the swarm advertise. With `refuse_unordered`, bare indices
+    that CUDA's order reads otherwise are a ConfigError unless DRGPU_INDEX_ORDER is chosen.
+    Every problem is raised at once as a `GpuValidationError`."""
     own = service_requests(config, stack)
-    requests = _requests(config, own)
+    requests: list[_Asked] = [
+        ("the trainer", config.trainer_key, config.trainer_devices),
+        ("the simulator", config.simulator_key, config.simulator_devices),
+        *((f"service {name}", asked.key, asked.request) for name, asked in own.items()),
+    ]
     _refuse_cuda_strings(config, requests, inventory)
     lookup_fix = (
         "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's"
@@ -141,6 +131,7 @@ def make_plan(
     if nodes:
         lookup_fix += "; or the swarm's nodes: " + "; ".join(advertised(nodes))
     notes = _Notes(config.project, lookup_fix)
+    index_note = CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
     notes.warn(*config.key_mistakes)
     _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
     has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
@@ -169,8 +160,8 @@ def make_plan(
     if trains:
         _cpu_trainer_warning(config, inventory, trainer, notes)
     chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
-    _check_overlaps(config, [replace(r, devices=d) for r, d in chosen], notes)
-    notes.refuse(_order_note(config))
+    _check_overlaps(config, [(who, key, devices) for (who, key, _), devices in chosen], notes)
+    notes.refuse(index_note)
     services = _services(config, stack, trainer, simulator, owned, notes)
     shared = apply_sharing(config, stack, services)
     for problem in shared.problems:
@@ -178,12 +169,11 @@ def make_plan(
     notes.warn(*shared.warnings)
     notes.explanations.extend(shared.explanations)
     _other_runs(config, shared.services, inventory, claims, notes)
-    notes.refuse(_order_note(config))
+    notes.refuse(index_note)
     notes.warn(*_memory_warnings(trainer, shared.services))
     notes.warn(*_unused_requests(config, stack, has_trainer=has_trainer))
     if config.host_x:  # Gazebo renders on the X server's GPU: named; a warning where not ours
-        x_server = x_server_warning(inventory, [a.gpu for a in simulator])
-        if x_server:
+        if x_server := x_server_warning(inventory, [a.gpu for a in simulator]):
             notes.warn(x_server)
         else:
             notes.explanations.append(f"DR_HOST_X: {x_server_text(inventory)}, the simulator's")
@@ -195,7 +185,7 @@ def make_plan(
         explanations=tuple(notes.explanations),
         sharing=config.sharing,
         tmpfs_volumes=shared.tmpfs_volumes,
-        index_note=_order_note(config),
+        index_note=index_note,
     )
 
 
@@ -229,34 +219,26 @@ def _auto(
     busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != Sharing.EXCLUSIVE
 
-    def uuids(*groups: tuple[Assignment, ...]) -> set[str]:
-        return {device.gpu.uuid for devices in groups for device in devices}
+    def choose(who: str, taken_by: str, *taken: tuple[Assignment, ...]) -> Choice:
+        uuids = {device.gpu.uuid for devices in taken for device in devices}
+        return choose_trainer(inventory, busy, uuids, may_share, who=who, taken_by=taken_by)
 
     if config.trainer_devices.auto and trains:
-        others = uuids(*owned.values())
-        taken_by = "another service of this stack" if others else "the simulator"
-        taken = uuids(simulator) | others
-        choice = choose_trainer(inventory, busy, taken, may_share, taken_by=taken_by)
+        others = tuple(device for devices in owned.values() for device in devices)
+        by = "another service of this stack" if others else "the simulator"
+        choice = choose("the trainer", by, simulator, others)
         if config.trainer_defaulted:
             trainer = _defaulted_trainer(config, inventory, choice, notes)
         else:
             trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
     for name, request in own.items():
-        if not request.request.auto or notes.problems:
-            continue
-        taken = uuids(trainer, simulator, *owned.values())
-        choice = choose_trainer(
-            inventory,
-            busy,
-            taken,
-            may_share,
-            who=f"service {name}",
-            taken_by="another service of this stack",
-        )
-        owned[name] = _chosen(config, request.key, name, choice, notes)
+        if request.request.auto and not notes.problems:
+            by = "another service of this stack"
+            choice = choose(f"service {name}", by, trainer, simulator, *owned.values())
+            owned[name] = _chosen(config, request.key, name, choice, notes)
     if config.simulator_devices.auto and not notes.problems:
-        others_devices = tuple(device for devices in owned.values() for device in devices)
-        choice = choose_simulators(inventory, busy, trainer, may_share, others_devices)
+        others = tuple(device for devices in owned.values() for device in devices)
+        choice = choose_simulators(inventory, busy, trainer, may_share, others)
         simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
     return trainer, simulator
 
@@ -303,26 +285,17 @@ def _cpu_trainer_warning(
     )
 
 
-def _refuse_cuda_strings(config: Config, requests: list[_Request], inventory: Inventory) -> None:
+def _refuse_cuda_strings(config: Config, requests: list[_Asked], inventory: Inventory) -> None:
     """torch's `cuda:N` in a device value is a `ConfigError` naming what to write instead:
     the nvidia-smi index and UUID of CUDA's GPU N here (or N itself, read in CUDA's order)."""
-    for request in requests:
-        for selector in request.request.selectors:
+    for _who, key, request in requests:
+        for selector in request.selectors:
             if selector.kind is SelectorKind.CUDA_ORDINAL:
                 raise ConfigError(
-                    f"{config.where(request.key)}: {selector.text!r} is torch's device string,"
+                    f"{config.where(key)}: {selector.text!r} is torch's device string,"
                     f" not a device list: {_cuda_meaning(config, inventory, selector.index)}",
                     hint="`drgpu gpus` shows each GPU's nvidia-smi index and CUDA's (column CUDA)",
                 )
-
-
-def _requests(config: Config, own: Mapping[str, ServiceDevices]) -> list[_Request]:
-    """Every device request of the settings: who asks, under which key."""
-    return [
-        _Request("the trainer", config.trainer_key, config.trainer_devices),
-        _Request("the simulator", config.simulator_key, config.simulator_devices),
-        *(_Request(f"service {name}", asked.key, asked.request) for name, asked in own.items()),
-    ]
 
 
 def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
@@ -340,15 +313,11 @@ def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
     )
 
 
-def _order_note(config: Config) -> str:
-    return CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
-
-
 def _index_notes(
-    config: Config, asked: list[_Request], inventory: Inventory, notes: _Notes, *, refuse: bool
+    config: Config, asked: list[_Asked], inventory: Inventory, notes: _Notes, *, refuse: bool
 ) -> None:
     """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
-    requests = [(request.key, request.request) for request in asked]
+    requests = [(key, request) for _who, key, request in asked]
     if any(bare_indices(request) for _key, request in requests):
         order, chosen = cuda_order(inventory), config.index_order_chosen
         drfc = "DR_DIR" in config.values  # an activated DRfC shell, whose docs mean CUDA's
@@ -388,21 +357,23 @@ def _chosen(
     return choice.devices
 
 
-def _check_overlaps(config: Config, requests: Sequence[_Request], notes: _Notes) -> None:
-    """Each GPU asked for under two keys is refused (exclusive) or shared (with a warning
-    for timeslice)."""
-    for first, second in itertools.combinations(requests, 2):
-        for device in first.devices:
-            if not any(overlaps(device, theirs) for theirs in second.devices):
+def _check_overlaps(
+    config: Config, chosen: Sequence[tuple[str, str, tuple[Assignment, ...]]], notes: _Notes
+) -> None:
+    """Each GPU chosen under two keys (who, key, devices) is refused (exclusive) or shared
+    (with a warning for timeslice)."""
+    for (who, key, mine), (other, other_key, theirs) in itertools.combinations(chosen, 2):
+        for device in mine:
+            if not any(overlaps(device, their) for their in theirs):
                 continue
             both = (
-                f"{describe_gpu(device.gpu)} is asked for by both {first.who}"
-                f" ({config.where(first.key)}) and {second.who} ({config.where(second.key)})"
+                f"{describe_gpu(device.gpu)} is asked for by both {who}"
+                f" ({config.where(key)}) and {other} ({config.where(other_key)})"
             )
             if config.sharing == Sharing.EXCLUSIVE:
                 notes.fail(
                     f"{both}; DRGPU_SHARING=exclusive gives each GPU to one of them",
-                    f"give {first.who} or {second.who} another GPU, or set"
+                    f"give {who} or {other} another GPU, or set"
                     " DRGPU_SHARING=timeslice to let them share it",
                 )
             elif config.sharing == Sharing.TIMESLICE:
@@ -422,19 +393,17 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     for request in config.service_devices:
         services = by_key.get(request.key, [])
         if not services:
+            import difflib  # lazy: only a key naming no service needs it
+
+            keys = [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key]
             close = difflib.get_close_matches(
-                request.key.removeprefix(SERVICE_DEVICES_PREFIX),
-                [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key],
-                n=1,
+                request.key.removeprefix(SERVICE_DEVICES_PREFIX), keys
             )
             names = ", ".join(service.name for service in stack.services) or "none"
+            known = f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?" if close else ""
             raise ConfigError(
                 f"{config.where(request.key)} names no service of the stack"
-                + (
-                    f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?"
-                    if close
-                    else f" (its services: {names})"
-                ),
+                + (known or f" (its services: {names})"),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
                 " '-' and '.' written '_'",
             )
@@ -443,10 +412,14 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
             raise ConfigError(f"{config.where(request.key)} names several services: {names}")
         service = services[0]
         if service.role is not Role.OTHER:
+            role_keys = {
+                Role.SIMULATOR: config.simulator_key,
+                Role.MPS_DAEMON: "the GPUs its clients share (DRGPU_SHARING=mps)",
+            }
             raise ConfigError(
                 f"{config.where(request.key)}: service {service.name} would have two roles:"
                 f" it is {_ROLE_NAMES[service.role]} ({service.role_source}),"
-                f" whose GPUs come from {_role_key(config, service.role)}",
+                f" whose GPUs come from {role_keys.get(service.role, config.trainer_key)}",
                 hint=f"remove {request.key}, or declare `drgpu.role: none` on {service.name}"
                 " to give it GPUs of its own",
             )
@@ -460,14 +433,6 @@ _ROLE_NAMES = {
     Role.SIMULATOR: "a simulator",
     Role.MPS_DAEMON: "drgpu's MPS daemon",
 }
-
-
-def _role_key(config: Config, role: Role) -> str:
-    if role is Role.SIMULATOR:
-        return config.simulator_key
-    if role is Role.MPS_DAEMON:
-        return "the GPUs its clients share (DRGPU_SHARING=mps)"
-    return config.trainer_key
 
 
 def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
@@ -582,13 +547,11 @@ def _service_plan(
     if role is Role.SIMULATOR:
         capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
     copy = worker is not None and worker.generated
-    reset_keys = []
-    if not gets_request and source.has_device_requests:
-        reset_keys.append("deploy.resources.reservations.devices")
-    if source.has_gpus_key:
-        reset_keys.append("gpus")
-    if copy and "container_name" in source.keys:
-        reset_keys.append("container_name")  # copies cannot share one name
+    resets = {
+        "deploy.resources.reservations.devices": not gets_request and source.has_device_requests,
+        "gpus": source.has_gpus_key,
+        "container_name": copy and "container_name" in source.keys,  # copies cannot share it
+    }
     if worker is not None:
         environment["DOCKER_REPLICA_SLOT"] = str(worker.slot)
     return ServicePlan(
@@ -604,7 +567,7 @@ def _service_plan(
             uuids if gets_request else "",
             forwarded=uuids if launcher else "",
         ),
-        reset_keys=tuple(reset_keys),
+        reset_keys=tuple(key for key, reset in resets.items() if reset),
         note=(
             "starts the trainer through SageMaker local mode and forwards its"
             f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
@@ -625,21 +588,15 @@ def _other_runs(
 ) -> None:
     """Check the plan against GPUs other runs hold."""
     mine = users(services)
-    held: dict[tuple[str, str], tuple[Assignment, Claim, list[str]]] = {}
-    for claim in claims:
-        if claim.run_id == config.run_key:
-            continue
-        for uuid in claim.uuids:
-            theirs = locate(uuid, inventory)
-            if theirs is None:
-                continue
-            for device, _services in mine.values():
+    held: dict[tuple[str, str], tuple[Claim, dict[str, None]]] = {}  # their services, in order
+    for claim in (claim for claim in claims if claim.run_id != config.run_key):
+        for theirs in filter(None, (locate(uuid, inventory) for uuid in claim.uuids)):
+            for uuid, (device, _services) in mine.items():
                 if overlaps(device, theirs):
-                    entry = held.setdefault((device.uuid, claim.run_id), (device, claim, []))
-                    if claim.service not in entry[2]:
-                        entry[2].append(claim.service)
-    for (uuid, run), (device, claim, their_services) in held.items():
-        names = ", ".join(service.name for service in mine[uuid][1])
+                    held.setdefault((uuid, claim.run_id), (claim, {}))[1][claim.service] = None
+    for (uuid, run), (claim, their_services) in held.items():
+        device, planned = mine[uuid]
+        names = ", ".join(service.name for service in planned)
         message = (
             f"{describe_gpu(device.gpu)}, planned for {names}, is held by run {run!r}"
             f" ({', '.join(their_services)})"
@@ -670,7 +627,7 @@ def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[Service
         f"the simulator's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 1 GiB for each of {len(on)} worker(s)"
         for device, on in users(simulators).values()
-        if 0 < device.memory_total_mib < SIMULATOR_MIN_MEMORY_MIB_PER_WORKER * len(on)
+        if 0 < device.memory_total_mib < WORKER_MEMORY_MIB * len(on)
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role
@@ -61,8 +62,7 @@ def service_gpus(plan: Plan, names: Collection[str], workers: int) -> tuple[Serv
 
 
 def own_gpus_environment(gpus: int) -> dict[str, str]:
-    """A container that sees only its `gpus` GPUs: CUDA's indices are 0..gpus-1, in PCI
-    bus order."""
+    """A container that sees only its `gpus` GPUs: CUDA's 0..gpus-1, in PCI bus order."""
     return {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(gpus)),
@@ -104,8 +104,7 @@ class SwarmService(ServiceGpus):
         return environment
 
 
-@dataclass(frozen=True)
-class SwarmStack:
+class SwarmStack(NamedTuple):
     """A rendered stack file and what drgpu expects of it once deployed."""
 
     project: str

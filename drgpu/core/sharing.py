@@ -7,7 +7,8 @@ each service on them its client (shared IPC and pipe directory, limits from syst
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
 from drgpu.core.labels import run_labels
@@ -16,6 +17,7 @@ from drgpu.core.modes import Sharing
 from drgpu.core.placement import short
 from drgpu.core.settings import MPS_KEYS, Config
 
+GPU_CAPABILITIES = ("gpu", "compute", "utility")  # a GPU service's; a simulator adds graphics
 TIMESLICE_ENVIRONMENT = (
     ("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
     ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
@@ -31,15 +33,13 @@ MPS_COMMAND = (
     "-c",
     f"nvidia-cuda-mps-control -d && exec tail -F {MPS_LOG_DIRECTORY}/control.log",
 )
-MPS_CAPABILITIES = ("gpu", "compute", "utility")
 MPS_ENVIRONMENT = (
     ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_DIRECTORY),
     ("CUDA_MPS_LOG_DIRECTORY", MPS_LOG_DIRECTORY),
 )
 
 
-@dataclass(frozen=True)
-class Shared:
+class Shared(NamedTuple):
     """The services with their sharing settings, and what was found on the way."""
 
     services: tuple[ServicePlan, ...]
@@ -106,12 +106,7 @@ def _mps(
         if launcher.role is Role.TRAINER_LAUNCHER
     ]
     warnings.extend(_limit_warnings(config, shared))
-    devices = tuple(
-        sorted(
-            {device.uuid: device for client in clients for device in client.devices}.values(),
-            key=lambda device: device.gpu.index,
-        )
-    )
+    devices = tuple(sorted((d for d, _ in users(clients).values()), key=lambda d: d.gpu.index))
     names = {client.name for client in clients}
     explanation = (
         f"{MPS_DAEMON_SERVICE}: MPS control daemon for"
@@ -139,7 +134,7 @@ def _daemon(
         name=MPS_DAEMON_SERVICE,
         role=Role.MPS_DAEMON,
         devices=devices,
-        capabilities=MPS_CAPABILITIES,
+        capabilities=GPU_CAPABILITIES,
         environment=(
             ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
             ("CUDA_VISIBLE_DEVICES", uuids),
