@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
 
 from drgpu.core.model import Assignment, Gpu, Inventory
 from drgpu.core.numbers import whole_number
@@ -40,7 +39,8 @@ class Selector:
         return int(self.key.split(":", 1)[1])
 
 
-class DeviceRequest(NamedTuple):
+@dataclass(frozen=True)
+class DeviceRequest:
     """A parsed `*_CUDA_DEVICES` value."""
 
     all: bool = False

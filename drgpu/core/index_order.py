@@ -12,7 +12,8 @@ CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 from drgpu.core.devices import DeviceRequest, Selector, SelectorKind
 from drgpu.core.model import Gpu, Inventory
@@ -21,7 +22,8 @@ from drgpu.core.topology import inventory_to_json
 from drgpu.errors import ConfigError
 
 
-class CudaOrder(NamedTuple):
+@dataclass(frozen=True)
+class CudaOrder:
     """The NVML index of each CUDA ordinal (CUDA's default order), and whether the CUDA
     driver (or an inventory file) said so, rather than drgpu's guess."""
 
@@ -92,7 +94,7 @@ def in_cuda_order(request: DeviceRequest, order: CudaOrder) -> tuple[DeviceReque
         else:
             index = order.indices[selector.index]
             selectors.append(Selector(SelectorKind.INDEX, str(index), f"index:{index}"))
-    return request._replace(selectors=tuple(selectors)), problems
+    return replace(request, selectors=tuple(selectors)), problems
 
 
 def index_notes(

@@ -7,7 +7,7 @@ labels; every choice comes with one line saying why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from drgpu.core.model import Assignment, Claim, Gpu, Inventory
 from drgpu.core.modes import WorkerPlacement
@@ -15,7 +15,8 @@ from drgpu.core.modes import WorkerPlacement
 WORKER_MEMORY_MIB = 1024
 
 
-class Choice(NamedTuple):
+@dataclass(frozen=True)
+class Choice:
     """What `auto` picked for one role, why, or why nothing could be picked."""
 
     devices: tuple[Assignment, ...]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import NamedTuple
+from dataclasses import dataclass, replace
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import (
@@ -93,7 +92,8 @@ class _Notes:
 _Asked = tuple[str, str, DeviceRequest]  # who asks, under which key, for what
 
 
-class _Worker(NamedTuple):
+@dataclass(frozen=True)
+class _Worker:
     """One simulator worker: its service, its slot, and the stack service it is made of."""
 
     name: str

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from drgpu.core import labels
 from drgpu.core.model import Plan, Role
@@ -104,7 +103,8 @@ class SwarmService(ServiceGpus):
         return environment
 
 
-class SwarmStack(NamedTuple):
+@dataclass(frozen=True)
+class SwarmStack:
     """A rendered stack file and what drgpu expects of it once deployed."""
 
     project: str

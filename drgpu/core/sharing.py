@@ -7,8 +7,7 @@ each service on them its client (shared IPC and pipe directory, limits from syst
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from typing import NamedTuple
+from dataclasses import dataclass, replace
 
 from drgpu.core.compose_stack import MPS_DAEMON_SERVICE, Stack
 from drgpu.core.labels import run_labels
@@ -39,7 +38,8 @@ MPS_ENVIRONMENT = (
 )
 
 
-class Shared(NamedTuple):
+@dataclass(frozen=True)
+class Shared:
     """The services with their sharing settings, and what was found on the way."""
 
     services: tuple[ServicePlan, ...]
