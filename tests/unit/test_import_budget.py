@@ -1,7 +1,8 @@
 """Start-up stays light: `drgpu --version` and `drgpu --help` load neither typer nor click
 (drgpu/__main__.py answers them, help.txt kept equal to typer's help here), and `import
 drgpu.cli` and a command's `--help` import none of the heavy libraries nor drgpu's commands
-(those load in the command that needs them) (`python -X importtime`).
+(those load in the command that needs them), and `render` and `up` load no other
+command's model (`python -X importtime`).
 
 The bounds can fail and hold on a loaded machine: the number of modules each start-up
 imports beyond a bare `python -c pass` (today's counts plus a little), and drgpu's own
@@ -162,3 +163,22 @@ def test_the_quick_help_is_typers_help(monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _ = run_main("--help")
     assert code == 0
     assert (Path(drgpu.__file__).parent / "help.txt").read_text() == out
+
+
+STARTS = {"render": "import drgpu.commands.rendering", "up": "import drgpu.commands.up"}
+NOT_YET = (  # other commands' models, and what only the end of `up` needs (loaded then)
+    "rich",
+    "tarfile",
+    "concurrent.futures",
+    "drgpu.core.gpu_usage",
+    "drgpu.core.host_checks",
+    "drgpu.commands.status",
+    "drgpu.commands.doctor",
+)
+
+
+@pytest.mark.parametrize("command", STARTS)
+def test_render_and_up_load_no_other_commands_model(command: str, tmp_path: Path) -> None:
+    names = {i.name for i in imports(("-c", STARTS[command]), tmp_path)}
+    found = sorted(n for n in names for h in NOT_YET if n == h or n.startswith(f"{h}."))
+    assert found == [], f"{command} imports {found} before it runs"
