@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drgpu.commands.preparation import Prepared, stack_files
-from drgpu.commands.proving import verified
+from drgpu.commands.preparation import Prepared, preload_proof, stack_files
 from drgpu.commands.rollback import rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.core.compose_progress import compose_event, log_line
@@ -18,7 +17,7 @@ from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json
 from drgpu.host.files import override_header_template
 from drgpu.host.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.targets.compose_override import render_override
-from drgpu.ui.talk import preload_rich, spinner, warn
+from drgpu.ui.talk import spinner, warn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,7 +48,8 @@ def up(
         lambda: compose.compose_down(binary, project, files, environment),
         written=prepared.override_path,
     ):
-        started = _compose_up(command, environment, project, progress)
+        with process.meanwhile(preload_proof):
+            started = _compose_up(command, environment, project, progress)
         for message in compose_warnings(started.stderr):
             warn(f"compose: {message}")
         if not started.ok:
@@ -57,8 +57,9 @@ def up(
                 f"compose up failed: {started.last_error_line()}",
                 hint=failure_hint(started.stderr),
             )
-        with process.meanwhile(preload_rich):  # the tables' import, while verification waits
-            return verified(prepared.plan, progress)
+        from drgpu.commands.proving import verified  # imported meanwhile, above
+
+        return verified(prepared.plan, progress)
 
 
 def _compose_up(

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.commands.preparation import Prepared, prepare_with
-from drgpu.commands.proving import proven_tasks, verified
+from drgpu.commands.preparation import Prepared, preload_proof, prepare_with
 from drgpu.commands.rollback import left_of, remove_strays, rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
@@ -41,7 +40,7 @@ from drgpu.host.state_files import (
 )
 from drgpu.targets.compose_override import render_override
 from drgpu.targets.swarm_stack import render_swarm_override, swarm_services
-from drgpu.ui.talk import note, preload_rich, spinner, warn
+from drgpu.ui.talk import note, spinner, warn
 
 if TYPE_CHECKING:
     from drgpu.core.compose_progress import ProgressEvent
@@ -107,11 +106,13 @@ def up(
     ):
         command = drfc_scripts.start_command(checkout, extra_args)
         heard = functools.partial(_heard, project=plan.project, progress=progress)
-        started = process.stream(command, env=environment, on_line=heard)
+        with process.meanwhile(preload_proof):
+            started = process.stream(command, env=environment, on_line=heard)
         said = _started(started, checkout)
+        from drgpu.commands.proving import verified  # imported meanwhile, above
+
         try:
-            with process.meanwhile(preload_rich):  # the tables' import, while verification waits
-                containers, unproven = verified(plan, progress)
+            containers, unproven = verified(plan, progress)
         except DockerError as failure:
             # DRfC's start script exits 0 with -q whatever Compose said: say what it said.
             if said and "has no container" in failure.message:
@@ -326,13 +327,15 @@ def swarm_up(
         strays=_trainers(prepared.config, prepared.plan),
         written=path,
     ):
-        with spinner(f"deploying {project} with {script}"):
+        with spinner(f"deploying {project} with {script}"), process.meanwhile(preload_proof):
             started = process.run(drfc_scripts.start_command(checkout, extra_args), env=environment)
         said = _started(started, checkout)
         # With -q DRfC's start script exits 0 whatever `docker stack deploy` said.
         if not swarm_engine.stack_service_count(project):
             last = said[-1] if said else "exit status 0"
             raise DockerError(f"{script} deployed no service of {project}: {last}")
+        from drgpu.commands.proving import proven_tasks  # imported meanwhile, above
+
         with spinner(f"verifying {project}"):
             tasks, unproven = proven_tasks(prepared.plan, stack)
     return stack, tasks, unproven

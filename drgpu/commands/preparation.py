@@ -23,6 +23,7 @@ from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host.files import base_stack_file, hook_installed, load_inventory, load_stack
 from drgpu.host.state_files import new_state_dir, override_path, removed_on_failure, stack_path
+from drgpu.ui.talk import preload_rich
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,14 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
             hint="`drgpu plan --swarm` lists the GPUs each node advertises",
         )
     return nodes if any(s.kind is SelectorKind.GPU_UUID for s in request.selectors) else ()
+
+
+def preload_proof() -> None:
+    """Import `up`'s proof and the tables that show it (in a thread while the stack starts:
+    start-up time)."""
+    import drgpu.commands.proving  # noqa: F401  # lazy: only once the stack started
+
+    preload_rich()
 
 
 def stack_files(target: Inputs) -> tuple[Path, ...]:

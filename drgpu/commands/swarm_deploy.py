@@ -12,7 +12,7 @@ from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
 from drgpu.errors import DockerError
-from drgpu.host import compose, swarm, swarm_engine
+from drgpu.host import compose, process, swarm, swarm_engine
 from drgpu.host.state_files import override_path, stack_path, write_owned_file, written_by_drgpu
 from drgpu.targets.swarm_stack import SwarmView, render_stack, swarm_services
 from drgpu.ui.talk import spinner, warn
@@ -51,7 +51,7 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
     or caught signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited
     for, then the run's containers and networks)."""
     # lazy: start-up time of plan and render, which never deploy
-    from drgpu.commands.proving import proven_tasks
+    from drgpu.commands.preparation import preload_proof
     from drgpu.commands.rollback import rolled_back
     from drgpu.core.verification import check_node
 
@@ -66,7 +66,10 @@ def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
         rolled_back(project, lambda: _remove_after_failure(project, environment)),
         spinner(f"deploying {project} to the swarm"),
     ):
-        swarm.deploy(project, path, environment)
+        with process.meanwhile(preload_proof):
+            swarm.deploy(project, path, environment)
+        from drgpu.commands.proving import proven_tasks  # imported meanwhile, above
+
         tasks, unproven = proven_tasks(prepared.plan, stack)
     return stack, tasks, unproven
 
