@@ -156,7 +156,14 @@ class Bed:
         """Remove what a run left on this engine: its stack on a swarm manager, else its
         Compose project."""
         if self.swarm:
-            self.docker("stack", "rm", f"deepracer-{run_id}", check=False)
+            stack = f"deepracer-{run_id}"
+            self.docker("stack", "rm", stack, check=False)
+            # `stack rm` returns before the tasks' containers are gone (and their GPU claims:
+            # the next test's plan would see them held)
+            label = f"label=com.docker.stack.namespace={stack}"
+            ids = self.docker("ps", "-aq", "--filter", label, check=False).stdout.split()
+            if ids:
+                self.docker("rm", "-f", "-v", *ids, check=False)
         else:
             self.cleanup_project(f"deepracer-{run_id}")
 
