@@ -141,7 +141,7 @@ def trainer_checks(
         named = _run_launchers(trainer, live)
         if trainer.state != "running" or not is_sagemaker_local(trainer) or named == []:
             continue  # (named none: its run has no live rl_coach of drgpu's, a stray of it)
-        visible = _split(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
+        visible = labels.split_list(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
         by_gpu = [c for c in named or live if forwarded_uuids(c) == visible]
         owners = by_gpu or named or (live if len(live) == 1 else [])
         launcher = owners[0] if owners else None
@@ -204,14 +204,10 @@ def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
     """The GPUs an rl_coach forwards to the trainer it starts (label, else its environment)."""
     if container.labels.get(labels.ROLE) != LAUNCHER_ROLE:
         return ()
-    return _split(
+    return labels.split_list(
         container.labels.get(labels.FORWARDED_GPUS)
         or container.environment.get("CUDA_VISIBLE_DEVICES")
     )
-
-
-def _split(text: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
 
 
 def gpu_of(inventory: Inventory, uuid: str) -> Gpu | None:

@@ -1,8 +1,5 @@
-"""The `drgpu.*` labels of every container drgpu starts, and the claims read back from them.
-
-The labels of running containers are the source of truth for what each run holds:
-nothing is stored anywhere else, so nothing goes stale when a stack is changed by hand.
-"""
+"""The `drgpu.*` labels of every container drgpu starts, and the claims read back from them:
+the only record of what each run holds, so nothing goes stale when a stack is changed by hand."""
 
 from __future__ import annotations
 
@@ -42,26 +39,17 @@ def run_labels(
 
 def claims(containers: Iterable[tuple[str, Mapping[str, str]]]) -> tuple[Claim, ...]:
     """What each live container (state, labels) holds; stopped containers hold nothing."""
-    found = []
-    for state, labels in containers:
-        if state in _GONE or RUN_ID not in labels:
-            continue
-        uuids = tuple(
-            uuid
-            for key in (GPUS, FORWARDED_GPUS)
-            for uuid in labels.get(key, "").split(",")
-            if uuid.strip()
+    return tuple(
+        Claim(
+            run_id=labels[RUN_ID],
+            service=labels.get(SERVICE) or labels.get(SWARM_SERVICE, "?"),
+            uuids=uuids,
+            sharing=labels.get(SHARING, "exclusive"),
         )
-        if uuids:
-            found.append(
-                Claim(
-                    run_id=labels[RUN_ID],
-                    service=labels.get(SERVICE) or labels.get(SWARM_SERVICE, "?"),
-                    uuids=uuids,
-                    sharing=labels.get(SHARING, "exclusive"),
-                )
-            )
-    return tuple(found)
+        for state, labels in containers
+        if state not in _GONE and RUN_ID in labels
+        if (uuids := split_list(labels.get(GPUS)) + split_list(labels.get(FORWARDED_GPUS)))
+    )
 
 
 def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tuple[str, ...]:

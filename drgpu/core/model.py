@@ -160,11 +160,8 @@ class Plan:
     device_driver: DeviceDriver = DeviceDriver.NVIDIA  # nvidia or cdi (never auto)
 
     def service(self, name: str) -> ServicePlan:
-        """The plan of the service called `name`."""
-        for service in self.services:
-            if service.name == name:
-                return service
-        raise KeyError(name)
+        """The plan of the service called `name` (a KeyError if none is)."""
+        return {service.name: service for service in self.services}[name]
 
 
 @dataclass(frozen=True)
