@@ -75,8 +75,7 @@ def engine_chosen(labels: Mapping[str, str]) -> bool:
 
 
 def with_engine_choice(labels: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
-    """The labels of a task the engine chose GPUs for, naming them as `drgpu.gpus` does:
-    what it holds, as other runs' planning reads it."""
+    """The labels of a task the engine chose GPUs for, naming them in `drgpu.gpus` for planning."""
     return {**labels, GPUS: ",".join(given_gpus(labels, environment))}
 
 

@@ -3,16 +3,12 @@ Only ASCII digits count: `str.isdigit` takes `²` and `٣`, which no shell reads
 
 from __future__ import annotations
 
-import re
-
 from drgpu.errors import ConfigError
-
-_WHOLE_NUMBER = re.compile(r"[0-9]+")
 
 
 def is_digits(text: str) -> bool:
     """Whether `text` is one or more ASCII digits, and nothing else."""
-    return _WHOLE_NUMBER.fullmatch(text) is not None
+    return text.isascii() and text.isdigit()
 
 
 def whole_number(text: str, low: int, high: int) -> int | None:
