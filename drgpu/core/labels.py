@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Claim, Role
 from drgpu.core.modes import Sharing
 
@@ -52,9 +53,10 @@ def claims(containers: Iterable[tuple[str, Mapping[str, str]]]) -> tuple[Claim, 
     )
 
 
-def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPU (or MIG) UUIDs drgpu gave a container: its `drgpu.gpus`; a Swarm replica's
+def given_gpus(container: ContainerFacts) -> tuple[str, ...]:
+    """The GPU (or MIG) UUIDs drgpu gave a container itself: its `drgpu.gpus`; a Swarm replica's
     slot entry (task name `<service>.<slot>.<id>`); or what the engine gave a reserving task."""
+    labels = container.labels
     by_slot = labels.get(GPUS_BY_SLOT)
     if by_slot:
         slot = labels.get(SWARM_TASK_NAME, "").split(".")[-2:-1]
@@ -64,7 +66,7 @@ def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tup
                 return split_list(uuids)
         return ()
     if engine_chosen(labels):
-        return split_list(environment.get(SWARM_RESOURCE_VARIABLE))
+        return split_list(container.environment.get(SWARM_RESOURCE_VARIABLE))
     return split_list(labels.get(GPUS))
 
 
@@ -74,9 +76,9 @@ def engine_chosen(labels: Mapping[str, str]) -> bool:
     return labels.get(SWARM_GPUS, "0") != "0" and not labels.get(GPUS)
 
 
-def with_engine_choice(labels: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
+def with_engine_choice(container: ContainerFacts) -> dict[str, str]:
     """The labels of a task the engine chose GPUs for, naming them in `drgpu.gpus` for planning."""
-    return {**labels, GPUS: ",".join(given_gpus(labels, environment))}
+    return {**container.labels, GPUS: ",".join(given_gpus(container))}
 
 
 def split_list(text: str | None) -> tuple[str, ...]:
