@@ -1,8 +1,5 @@
-"""The one error hierarchy: every failure a user can cause or meet ends here.
-
-Each error carries its exit code and, where one helps, a hint. The CLI is the
-only place that turns an error into a message (see `drgpu.cli.main`).
-"""
+"""The one error hierarchy: each error carries its exit code and, where one helps, a hint;
+only the CLI turns one into a message (`drgpu.cli.main`)."""
 
 from __future__ import annotations
 

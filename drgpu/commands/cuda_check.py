@@ -11,7 +11,6 @@ from drgpu.commands.proving import probe_in
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import (
     CheckResult,
-    expected_uuids,
     judge,
     judge_trainer,
     probe_arguments,
@@ -61,7 +60,7 @@ def check_stack(
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-    results = [judge(c, *probe_in(c, probe_arguments(expected_uuids(c)))) for c in chosen]
+    results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in chosen]
     if all_services:
         trainers = sagemaker_trainers(containers)
         results += [judge_trainer(t, *probe_in(t.container, ["--json"])) for t in trainers]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from drgpu import probe
 from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
-from drgpu.core.cuda_verdict import CheckResult, expected_uuids, judge, probe_arguments
+from drgpu.core.cuda_verdict import CheckResult, judge, probe_arguments
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
@@ -92,7 +92,7 @@ def proving_inside(
     inside (no python3, the probe could not run), and every mismatch the probes saw."""
     from concurrent.futures import ThreadPoolExecutor  # lazy: only `up` proves
 
-    chosen = [c for c in containers if expected_uuids(c) and not c.stopped]
+    chosen = [c for c in containers if labels.given_gpus(c) and not c.stopped]
     pool = ThreadPoolExecutor(max_workers=max(len(chosen), 1))
     futures = [pool.submit(_judged, c, partial(probe_in, c, _arguments(c))) for c in chosen]
     pool.shutdown(wait=False)
@@ -109,7 +109,7 @@ def _sorted(results: list[CheckResult]) -> tuple[list[Finding], list[str]]:
 
 
 def _arguments(container: ContainerFacts) -> list[str]:
-    return probe_arguments(expected_uuids(container))
+    return probe_arguments(labels.given_gpus(container))
 
 
 def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> CheckResult:
@@ -118,7 +118,7 @@ def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> Ch
         return judge(container, *ran())
     except DockerError as exc:
         why = Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}")
-        expected = expected_uuids(container)
+        expected = labels.given_gpus(container)
         return CheckResult(container.service, container.name, expected, (), (), (why,))
 
 

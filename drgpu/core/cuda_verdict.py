@@ -41,7 +41,7 @@ class CheckResult:
 def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
     """The containers to check: one service's, or (service None) every GPU service's."""
     if service is None:
-        chosen = [c for c in containers if expected_uuids(c)]
+        chosen = [c for c in containers if labels.given_gpus(c)]
         if not chosen:
             raise ConfigError("no service of this stack was given a GPU by drgpu")
         return chosen
@@ -50,11 +50,6 @@ def select(containers: list[ContainerFacts], service: str | None) -> list[Contai
         names = ", ".join(sorted({c.service for c in containers})) or "none"
         raise ConfigError(f"no service {service!r} in this stack (services: {names})")
     return chosen
-
-
-def expected_uuids(container: ContainerFacts) -> tuple[str, ...]:
-    """The GPUs drgpu gave a container, from its labels (see labels.given_gpus)."""
-    return labels.given_gpus(container.labels, container.environment)
 
 
 def probe_arguments(expected: tuple[str, ...]) -> list[str]:
@@ -66,7 +61,7 @@ def probe_arguments(expected: tuple[str, ...]) -> list[str]:
 
 def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult:
     """A probe run's verdict on one container."""
-    expected = expected_uuids(container)
+    expected = labels.given_gpus(container)
     report = _report(container, exit_code, output)
     expectations = report.get("expectations", {})
     problems = list(expectations.get("problems", []))

@@ -70,8 +70,7 @@ class TaskFacts:
 
 @dataclass(frozen=True)
 class EngineFacts:
-    """What `docker info` (and `docker version`, for doctor) says about this node's engine
-    (node labels, and every node of the swarm: on a manager only)."""
+    """What `docker info` (and, for doctor, `docker version`) says of this node's engine."""
 
     version: str
     default_runtime: str
@@ -80,7 +79,7 @@ class EngineFacts:
     swarm_state: str = "inactive"
     node_labels: Mapping[str, str] | None = None
     node_id: str = ""
-    nodes: tuple[NodeFacts, ...] = ()
+    nodes: tuple[NodeFacts, ...] = ()  # every node of the swarm: on a manager only
     api_version: str = ""
     discovered_devices: tuple[str, ...] = ()  # `<source>:<id>`, e.g. cdi:nvidia.com/gpu=GPU-…
     cgroup_driver: str = ""  # systemd or cgroupfs
@@ -117,8 +116,7 @@ class ProcessFacts:
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """One node of the swarm as the manager records it (`advertised_gpus`: its NVIDIA-GPU
-    generic resources)."""
+    """One node of the swarm as the manager records it."""
 
     id: str
     hostname: str
@@ -126,7 +124,7 @@ class NodeFacts:
     state: str  # ready, down, unknown, disconnected
     availability: str  # active, pause, drain
     labels: Mapping[str, str] = field(default_factory=dict)
-    advertised_gpus: tuple[str, ...] = ()
+    advertised_gpus: tuple[str, ...] = ()  # its NVIDIA-GPU generic resources
 
     @property
     def name(self) -> str:

@@ -1,10 +1,5 @@
-"""One kind of judgement for every command: a finding.
-
-`plan`, `doctor`, `swarm-setup`, `cuda-check`, `up` and `status` each say things about
-a subject (a check, a service, a container, a GPU, a node): whether it is as it should
-be, and, when not, what to do. A finding is that sentence as data; `ui` turns findings
-into lines and into `--json` (`drgpu.ui.documents`), the same way for every command.
-"""
+"""One kind of judgement for every command: a finding, which `ui` turns into lines and
+into `--json` (`drgpu.ui.documents`) the same way for every command."""
 
 from __future__ import annotations
 
@@ -26,11 +21,8 @@ class Level(StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One judgement: `subject` is `level`, because `message`; `fix` says what to do.
-
-    `kind` names the judgement for machines (a doctor check id, a violation kind such as
-    `wrong-gpu`); `facts` carries its plain JSON values (a pid, a GPU index, a run id).
-    """
+    """One judgement: `subject` is `level`, because `message`; `fix` says what to do. `kind`
+    names it for machines (`wrong-gpu`); `facts` carries plain JSON values (a pid, a run id)."""
 
     subject: str
     level: Level
@@ -40,12 +32,6 @@ class Finding:
     facts: Mapping[str, Any] = field(default_factory=dict)
 
 
-def worst(findings: Iterable[Finding]) -> Level:
-    """The highest level among `findings` (OK when there are none)."""
-    order = list(Level)
-    return max((f.level for f in findings), key=order.index, default=Level.OK)
-
-
 def failed(findings: Iterable[Finding]) -> bool:
     """Whether any finding is a failure."""
-    return worst(findings) == Level.FAIL
+    return any(f.level == Level.FAIL for f in findings)

@@ -141,7 +141,7 @@ def trainer_checks(
         named = _run_launchers(trainer, live)
         if trainer.state != "running" or not is_sagemaker_local(trainer) or named == []:
             continue  # (named none: its run has no live rl_coach of drgpu's, a stray of it)
-        visible = _split(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
+        visible = labels.split_list(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
         by_gpu = [c for c in named or live if forwarded_uuids(c) == visible]
         owners = by_gpu or named or (live if len(live) == 1 else [])
         launcher = owners[0] if owners else None
@@ -195,23 +195,14 @@ class Status:
         )
 
 
-def given_uuids(container: ContainerFacts) -> tuple[str, ...]:
-    """The GPU (or MIG) UUIDs drgpu gave a container itself (see labels.given_gpus)."""
-    return labels.given_gpus(container.labels, container.environment)
-
-
 def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
     """The GPUs an rl_coach forwards to the trainer it starts (label, else its environment)."""
     if container.labels.get(labels.ROLE) != LAUNCHER_ROLE:
         return ()
-    return _split(
+    return labels.split_list(
         container.labels.get(labels.FORWARDED_GPUS)
         or container.environment.get("CUDA_VISIBLE_DEVICES")
     )
-
-
-def _split(text: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
 
 
 def gpu_of(inventory: Inventory, uuid: str) -> Gpu | None:
@@ -229,7 +220,7 @@ def holders_by_gpu(
     held = [
         (gpu.index, Holder(c.labels.get(labels.RUN_ID, "?"), c.service, c.name, uuid, forwarded))
         for c in _live(containers)
-        for uuids, forwarded in ((given_uuids(c), False), (forwarded_uuids(c), True))
+        for uuids, forwarded in ((labels.given_gpus(c), False), (forwarded_uuids(c), True))
         for uuid in uuids
         if (gpu := gpu_of(inventory, uuid)) is not None
     ]
@@ -363,7 +354,7 @@ def _silent(
     busy = {p.container_id for p in processes}
 
     def listed(container: ContainerFacts) -> bool:
-        gpus = [gpu_of(inventory, uuid) for uuid in given_uuids(container)]
+        gpus = [gpu_of(inventory, uuid) for uuid in labels.given_gpus(container)]
         known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
         return bool(known) and all(not gpu.processes_unknown for gpu in known)
 
@@ -436,7 +427,7 @@ class _Judge:
         if mine is not None:
             run_id, service = mine.labels[labels.RUN_ID], mine.service
             who = f"run {run_id} service {service}"
-            return self._placed(base, mine, run_id, service, who, "given", given_uuids(mine))
+            return self._placed(base, mine, run_id, service, who, "given", labels.given_gpus(mine))
         other = self.others.get(owner.container_id)
         if other is not None and is_sagemaker_local(other):
             return self._sagemaker(base, other)
@@ -555,7 +546,7 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
             service=c.service,
         )
         for c in _live(containers)
-        for uuid in given_uuids(c) + forwarded_uuids(c)
+        for uuid in labels.given_gpus(c) + forwarded_uuids(c)
         if gpu_of(inventory, uuid) is None
     ]
 

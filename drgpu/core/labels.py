@@ -1,13 +1,11 @@
-"""The `drgpu.*` labels of every container drgpu starts, and the claims read back from them.
-
-The labels of running containers are the source of truth for what each run holds:
-nothing is stored anywhere else, so nothing goes stale when a stack is changed by hand.
-"""
+"""The `drgpu.*` labels of every container drgpu starts, and the claims read back from them:
+the only record of what each run holds, so nothing goes stale when a stack is changed by hand."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Claim, Role
 from drgpu.core.modes import Sharing
 
@@ -42,31 +40,23 @@ def run_labels(
 
 def claims(containers: Iterable[tuple[str, Mapping[str, str]]]) -> tuple[Claim, ...]:
     """What each live container (state, labels) holds; stopped containers hold nothing."""
-    found = []
-    for state, labels in containers:
-        if state in _GONE or RUN_ID not in labels:
-            continue
-        uuids = tuple(
-            uuid
-            for key in (GPUS, FORWARDED_GPUS)
-            for uuid in labels.get(key, "").split(",")
-            if uuid.strip()
+    return tuple(
+        Claim(
+            run_id=labels[RUN_ID],
+            service=labels.get(SERVICE) or labels.get(SWARM_SERVICE, "?"),
+            uuids=uuids,
+            sharing=labels.get(SHARING, "exclusive"),
         )
-        if uuids:
-            found.append(
-                Claim(
-                    run_id=labels[RUN_ID],
-                    service=labels.get(SERVICE) or labels.get(SWARM_SERVICE, "?"),
-                    uuids=uuids,
-                    sharing=labels.get(SHARING, "exclusive"),
-                )
-            )
-    return tuple(found)
+        for state, labels in containers
+        if state not in _GONE and RUN_ID in labels
+        if (uuids := split_list(labels.get(GPUS)) + split_list(labels.get(FORWARDED_GPUS)))
+    )
 
 
-def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPU (or MIG) UUIDs drgpu gave a container: its `drgpu.gpus`; a Swarm replica's
+def given_gpus(container: ContainerFacts) -> tuple[str, ...]:
+    """The GPU (or MIG) UUIDs drgpu gave a container itself: its `drgpu.gpus`; a Swarm replica's
     slot entry (task name `<service>.<slot>.<id>`); or what the engine gave a reserving task."""
+    labels = container.labels
     by_slot = labels.get(GPUS_BY_SLOT)
     if by_slot:
         slot = labels.get(SWARM_TASK_NAME, "").split(".")[-2:-1]
@@ -76,7 +66,7 @@ def given_gpus(labels: Mapping[str, str], environment: Mapping[str, str]) -> tup
                 return split_list(uuids)
         return ()
     if engine_chosen(labels):
-        return split_list(environment.get(SWARM_RESOURCE_VARIABLE))
+        return split_list(container.environment.get(SWARM_RESOURCE_VARIABLE))
     return split_list(labels.get(GPUS))
 
 
@@ -86,10 +76,9 @@ def engine_chosen(labels: Mapping[str, str]) -> bool:
     return labels.get(SWARM_GPUS, "0") != "0" and not labels.get(GPUS)
 
 
-def with_engine_choice(labels: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
-    """The labels of a task the engine chose GPUs for, naming them as `drgpu.gpus` does:
-    what it holds, as other runs' planning reads it."""
-    return {**labels, GPUS: ",".join(given_gpus(labels, environment))}
+def with_engine_choice(container: ContainerFacts) -> dict[str, str]:
+    """The labels of a task the engine chose GPUs for, naming them in `drgpu.gpus` for planning."""
+    return {**container.labels, GPUS: ",".join(given_gpus(container))}
 
 
 def split_list(text: str | None) -> tuple[str, ...]:

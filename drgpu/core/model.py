@@ -86,14 +86,6 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Extends:
-    """A service rendered as a copy of another: compose's `extends`, one file after another."""
-
-    service: str
-    files: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Assignment:
     """A device a service gets: a whole GPU, or one MIG slice of it."""
 
@@ -124,7 +116,8 @@ class ServicePlan:
     reset_keys: tuple[str, ...] = ()
     note: str | None = None
     replicas: int | None = None
-    extends: Extends | None = None
+    extends: str | None = None  # the service this one copies (compose's `extends`),
+    extends_files: tuple[str, ...] = ()  # from each file defining it, one after another
     image: str | None = None
     command: tuple[str, ...] = ()
     init: bool = False
@@ -160,11 +153,8 @@ class Plan:
     device_driver: DeviceDriver = DeviceDriver.NVIDIA  # nvidia or cdi (never auto)
 
     def service(self, name: str) -> ServicePlan:
-        """The plan of the service called `name`."""
-        for service in self.services:
-            if service.name == name:
-                return service
-        raise KeyError(name)
+        """The plan of the service called `name` (a KeyError if none is)."""
+        return {service.name: service for service in self.services}[name]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,5 @@
-"""The modes a setting chooses among, as enums: mypy refuses a misspelt member.
-
-Each member is its setting's text (`str(Sharing.MPS) == "mps"`, and `json.dumps` writes
-the text), so messages and `--json` documents read as they did when modes were strings.
-YAML's safe dumper does not know enums: a mode goes into a document as `.value`.
-"""
+"""The modes a setting chooses among, as enums: each member is its text (`str(Sharing.MPS) ==
+"mps"`, and `json.dumps` writes it); YAML's safe dumper needs `.value`."""
 
 from __future__ import annotations
 
@@ -59,8 +55,7 @@ class SwarmGpus(StrEnum):
 
 
 class DeviceDriver(StrEnum):
-    """DRGPU_DEVICE_DRIVER: how a Compose device request names GPUs
-    (`drgpu.core.device_driver`)."""
+    """DRGPU_DEVICE_DRIVER: how a Compose device request names GPUs (`core.device_driver`)."""
 
     AUTO = "auto"
     NVIDIA = "nvidia"

@@ -1,26 +1,19 @@
 """Whole numbers as users write them, checked against their bounds before any conversion.
-
-Only ASCII digits are digits here: `str.isdigit` also takes superscripts (`²`, which
-`int` refuses) and other scripts' digits (`٣`, which `int` reads as 3), where a shell
-or Compose reads neither as a number."""
+Only ASCII digits count: `str.isdigit` takes `²` and `٣`, which no shell reads as a number."""
 
 from __future__ import annotations
 
-import re
-
 from drgpu.errors import ConfigError
-
-_WHOLE_NUMBER = re.compile(r"[0-9]+")
 
 
 def is_digits(text: str) -> bool:
     """Whether `text` is one or more ASCII digits, and nothing else."""
-    return _WHOLE_NUMBER.fullmatch(text) is not None
+    return text.isascii() and text.isdigit()
 
 
 def whole_number(text: str, low: int, high: int) -> int | None:
-    """`text` as a whole number from `low` to `high`, else None (never converting a number
-    longer than `high` could be written: Python refuses ints of over 4300 digits)."""
+    """`text` as a whole number from `low` to `high`, else None (converting no more digits
+    than `high` has: Python refuses ints of over 4300 digits)."""
     digits = text.lstrip("0") or "0"
     if not is_digits(text) or len(digits) > len(str(high)):
         return None
@@ -29,8 +22,8 @@ def whole_number(text: str, low: int, high: int) -> int | None:
 
 
 def whole_seconds(key: str, text: str, low: int, high: int) -> int:
-    """The setting `key`'s value `text` as whole seconds from `low` to `high`; a
-    ConfigError naming the key and the bounds if it is not."""
+    """The setting `key`'s value `text` as whole seconds from `low` to `high`, else a
+    ConfigError."""
     seconds = whole_number(text, low, high)
     if seconds is None:
         raise ConfigError(

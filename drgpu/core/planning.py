@@ -18,7 +18,7 @@ from drgpu.core.facts import NodeFacts, advertised
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order, index_notes
 from drgpu.core.labels import run_labels
-from drgpu.core.model import Assignment, Claim, Extends, Gpu, Inventory, Plan, Role, ServicePlan
+from drgpu.core.model import Assignment, Claim, Gpu, Inventory, Plan, Role, ServicePlan
 from drgpu.core.modes import IndexOrder, Sharing
 from drgpu.core.placement import (
     WORKER_MEMORY_MIB,
@@ -575,7 +575,8 @@ def _service_plan(
             else None
         ),
         replicas=1 if copy else None,
-        extends=Extends(source.name, tuple(map(str, source.files))) if copy else None,
+        extends=source.name if copy else None,
+        extends_files=tuple(map(str, source.files)) if copy else (),
     )
 
 

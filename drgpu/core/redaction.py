@@ -13,7 +13,7 @@ from drgpu.core.secrets import MASK, is_secret, masked
 # Shorter secret values are not searched for in free text: masking every "1" of a
 # message would hide more than it protects.
 SHORTEST_REDACTED = 4
-_URL_PASSWORD = re.compile(r"://([^/@:\s]*):([^/@\s]+)@")
+_URL_PASSWORD = r"://([^/@:\s]*):([^/@\s]+)@"
 
 
 def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:
@@ -21,7 +21,7 @@ def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:
     of secret names, and each password in a URL's user info (with its user where short)."""
     found = {value for name, value in settings.items() if is_secret(name)}
     for value in settings.values():
-        for user, password in _URL_PASSWORD.findall(value):
+        for user, password in re.findall(_URL_PASSWORD, value):
             found.add(password if len(password) >= SHORTEST_REDACTED else f"{user}:{password}")
     return tuple(sorted((v for v in found if len(v) >= SHORTEST_REDACTED), key=len, reverse=True))
 
@@ -47,9 +47,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def masked_plan(plan: Plan, secrets: Iterable[str] = ()) -> Plan:
-    """`plan` as drgpu may print it: every secret environment value masked, and every
-    value holding one of `secrets` or of the plan's own secret values (a secret passed on
-    under another name)."""
+    """`plan` as drgpu may print it: secret values masked, and each of `secrets` and of its
+    own secret values masked wherever it is passed on (under another name)."""
     own = secret_values({name: value for s in plan.services for name, value in s.environment})
     found = sorted({*secrets, *own}, key=len, reverse=True)
     services = (
@@ -60,9 +59,8 @@ def masked_plan(plan: Plan, secrets: Iterable[str] = ()) -> Plan:
 
 
 def masked_data(data: Any, secrets: Iterable[str]) -> Any:
-    """A document (mappings, lists, text) with each of `secrets` masked in every text it
-    holds: masked before it is encoded, since YAML or JSON may escape a value (`\\xE4`)
-    where a mask looking for it in the encoded text would miss it."""
+    """A document (mappings, lists, text) with each of `secrets` masked in its texts, before
+    YAML or JSON escapes a value (`\\xE4`) where a search of the encoded text would miss it."""
     found = tuple(secrets)
     if isinstance(data, str):
         return redact(data, found)

@@ -8,14 +8,14 @@ SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
 MASK = "****"
 # An S3 object key (DR_LOCAL_S3_REWARD_KEY, METRICS_S3_OBJECT_KEY) names a file in a
 # bucket: no secret, unless the name says access or secret.
-_S3_OBJECT_KEY = re.compile(r"(?:^|_)S3_(?!.*(?:ACCESS|SECRET|TOKEN|PASS|CREDENTIAL)).*KEY$")
+_S3_OBJECT_KEY = r"(?:^|_)S3_(?!.*(?:ACCESS|SECRET|TOKEN|PASS|CREDENTIAL)).*KEY$"
 
 
 def is_secret(name: str) -> bool:
     """Whether a setting's value must never be printed (its name holds a secret marker and
     is not an S3 object key)."""
     upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS) and not _S3_OBJECT_KEY.search(upper)
+    return any(m in upper for m in SECRET_MARKERS) and not re.search(_S3_OBJECT_KEY, upper)
 
 
 def masked(name: str, value: str) -> str:

@@ -8,6 +8,7 @@ import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -73,9 +74,8 @@ def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, s
     attrs = _inspected(engine, listed.id)
     if attrs is None:  # gone meanwhile: it holds nothing
         return listed.labels
-    return labels.with_engine_choice(
-        listed.labels, environment((attrs.get("Config") or {}).get("Env"))
-    )
+    env = environment((attrs.get("Config") or {}).get("Env"))
+    return labels.with_engine_choice(replace(listed, environment=env))
 
 
 def project_resources(project: str) -> tuple[int, int]:

@@ -85,11 +85,11 @@ def _base_documents(plan: Plan) -> list[dict[str, Any]]:
     for service in plan.services:
         if service.extends is None:
             continue
-        for index, path in enumerate(service.extends.files[:-1]):
+        for index, path in enumerate(service.extends_files[:-1]):
             if len(documents) <= index:
                 documents.append({"services": {}})
             documents[index]["services"][service.name] = {
-                "extends": {"file": path, "service": service.extends.service}
+                "extends": {"file": path, "service": service.extends}
             }
     return documents
 
@@ -97,7 +97,7 @@ def _base_documents(plan: Plan) -> list[dict[str, Any]]:
 def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if service.extends is not None:
-        body["extends"] = {"file": service.extends.files[-1], "service": service.extends.service}
+        body["extends"] = {"file": service.extends_files[-1], "service": service.extends}
     if service.image is not None:
         body["image"] = _literal(service.image)
     if service.command:

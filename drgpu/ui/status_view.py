@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import Holder, Status, forwarded_uuids, given_uuids
+from drgpu.core.gpu_usage import Holder, Status, forwarded_uuids
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.topology import inventory_to_json
 from drgpu.ui.documents import document
@@ -130,7 +130,7 @@ def _runs_document(status: Status) -> list[dict[str, Any]]:
                 "container": c.name,
                 "id": c.id,
                 "state": c.state,
-                "gpus": list(given_uuids(c)),
+                "gpus": list(labels.given_gpus(c)),
                 "forwarded_gpus": list(forwarded_uuids(c)),
                 "processes": [
                     {"pid": p.pid, "gpu_index": p.gpu.index, "verdict": p.verdict}

@@ -3,6 +3,7 @@ back from them."""
 
 from __future__ import annotations
 
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.labels import claims, run_labels
 from drgpu.core.model import Claim, Role
 from drgpu.core.modes import Sharing
@@ -55,5 +56,6 @@ def test_a_swarm_task_the_engine_chose_gpus_for_claims_them() -> None:
     environment = {"DOCKER_RESOURCE_NVIDIA-GPU": GTX1650}
 
     assert engine_chosen(reserving) and not engine_chosen(pinned)
-    held = claims([("running", with_engine_choice(reserving, environment)), ("running", pinned)])
+    task = ContainerFacts("t", "t", "x", "p", "running", reserving, environment)
+    held = claims([("running", with_engine_choice(task)), ("running", pinned)])
     assert [(claim.run_id, claim.uuids) for claim in held] == [("g", (GTX1650,)), ("p", (M40,))]

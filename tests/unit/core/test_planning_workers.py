@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from drgpu.core.compose_stack import Stack
-from drgpu.core.model import Extends, Inventory, Plan, Role
+from drgpu.core.model import Inventory, Plan, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.core.topology import inventory_from_json
@@ -95,7 +95,7 @@ def test_workers_are_copies_of_robomaker_spread_over_the_simulator_gpus(
         assert worker.role is Role.SIMULATOR
         assert env(plan, worker.name)["DOCKER_REPLICA_SLOT"] == str(slot)
         assert env(plan, worker.name)["CUDA_VISIBLE_DEVICES"] == worker.devices[0].uuid
-        assert worker.extends == Extends("robomaker", (str(base_stack_file()),))
+        assert (worker.extends, worker.extends_files) == ("robomaker", (str(base_stack_file()),))
         assert worker.replicas == 1
         assert dict(worker.labels)["drgpu.gpus"] == worker.devices[0].uuid
 
@@ -188,7 +188,8 @@ def test_workers_extend_robomaker_from_every_file_that_defines_it(
     first.write_text("services:\n  robomaker: {image: sim}\n  sagemaker: {image: t}\n")
     second.write_text("services:\n  robomaker: {environment: {A: b}}\n")
     plan = make_plan(make_config(DR_WORKERS="2"), load_stack([first, second]), gtx_m40)
-    assert plan.service("robomaker-2").extends == Extends("robomaker", (str(first), str(second)))
+    worker = plan.service("robomaker-2")
+    assert (worker.extends, worker.extends_files) == ("robomaker", (str(first), str(second)))
 
 
 def test_memory_is_judged_per_gpu_by_the_workers_placed_on_it(
