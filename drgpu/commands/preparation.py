@@ -99,8 +99,7 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:
-    """The target's stack, its DRGPU_DEVICES_<SERVICE> checked (a bad one fails before
-    NVML is read)."""
+    """The target's stack, its DRGPU_DEVICES_<SERVICE> checked (before NVML is read)."""
     stack = load_stack(stack_files(target))
     service_requests(config, stack)
     return stack
@@ -151,8 +150,7 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
 
 
 def preload_proof() -> None:
-    """Import `up`'s proof and the tables that show it (in a thread while the stack starts:
-    start-up time)."""
+    """Import `up`'s proof and the tables that show it (in a thread, while the stack starts)."""
     import drgpu.commands.proving  # noqa: F401  # lazy: only once the stack started
 
     preload_rich()

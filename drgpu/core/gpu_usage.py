@@ -131,10 +131,9 @@ def trainer_checks(
     candidates: Iterable[ContainerFacts], launchers: Iterable[ContainerFacts]
 ) -> tuple[TrainerCheck, ...]:
     """Each running SageMaker local-mode trainer among `candidates`, matched to the live
-    rl_coach of the run its environment names (`RUN_ID`; none of drgpu's: not judged
-    here), else to the live rl_coach that forwards exactly its CUDA_VISIBLE_DEVICES, else
-    to the only live rl_coach there is; with no rl_coach of drgpu's at all, none is
-    drgpu's to judge."""
+    rl_coach of the run its environment names (`RUN_ID`; none live: not judged here), else
+    to the one forwarding exactly its CUDA_VISIBLE_DEVICES, else to the only one there is;
+    with no live rl_coach of drgpu's, none is judged."""
     live = _live_launchers(launchers)
     checks = []
     for trainer in candidates if live else ():
@@ -476,8 +475,7 @@ class _Judge:
         how: str,
         uuids: tuple[str, ...],
     ) -> ProcessStatus:
-        """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
-        wrong-gpu."""
+        """`base` in `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else wrong-gpu."""
         placed = replace(
             base,
             container=owner.name,
