@@ -108,16 +108,13 @@ class TrainerCheck:
     @property
     def message(self) -> str:
         """What is wrong, for a violation."""
+        who = f"SageMaker trainer {self.container.name}"
         shown = ",".join(self.visible) or "<unset>"
         if self.launcher is None:
-            return (
-                f"SageMaker trainer {self.container.name} has CUDA_VISIBLE_DEVICES={shown},"
-                " which no rl_coach of drgpu's forwards"
-            )
+            return f"{who} has CUDA_VISIBLE_DEVICES={shown}, which no rl_coach of drgpu's forwards"
         return (
-            f"SageMaker trainer {self.container.name} of run {self.run_id} has"
-            f" CUDA_VISIBLE_DEVICES={shown}, but {self.launcher.name} forwards"
-            f" {','.join(self.planned) or 'no GPU'}"
+            f"{who} of run {self.run_id} has CUDA_VISIBLE_DEVICES={shown},"
+            f" but {self.launcher.name} forwards {','.join(self.planned) or 'no GPU'}"
         )
 
 
