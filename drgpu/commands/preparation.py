@@ -49,11 +49,10 @@ def prepare_with(
     swarm: bool = False,
 ) -> Prepared:
     """Read the stack (unless given) and inventory of `target` and plan with `config`; any
-    problem raises its DrgpuError (bare indices whose order matters but is not chosen, too,
-    unless `warn_unordered`: `plan`). Planned against this host (no inventory file), the
-    plan also respects what other runs hold; when the Docker engine cannot be asked, a
-    warning says so (`strict`: the error). On a swarm (`swarm`: --swarm) the simulators'
-    UUIDs may name other nodes' GPUs."""
+    problem raises its DrgpuError (an unchosen order of bare indices too, unless
+    `warn_unordered`: `plan`). On this host (no inventory file) the plan respects what other
+    runs hold, or warns that the engine cannot be asked (`strict`: the error); with `swarm`
+    (--swarm) the simulators' UUIDs may name other nodes' GPUs."""
     stack = _checked_stack(config, target) if stack is None else stack
     inventory = _inventory(config, inventory_file)
     here = inventory_file is None
