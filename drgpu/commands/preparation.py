@@ -49,11 +49,10 @@ def prepare_with(
     swarm: bool = False,
 ) -> Prepared:
     """Read the stack (unless given) and inventory of `target` and plan with `config`; any
-    problem raises its DrgpuError (bare indices whose order matters but is not chosen, too,
-    unless `warn_unordered`: `plan`). Planned against this host (no inventory file), the
-    plan also respects what other runs hold; when the Docker engine cannot be asked, a
-    warning says so (`strict`: the error). On a swarm (`swarm`: --swarm) the simulators'
-    UUIDs may name other nodes' GPUs."""
+    problem raises its DrgpuError (an unchosen order of bare indices too, unless
+    `warn_unordered`: `plan`). On this host (no inventory file) the plan respects what other
+    runs hold, or warns that the engine cannot be asked (`strict`: the error); with `swarm`
+    (--swarm) the simulators' UUIDs may name other nodes' GPUs."""
     stack = _checked_stack(config, target) if stack is None else stack
     inventory = _inventory(config, inventory_file)
     here = inventory_file is None
@@ -99,8 +98,7 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:
-    """The target's stack, its DRGPU_DEVICES_<SERVICE> checked (a bad one fails before
-    NVML is read)."""
+    """The target's stack, its DRGPU_DEVICES_<SERVICE> checked (before NVML is read)."""
     stack = load_stack(stack_files(target))
     service_requests(config, stack)
     return stack
@@ -151,8 +149,7 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
 
 
 def preload_proof() -> None:
-    """Import `up`'s proof and the tables that show it (in a thread while the stack starts:
-    start-up time)."""
+    """Import `up`'s proof and the tables that show it (in a thread, while the stack starts)."""
     import drgpu.commands.proving  # noqa: F401  # lazy: only once the stack started
 
     preload_rich()

@@ -47,10 +47,9 @@ POLL_S = 0.1  # a few cheap API calls; every 0.1 s of waiting counts in `up`
 def verified(
     plan: Plan, progress: Callable[[ProgressEvent], None] | None = None
 ) -> tuple[list[ContainerFacts], list[Finding]]:
-    """The containers of the started stack, once settled (`settle`), proven against the plan,
-    and a warning for each that could not be proven from inside; a DockerError naming every
-    difference (with the last log lines of each container that stopped) if not. `progress`
-    hears whether each container was verified."""
+    """The started stack's containers, once `settle`d, proven against the plan, and a warning
+    for each not provable from inside; else a DockerError naming every difference, with the
+    last log lines of each that stopped. `progress` hears whether each was verified."""
     containers = engine.project_containers(plan.project)
     inside = proving_inside(containers)
     if settle(containers):
@@ -145,8 +144,7 @@ def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Fi
 
 
 def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> ContainerFacts:
-    """A task on another node as the probe's verdict needs it: its name and planned GPUs
-    (pinned, or those the engine reserved for it)."""
+    """A task on another node as the probe's verdict needs it: its name and planned GPUs."""
     reserved = [value for kind, value in task.generic_resources if kind == GPU_KIND]
     gpus = service.pinned_for(task.slot) or reserved
     name = f"{_name(task)} on node {task.node_id[:12]}"
@@ -180,12 +178,10 @@ def _shown(name: str, tail: list[str]) -> str:
 
 
 def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[Finding]]:
-    """The running tasks of the deployed `stack`, once every one runs and has run as long
-    as a Compose stack's containers must (`proving.settle`), each verified against the
-    plan and from inside, where it runs (`proven_elsewhere` on other nodes), and a
-    warning for each task that could not be proven from inside. A DockerError naming
-    every difference if not, with the last log lines of each task that stopped or was
-    replaced during the settle, as the manager records them."""
+    """The running tasks of the deployed `stack`, once all run and `settle`d, verified as
+    `verified` verifies containers (from inside where each runs: `proven_elsewhere`), and
+    a warning for each not provable from inside; else a DockerError with the last log
+    lines of each task that stopped or was replaced during the settle."""
     project = plan.project
     before = {task.id for task in _wait_running(stack) if task.state == "running"}
     containers = swarm_engine.stack_containers(project)

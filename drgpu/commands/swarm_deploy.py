@@ -46,10 +46,9 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
-    """Render, deploy, wait for every task, let each run as long as a Compose stack's
-    containers must (`proving.settle`) and verify what each really got; on any failure
-    or caught signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited
-    for, then the run's containers and networks)."""
+    """Render, deploy, and prove every task (`proving.proven_tasks`); on any failure or caught
+    signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited for, then
+    the run's containers and networks)."""
     # lazy: start-up time of plan and render, which never deploy
     from drgpu.commands.preparation import preload_proof
     from drgpu.commands.rollback import rolled_back

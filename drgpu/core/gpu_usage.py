@@ -5,20 +5,14 @@ cgroup file), a `Status` comes out. What a container was given is read from its
 labels, so nothing goes stale when a stack is changed by hand.
 
 Each violation and warning is a `core.findings.Finding`, its `kind` one of those below
-(docs/commands.md says when each is given), its `facts` the FACTS keys. Violations (level
-FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu, trainer-gpu, shared-gpu. A
-graphics-only process on the host and a PID this process cannot see are listed, not flagged.
-
-Warnings (level WARN; the status is not `ok`, but no exit 6: nothing drgpu set up is
-wrong, yet something is unknown or looks broken):
-- processes-unknown: NVML could not list a GPU's processes: a stray or wrong-GPU process
-  there would go unseen;
-- processes-vanished: a running drgpu container that had GPU processes in an earlier
-  refresh of a watch has none now, as one that lost its GPU device nodes shows
-  (docs/nvidia-stack.md: `systemctl daemon-reload`).
-A one-shot status cannot know what ran before: a running container that holds a GPU,
-started IDLE_NOTE_S or more ago and runs no GPU process, gets a note, not a warning (a
-simulator between episodes, or a trainer waiting for it, is idle too).
+(docs/commands.md and docs/nvidia-stack.md say when each is given), its `facts` the FACTS
+keys. Violations (FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu,
+trainer-gpu, shared-gpu. Warnings (WARN: not `ok`, yet no exit 6, as nothing drgpu set up
+is wrong): processes-unknown (a GPU whose processes NVML cannot list) and
+processes-vanished (a container whose GPU processes of an earlier refresh of a watch are
+gone). Not flagged: a graphics-only process on the host, a PID this process cannot see, and
+a GPU container idle for IDLE_NOTE_S since it started (a note: one-shot status cannot know
+what ran before, and a simulator between episodes is idle too).
 """
 
 from __future__ import annotations
@@ -114,16 +108,13 @@ class TrainerCheck:
     @property
     def message(self) -> str:
         """What is wrong, for a violation."""
+        who = f"SageMaker trainer {self.container.name}"
         shown = ",".join(self.visible) or "<unset>"
         if self.launcher is None:
-            return (
-                f"SageMaker trainer {self.container.name} has CUDA_VISIBLE_DEVICES={shown},"
-                " which no rl_coach of drgpu's forwards"
-            )
+            return f"{who} has CUDA_VISIBLE_DEVICES={shown}, which no rl_coach of drgpu's forwards"
         return (
-            f"SageMaker trainer {self.container.name} of run {self.run_id} has"
-            f" CUDA_VISIBLE_DEVICES={shown}, but {self.launcher.name} forwards"
-            f" {','.join(self.planned) or 'no GPU'}"
+            f"{who} of run {self.run_id} has CUDA_VISIBLE_DEVICES={shown},"
+            f" but {self.launcher.name} forwards {','.join(self.planned) or 'no GPU'}"
         )
 
 
@@ -131,10 +122,9 @@ def trainer_checks(
     candidates: Iterable[ContainerFacts], launchers: Iterable[ContainerFacts]
 ) -> tuple[TrainerCheck, ...]:
     """Each running SageMaker local-mode trainer among `candidates`, matched to the live
-    rl_coach of the run its environment names (`RUN_ID`; none of drgpu's: not judged
-    here), else to the live rl_coach that forwards exactly its CUDA_VISIBLE_DEVICES, else
-    to the only live rl_coach there is; with no rl_coach of drgpu's at all, none is
-    drgpu's to judge."""
+    rl_coach of the run its environment names (`RUN_ID`; none live: not judged here), else
+    to the one forwarding exactly its CUDA_VISIBLE_DEVICES, else to the only one there is;
+    with no live rl_coach of drgpu's, none is judged."""
     live = _live_launchers(launchers)
     checks = []
     for trainer in candidates if live else ():
@@ -467,8 +457,7 @@ class _Judge:
         how: str,
         uuids: tuple[str, ...],
     ) -> ProcessStatus:
-        """`base` in container `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else
-        wrong-gpu."""
+        """`base` in `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else wrong-gpu."""
         placed = replace(
             base,
             container=owner.name,
