@@ -61,9 +61,8 @@ def _clean_after(holder: Holder) -> None:
 
 @contextmanager
 def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) -> Iterator[None]:
-    """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its
-    `.drgpu` folder checked first (not created); with `say_removed`, say on stderr what of
-    the run the block removed (when it ends without failing)."""
+    """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its `.drgpu`
+    folder checked first; with `say_removed`, say what the block removed (when it succeeds)."""
     state_dir(target.env_file, create=False)
     with locked("down", config.project, config.values):
         before = engine.project_resources(config.project) if say_removed else None
@@ -74,9 +73,8 @@ def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) ->
 
 def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
     """What a `down` removed, from the project's (containers, networks) before and after."""
-    things = ("container", "network")
-    gone = [(b - a, thing) for b, a, thing in zip(before, after, things, strict=True) if b > a]
-    said = [f"{n} {thing}{'' if n == 1 else 's'}" for n, thing in gone]
-    if not said:
-        return f"nothing of {project} was there to remove"
-    return f"removed {', '.join(said)} of {project}"
+    counts = zip(before, after, ("container", "network"), strict=True)
+    said = ", ".join(
+        f"{b - a} {thing}{'' if b - a == 1 else 's'}" for b, a, thing in counts if b > a
+    )
+    return f"removed {said} of {project}" if said else f"nothing of {project} was there to remove"
