@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.numbers import whole_seconds
-from drgpu.core.settings import Config
+from drgpu.core.settings import DEFAULTS, Config
 from drgpu.errors import DockerError
 from drgpu.host import compose, engine, swarm
-from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
+from drgpu.host.enginelock import TIMEOUT_KEY, engine_lock
 from drgpu.host.state_files import state_dir
 from drgpu.ui.talk import note, warn
 
@@ -28,7 +28,7 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
     the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
     """
     text = (settings.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
-    timeout_s = whole_seconds(TIMEOUT_KEY, text, 0, MAX_TIMEOUT_S) if text else DEFAULT_TIMEOUT_S
+    timeout_s = whole_seconds(TIMEOUT_KEY, text or DEFAULTS[TIMEOUT_KEY], 0, MAX_TIMEOUT_S)
     with engine_lock(
         command,
         project,

@@ -99,10 +99,8 @@ def _inspected(engine: Connection, container_id: str) -> Any:
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
     """Every container (running or not) matching the filters `wanted`, inspected; those
     removed meanwhile are left out (one listing, then one inspection per container)."""
-    inspected = [
-        attrs for listed in listing(engine, wanted) if (attrs := _inspected(engine, listed.id))
-    ]
-    return sorted((_facts(attrs) for attrs in inspected), key=lambda c: c.name)
+    inspected = (_inspected(engine, listed.id) for listed in listing(engine, wanted))
+    return sorted((_facts(attrs) for attrs in inspected if attrs), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:

@@ -23,7 +23,6 @@ from drgpu.host.files import read_system
 from drgpu.host.signals import shielded
 
 TIMEOUT_KEY = "DRGPU_LOCK_TIMEOUT"
-DEFAULT_TIMEOUT_S = 900
 POLL_S = 0.25
 
 
@@ -99,8 +98,8 @@ def engine_lock(
     *,
     on_wait: Callable[[str], None],
     on_stale: Callable[[Holder], None],
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    volumes_before: Callable[[], tuple[str, ...]] = tuple,
+    timeout_s: float,
+    volumes_before: Callable[[], tuple[str, ...]],
 ) -> Iterator[Holder]:
     """Hold the engine's lock for `drgpu COMMAND PROJECT` until the block ends, the project's
     volumes (`volumes_before`, checked again once held) written on it for whoever finds this
