@@ -38,8 +38,8 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
         volumes_before=lambda: engine.project_volumes(project),
     ) as holder:
         if command == "down":
-            engine.write_down_marks(down_marks(engine.down_marks(), project, holder.process))
-        elif superseded(engine.down_marks(), project, holder.process):
+            engine.write_down_marks(down_marks(engine.read_down_marks(), project, holder.process))
+        elif superseded(engine.read_down_marks(), project, holder.process):
             raise DockerError(
                 f"not starting {project}: a `drgpu down` of it was run after this `up` began",
                 hint="run `drgpu up` again to start it",

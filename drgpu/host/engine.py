@@ -368,7 +368,7 @@ def remove_lock(lock_id: str) -> None:
 MARKS_VOLUME = "drgpu-marks"
 
 
-def down_marks() -> dict[str, str]:
+def read_down_marks() -> dict[str, str]:
     """The marks `drgpu down` left (labels of an empty volume), or none."""
     answer = docker_api.call("GET", f"/volumes/{MARKS_VOLUME}")
     if answer.status == 404:
