@@ -30,7 +30,7 @@ def rolled_back(
     strays: Callable[[], list[ContainerFacts]] | None = None,
     written: Path | None = None,
 ) -> Iterator[None]:
-    """Bring the run down on a failure inside the block, signals waiting: `bring_down`
+    """Bring the run down on any failure or caught signal in the block (signals wait): `bring_down`
     (Compose's down, or DRfC's stop script), every container and network of `project` and
     each volume it did not have before, what `strays` lists (its rl_coach's unlabelled
     SageMaker trainers) until none comes, and the file `written` (the override). A `keep_on`
