@@ -30,13 +30,11 @@ def rolled_back(
     strays: Callable[[], list[ContainerFacts]] | None = None,
     written: Path | None = None,
 ) -> Iterator[None]:
-    """On any failure or caught signal inside the block, the run goes back down, signals
-    not cutting it short: `bring_down` (Compose's down, or DRfC's stop script), every
-    container and network of `project` and each volume it did not have before the block,
-    what `strays` lists (its rl_coach's SageMaker trainers, unlabelled) until none comes,
-    and the file `written` (the override). A failure of type `keep_on` leaves the run as
-    it is (it ran before; a refusing start script did not touch it). What of the run is
-    still there afterwards, a DockerError names (caused by the failure)."""
+    """Bring the run down on any failure or caught signal in the block (signals wait): `bring_down`
+    (Compose's down, or DRfC's stop script), every container and network of `project` and
+    each volume it did not have before, what `strays` lists (its rl_coach's unlabelled
+    SageMaker trainers) until none comes, and the file `written` (the override). A `keep_on`
+    failure leaves the run as it is (it ran before; a refusing start script left it)."""
     kept = engine.project_volumes(project)
     try:
         yield

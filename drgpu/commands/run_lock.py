@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.numbers import whole_seconds
-from drgpu.core.settings import Config
+from drgpu.core.settings import DEFAULTS, Config
 from drgpu.errors import DockerError
 from drgpu.host import compose, engine, swarm
-from drgpu.host.enginelock import DEFAULT_TIMEOUT_S, TIMEOUT_KEY, engine_lock
+from drgpu.host.enginelock import TIMEOUT_KEY, engine_lock
 from drgpu.host.state_files import state_dir
 from drgpu.ui.talk import note, warn
 
@@ -28,7 +28,7 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
     the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
     """
     text = (settings.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
-    timeout_s = whole_seconds(TIMEOUT_KEY, text, 0, MAX_TIMEOUT_S) if text else DEFAULT_TIMEOUT_S
+    timeout_s = whole_seconds(TIMEOUT_KEY, text or DEFAULTS[TIMEOUT_KEY], 0, MAX_TIMEOUT_S)
     with engine_lock(
         command,
         project,
@@ -38,8 +38,8 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
         volumes_before=lambda: engine.project_volumes(project),
     ) as holder:
         if command == "down":
-            engine.write_down_marks(down_marks(engine.down_marks(), project, holder.process))
-        elif superseded(engine.down_marks(), project, holder.process):
+            engine.write_down_marks(down_marks(engine.read_down_marks(), project, holder.process))
+        elif superseded(engine.read_down_marks(), project, holder.process):
             raise DockerError(
                 f"not starting {project}: a `drgpu down` of it was run after this `up` began",
                 hint="run `drgpu up` again to start it",
@@ -61,9 +61,8 @@ def _clean_after(holder: Holder) -> None:
 
 @contextmanager
 def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) -> Iterator[None]:
-    """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its
-    `.drgpu` folder checked first (not created); with `say_removed`, say on stderr what of
-    the run the block removed (when it ends without failing)."""
+    """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its `.drgpu`
+    folder checked first; with `say_removed`, say what the block removed (when it succeeds)."""
     state_dir(target.env_file, create=False)
     with locked("down", config.project, config.values):
         before = engine.project_resources(config.project) if say_removed else None
@@ -74,9 +73,8 @@ def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) ->
 
 def removed_note(project: str, before: tuple[int, int], after: tuple[int, int]) -> str:
     """What a `down` removed, from the project's (containers, networks) before and after."""
-    things = ("container", "network")
-    gone = [(b - a, thing) for b, a, thing in zip(before, after, things, strict=True) if b > a]
-    said = [f"{n} {thing}{'' if n == 1 else 's'}" for n, thing in gone]
-    if not said:
-        return f"nothing of {project} was there to remove"
-    return f"removed {', '.join(said)} of {project}"
+    counts = zip(before, after, ("container", "network"), strict=True)
+    said = ", ".join(
+        f"{b - a} {thing}{'' if b - a == 1 else 's'}" for b, a, thing in counts if b > a
+    )
+    return f"removed {said} of {project}" if said else f"nothing of {project} was there to remove"

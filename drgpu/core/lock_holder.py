@@ -16,11 +16,10 @@ MARK_PREFIX = "drgpu.down."
 
 @dataclass(frozen=True)
 class Process:
-    """Where a process runs, told apart from every other: its pid, when it started (clock
-    ticks after boot) and the boot and pid namespace those numbers mean something in; the
-    machine (its /etc/machine-id; "" when unknown, or from a drgpu before it was written)
-    and when that boot began (UTC, as `Holder.since` is written; "" when unknown). The
-    host name is for people: two machines may share one."""
+    """A process told apart from every other: its pid and start (clock ticks after boot) in
+    their boot and pid namespace; its machine id and when that boot began (as `Holder.since`
+    is written), "" when unknown (or in an older drgpu's lock); the host name is for people
+    (two machines may share one)."""
 
     pid: int
     start_ticks: int
@@ -59,8 +58,7 @@ def holder_labels(holder: Holder) -> dict[str, str]:
 
 
 def _label_number(text: str) -> int:
-    """A whole number written in a label: ASCII digits only (`int` would take `٣`), else
-    ValueError."""
+    """A label's whole number: ASCII digits only (`int` would take `٣`), else ValueError."""
     if not is_digits(text) or len(text) > 20:
         raise ValueError(text)
     return int(text)

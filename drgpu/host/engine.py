@@ -4,7 +4,6 @@ The Swarm's services, tasks and nodes are `swarm_engine`'s."""
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -54,11 +53,8 @@ def sagemaker_containers() -> list[ContainerFacts]:
 
 
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
-    """(state, labels) of every container with a `drgpu.run_id` label: what each run holds.
-
-    One API call (and one more per live Swarm task whose GPUs the engine chose: their
-    labels do not name them, so they are read from its environment).
-    """
+    """(state, labels) of every container with a `drgpu.run_id` label: what each run holds
+    (a live Swarm task whose GPUs the engine chose names them in its environment)."""
     with docker_api.connected() as engine:
         return [
             (c.state, _engine_choice(engine, c) if c.state == "running" else c.labels)
@@ -67,12 +63,9 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
 
 
 def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, str]:
-    """A reserving Swarm task's labels, naming the GPUs the engine gave it (others' as
-    they are)."""
-    if not labels.engine_chosen(listed.labels):
-        return listed.labels
-    attrs = _inspected(engine, listed.id)
-    if attrs is None:  # gone meanwhile: it holds nothing
+    """A container's labels; a reserving Swarm task's naming the GPUs the engine gave it."""
+    attrs = _inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
+    if attrs is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
         return listed.labels
     env = environment((attrs.get("Config") or {}).get("Env"))
     return labels.with_engine_choice(replace(listed, environment=env))
@@ -91,8 +84,7 @@ def project_exists(project: str) -> bool:
 
 
 def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list[ContainerFacts]:
-    """Every container (running or not) matching the filters `wanted`, from one listing
-    call: ids, names, states and labels only."""
+    """Every container matching the filters `wanted`: ids, names, states and labels only."""
     query = f"&filters={filters(wanted)}" if wanted else ""
     found = engine.call("GET", f"/containers/json?all=1{query}")
     return [_brief_facts(item) for item in found.checked("list containers", 200, kind=list)]
@@ -107,10 +99,8 @@ def _inspected(engine: Connection, container_id: str) -> Any:
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
     """Every container (running or not) matching the filters `wanted`, inspected; those
     removed meanwhile are left out (one listing, then one inspection per container)."""
-    inspected = [
-        attrs for listed in listing(engine, wanted) if (attrs := _inspected(engine, listed.id))
-    ]
-    return sorted((_facts(attrs) for attrs in inspected), key=lambda c: c.name)
+    inspected = (_inspected(engine, listed.id) for listed in listing(engine, wanted))
+    return sorted((_facts(attrs) for attrs in inspected if attrs), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
@@ -145,13 +135,11 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
 
 
 def _timestamp(text: str) -> float | None:
-    """Seconds since the epoch of the engine's RFC 3339 time (nanoseconds cut to micro)."""
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
-    if match is None or text.startswith("0001-"):
+    """Seconds since the epoch of the engine's RFC 3339 time; None for its zero time."""
+    try:
+        return None if text.startswith("0001-") else datetime.fromisoformat(text).timestamp()
+    except ValueError:
         return None
-    fraction = (match[2] or "0")[:6].ljust(6, "0")
-    zone = "+00:00" if match[3] == "Z" else match[3]
-    return datetime.fromisoformat(f"{match[1]}.{fraction}{zone}").timestamp()
 
 
 def environment(variables: list[str] | None) -> dict[str, str]:
@@ -175,17 +163,18 @@ def container_log_tail(container_id: str, lines: int) -> list[str]:
 
 
 def remove_containers(container_ids: list[str]) -> int:
-    """Force-remove containers and their anonymous volumes; one already gone is no error.
-    How many were removed."""
+    """Force-remove containers and their anonymous volumes: how many were removed."""
     with docker_api.connected() as engine:
-        return _remove_containers(engine, container_ids)
+        paths = [f"/containers/{container_id}?force=1&v=1" for container_id in container_ids]
+        return _deleted(engine, "container", paths)
 
 
-def _remove_containers(engine: Connection, container_ids: list[str]) -> int:
+def _deleted(engine: Connection, kind: str, paths: list[str]) -> int:
+    """DELETE each of `paths` (one already gone is no error): how many were removed."""
     removed = 0
-    for container_id in container_ids:
-        answer = engine.call("DELETE", f"/containers/{container_id}?force=1&v=1")
-        answer.checked("remove a container", 204, 404)
+    for path in paths:
+        answer = engine.call("DELETE", path)
+        answer.checked(f"remove a {kind}", 204, 404)
         removed += answer.status == 204
     return removed
 
@@ -305,9 +294,8 @@ def local_image(name: str) -> ImageFacts | None:
 
 
 def try_device_request(image: str) -> str | None:
-    """Start a throwaway container of a local image with an NVIDIA device request for every
-    GPU, running `true` without network: None when it ran (within a minute), else the
-    engine's error."""
+    """Run `true` without network in a throwaway container of a local image that requests
+    every NVIDIA GPU: None when it ran (within a minute), else the engine's error."""
     body = {
         "Image": image,
         "Entrypoint": ["true"],
@@ -380,7 +368,7 @@ def remove_lock(lock_id: str) -> None:
 MARKS_VOLUME = "drgpu-marks"
 
 
-def down_marks() -> dict[str, str]:
+def read_down_marks() -> dict[str, str]:
     """The marks `drgpu down` left (labels of an empty volume), or none."""
     answer = docker_api.call("GET", f"/volumes/{MARKS_VOLUME}")
     if answer.status == 404:
@@ -419,19 +407,14 @@ def _project_networks(engine: Connection, project: str) -> list[Any]:
 def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     """Remove every container and network of `project`, and every volume of it not in
     `keep_volumes`; how many of each were removed."""
-    removed = {"containers": 0, "networks": 0, "volumes": 0}
     with docker_api.connected() as engine:
-        listed = listing(engine, _of(project))
-        removed["containers"] = _remove_containers(engine, [container.id for container in listed])
-        for network in _project_networks(engine, project):
-            answer = engine.call("DELETE", f"/networks/{network['Id']}")
-            answer.checked("remove a network", 204, 404)
-            removed["networks"] += answer.status == 204
-        for name in _project_volumes(engine, project):
-            if name not in keep_volumes:
-                answer = engine.call("DELETE", f"/volumes/{urllib.parse.quote(name)}")
-                answer.checked("remove a volume", 204, 404)
-                removed["volumes"] += answer.status == 204
+        listed = [f"/containers/{c.id}?force=1&v=1" for c in listing(engine, _of(project))]
+        removed = {"containers": _deleted(engine, "container", listed)}
+        networks = [f"/networks/{network['Id']}" for network in _project_networks(engine, project)]
+        removed["networks"] = _deleted(engine, "network", networks)
+        volumes = _project_volumes(engine, project)
+        paths = [f"/volumes/{urllib.parse.quote(v)}" for v in volumes if v not in keep_volumes]
+        removed["volumes"] = _deleted(engine, "volume", paths)
     return removed
 
 

@@ -1,15 +1,9 @@
-"""The engine-wide lock every `drgpu up` and `down` holds: one object in the Docker engine
-itself (a container named `drgpu-lock`, created and never started), so that every user
-of one engine (root, a docker-group user, sudo, another host) is serialized, nobody
-without access to the engine can plant or hold it, and a killed holder never blocks.
-
-The engine creates a name once (a second create fails with 409): that is the lock. Its
-labels say who holds it (pid, start time, boot, pid namespace, machine id, when its boot
-began, host, user, command).
-A holder whose process is gone is stale: its lock is removed (by id, so that a lock
-someone else took meanwhile stays) and the run it was starting is removed too, since it
-was never verified.
-"""
+"""The engine-wide lock every `drgpu up` and `down` holds: a container named `drgpu-lock`
+in the engine itself, created and never started (the engine creates a name once), so that
+every user of one engine (root, a docker-group user, sudo, another host) is serialized,
+nobody without access to the engine can plant or hold it, and a killed holder never
+blocks: its lock is removed (by id: a lock someone else took meanwhile stays), and so is
+the run it was starting, never verified. Its labels say who holds it (core.lock_holder)."""
 
 from __future__ import annotations
 
@@ -29,7 +23,6 @@ from drgpu.host.files import read_system
 from drgpu.host.signals import shielded
 
 TIMEOUT_KEY = "DRGPU_LOCK_TIMEOUT"
-DEFAULT_TIMEOUT_S = 900
 POLL_S = 0.25
 
 
@@ -51,14 +44,12 @@ def this_process() -> Process:
 
 
 def machine_id(files: tuple[Path, ...] = MACHINE_ID_FILES) -> str:
-    """This machine's id (systemd's /etc/machine-id, else D-Bus's); "" when there is none
-    (a container often has none, or an empty one)."""
+    """This machine's id (systemd's, else D-Bus's); "" when there is none (as in containers)."""
     return next((found for path in files if (found := _read(path))), "")
 
 
 def booted(proc_stat: Path = Path("/proc/stat")) -> str:
-    """When this boot began (the kernel's `btime`), in UTC as the lock writes its times;
-    "" when unknown."""
+    """When this boot began (the kernel's `btime`), as the lock writes times; "" when unknown."""
     for line in (read_system(proc_stat) or "").splitlines():
         key, _, value = line.partition(" ")
         if key == "btime" and value.strip().isdecimal():
@@ -107,17 +98,13 @@ def engine_lock(
     *,
     on_wait: Callable[[str], None],
     on_stale: Callable[[Holder], None],
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    volumes_before: Callable[[], tuple[str, ...]] = tuple,
+    timeout_s: float,
+    volumes_before: Callable[[], tuple[str, ...]],
 ) -> Iterator[Holder]:
-    """Hold the engine's lock for `drgpu COMMAND PROJECT` until the block ends.
-
-    `volumes_before` lists the project's volumes: written on the lock (and checked again
-    once held), so that whoever finds this holder killed knows which volumes it found.
-    `on_stale` is called with a killed holder before its lock is removed (to clean the
-    run it left); `on_wait` is told once, naming the holder, when this one waits. After
-    `timeout_s` seconds of waiting, a DockerError names the holder.
-    """
+    """Hold the engine's lock for `drgpu COMMAND PROJECT` until the block ends, the project's
+    volumes (`volumes_before`, checked again once held) written on it for whoever finds this
+    holder killed. A killed holder goes to `on_stale` before its lock is removed; `on_wait`
+    hears once whom this one waits for; after `timeout_s` seconds a DockerError names them."""
     here = this_process()
     deadline = time.monotonic() + timeout_s
     told = False

@@ -104,3 +104,10 @@ def test_a_cdi_device_request_and_the_engines_cdi_facts_are_read() -> None:
     assert daemon.cgroup_driver == "systemd"
     older = engine.daemon_facts_of({"ServerVersion": "20.10.24"}, {})
     assert (older.discovered_devices, older.cgroup_driver) == ((), "")
+
+
+def test_the_engines_times_are_read_to_the_microsecond_and_its_zero_time_is_none() -> None:
+    assert engine._timestamp("2026-01-01T00:00:00.123456789Z") == 1767225600.123456
+    assert engine._timestamp("2026-01-01T01:00:00+01:00") == 1767225600.0
+    assert engine._timestamp("0001-01-01T00:00:00Z") is None
+    assert engine._timestamp("") is None
