@@ -4,6 +4,7 @@ The Swarm's services, tasks and nodes are `swarm_engine`'s."""
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -135,11 +136,14 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
 
 
 def _timestamp(text: str) -> float | None:
-    """Seconds since the epoch of the engine's RFC 3339 time; None for its zero time."""
-    try:
-        return None if text.startswith("0001-") else datetime.fromisoformat(text).timestamp()
-    except ValueError:
+    """Seconds since the epoch of the engine's RFC 3339 time, nanoseconds cut to micro (as
+    Python 3.10's fromisoformat reads neither them nor `Z`); None for its zero time."""
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
+    if match is None or text.startswith("0001-"):
         return None
+    fraction = (match[2] or "0")[:6].ljust(6, "0")
+    zone = "+00:00" if match[3] == "Z" else match[3]
+    return datetime.fromisoformat(f"{match[1]}.{fraction}{zone}").timestamp()
 
 
 def environment(variables: list[str] | None) -> dict[str, str]:
