@@ -41,7 +41,7 @@ LOG_TAIL_LINES = 5
 SETTLE_S = 0.25
 START_TIMEOUT_S = 180.0
 STUCK_GRACE_S = 5.0
-POLL_S = 0.05  # one cheap API call (the tasks); every 0.05 s of waiting counts in `up`
+POLL_S = 0.05  # a few cheap API calls; every 0.05 s of waiting counts in `up`
 
 
 def verified(
