@@ -1,15 +1,13 @@
-"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup, and judge
-them (`core.gpu_usage` judges).
+"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup;
+`core.gpu_usage` judges them.
 
-A watch keeps one NVML session and one engine connection open, and per tick makes one
-cheap listing call; it inspects a container only when it first appears (the facts it
-needs never change while the container exists, except its state, which the listing has),
-and reads a GPU process's /proc files only when it first appears (`Reader._process`).
-Once it has shown a refresh, it outlives the engine restarting and NVML failing: it says
-so once on stderr, skips those refreshes, reconnects (starts NVML again) and says when
-they are back. On a swarm manager each refresh also judges the whole swarm from the
-manager's records (core.swarm_view). Each refresh it shows also goes to the exporters
-(`--influx`, `--prometheus`) and, for each new violation, to `--on-violation`'s command.
+A watch keeps one NVML session and one engine connection open and per tick makes one
+listing call; it inspects a container, and reads a GPU process's /proc files, only when
+it first appears (the listing has the state, the one fact that changes). Once it has shown
+a refresh, it outlives the engine restarting and NVML failing: said once on stderr, those
+refreshes skipped, NVML started again, and said when they are back. On a swarm manager
+each refresh also judges the whole swarm (core.swarm_view). Each refresh shown also goes
+to `--influx`, `--prometheus` and, for each new violation, `--on-violation`'s command.
 """
 
 from __future__ import annotations
@@ -184,16 +182,14 @@ class Reader:
         return replace(judged, findings=tuple(found), swarm=swarm)
 
     def _process(self, pid: int) -> tuple[int | None, str | None, ProcessFacts | None]:
-        """A GPU process's /proc key, cgroup file and command, read once per process (a
-        watch lists the same ones at every refresh)."""
+        """A GPU process's /proc key, cgroup file and command, read once per process."""
         key, known = process_key(pid), self._procs.get(pid)
         if key is not None and known is not None and known[0] == key:
             return known
         return key, read_cgroup(pid), read_process(pid)
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
-        """The facts of the listed containers: those already known, and an inspection of
-        each new one (one that vanished meanwhile is left out)."""
+        """The listed containers' facts, each new one inspected (one gone meanwhile left out)."""
         found = {c.id: self._known.get(c.id) or self._engine.inspect(c.id) for c in listed}
         return {id_: facts for id_, facts in found.items() if facts is not None}
 
@@ -284,10 +280,9 @@ def watch(
     costs: CostKeeper | None = None,
 ) -> Status | None:
     """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
-    Ctrl-C, and hand each to the `sinks`; the last snapshot shown (None when interrupted
-    before the first). A refresh the engine or NVML fails is skipped, said once, and
-    retried at the next (the first refresh still fails: nothing was ever shown); each
-    refresh shown is charged to `costs`."""
+    Ctrl-C, handing each to the `sinks` and charging it to `costs`; the last one shown (None:
+    interrupted before the first). A refresh the engine or NVML fails is skipped, said once
+    (the first refresh still fails: nothing was ever shown)."""
     last = None
     shown = 0
     reader = None
@@ -323,28 +318,25 @@ def watch(
 
 @dataclass
 class Outage:
-    """One outside world a watch depends on: its failure said once (a warning), and its
-    return once (a note)."""
+    """An outside world a watch depends on: its failure said once (a warning), its return too."""
 
     what: str
     down: bool = False
 
     def failed(self, message: str) -> None:
-        """It failed at this refresh."""
         if not self.down:
             warn(f"{message}; {self.what}: retrying at every refresh")
         self.down = True
 
     def worked(self) -> None:
-        """It worked at this refresh."""
         if self.down:
             note(f"{self.what} is back")
         self.down = False
 
 
 def _refresh(reader: Reader, engine: Outage, nvml_: Outage, *, first: bool) -> Status | None:
-    """The reader's snapshot, or None when the engine or NVML failed it (said once; raised
-    at the `first` refresh)."""
+    """The reader's snapshot; None when the engine or NVML failed it (said once; raised at
+    the `first` refresh)."""
     try:
         fresh = reader.snapshot()
     except (NvmlUnavailableError, DockerError) as exc:

@@ -55,10 +55,9 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     daemon_json_problem = None
     try:
         text = files.optional_text(daemon_json_path)
-        loaded = json.loads(text) if text is not None else None
         if text is None:
             daemon_json_problem = "absent: create it as printed above"
-        elif isinstance(loaded, dict):
+        elif isinstance(loaded := json.loads(text), dict):
             daemon_json = loaded
         else:
             daemon_json_problem = "not a JSON object"
@@ -82,9 +81,6 @@ def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     )
 
 
-TOOLKIT_PROGRAMS = ("nvidia-ctk", "nvidia-container-runtime")
-
-
 def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts, str | None]:
     """The toolkit's version and its runtime's config.toml (one that cannot be read: none),
     and why that file could not be read (None: it could)."""
@@ -106,9 +102,7 @@ def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts
 
 def toolkit_version() -> tuple[int, int, int] | None:
     """The version the first of the toolkit's programs on PATH says (None: none says)."""
-    for program in TOOLKIT_PROGRAMS:
-        if shutil.which(program) is None:
-            continue
+    for program in filter(shutil.which, ("nvidia-ctk", "nvidia-container-runtime")):
         try:
             done = process.run([program, "--version"], timeout=10)
         except DockerError:
