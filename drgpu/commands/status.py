@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.drfc_scripts import is_sagemaker_local
@@ -65,8 +64,7 @@ class StatusOptions:
 
 @dataclass(frozen=True)
 class StatusResult:
-    """The last snapshot (None: a watch stopped before the first), and whether a watch
-    has shown it already."""
+    """The last snapshot (None: a watch stopped before the first); whether a watch showed it."""
 
     last: Status | None
     watched: bool
@@ -255,6 +253,8 @@ def _read_nodes(
     why.update((node, unread) for node in ready if node not in wanted)
     if not wanted:
         return
+    from drgpu import probe  # lazy: the probe is large; only a swarm's other nodes need it
+
     source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
     for node, read in swarm_engine.node_gpus(source, wanted).items():
         if isinstance(read, str):

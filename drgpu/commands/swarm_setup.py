@@ -37,8 +37,7 @@ def swarm_setup(
 
 
 def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
-    """The GPUs (UUIDs) the settings give the trainer on this node, planned as `drgpu
-    plan` would."""
+    """The trainer's GPUs (UUIDs) on this node, planned as `drgpu plan` would."""
     plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(
         device.uuid
