@@ -359,37 +359,34 @@ def exports(
     """What each refresh of a watch goes to besides the screen: `--influx`, `--prometheus`
     (with the cost series of `costs`), `--on-violation` (each checked before the watch
     starts: exit 2)."""
-    sinks: list[Callable[[Status], None]] = []
     with ExitStack() as stack:
-        series = _series(costs)
-        if options.influx is not None:
-            sinks.append(_influx_sink(options.influx, stack, series))
-        if options.prometheus is not None:
-            sinks.append(_prometheus_sink(options.prometheus, stack, series))
+        senders = [
+            sender(value, stack)
+            for value, sender in ((options.influx, _influx), (options.prometheus, _prometheus))
+            if value is not None
+        ]
+        sinks = [_exporter(senders, costs)] if senders else []
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
 
 
-def _series(costs: CostKeeper | None) -> Callable[[Status], list[Sample]]:
-    """A refresh's samples, with the cost series of `costs`: made once for both exporters."""
+def _exporter(
+    senders: list[Callable[[list[Sample]], None]], costs: CostKeeper | None
+) -> Callable[[Status], None]:
+    """Sends a refresh's samples, with the cost series of `costs`, made once for every sender."""
     from drgpu.core import cost  # lazy: only the watch's exporters need them
     from drgpu.core.metrics import samples
 
-    last: tuple[Status | None, list[Sample]] = (None, [])
+    def export(status: Status) -> None:
+        series = [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+        for send in senders:
+            send(series)
 
-    def of(status: Status) -> list[Sample]:
-        nonlocal last
-        if last[0] is not status:
-            last = status, [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
-        return last[1]
-
-    return of
+    return export
 
 
-def _influx_sink(
-    url: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
-) -> Callable[[Status], None]:
+def _influx(url: str, stack: ExitStack) -> Callable[[list[Sample]], None]:
     from drgpu.core.metrics import influx_target, line_protocol  # lazy: only a watch exports
     from drgpu.host.metrics_export import InfluxSender
 
@@ -397,12 +394,10 @@ def _influx_sink(
     outage = Outage(f"--influx {target.url}")
     sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    return lambda status: sender.send(line_protocol(series(status), time.time_ns()))
+    return lambda series: sender.send(line_protocol(series, time.time_ns()))
 
 
-def _prometheus_sink(
-    address: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
-) -> Callable[[Status], None]:
+def _prometheus(address: str, stack: ExitStack) -> Callable[[list[Sample]], None]:
     from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address  # lazy: as above
     from drgpu.host.metrics_export import PrometheusEndpoint
 
@@ -412,7 +407,7 @@ def _prometheus_sink(
     shown = f"[{host}]" if ":" in host else host
     everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
     note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
-    return lambda status: endpoint.publish(series(status))
+    return endpoint.publish
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
