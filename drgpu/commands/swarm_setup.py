@@ -83,13 +83,9 @@ def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts
             problem = "absent: is the NVIDIA container toolkit installed?"
     except ConfigError as exc:
         text, problem = None, exc.message
-    found = ToolkitFacts(
-        version=toolkit_version(),
-        mode=toolkit.config_string(text or "", "mode", "nvidia-container-runtime"),
-        swarm_resource=toolkit.config_string(text or "", "swarm-resource"),
-        config_found=text is not None,
-    )
-    return found, problem
+    mode = toolkit.config_string(text or "", "mode", "nvidia-container-runtime")
+    swarm_resource = toolkit.config_string(text or "", "swarm-resource")
+    return ToolkitFacts(toolkit_version(), mode, swarm_resource, text is not None), problem
 
 
 def toolkit_version() -> tuple[int, int, int] | None:
