@@ -16,8 +16,7 @@ from drgpu.core.cuda_verdict import (
     probe_arguments,
     select,
 )
-from drgpu.core.facts import ContainerFacts
-from drgpu.core.gpu_usage import LAUNCHER_ROLE, TrainerCheck, trainer_checks
+from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.settings import project_name
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine
@@ -61,17 +60,11 @@ def check_stack(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
     results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in chosen]
-    if all_services:
-        trainers = sagemaker_trainers(containers)
+    # The SageMaker trainers this project's rl_coach started, matched among every drgpu
+    # run's rl_coach (so another run's trainer is never taken for this one's).
+    mine = {c.id for c in containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
+    if all_services and mine:
+        checks = trainer_checks(engine.sagemaker_containers(), engine.drgpu_containers())
+        trainers = [t for t in checks if t.launcher and t.launcher.id in mine]
         results += [judge_trainer(t, *probe_in(t.container, ["--json"])) for t in trainers]
     return CudaCheckResult(project, results)
-
-
-def sagemaker_trainers(project_containers: list[ContainerFacts]) -> list[TrainerCheck]:
-    """The SageMaker trainers the rl_coach of this project started (matched among every
-    drgpu run's rl_coach, so another run's trainer is never taken for this one's)."""
-    mine = {c.id for c in project_containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
-    if not mine:
-        return []
-    checks = trainer_checks(engine.sagemaker_containers(), engine.drgpu_containers())
-    return [check for check in checks if check.launcher is not None and check.launcher.id in mine]

@@ -20,16 +20,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GpusResult:
-    """This host's GPUs and, for each GPU index, its holders (None: the engine could not
-    be asked)."""
+    """This host's GPUs and each GPU index's holders (None: the engine could not be asked)."""
 
     inventory: Inventory
     holders: dict[int, tuple[Holder, ...]] | None
 
 
 def gpus() -> GpusResult:
-    """`drgpu gpus`: read NVML and, meanwhile, the engine (holders None, with a warning,
-    when it cannot be asked)."""
+    """Read NVML and, meanwhile, the engine (holders None, with a warning, when it fails)."""
     found: list[list[ContainerFacts] | DockerError] = []
 
     def ask_engine() -> None:

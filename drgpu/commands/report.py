@@ -28,11 +28,8 @@ def report(env_file: Path | None, run_id: str | None, *, evaluation: bool) -> Re
     if evaluation:
         run_id = run_key(run_id or run_id_of(target), evaluation=True)
     path = ledger_path(target.env_file)
-    ledger = read_ledger(path)
-    if run_id is None:
-        return Report(path, ledger)
-    mine = {key: usage for key, usage in ledger.items() if key[0] == run_id}
-    if not mine:
+    mine = {key: usage for key, usage in read_ledger(path).items() if run_id in (None, key[0])}
+    if run_id is not None and not mine:
         raise ConfigError(
             f"no GPU cost kept for run {run_id} in {path}",
             hint="`drgpu status --watch` keeps it while it watches the run",

@@ -1,15 +1,13 @@
-"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup, and judge
-them (`core.gpu_usage` judges).
+"""`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup;
+`core.gpu_usage` judges them.
 
-A watch keeps one NVML session and one engine connection open, and per tick makes one
-cheap listing call; it inspects a container only when it first appears (the facts it
-needs never change while the container exists, except its state, which the listing has),
-and reads a GPU process's /proc files only when it first appears (`Reader._process`).
-Once it has shown a refresh, it outlives the engine restarting and NVML failing: it says
-so once on stderr, skips those refreshes, reconnects (starts NVML again) and says when
-they are back. On a swarm manager each refresh also judges the whole swarm from the
-manager's records (core.swarm_view). Each refresh it shows also goes to the exporters
-(`--influx`, `--prometheus`) and, for each new violation, to `--on-violation`'s command.
+A watch keeps one NVML session and one engine connection open and per tick makes one
+listing call; it inspects a container, and reads a GPU process's /proc files, only when
+it first appears (the listing has the state, the one fact that changes). Once it has shown
+a refresh, it outlives the engine restarting and NVML failing: said once on stderr, those
+refreshes skipped, NVML started again, and said when they are back. On a swarm manager
+each refresh also judges the whole swarm (core.swarm_view). Each refresh shown also goes
+to `--influx`, `--prometheus` and, for each new violation, `--on-violation`'s command.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drgpu import probe
 from drgpu.commands.options import InputOptions, resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.drfc_scripts import is_sagemaker_local
@@ -67,8 +64,7 @@ class StatusOptions:
 
 @dataclass(frozen=True)
 class StatusResult:
-    """The last snapshot (None: a watch stopped before the first), and whether a watch
-    has shown it already."""
+    """The last snapshot (None: a watch stopped before the first); whether a watch showed it."""
 
     last: Status | None
     watched: bool
@@ -184,16 +180,14 @@ class Reader:
         return replace(judged, findings=tuple(found), swarm=swarm)
 
     def _process(self, pid: int) -> tuple[int | None, str | None, ProcessFacts | None]:
-        """A GPU process's /proc key, cgroup file and command, read once per process (a
-        watch lists the same ones at every refresh)."""
+        """A GPU process's /proc key, cgroup file and command, read once per process."""
         key, known = process_key(pid), self._procs.get(pid)
         if key is not None and known is not None and known[0] == key:
             return known
         return key, read_cgroup(pid), read_process(pid)
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
-        """The facts of the listed containers: those already known, and an inspection of
-        each new one (one that vanished meanwhile is left out)."""
+        """The listed containers' facts, each new one inspected (one gone meanwhile left out)."""
         found = {c.id: self._known.get(c.id) or self._engine.inspect(c.id) for c in listed}
         return {id_: facts for id_, facts in found.items() if facts is not None}
 
@@ -259,6 +253,8 @@ def _read_nodes(
     why.update((node, unread) for node in ready if node not in wanted)
     if not wanted:
         return
+    from drgpu import probe  # lazy: the probe is large; only a swarm's other nodes need it
+
     source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
     for node, read in swarm_engine.node_gpus(source, wanted).items():
         if isinstance(read, str):
@@ -284,10 +280,9 @@ def watch(
     costs: CostKeeper | None = None,
 ) -> Status | None:
     """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
-    Ctrl-C, and hand each to the `sinks`; the last snapshot shown (None when interrupted
-    before the first). A refresh the engine or NVML fails is skipped, said once, and
-    retried at the next (the first refresh still fails: nothing was ever shown); each
-    refresh shown is charged to `costs`."""
+    Ctrl-C, handing each to the `sinks` and charging it to `costs`; the last one shown (None:
+    interrupted before the first). A refresh the engine or NVML fails is skipped, said once
+    (the first refresh still fails: nothing was ever shown)."""
     last = None
     shown = 0
     reader = None
@@ -323,28 +318,25 @@ def watch(
 
 @dataclass
 class Outage:
-    """One outside world a watch depends on: its failure said once (a warning), and its
-    return once (a note)."""
+    """An outside world a watch depends on: its failure said once (a warning), its return too."""
 
     what: str
     down: bool = False
 
     def failed(self, message: str) -> None:
-        """It failed at this refresh."""
         if not self.down:
             warn(f"{message}; {self.what}: retrying at every refresh")
         self.down = True
 
     def worked(self) -> None:
-        """It worked at this refresh."""
         if self.down:
             note(f"{self.what} is back")
         self.down = False
 
 
 def _refresh(reader: Reader, engine: Outage, nvml_: Outage, *, first: bool) -> Status | None:
-    """The reader's snapshot, or None when the engine or NVML failed it (said once; raised
-    at the `first` refresh)."""
+    """The reader's snapshot; None when the engine or NVML failed it (said once; raised at
+    the `first` refresh)."""
     try:
         fresh = reader.snapshot()
     except (NvmlUnavailableError, DockerError) as exc:
@@ -367,37 +359,34 @@ def exports(
     """What each refresh of a watch goes to besides the screen: `--influx`, `--prometheus`
     (with the cost series of `costs`), `--on-violation` (each checked before the watch
     starts: exit 2)."""
-    sinks: list[Callable[[Status], None]] = []
     with ExitStack() as stack:
-        series = _series(costs)
-        if options.influx is not None:
-            sinks.append(_influx_sink(options.influx, stack, series))
-        if options.prometheus is not None:
-            sinks.append(_prometheus_sink(options.prometheus, stack, series))
+        senders = [
+            sender(value, stack)
+            for value, sender in ((options.influx, _influx), (options.prometheus, _prometheus))
+            if value is not None
+        ]
+        sinks = [_exporter(senders, costs)] if senders else []
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
 
 
-def _series(costs: CostKeeper | None) -> Callable[[Status], list[Sample]]:
-    """A refresh's samples, with the cost series of `costs`: made once for both exporters."""
+def _exporter(
+    senders: list[Callable[[list[Sample]], None]], costs: CostKeeper | None
+) -> Callable[[Status], None]:
+    """Sends a refresh's samples, with the cost series of `costs`, made once for every sender."""
     from drgpu.core import cost  # lazy: only the watch's exporters need them
     from drgpu.core.metrics import samples
 
-    last: tuple[Status | None, list[Sample]] = (None, [])
+    def export(status: Status) -> None:
+        series = [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+        for send in senders:
+            send(series)
 
-    def of(status: Status) -> list[Sample]:
-        nonlocal last
-        if last[0] is not status:
-            last = status, [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
-        return last[1]
-
-    return of
+    return export
 
 
-def _influx_sink(
-    url: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
-) -> Callable[[Status], None]:
+def _influx(url: str, stack: ExitStack) -> Callable[[list[Sample]], None]:
     from drgpu.core.metrics import influx_target, line_protocol  # lazy: only a watch exports
     from drgpu.host.metrics_export import InfluxSender
 
@@ -405,12 +394,10 @@ def _influx_sink(
     outage = Outage(f"--influx {target.url}")
     sender = InfluxSender(target, outage.failed, outage.worked, warn)
     stack.callback(sender.close)
-    return lambda status: sender.send(line_protocol(series(status), time.time_ns()))
+    return lambda series: sender.send(line_protocol(series, time.time_ns()))
 
 
-def _prometheus_sink(
-    address: str, stack: ExitStack, series: Callable[[Status], list[Sample]]
-) -> Callable[[Status], None]:
+def _prometheus(address: str, stack: ExitStack) -> Callable[[list[Sample]], None]:
     from drgpu.core.metrics import EVERY_ADDRESS, prometheus_address  # lazy: as above
     from drgpu.host.metrics_export import PrometheusEndpoint
 
@@ -420,7 +407,7 @@ def _prometheus_sink(
     shown = f"[{host}]" if ":" in host else host
     everywhere = " (every address: other machines can read them)" if host in EVERY_ADDRESS else ""
     note(f"Prometheus metrics on http://{shown}:{endpoint.port}/metrics{everywhere}")
-    return lambda status: endpoint.publish(series(status))
+    return endpoint.publish
 
 
 def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:

@@ -37,8 +37,7 @@ def swarm_setup(
 
 
 def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
-    """The GPUs (UUIDs) the settings give the trainer on this node, planned as `drgpu
-    plan` would."""
+    """The trainer's GPUs (UUIDs) on this node, planned as `drgpu plan` would."""
     plan = make_plan(config, load_stack([base_stack_file()]), inventory)
     return tuple(
         device.uuid
@@ -51,38 +50,27 @@ def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     """Read daemon.json, the NVIDIA runtime's config.toml, the toolkit's version and
     `docker info` (the shell)."""
-    daemon_json: Mapping[str, Any] | None = None
-    daemon_json_problem = None
-    try:
-        text = files.optional_text(daemon_json_path)
-        loaded = json.loads(text) if text is not None else None
-        if text is None:
-            daemon_json_problem = "absent: create it as printed above"
-        elif isinstance(loaded, dict):
-            daemon_json = loaded
-        else:
-            daemon_json_problem = "not a JSON object"
-    except ConfigError as exc:
-        daemon_json_problem = exc.message
-    except json.JSONDecodeError as exc:
-        daemon_json_problem = f"not JSON (line {exc.lineno}): dockerd will not start with it"
-    toolkit_found, toolkit_problem = read_toolkit(toolkit_path)
+    daemon_json, toolkit = _read_daemon_json(daemon_json_path), read_toolkit(toolkit_path)
     facts = engine_problem = None
     try:
         facts = swarm_engine.engine_facts()
     except DockerError as exc:
         engine_problem = exc.message
-    return NodeState(
-        daemon_json=daemon_json,
-        daemon_json_problem=daemon_json_problem,
-        toolkit=toolkit_found,
-        toolkit_problem=toolkit_problem,
-        engine=facts,
-        engine_problem=engine_problem,
-    )
+    return NodeState(*daemon_json, *toolkit, facts, engine_problem)
 
 
-TOOLKIT_PROGRAMS = ("nvidia-ctk", "nvidia-container-runtime")
+def _read_daemon_json(path: Path) -> tuple[Mapping[str, Any] | None, str | None]:
+    """daemon.json's object, or why there is none."""
+    try:
+        text = files.optional_text(path)
+        if text is None:
+            return None, "absent: create it as printed above"
+        loaded = json.loads(text)
+    except ConfigError as exc:
+        return None, exc.message
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON (line {exc.lineno}): dockerd will not start with it"
+    return (loaded, None) if isinstance(loaded, dict) else (None, "not a JSON object")
 
 
 def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts, str | None]:
@@ -95,20 +83,14 @@ def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts
             problem = "absent: is the NVIDIA container toolkit installed?"
     except ConfigError as exc:
         text, problem = None, exc.message
-    found = ToolkitFacts(
-        version=toolkit_version(),
-        mode=toolkit.config_string(text or "", "mode", "nvidia-container-runtime"),
-        swarm_resource=toolkit.config_string(text or "", "swarm-resource"),
-        config_found=text is not None,
-    )
-    return found, problem
+    mode = toolkit.config_string(text or "", "mode", "nvidia-container-runtime")
+    swarm_resource = toolkit.config_string(text or "", "swarm-resource")
+    return ToolkitFacts(toolkit_version(), mode, swarm_resource, text is not None), problem
 
 
 def toolkit_version() -> tuple[int, int, int] | None:
     """The version the first of the toolkit's programs on PATH says (None: none says)."""
-    for program in TOOLKIT_PROGRAMS:
-        if shutil.which(program) is None:
-            continue
+    for program in filter(shutil.which, ("nvidia-ctk", "nvidia-container-runtime")):
         try:
             done = process.run([program, "--version"], timeout=10)
         except DockerError:
