@@ -75,19 +75,15 @@ def compose_file_list(text: str, variable: str) -> tuple[tuple[Path, ...], str |
     """The files of a DRfC compose-file list (`-f a.yml -f b.yml`, or with `-c`) and the
     flag it writes; `ConfigError` for a list that is not one."""
     words = text.split()
-    files: list[Path] = []
-    flag: str | None = None
-    for position in range(0, len(words), 2):
-        written = words[position]
-        if written not in FILE_FLAGS or position + 1 >= len(words):
-            raise ConfigError(
-                f"{variable} is not a list of compose files ({text.strip()!r}):"
-                " expected -f FILE (or -c FILE) pairs",
-                hint="source DRfC's bin/activate.sh again",
-            )
-        flag = flag or ("-c" if written in ("-c", "--compose-file") else "-f")
-        files.append(Path(words[position + 1]))
-    return tuple(files), flag
+    flags, files = words[::2], words[1::2]
+    if len(flags) != len(files) or not set(flags) <= set(FILE_FLAGS):
+        raise ConfigError(
+            f"{variable} is not a list of compose files ({text.strip()!r}):"
+            " expected -f FILE (or -c FILE) pairs",
+            hint="source DRfC's bin/activate.sh again",
+        )
+    flag = ("-c" if flags[0] in ("-c", "--compose-file") else "-f") if flags else None
+    return tuple(map(Path, files)), flag
 
 
 def activation_exports(values: Mapping[str, str]) -> dict[str, str]:
