@@ -29,8 +29,6 @@ JQ = "jq"
 # containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose); the engine
 # filters container names by SAGEMAKER_NAME_PART, is_sagemaker_local decides.
 SAGEMAKER_NAME_PART = "algo-"
-_SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
-_SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
 
 
 def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path, ...]:
@@ -147,5 +145,6 @@ def run_trainers(
 def is_sagemaker_local(container: ContainerFacts) -> bool:
     """Whether a container is a trainer SageMaker local mode started (`algo-N-xxxxx`)."""
     return bool(
-        _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
+        re.match(r"algo-[0-9]+-[a-z0-9]+$", container.service)
+        or re.search(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$", container.name)
     )
