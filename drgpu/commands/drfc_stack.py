@@ -251,10 +251,7 @@ def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, 
 
 def _name(script: Path, checkout: DrfcCheckout) -> str:
     """A script's path inside the checkout, as DRfC's docs write it."""
-    try:
-        return str(script.relative_to(checkout.root))
-    except ValueError:
-        return str(script)
+    return str(script.relative_to(checkout.root))
 
 
 # --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
@@ -267,12 +264,8 @@ def swarm_style(config: Config) -> bool:
 
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
     """What would stop DRfC's swarm start script (`jq`, the node labels), each with its fix."""
-    return drfc_scripts.swarm_preflight(
-        checkout,
-        jq_found=shutil.which(drfc_scripts.JQ) is not None,
-        node_labels={node.id: node.labels for node in facts.nodes},
-        this_node=facts.node_id,
-    )
+    jq_found = shutil.which(drfc_scripts.JQ) is not None
+    return drfc_scripts.swarm_preflight(checkout, facts, jq_found=jq_found)
 
 
 def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:

@@ -25,7 +25,6 @@ class DrfcCheckout:
     """An activated DeepRacer-for-cloud shell: where its files are."""
 
     root: Path  # $DR_DIR
-    system_env: Path  # $DR_DIR/system.env
     run_env: Path | None  # $DR_CONFIG (None when unset)
     evaluation: bool  # --eval
     compose_files: tuple[Path, ...]  # DR_TRAIN_COMPOSE_FILE, or DR_EVAL_COMPOSE_FILE with --eval
@@ -63,7 +62,6 @@ def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcChecko
     separator = environ.get("DR_DOCKER_FILE_SEP", "").strip()
     return DrfcCheckout(
         root=root,
-        system_env=root / "system.env",
         run_env=Path(config) if config else None,
         evaluation=evaluation,
         compose_files=files,

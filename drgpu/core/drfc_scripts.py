@@ -18,7 +18,7 @@ from pathlib import Path
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts
 from drgpu.core.model import Plan, ServicePlan
 from drgpu.core.numbers import whole_number
 from drgpu.core.swarm_node import NODE_LABELS
@@ -102,27 +102,23 @@ def shell_exports(checkout: DrfcCheckout, override: Path, *, swarm: bool = False
 
 
 def swarm_preflight(
-    checkout: DrfcCheckout,
-    *,
-    jq_found: bool,
-    node_labels: Mapping[str, Mapping[str, str]],
-    this_node: str,
+    checkout: DrfcCheckout, facts: EngineFacts, *, jq_found: bool
 ) -> list[tuple[str, str]]:
     """What stops DRfC's swarm start script before it deploys, each with its fix: no `jq`, or
-    (training) no node labelled `Robomaker=true` or `Sagemaker=true` (`node_labels`: by id)."""
+    (training) no node of the swarm labelled `Robomaker=true` or `Sagemaker=true`."""
     problems: list[tuple[str, str]] = []
     if not jq_found:
         why = f"{JQ} is not installed: DRfC's swarm start checks the node labels with it"
         problems.append((why, f"sudo apt-get install {JQ} (or your distribution's {JQ} package)"))
     if checkout.evaluation:
         return problems
-    if not node_labels:
+    if not facts.nodes:
         why = "this engine is no swarm manager: DRfC's stacks deploy from one"
         return [*problems, (why, "docker swarm init (or run it on a manager node)")]
     for label in sorted(NODE_LABELS):  # Robomaker, then Sagemaker, as DRfC checks
-        if not any(labels.get(label) == "true" for labels in node_labels.values()):
+        if not any(node.labels.get(label) == "true" for node in facts.nodes):
             why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
-            fix = f"docker node update --label-add {label}=true {this_node or '<node>'}"
+            fix = f"docker node update --label-add {label}=true {facts.node_id or '<node>'}"
             problems.append((why, fix))
     return problems
 

@@ -28,7 +28,6 @@ def test_no_dr_dir_is_no_checkout() -> None:
 def test_an_activated_shell_names_its_files_and_scripts() -> None:
     checkout = drfc_checkout(ACTIVATED, evaluation=False)
     assert checkout is not None
-    assert checkout.system_env == ROOT / "system.env"
     assert checkout.run_env == ROOT / "run-1.env"
     assert checkout.file_flag == "-c"
     assert checkout.compose_files == (
