@@ -90,14 +90,10 @@ def activation_exports(values: Mapping[str, str]) -> dict[str, str]:
     `AWS_DEFAULT_REGION`."""
     run_id = values.get("DR_RUN_ID", "") or "0"
     derived = {"DR_RUN_ID": run_id, "AWS_DEFAULT_REGION": values.get("DR_AWS_APP_REGION", "")}
-    if values.get("DR_DOCKER_STYLE", "").lower() == "swarm":
-        number = whole_number(run_id, 0, 999_999_999)
-        for key, base in (("TRAIN", 8080), ("EVAL", 8180), ("GUI", 5900)):
-            derived[f"DR_ROBOMAKER_{key}_PORT"] = "" if number is None else str(base + number)
-    else:
-        derived |= {
-            "DR_ROBOMAKER_TRAIN_PORT": "8080-8089",
-            "DR_ROBOMAKER_EVAL_PORT": "8080-8089",
-            "DR_ROBOMAKER_GUI_PORT": "5901-5920",
-        }
+    swarm = values.get("DR_DOCKER_STYLE", "").lower() == "swarm"
+    number = whole_number(run_id, 0, 999_999_999)
+    ports = (("TRAIN", 8080, "8080-8089"), ("EVAL", 8180, "8080-8089"), ("GUI", 5900, "5901-5920"))
+    for key, base, compose_range in ports:  # swarm: base + the run's id; Compose: a range
+        port = ("" if number is None else str(base + number)) if swarm else compose_range
+        derived[f"DR_ROBOMAKER_{key}_PORT"] = port
     return derived
