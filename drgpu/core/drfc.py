@@ -57,7 +57,7 @@ def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcChecko
         return None
     root = Path(root_text)
     variable = EVAL_FILES if evaluation else TRAIN_FILES
-    files, flag = compose_file_list(environ.get(variable, ""), variable)
+    files, flag = split_file_list(environ.get(variable, ""), variable)
     config = environ.get("DR_CONFIG", "").strip()
     separator = environ.get("DR_DOCKER_FILE_SEP", "").strip()
     return DrfcCheckout(
@@ -69,7 +69,7 @@ def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcChecko
     )
 
 
-def compose_file_list(text: str, variable: str) -> tuple[tuple[Path, ...], str | None]:
+def split_file_list(text: str, variable: str) -> tuple[tuple[Path, ...], str | None]:
     """The files of a DRfC compose-file list (`-f a.yml -f b.yml`, or with `-c`) and the
     flag it writes; `ConfigError` for a list that is not one."""
     words = text.split()

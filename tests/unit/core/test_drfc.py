@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.drfc import activation_exports, compose_file_list, drfc_checkout
+from drgpu.core.drfc import activation_exports, drfc_checkout, split_file_list
 from drgpu.core.inputs import DEFAULT_ENV_FILE, InputOptions, resolve_inputs
 from drgpu.errors import ConfigError
 
@@ -58,13 +58,13 @@ def test_evaluation_takes_the_eval_list_and_scripts() -> None:
 def test_compose_file_lists_in_both_forms(
     text: str, files: tuple[str, ...], flag: str | None
 ) -> None:
-    assert compose_file_list(text, "V") == (tuple(Path(f) for f in files), flag)
+    assert split_file_list(text, "V") == (tuple(Path(f) for f in files), flag)
 
 
 @pytest.mark.parametrize("text", ["a.yml", "-f", "-f a.yml b.yml", "-x a.yml"])
 def test_a_list_that_is_not_one_is_an_error(text: str) -> None:
     with pytest.raises(ConfigError, match="DR_TRAIN_COMPOSE_FILE is not a list of compose files"):
-        compose_file_list(text, "DR_TRAIN_COMPOSE_FILE")
+        split_file_list(text, "DR_TRAIN_COMPOSE_FILE")
 
 
 def test_activation_exports_what_dr_update_env_derives() -> None:
