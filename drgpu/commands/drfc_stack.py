@@ -5,7 +5,6 @@ files they read, then proof (core.verification)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -27,7 +26,6 @@ from drgpu.core.modes import DockerStyle
 from drgpu.core.redaction import holds_secret
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
-from drgpu.core.verification import check_node
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, process, swarm, swarm_engine
 from drgpu.host.compose_output import compose_warnings, talk_lines
@@ -56,9 +54,8 @@ class _StartFailed(DockerError):
 
 
 def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
-    """Whether `up` and `down` go through the activated checkout's own scripts: in a DRfC
-    shell, on its own compose files, with its scripts there (else drgpu starts the
-    files itself, and says so)."""
+    """Whether `up` and `down` run the activated checkout's own scripts on its own compose
+    files (else drgpu starts the files itself, and says so)."""
     checkout = target.checkout
     if checkout is None or explicit_files:
         return False
@@ -82,10 +79,9 @@ def up(
     extra_args: Sequence[str],
     progress: Callable[[ProgressEvent], None],
 ) -> tuple[Plan, list[ContainerFacts], list[Finding]]:
-    """Render the override, run DRfC's start script with it, and verify every container
-    (a warning for each not provable from inside); on any failure (or Ctrl-C) DRfC's stop
-    script and drgpu take the stack down again. `progress` hears each service's state from
-    Compose's lines, then its verification."""
+    """Run DRfC's start script with drgpu's override and verify every container; on any
+    failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again. `progress`
+    hears each service's state from Compose's lines, then its verification."""
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     text = render_override(plan, override_header_template())
@@ -105,7 +101,12 @@ def up(
         written=prepared.override_path,
     ):
         command = drfc_scripts.start_command(checkout, extra_args)
-        heard = functools.partial(_heard, project=plan.project, progress=progress)
+
+        def heard(line: str) -> str:  # kept; Compose's progress lines go to `progress` too
+            if (event := plain_compose_event(line, plan.project)) is not None:
+                progress(event)
+            return line
+
         with process.meanwhile(preload_proof):
             started = process.stream(command, env=environment, on_line=heard)
         said = _started(started, checkout)
@@ -138,19 +139,10 @@ def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
     return said
 
 
-def _heard(line: str, *, project: str, progress: Callable[[ProgressEvent], None]) -> str:
-    """A line of the start script's output, kept (for what the script said); Compose's
-    progress lines are also an event for `progress`."""
-    if (event := plain_compose_event(line, project)) is not None:
-        progress(event)
-    return line
-
-
 def drfc_env(*, evaluation: bool) -> str:
-    """Plan in the activated DRfC shell (its evaluation with `evaluation`), warn about the
-    plan, write the override `drgpu up` would use (swarm-shaped in swarm style), and return
-    the exports that make DRfC's own `dr-start-*` and `dr-stop-*` read it (and, Compose
-    style, remove drgpu's workers); refused outside a DRfC shell."""
+    """Write the override `drgpu up` would use in the activated DRfC shell (swarm-shaped in
+    swarm style) and return the exports that make DRfC's own `dr-start-*` and `dr-stop-*`
+    read it (`drfc_scripts.shell_exports`); refused outside a DRfC shell."""
     target = resolved(InputOptions(evaluation=evaluation))
     if target.checkout is None:
         raise ConfigError(
@@ -174,11 +166,9 @@ def drfc_env(*, evaluation: bool) -> str:
 
 
 def down(config: Config, target: Inputs) -> None:
-    """DRfC's stop script with drgpu's override included; then whatever is left of the
-    project goes too (Compose style: `compose down --remove-orphans`; swarm style:
-    `docker stack rm` until its services, tasks and network are gone, so that a quick `up`
-    meets no old network), the run's SageMaker trainers (`drfc_scripts.run_trainers`), checked
-    gone, and the override file drgpu wrote (under the engine-wide lock: see `run_lock`)."""
+    """DRfC's stop script with drgpu's override included, then what it left of the project
+    (`_take_down`), the run's SageMaker trainers, checked gone, and the override file drgpu
+    wrote (under the engine-wide lock: see `run_lock`)."""
     swarm = swarm_style(config)
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
@@ -222,10 +212,10 @@ def _take_down(
     project: str,
     files: tuple[Path, ...] | None = None,
 ) -> bool:
-    """DRfC's stop script, then what it left goes: in swarm style (no `files`) `docker
-    stack rm` until nothing of the stack is left, else `compose down --remove-orphans`
-    of `files`; whether nothing is left."""
-    stopped = process.run(drfc_scripts.stop_command(checkout), env=environment)
+    """DRfC's stop script, then what it left goes: in swarm style (no `files`) `docker stack
+    rm` until nothing of the stack is left (so that a quick `up` meets no old network), else
+    `compose down --remove-orphans` of `files`; whether nothing is left."""
+    stopped = process.run(["bash", str(checkout.stop_script)], env=environment)
     _relay(stopped, checkout.stop_script, checkout)
     if files is None:
         swarm.remove_stack(project, environment)
@@ -238,9 +228,8 @@ def _take_down(
 def _trainers(
     config: Config, plan: Plan | None = None
 ) -> Callable[[], list[ContainerFacts]] | None:
-    """What lists the SageMaker trainers this run's rl_coach started
-    (`drfc_scripts.run_trainers`); None where the `plan` starts no rl_coach, and for an
-    evaluation (the training of the same run keeps its trainer)."""
+    """What lists the SageMaker trainers this run's rl_coach started; None where the `plan`
+    starts no rl_coach, and for an evaluation (the run's training keeps its trainer)."""
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:
         return None
@@ -262,10 +251,7 @@ def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, 
 
 def _name(script: Path, checkout: DrfcCheckout) -> str:
     """A script's path inside the checkout, as DRfC's docs write it."""
-    try:
-        return str(script.relative_to(checkout.root))
-    except ValueError:
-        return str(script)
+    return str(script.relative_to(checkout.root))
 
 
 # --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
@@ -278,17 +264,13 @@ def swarm_style(config: Config) -> bool:
 
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
     """What would stop DRfC's swarm start script (`jq`, the node labels), each with its fix."""
-    return drfc_scripts.swarm_preflight(
-        checkout,
-        jq_found=shutil.which(drfc_scripts.JQ) is not None,
-        node_labels={node.id: node.labels for node in facts.nodes},
-        this_node=facts.node_id,
-    )
+    jq_found = shutil.which(drfc_scripts.JQ) is not None
+    return drfc_scripts.swarm_preflight(checkout, facts, jq_found=jq_found)
 
 
 def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
-    """The swarm-shaped override of the prepared plan, laid out for this swarm (one
-    simulator for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
+    """The swarm-shaped override of the prepared plan, laid out for this swarm (one simulator
+    for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
     config = prepared.config
     layout = swarm_layout(swarm_gpu_mode(config.values), facts)
     names = [service.name for service in prepared.stack.services]
@@ -301,9 +283,8 @@ def swarm_up(
     prepared: Prepared, extra_args: Sequence[str]
 ) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
     """DRfC's swarm start script with drgpu's override appended to its `-c` list, then every
-    task waited for and verified (`proving.proven_tasks`); on any failure (or a caught
-    signal) DRfC's stop script, then drgpu's cleanup, remove the stack. Refused before
-    anything starts when `jq` or a node label is missing."""
+    task verified; on any failure (or a caught signal) DRfC's stop script, then drgpu's
+    cleanup, remove the stack. Refused before anything starts when `swarm_preflight` objects."""
     checkout = _checkout(prepared.target)
     facts = swarm_engine.engine_facts()
     if problems := swarm_preflight(checkout, facts):
@@ -312,6 +293,8 @@ def swarm_up(
             hint="\n  ".join(fix for _problem, fix in problems),
         )
     stack = render_swarm(prepared, facts)
+    from drgpu.core.verification import check_node  # lazy: as swarm_deploy's
+
     check_node(stack, facts)
     path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, stack.text)

@@ -1,13 +1,11 @@
 """What the command line names, shared by the commands: the settings and compose files a
-command acts on (`InputOptions`), those settings read, and the one rule for Swarm."""
+command acts on (`InputOptions`, resolved by `core.inputs`), and those settings read."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
 
-from drgpu.core.inputs import Inputs, resolve_inputs
+from drgpu.core.inputs import InputOptions, Inputs, resolve_inputs
 from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.host import docker_api
@@ -15,22 +13,12 @@ from drgpu.host.files import exists, read_settings
 from drgpu.ui.redacting import hide
 from drgpu.ui.talk import warn
 
-
-@dataclass(frozen=True)
-class InputOptions:
-    """--env-file, --run-env, -f and --eval as given (None: not given); `needs_files`: the
-    command reads compose files (see `resolve_inputs`)."""
-
-    env_file: Path | None = None
-    run_env: Path | None = None
-    compose_files: tuple[Path, ...] | None = None
-    evaluation: bool = False
-    needs_files: bool = True
+__all__ = ["InputOptions", "resolved", "run_id_of", "settings"]  # InputOptions: core.inputs'
 
 
 def resolved(options: InputOptions) -> Inputs:
     """What the command acts on: flags first, then an activated DRfC shell, then defaults."""
-    return resolve_inputs(**vars(options), environ=os.environ)
+    return resolve_inputs(options, os.environ)
 
 
 def settings(target: Inputs, *, quiet: bool = False) -> Config:

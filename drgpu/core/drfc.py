@@ -25,7 +25,6 @@ class DrfcCheckout:
     """An activated DeepRacer-for-cloud shell: where its files are."""
 
     root: Path  # $DR_DIR
-    system_env: Path  # $DR_DIR/system.env
     run_env: Path | None  # $DR_CONFIG (None when unset)
     evaluation: bool  # --eval
     compose_files: tuple[Path, ...]  # DR_TRAIN_COMPOSE_FILE, or DR_EVAL_COMPOSE_FILE with --eval
@@ -58,12 +57,11 @@ def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcChecko
         return None
     root = Path(root_text)
     variable = EVAL_FILES if evaluation else TRAIN_FILES
-    files, flag = compose_file_list(environ.get(variable, ""), variable)
+    files, flag = split_file_list(environ.get(variable, ""), variable)
     config = environ.get("DR_CONFIG", "").strip()
     separator = environ.get("DR_DOCKER_FILE_SEP", "").strip()
     return DrfcCheckout(
         root=root,
-        system_env=root / "system.env",
         run_env=Path(config) if config else None,
         evaluation=evaluation,
         compose_files=files,
@@ -71,23 +69,19 @@ def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcChecko
     )
 
 
-def compose_file_list(text: str, variable: str) -> tuple[tuple[Path, ...], str | None]:
+def split_file_list(text: str, variable: str) -> tuple[tuple[Path, ...], str | None]:
     """The files of a DRfC compose-file list (`-f a.yml -f b.yml`, or with `-c`) and the
     flag it writes; `ConfigError` for a list that is not one."""
     words = text.split()
-    files: list[Path] = []
-    flag: str | None = None
-    for position in range(0, len(words), 2):
-        written = words[position]
-        if written not in FILE_FLAGS or position + 1 >= len(words):
-            raise ConfigError(
-                f"{variable} is not a list of compose files ({text.strip()!r}):"
-                " expected -f FILE (or -c FILE) pairs",
-                hint="source DRfC's bin/activate.sh again",
-            )
-        flag = flag or ("-c" if written in ("-c", "--compose-file") else "-f")
-        files.append(Path(words[position + 1]))
-    return tuple(files), flag
+    flags, files = words[::2], words[1::2]
+    if len(flags) != len(files) or not set(flags) <= set(FILE_FLAGS):
+        raise ConfigError(
+            f"{variable} is not a list of compose files ({text.strip()!r}):"
+            " expected -f FILE (or -c FILE) pairs",
+            hint="source DRfC's bin/activate.sh again",
+        )
+    flag = ("-c" if flags[0] in ("-c", "--compose-file") else "-f") if flags else None
+    return tuple(map(Path, files)), flag
 
 
 def activation_exports(values: Mapping[str, str]) -> dict[str, str]:
@@ -96,14 +90,10 @@ def activation_exports(values: Mapping[str, str]) -> dict[str, str]:
     `AWS_DEFAULT_REGION`."""
     run_id = values.get("DR_RUN_ID", "") or "0"
     derived = {"DR_RUN_ID": run_id, "AWS_DEFAULT_REGION": values.get("DR_AWS_APP_REGION", "")}
-    if values.get("DR_DOCKER_STYLE", "").lower() == "swarm":
-        number = whole_number(run_id, 0, 999_999_999)
-        for key, base in (("TRAIN", 8080), ("EVAL", 8180), ("GUI", 5900)):
-            derived[f"DR_ROBOMAKER_{key}_PORT"] = "" if number is None else str(base + number)
-    else:
-        derived |= {
-            "DR_ROBOMAKER_TRAIN_PORT": "8080-8089",
-            "DR_ROBOMAKER_EVAL_PORT": "8080-8089",
-            "DR_ROBOMAKER_GUI_PORT": "5901-5920",
-        }
+    swarm = values.get("DR_DOCKER_STYLE", "").lower() == "swarm"
+    number = whole_number(run_id, 0, 999_999_999)
+    ports = (("TRAIN", 8080, "8080-8089"), ("EVAL", 8180, "8080-8089"), ("GUI", 5900, "5901-5920"))
+    for key, base, compose_range in ports:  # swarm: base + the run's id; Compose: a range
+        port = ("" if number is None else str(base + number)) if swarm else compose_range
+        derived[f"DR_ROBOMAKER_{key}_PORT"] = port
     return derived

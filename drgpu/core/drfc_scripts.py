@@ -18,23 +18,17 @@ from pathlib import Path
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts
 from drgpu.core.model import Plan, ServicePlan
 from drgpu.core.numbers import whole_number
 from drgpu.core.swarm_node import NODE_LABELS
 
-QUIET = "-q"
 REMOVE_ORPHANS = "COMPOSE_REMOVE_ORPHANS"
-MOUNT_FILE = "docker-compose-mount.yml"
-MULTI_WORKER_FILE = "docker-compose-robomaker-multi.yml"
 JQ = "jq"
-LABEL_FIX = "docker node update --label-add {label}=true {node}"
 # SageMaker local mode names its compose services algo-<n>-<random>, and Compose its
 # containers <tmpdir>-algo-<n>-<random>-1 (or with underscores, older Compose); the engine
 # filters container names by SAGEMAKER_NAME_PART, is_sagemaker_local decides.
 SAGEMAKER_NAME_PART = "algo-"
-_SAGEMAKER_LOCAL = re.compile(r"^algo-[0-9]+-[a-z0-9]+$")
-_SAGEMAKER_LOCAL_NAME = re.compile(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$")
 
 
 def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path, ...]:
@@ -42,11 +36,11 @@ def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path
     files = list(checkout.compose_files)
     docker = checkout.root / "docker"
     if values.get("DR_ROBOMAKER_MOUNT_LOGS", "").strip().lower() == "true":
-        files.append(docker / MOUNT_FILE)
+        files.append(docker / "docker-compose-mount.yml")
     workers = whole_number(values.get("DR_WORKERS", "1").strip(), 0, 999_999) or 1
     swarm = values.get("DR_DOCKER_STYLE", "").strip().lower() == "swarm"
     if not checkout.evaluation and workers > 1 and not swarm:
-        files.append(docker / MULTI_WORKER_FILE)
+        files.append(docker / "docker-compose-robomaker-multi.yml")
     return tuple(files)
 
 
@@ -84,9 +78,8 @@ def script_environment(
     checkout: DrfcCheckout,
     override: Path | None,
 ) -> dict[str, str]:
-    """The environment of a start or stop script: the activated shell's, with the settings
-    read again on top (as `dr-start-training`'s `dr-update-env` does), the compose-file
-    variable ending with drgpu's override, and orphans removed by Compose."""
+    """A start or stop script's environment: the shell's, the settings read again on top (as
+    `dr-update-env` does), the compose-file list ending with drgpu's override, orphans removed."""
     return {
         **environ,
         **values,
@@ -97,56 +90,44 @@ def script_environment(
 
 def start_command(checkout: DrfcCheckout, extra_args: Sequence[str]) -> list[str]:
     """DRfC's start script, quiet (no log following), with the user's own arguments."""
-    return ["bash", str(checkout.start_script), QUIET, *extra_args]
-
-
-def stop_command(checkout: DrfcCheckout) -> list[str]:
-    """DRfC's stop script."""
-    return ["bash", str(checkout.stop_script)]
+    return ["bash", str(checkout.start_script), "-q", *extra_args]
 
 
 def shell_exports(checkout: DrfcCheckout, override: Path, *, swarm: bool = False) -> str:
-    """Lines for `eval "$(drgpu drfc-env)"`: DRfC's own `dr-start-*` and `dr-stop-*` then
-    read drgpu's override too, and (Compose style) the stop scripts remove drgpu's
-    workers."""
+    """Lines for `eval "$(drgpu drfc-env)"`: DRfC's `dr-start-*` and `dr-stop-*` then read
+    drgpu's override too, and (Compose style) the stop scripts remove drgpu's workers."""
     files = shlex.quote(compose_file_list(checkout, override))
     orphans = "" if swarm else f"export {REMOVE_ORPHANS}=1\n"
     return f"export {checkout.compose_variable}={files}\n{orphans}"
 
 
 def swarm_preflight(
-    checkout: DrfcCheckout,
-    *,
-    jq_found: bool,
-    node_labels: Mapping[str, Mapping[str, str]],
-    this_node: str,
+    checkout: DrfcCheckout, facts: EngineFacts, *, jq_found: bool
 ) -> list[tuple[str, str]]:
-    """What stops DRfC's swarm start script before it deploys, each with the command that
-    fixes it: no `jq` (its label check needs it), or (training) no swarm node labelled
-    `Robomaker=true` or `Sagemaker=true` (`node_labels`: each node's labels, by id)."""
+    """What stops DRfC's swarm start script before it deploys, each with its fix: no `jq`, or
+    (training) no node of the swarm labelled `Robomaker=true` or `Sagemaker=true`."""
     problems: list[tuple[str, str]] = []
     if not jq_found:
         why = f"{JQ} is not installed: DRfC's swarm start checks the node labels with it"
         problems.append((why, f"sudo apt-get install {JQ} (or your distribution's {JQ} package)"))
     if checkout.evaluation:
         return problems
-    if not node_labels:
+    if not facts.nodes:
         why = "this engine is no swarm manager: DRfC's stacks deploy from one"
         return [*problems, (why, "docker swarm init (or run it on a manager node)")]
     for label in sorted(NODE_LABELS):  # Robomaker, then Sagemaker, as DRfC checks
-        if not any(labels.get(label) == "true" for labels in node_labels.values()):
+        if not any(node.labels.get(label) == "true" for node in facts.nodes):
             why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
-            problems.append((why, LABEL_FIX.format(label=label, node=this_node or "<node>")))
+            fix = f"docker node update --label-add {label}=true {facts.node_id or '<node>'}"
+            problems.append((why, fix))
     return problems
 
 
 def run_trainers(
     candidates: list[ContainerFacts], run_id: str, settings: Mapping[str, str]
 ) -> list[ContainerFacts]:
-    """The SageMaker trainers among `candidates` an rl_coach of run `run_id` started, as
-    SageMaker local mode makes them (DRfC's stop script judges them so too): named
-    `...algo-N-xxxxx...`, with the run's `RUN_ID` in their environment and, where both
-    are set, its model prefix (`MODEL_S3_PREFIX`, DR_LOCAL_S3_MODEL_PREFIX)."""
+    """The SageMaker local trainers among `candidates` an rl_coach of run `run_id` started (as
+    DRfC's stop script judges them): its `RUN_ID` and, where both are set, its model prefix."""
     prefix = settings.get("DR_LOCAL_S3_MODEL_PREFIX")
     return [
         container
@@ -160,5 +141,6 @@ def run_trainers(
 def is_sagemaker_local(container: ContainerFacts) -> bool:
     """Whether a container is a trainer SageMaker local mode started (`algo-N-xxxxx`)."""
     return bool(
-        _SAGEMAKER_LOCAL.match(container.service) or _SAGEMAKER_LOCAL_NAME.search(container.name)
+        re.match(r"algo-[0-9]+-[a-z0-9]+$", container.service)
+        or re.search(r"(?:^|[-_])algo-[0-9]+-[a-z0-9]+(?:[-_][0-9]+)?$", container.name)
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.inputs import resolve_inputs
+from drgpu.core.inputs import InputOptions, resolve_inputs
 from drgpu.host.files import read_settings
 from tests.cli.conftest import GTX_M40, M40, assert_one_error_line
 from tests.drfc import RUN_ENV, activated, make_checkout, set_values
@@ -53,9 +53,7 @@ def test_render_hands_compose_the_values_activation_exported(
     environment = activated(checkout)
     assert environment["DR_LOCAL_S3_MODEL_METADATA_KEY"] == "custom_files/model_metadata.json"
     enter(monkeypatch, environment)
-    target = resolve_inputs(
-        env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
-    )
+    target = resolve_inputs(InputOptions(), environment)
     config = read_settings(target, environment)
     handed = {**environment, **config.values}  # what compose_environment gives Compose
     assert handed == {**environment, **{k: v for k, v in handed.items() if k not in environment}}
@@ -68,9 +66,7 @@ def test_an_edited_file_is_read_again_as_dr_start_training_does(
 ) -> None:
     environment = activated(checkout)
     (checkout / "run.env").write_text(RUN_ENV.replace("FastCar", "SlowCar"), encoding="utf-8")
-    target = resolve_inputs(
-        env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
-    )
+    target = resolve_inputs(InputOptions(), environment)
     config = read_settings(target, environment)
     again = activated(checkout)  # what dr-update-env exports after the edit
     assert config.values["DR_DISPLAY_NAME"] == again["DR_DISPLAY_NAME"] == "SlowCar"
@@ -111,9 +107,7 @@ def test_swarm_style_lists_with_c_are_read(
     environment = activated(checkout)
     assert environment["DR_DOCKER_FILE_SEP"] == "-c"
     assert environment["DR_TRAIN_COMPOSE_FILE"].startswith("-c ")
-    target = resolve_inputs(
-        env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environment
-    )
+    target = resolve_inputs(InputOptions(), environment)
     assert target.checkout is not None and target.checkout.file_flag == "-c"
     assert target.compose_files == (
         checkout / "docker" / "docker-compose-training.yml",

@@ -87,7 +87,7 @@ def test_a_status_failure_says_how_many_more_violations(count: int, said: str) -
 def test_drfc_s_stop_advice_is_followed_by_drgpu_s_own(
     evaluation: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    checkout = DrfcCheckout(tmp_path, tmp_path / "system.env", None, evaluation, (), "-f")
+    checkout = DrfcCheckout(tmp_path, None, evaluation, (), "-f")
     line = "ERROR: Processes running in stack deepracer-0. Stop training with dr-stop-training."
     _relay(Completed(("start.sh",), 1, line + "\n", ""), tmp_path / "start.sh", checkout)
     said = capsys.readouterr().err.splitlines()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.drfc import activation_exports, compose_file_list, drfc_checkout
-from drgpu.core.inputs import DEFAULT_ENV_FILE, resolve_inputs
+from drgpu.core.drfc import activation_exports, drfc_checkout, split_file_list
+from drgpu.core.inputs import DEFAULT_ENV_FILE, InputOptions, resolve_inputs
 from drgpu.errors import ConfigError
 
 ROOT = Path("/home/racer/deepracer-for-cloud")
@@ -28,7 +28,6 @@ def test_no_dr_dir_is_no_checkout() -> None:
 def test_an_activated_shell_names_its_files_and_scripts() -> None:
     checkout = drfc_checkout(ACTIVATED, evaluation=False)
     assert checkout is not None
-    assert checkout.system_env == ROOT / "system.env"
     assert checkout.run_env == ROOT / "run-1.env"
     assert checkout.file_flag == "-c"
     assert checkout.compose_files == (
@@ -59,13 +58,13 @@ def test_evaluation_takes_the_eval_list_and_scripts() -> None:
 def test_compose_file_lists_in_both_forms(
     text: str, files: tuple[str, ...], flag: str | None
 ) -> None:
-    assert compose_file_list(text, "V") == (tuple(Path(f) for f in files), flag)
+    assert split_file_list(text, "V") == (tuple(Path(f) for f in files), flag)
 
 
 @pytest.mark.parametrize("text", ["a.yml", "-f", "-f a.yml b.yml", "-x a.yml"])
 def test_a_list_that_is_not_one_is_an_error(text: str) -> None:
     with pytest.raises(ConfigError, match="DR_TRAIN_COMPOSE_FILE is not a list of compose files"):
-        compose_file_list(text, "DR_TRAIN_COMPOSE_FILE")
+        split_file_list(text, "DR_TRAIN_COMPOSE_FILE")
 
 
 def test_activation_exports_what_dr_update_env_derives() -> None:
@@ -83,9 +82,7 @@ def test_activation_exports_what_dr_update_env_derives() -> None:
 
 
 def test_outside_drfc_the_defaults_stand() -> None:
-    target = resolve_inputs(
-        env_file=None, run_env=None, compose_files=None, evaluation=False, environ={}
-    )
+    target = resolve_inputs(InputOptions(), {})
     assert (target.env_file, target.run_env, target.compose_files) == (
         DEFAULT_ENV_FILE,
         None,
@@ -95,9 +92,7 @@ def test_outside_drfc_the_defaults_stand() -> None:
 
 
 def test_in_drfc_the_checkout_fills_what_no_flag_says() -> None:
-    target = resolve_inputs(
-        env_file=None, run_env=None, compose_files=None, evaluation=True, environ=ACTIVATED
-    )
+    target = resolve_inputs(InputOptions(evaluation=True), ACTIVATED)
     assert target.env_file == ROOT / "system.env"
     assert target.run_env == ROOT / "run-1.env"
     assert target.compose_files == (ROOT / "docker/docker-compose-eval.yml",)
@@ -106,11 +101,7 @@ def test_in_drfc_the_checkout_fills_what_no_flag_says() -> None:
 
 def test_flags_win_part_by_part() -> None:
     target = resolve_inputs(
-        env_file=Path("mine.env"),
-        run_env=None,
-        compose_files=[Path("x.yml")],
-        evaluation=False,
-        environ=ACTIVATED,
+        InputOptions(env_file=Path("mine.env"), compose_files=(Path("x.yml"),)), ACTIVATED
     )
     assert (target.env_file, target.run_env, target.compose_files) == (
         Path("mine.env"),
@@ -123,15 +114,6 @@ def test_flags_win_part_by_part() -> None:
 def test_a_command_without_compose_files_does_not_need_the_list() -> None:
     environ = {"DR_DIR": str(ROOT)}
     with pytest.raises(ConfigError, match="but DR_TRAIN_COMPOSE_FILE is not"):
-        resolve_inputs(
-            env_file=None, run_env=None, compose_files=None, evaluation=False, environ=environ
-        )
-    target = resolve_inputs(
-        env_file=None,
-        run_env=None,
-        compose_files=None,
-        evaluation=False,
-        environ=environ,
-        needs_files=False,
-    )
+        resolve_inputs(InputOptions(), environ)
+    target = resolve_inputs(InputOptions(needs_files=False), environ)
     assert target.env_file == ROOT / "system.env"

@@ -12,7 +12,7 @@ import yaml
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_stack import Stack
 from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts, NodeFacts
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, config_from_values
@@ -31,7 +31,6 @@ def base_stack() -> Stack:
 def checkout(*, evaluation: bool = False) -> DrfcCheckout:
     return DrfcCheckout(
         root=ROOT,
-        system_env=ROOT / "system.env",
         run_env=ROOT / "run.env",
         evaluation=evaluation,
         compose_files=TRAINING,
@@ -136,7 +135,6 @@ def test_an_evaluation_plans_no_trainer_gpu_and_one_simulator(
 def swarm_checkout(*, evaluation: bool = False) -> DrfcCheckout:
     return DrfcCheckout(
         root=ROOT,
-        system_env=ROOT / "system.env",
         run_env=ROOT / "run.env",
         evaluation=evaluation,
         compose_files=(ROOT / "docker/docker-compose-training.yml",),
@@ -153,16 +151,17 @@ def test_swarm_exports_append_the_override_to_the_c_list_without_orphans() -> No
     )
 
 
+def swarm(**labels: str) -> EngineFacts:
+    """A one-node swarm (n1) with these labels, or (none) this engine on a worker node."""
+    node = NodeFacts("n1", "host", "manager", "ready", "active", labels)
+    return EngineFacts("27.0", "runc", ("runc",), node_id="n1", nodes=(node,) if labels else ())
+
+
 def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
-    labelled = {"n1": {"Sagemaker": "true", "Robomaker": "true"}}
-    assert (
-        drfc_scripts.swarm_preflight(
-            swarm_checkout(), jq_found=True, node_labels=labelled, this_node="n1"
-        )
-        == []
-    )
+    labelled = swarm(Sagemaker="true", Robomaker="true")
+    assert drfc_scripts.swarm_preflight(swarm_checkout(), labelled, jq_found=True) == []
     problems = drfc_scripts.swarm_preflight(
-        swarm_checkout(), jq_found=False, node_labels={"n1": {"Sagemaker": "false"}}, this_node="n1"
+        swarm_checkout(), swarm(Sagemaker="false"), jq_found=False
     )
     assert [fix for _, fix in problems] == [
         "sudo apt-get install jq (or your distribution's jq package)",
@@ -171,14 +170,9 @@ def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
     ]
     # An evaluation's start checks no label (DRfC's does not); a worker node sees none.
     assert (
-        drfc_scripts.swarm_preflight(
-            swarm_checkout(evaluation=True), jq_found=True, node_labels={}, this_node="n1"
-        )
-        == []
+        drfc_scripts.swarm_preflight(swarm_checkout(evaluation=True), swarm(), jq_found=True) == []
     )
-    (problem,) = drfc_scripts.swarm_preflight(
-        swarm_checkout(), jq_found=True, node_labels={}, this_node="n1"
-    )
+    (problem,) = drfc_scripts.swarm_preflight(swarm_checkout(), swarm(), jq_found=True)
     assert problem[0].startswith("this engine is no swarm manager")
 
 
