@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from drgpu.commands.options import InputOptions, resolved, settings
 from drgpu.commands.preparation import stack_files
-from drgpu.commands.swarm_setup import read_toolkit
 from drgpu.core import host_checks as checks
 from drgpu.core.findings import Finding, Level
 from drgpu.core.inputs import Inputs
@@ -19,7 +18,7 @@ from drgpu.errors import (
     DrgpuError,
     NvmlUnavailableError,
 )
-from drgpu.host import compose, engine, files, nvml, process
+from drgpu.host import compose, container_toolkit, engine, files, nvml, process
 from drgpu.ui.talk import spinner
 
 
@@ -77,7 +76,7 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         compose,
         checked,
         probe_facts,
-        toolkit=read_toolkit()[0],
+        toolkit=container_toolkit.read()[0],
         device_nodes=checks.DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
         drfc_swarm=_gather_drfc_swarm(config, target),
     )

@@ -4,20 +4,17 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.core import toolkit
 from drgpu.core.model import Inventory, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import NodeState, SetupReport, report, runs_trainer, wanted_resources
-from drgpu.core.toolkit import ToolkitFacts
 from drgpu.errors import ConfigError, DockerError
-from drgpu.host import files, nvml, process, swarm_engine
+from drgpu.host import container_toolkit, files, nvml, swarm_engine
 from drgpu.host.files import base_stack_file, exists, load_inventory, load_stack
 
 
@@ -50,7 +47,7 @@ def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
     """Read daemon.json, the NVIDIA runtime's config.toml, the toolkit's version and
     `docker info` (the shell)."""
-    daemon_json, toolkit = _read_daemon_json(daemon_json_path), read_toolkit(toolkit_path)
+    daemon_json, toolkit = _read_daemon_json(daemon_json_path), container_toolkit.read(toolkit_path)
     facts = engine_problem = None
     try:
         facts = swarm_engine.engine_facts()
@@ -71,31 +68,3 @@ def _read_daemon_json(path: Path) -> tuple[Mapping[str, Any] | None, str | None]
     except json.JSONDecodeError as exc:
         return None, f"not JSON (line {exc.lineno}): dockerd will not start with it"
     return (loaded, None) if isinstance(loaded, dict) else (None, "not a JSON object")
-
-
-def read_toolkit(config_path: Path = files.TOOLKIT_CONFIG) -> tuple[ToolkitFacts, str | None]:
-    """The toolkit's version and its runtime's config.toml (one that cannot be read: none),
-    and why that file could not be read (None: it could)."""
-    problem = None
-    try:
-        text = files.optional_text(config_path)
-        if text is None:
-            problem = "absent: is the NVIDIA container toolkit installed?"
-    except ConfigError as exc:
-        text, problem = None, exc.message
-    mode = toolkit.config_string(text or "", "mode", "nvidia-container-runtime")
-    swarm_resource = toolkit.config_string(text or "", "swarm-resource")
-    return ToolkitFacts(toolkit_version(), mode, swarm_resource, text is not None), problem
-
-
-def toolkit_version() -> tuple[int, int, int] | None:
-    """The version the first of the toolkit's programs on PATH says (None: none says)."""
-    for program in filter(shutil.which, ("nvidia-ctk", "nvidia-container-runtime")):
-        try:
-            done = process.run([program, "--version"], timeout=10)
-        except DockerError:
-            continue
-        version = toolkit.parse_version(done.stdout) if done.ok else None
-        if version is not None:
-            return version
-    return None

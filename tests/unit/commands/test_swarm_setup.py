@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.commands.swarm_setup import read_node, read_toolkit
+from drgpu.commands.swarm_setup import read_node
+from drgpu.host import container_toolkit
 from tests.unit.core.test_swarm_node import differences
 
 
@@ -61,7 +62,7 @@ def test_the_toolkits_version_is_asked_of_nvidia_ctk(
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     config = tmp_path / "config.toml"
     config.write_text('swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"\n')
-    toolkit, problem = read_toolkit(config)
+    toolkit, problem = container_toolkit.read(config)
     assert problem is None
     assert (toolkit.version, toolkit.mode, toolkit.effective_mode) == ((1, 18, 0), None, "jit-cdi")
     [mode] = [
