@@ -25,7 +25,7 @@ from drgpu.ui.redacting import redacting_output
 from drgpu.ui.talk import one_line
 
 if TYPE_CHECKING:
-    from drgpu.commands.options import InputOptions
+    from drgpu.core.inputs import InputOptions
 
 
 class _PlainHelp(click.Command):
@@ -149,7 +149,7 @@ def _inputs(
     needs_files: bool = True,
 ) -> InputOptions:
     """The settings and compose files named on the command line (see `resolved`)."""
-    from drgpu.commands.options import InputOptions  # lazy: start-up time
+    from drgpu.core.inputs import InputOptions  # lazy: start-up time
 
     return InputOptions(env_file, run_env, tuple(files) if files else None, evaluation, needs_files)
 

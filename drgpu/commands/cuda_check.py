@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from drgpu.commands.options import InputOptions, resolved, run_id_of
+from drgpu.commands.options import resolved, run_id_of
 from drgpu.commands.proving import probe_in
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import (
@@ -17,6 +17,7 @@ from drgpu.core.cuda_verdict import (
     select,
 )
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
+from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine

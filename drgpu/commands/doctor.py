@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import stack_files
 from drgpu.core import host_checks as checks
 from drgpu.core.findings import Finding, Level
-from drgpu.core.inputs import Inputs
+from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.settings import Config
 from drgpu.errors import (
     CheckFailedError,

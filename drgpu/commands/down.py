@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from drgpu.commands import compose_run, drfc_stack, swarm_deploy
-from drgpu.commands.options import InputOptions, resolved, settings
-from drgpu.core.inputs import Inputs
+from drgpu.commands.options import resolved, settings
+from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.settings import Config, config_from_texts
 from drgpu.errors import ConfigError, DockerError
 from drgpu.ui.talk import warn

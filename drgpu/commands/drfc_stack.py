@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import Prepared, preload_proof, prepare_with
 from drgpu.commands.rollback import left_of, remove_strays, rolled_back
 from drgpu.commands.run_lock import down_locked
@@ -20,7 +20,7 @@ from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.drfc_scripts import run_trainers
-from drgpu.core.inputs import Inputs
+from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.model import Role
 from drgpu.core.modes import DockerStyle
 from drgpu.core.redaction import holds_secret

@@ -13,8 +13,6 @@ from drgpu.host.files import exists, read_settings
 from drgpu.ui.redacting import hide
 from drgpu.ui.talk import warn
 
-__all__ = ["InputOptions", "resolved", "run_id_of", "settings"]  # InputOptions: core.inputs'
-
 
 def resolved(options: InputOptions) -> Inputs:
     """What the command acts on: flags first, then an activated DRfC shell, then defaults."""

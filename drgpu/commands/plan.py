@@ -7,9 +7,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import inventory_file_offered, prepare_with
 from drgpu.core.findings import Finding
+from drgpu.core.inputs import InputOptions
 from drgpu.core.model import Plan
 from drgpu.core.planning import warning
 from drgpu.core.redaction import masked_plan

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
-from drgpu.core.inputs import Inputs
+from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.redaction import masked_plan, secret_values
 from drgpu.core.seal import is_sealed, sealed
 from drgpu.core.settings import Config

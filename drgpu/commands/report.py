@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from drgpu.commands.options import InputOptions, resolved, run_id_of
+from drgpu.commands.options import resolved, run_id_of
 from drgpu.core.cost import Ledger
+from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import run_key
 from drgpu.errors import ConfigError
 from drgpu.host.cost_file import ledger_path, read_ledger

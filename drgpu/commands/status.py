@@ -21,13 +21,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drgpu.commands.options import InputOptions, resolved, run_id_of
+from drgpu.commands.options import resolved, run_id_of
 from drgpu.core import labels
 from drgpu.core.drfc_scripts import is_sagemaker_local
 from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.faults import with_faults
 from drgpu.core.findings import Level
 from drgpu.core.gpu_usage import FACTS, LAUNCHER_ROLE, Status, build_status
+from drgpu.core.inputs import InputOptions
 from drgpu.core.model import GpuHealth, Inventory
 from drgpu.core.settings import run_key
 from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.options import resolved, settings
+from drgpu.core.inputs import InputOptions
 from drgpu.core.model import Inventory, Role
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drgpu.commands import compose_run, drfc_stack, swarm_deploy
-from drgpu.commands.options import InputOptions, resolved, settings
+from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import prepare_locked
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.faults import preflight
 from drgpu.core.findings import Finding
+from drgpu.core.inputs import InputOptions
 from drgpu.core.model import Plan
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.errors import ConfigError, GpuValidationError

@@ -340,8 +340,9 @@ def test_an_evaluation_in_swarm_style_waits_for_one_simulator_whatever_dr_worker
 ) -> None:
     """DRfC's evaluation stack runs one robomaker replica: `up --eval` waits for one."""
     from drgpu.commands import drfc_stack
-    from drgpu.commands.options import InputOptions, resolved, settings
+    from drgpu.commands.options import resolved, settings
     from drgpu.commands.preparation import prepare_with
+    from drgpu.core.inputs import InputOptions
 
     swarm_style(checkout)
     set_values(checkout / "system.env", DR_WORKERS="2", DR_ROBOMAKER_CUDA_DEVICES="0")

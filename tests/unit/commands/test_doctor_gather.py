@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from drgpu.commands.doctor import _gather_settings
-from drgpu.commands.options import InputOptions, resolved
+from drgpu.commands.options import resolved
+from drgpu.core.inputs import InputOptions
 from drgpu.core.modes import DeviceDriver
 
 
