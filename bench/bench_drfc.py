@@ -8,11 +8,14 @@ without drgpu, as a ratio measured in one run.
   checkout's scripts/training/start.sh -q -w with it, verify every container, remove
   the placeholder replicas.
 - DRfC start: the same `scripts/training/start.sh -q -w` in the same shell, without drgpu.
-Each is followed by an untimed stop (`drgpu down`, or the checkout's stop.sh) and the
-removal of the SageMaker trainers rl_coach started. Interleaved, medians.
+As on a DRfC host, the engine's default runtime is the (stub) NVIDIA runtime (DRfC's
+prepare.sh sets it) and the stack's image carries NVIDIA_VISIBLE_DEVICES=all (DRfC's images
+are CUDA images): without drgpu every container gets every GPU. Each is followed by an
+untimed stop (`drgpu down`, or the checkout's stop.sh) and the removal of the SageMaker
+trainers rl_coach started. Interleaved, medians.
 
-With --swarm (DRfC's default style, issue 19) the engine is a one-node swarm whose default
-runtime is the stub NVIDIA runtime, its node labelled Robomaker and Sagemaker, and the
+With --swarm (DRfC's default style, issue 19) the engine is a one-node swarm, its node
+labelled Robomaker and Sagemaker, and the
 checkout in swarm style: `drgpu up` runs the same start.sh (its jq label check, `docker
 stack deploy -c ... --detach=true`) with drgpu's swarm override, waits for every task and
 verifies it; DRfC's start returns once the stack is deployed, so a third line times it
@@ -35,13 +38,25 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bed import BIN, REPO, Bed, beyond_the_settle, interleaved_medians, private_engine, run
+from bed import (
+    BIN,
+    IMAGE,
+    REPO,
+    Bed,
+    beyond_the_settle,
+    interleaved_medians,
+    private_engine,
+    run,
+)
 
 sys.path.insert(0, str(REPO))
 from tests.drfc import activated, make_checkout
 from tests.e2e.helpers import THREE_GPUS
 
-SWARM_BED = {"TESTBED_NETNS": "1", "TESTBED_NVIDIA_RUNTIME": "1"}
+# DRfC's prepare.sh makes the NVIDIA runtime dockerd's default (see `cuda_like` too)
+DRFC_BED = {"TESTBED_NVIDIA_RUNTIME": "1"}
+SWARM_BED = {**DRFC_BED, "TESTBED_NETNS": "1"}
+CUDA_LIKE = "drgpu-bench/simapp:cuda-like"
 PROJECT = "deepracer-0"
 STACK = f"label=com.docker.stack.namespace={PROJECT}"
 
@@ -53,7 +68,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--swarm", action="store_true", help="DRfC's swarm style")
     arguments = parser.parse_args()
-    with private_engine(**(SWARM_BED if arguments.swarm else {})) as bed:
+    with private_engine(**(SWARM_BED if arguments.swarm else DRFC_BED)) as bed:
         root, shell = activated_checkout(bed, arguments.workers, swarm=arguments.swarm)
         drgpu = str(BIN / "drgpu")
         scripts = root / "scripts" / "training"
@@ -101,17 +116,29 @@ def activated_checkout(bed: Bed, workers: int, *, swarm: bool) -> tuple[Path, di
     values = {"DR_WORKERS": str(workers), "DRGPU_INDEX_ORDER": "cuda"}
     if workers > 1:
         values["DR_ROBOMAKER_CUDA_DEVICES"] = "0,1"
-    root = make_checkout(bed.dir / "deepracer-for-cloud", **values)
     compose = BIN / "docker-compose"
     plugins = bed.dir / "docker-config" / "cli-plugins"
     plugins.mkdir(parents=True)
     (plugins / "docker-compose").symlink_to(compose)
     env = bed.env(DOCKER_CONFIG=str(bed.dir / "docker-config"), DRGPU_COMPOSE=str(compose))
+    values["DR_SIMAPP_SOURCE"], values["DR_SIMAPP_VERSION"] = cuda_like(env)
+    root = make_checkout(bed.dir / "deepracer-for-cloud", **values)
     if swarm:
         swarm_init(env)
         system = root / "system.env"
         system.write_text(system.read_text().replace("DR_DOCKER_STYLE=compose\n", ""))
     return root, activated(root, base=env)
+
+
+def cuda_like(env: dict[str, str]) -> tuple[str, str]:
+    """The bed's image as DRfC's GPU images (CUDA images) are: NVIDIA_VISIBLE_DEVICES=all in
+    its environment, so that without drgpu every container gets every GPU through the
+    default runtime's hook, as on a DRfC host (its source and version)."""
+    made = run(["docker", "create", IMAGE, "true"], env).strip()
+    run(["docker", "commit", "-c", "ENV NVIDIA_VISIBLE_DEVICES=all", made, CUDA_LIKE], env)
+    run(["docker", "rm", made], env)
+    source, version = CUDA_LIKE.split(":")
+    return source, version
 
 
 def report(medians: dict[str, float], runs: int, workers: int, *, swarm: bool) -> None:
