@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,6 @@ from drgpu.core.gpu_usage import holders_by_gpu
 from drgpu.errors import DockerError
 from drgpu.host import engine, nvml
 from drgpu.host.cuda import default_order
-from drgpu.host.process import meanwhile
 from drgpu.ui.talk import warn
 
 if TYPE_CHECKING:
@@ -36,10 +36,12 @@ def gpus() -> GpusResult:
         except DockerError as exc:
             found.append(exc)
 
-    with meanwhile(ask_engine):
-        inventory = nvml.read_inventory()
-        if inventory.gpus:
-            inventory = replace(inventory, cuda_order=default_order(inventory))
+    asking = threading.Thread(target=ask_engine, daemon=True)
+    asking.start()
+    inventory = nvml.read_inventory()  # NVML failing is said at once, not after the engine
+    if inventory.gpus:
+        inventory = replace(inventory, cuda_order=default_order(inventory))
+    asking.join()
     if isinstance(found[0], DockerError):
         warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
         return GpusResult(inventory, None)
