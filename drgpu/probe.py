@@ -46,7 +46,7 @@ EXIT_MISMATCH = 6
 
 # How drgpu runs this probe in a container: the source in the variable, run by `python3 -c`
 SOURCE_VARIABLE = "DRGPU_PROBE"
-LAUNCHER = "import os; exec(os.environ['DRGPU_PROBE'])"
+LAUNCHER = f"import os; exec(os.environ[{SOURCE_VARIABLE!r}])"
 NVML_LIBRARY = "libnvidia-ml.so.1"
 CUDA_LIBRARY = "libcuda.so.1"
 ENVIRONMENT_VARIABLES = (

@@ -6,7 +6,7 @@ must see exactly its planned GPUs (NVML and CUDA)."""
 from __future__ import annotations
 
 import time
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,8 +131,9 @@ def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Fi
     wanted: dict[str, dict[str, list[str]]] = {}
     for task in tasks:
         wanted.setdefault(task.node_id, {})[task.id] = _arguments(stand_ins[task.id])
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
-    seen, failures = swarm_engine.proofs_on_nodes(stack.project, tasks[0].image, source, wanted)
+    seen, failures = swarm_engine.proofs_on_nodes(
+        stack.project, tasks[0].image, _probe_source(), wanted
+    )
 
     def ran(task: TaskFacts) -> tuple[int, str]:
         if task.id in seen:
@@ -160,8 +161,13 @@ def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> Container
 
 def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
     """Run drgpu's probe in `container`: its exit code and output."""
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
-    return engine.run_probe_in(container.id, source, arguments)
+    return engine.run_probe_in(container.id, _probe_source(), arguments)
+
+
+@cache
+def _probe_source() -> str:
+    """drgpu's probe, read once a process (it runs in every GPU container)."""
+    return read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
 
 
 def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:
