@@ -169,8 +169,12 @@ def container_log_tail(container_id: str, lines: int) -> list[str]:
 def remove_containers(container_ids: list[str]) -> int:
     """Force-remove containers and their anonymous volumes: how many were removed."""
     with docker_api.connected() as engine:
-        paths = [f"/containers/{container_id}?force=1&v=1" for container_id in container_ids]
-        return _deleted(engine, "container", paths)
+        return _removed_containers(engine, container_ids)
+
+
+def _removed_containers(engine: Connection, container_ids: list[str]) -> int:
+    paths = [f"/containers/{container_id}?force=1&v=1" for container_id in container_ids]
+    return _deleted(engine, "container", paths)
 
 
 def _deleted(engine: Connection, kind: str, paths: list[str]) -> int:
@@ -412,8 +416,8 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     """Remove every container and network of `project`, and every volume of it not in
     `keep_volumes`; how many of each were removed."""
     with docker_api.connected() as engine:
-        listed = [f"/containers/{c.id}?force=1&v=1" for c in listing(engine, _of(project))]
-        removed = {"containers": _deleted(engine, "container", listed)}
+        listed = [container.id for container in listing(engine, _of(project))]
+        removed = {"containers": _removed_containers(engine, listed)}
         networks = [f"/networks/{network['Id']}" for network in _project_networks(engine, project)]
         removed["networks"] = _deleted(engine, "network", networks)
         volumes = _project_volumes(engine, project)
