@@ -6,11 +6,9 @@ must see exactly its planned GPUs (NVML and CUDA)."""
 from __future__ import annotations
 
 import time
-from functools import cache, partial
-from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING
 
-from drgpu import probe
 from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
 from drgpu.core.cuda_verdict import CheckResult, judge, probe_arguments
@@ -28,7 +26,7 @@ from drgpu.core.verification import (
 )
 from drgpu.errors import DockerError
 from drgpu.host import engine, swarm_engine
-from drgpu.host.files import Bound, read_bounded
+from drgpu.host.files import probe_source
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -132,7 +130,7 @@ def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Fi
     for task in tasks:
         wanted.setdefault(task.node_id, {})[task.id] = _arguments(stand_ins[task.id])
     seen, failures = swarm_engine.proofs_on_nodes(
-        stack.project, tasks[0].image, _probe_source(), wanted
+        stack.project, tasks[0].image, probe_source(), wanted
     )
 
     def ran(task: TaskFacts) -> tuple[int, str]:
@@ -161,13 +159,7 @@ def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> Container
 
 def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
     """Run drgpu's probe in `container`: its exit code and output."""
-    return engine.run_probe_in(container.id, _probe_source(), arguments)
-
-
-@cache
-def _probe_source() -> str:
-    """drgpu's probe, read once a process (it runs in every GPU container)."""
-    return read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
+    return engine.run_probe_in(container.id, probe_source(), arguments)
 
 
 def stopped_logs(plan: Plan, containers: Iterable[ContainerFacts]) -> list[str]:

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drgpu.commands.options import resolved, run_id_of
@@ -34,7 +33,7 @@ from drgpu.core.settings import run_key
 from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
 from drgpu.host import engine, nvml, swarm_engine
-from drgpu.host.files import Bound, read_bounded
+from drgpu.host.files import probe_source
 from drgpu.host.procs import process_key, read_cgroup, read_process
 from drgpu.host.signals import Interrupted
 from drgpu.ui.live import watch_display
@@ -254,10 +253,7 @@ def _read_nodes(
     why.update((node, unread) for node in ready if node not in wanted)
     if not wanted:
         return
-    from drgpu import probe  # lazy: the probe is large; only a swarm's other nodes need it
-
-    source = read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
-    for node, read in swarm_engine.node_gpus(source, wanted).items():
+    for node, read in swarm_engine.node_gpus(probe_source(), wanted).items():
         if isinstance(read, str):
             why[node] = read
         else:

@@ -8,6 +8,7 @@ its kind's bound, of which at most bound + 1 bytes are read; else a `ConfigError
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -198,6 +199,14 @@ def override_header_template() -> str | None:
     None where this installation lacks it."""
     found = _packaged("templates", "override-header.txt")
     return None if found is None else read_text_bounded(found, Bound.OWN, "drgpu's template")
+
+
+@functools.cache
+def probe_source() -> str:
+    """drgpu's probe as the text that runs in containers (read once a process)."""
+    from drgpu import probe  # lazy: a large module, run elsewhere only by the proofs
+
+    return read_bounded(Path(probe.__file__), Bound.OWN, "drgpu's probe").decode()
 
 
 def example_settings() -> str:
