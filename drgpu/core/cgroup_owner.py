@@ -34,11 +34,9 @@ class CgroupOwner:
 def owner_from_cgroup(text: str) -> CgroupOwner | None:
     """The container named by the contents of a /proc/<pid>/cgroup file, or None (a host
     process). The cgroup v2 line (`0::/...`) is read first, then the v1 lines in order."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    unified = [line for line in lines if line.startswith("0::")]
-    for line in unified + [line for line in lines if not line.startswith("0::")]:
-        owner = owner_from_path(line.split(":", 2)[-1])
-        if owner is not None:
+    lines = [line.strip() for line in text.splitlines()]
+    for line in sorted(lines, key=lambda line: not line.startswith("0::")):
+        if (owner := owner_from_path(line.split(":", 2)[-1])) is not None:
             return owner
     return None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -42,12 +42,10 @@ EVALUATION_PREFIX = "eval-"
 MAX_RUN_ID_LENGTH = 64  # deepracer-eval-<id>.override.yml stays a short file name
 MAX_WORKERS = 64
 MAX_MPS_MEMORY_MIB = 1024 * 1024  # 1 TiB, more than any GPU has
-_MEMORY = re.compile(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", re.IGNORECASE)
 
 
 def _run_id(text: str) -> str:
-    """DR_RUN_ID checked: spelling, length, and not `eval-N` (`run_key` of run N's
-    evaluation, whose GPUs and `down` it would be taken for)."""
+    """DR_RUN_ID checked: spelling, length, and not `eval-N` (`run_key` of run N's evaluation)."""
     if not _RUN_ID.match(text):
         raise ConfigError(f"{_shown(text)} must be lowercase letters, digits, '-' or '_'")
     if len(text) > MAX_RUN_ID_LENGTH:
@@ -97,7 +95,7 @@ def _memory(text: str) -> int | None:
     """An MPS memory limit (2G, 2048M) in MiB; None where none is written."""
     if not text:
         return None
-    match = _MEMORY.match(text)
+    match = re.match(r"^(?P<amount>[0-9]+)\s*(?P<unit>[MG])(?:I?B)?$", text, re.IGNORECASE)
     unit = 1024 if match and match["unit"].upper() == "G" else 1
     amount = whole_number(match["amount"], 1, MAX_MPS_MEMORY_MIB // unit) if match else None
     if amount is None:
@@ -168,7 +166,7 @@ def run_key(run_id: str, *, evaluation: bool) -> str:
 
 @dataclass(frozen=True)
 class Config:
-    """The settings of one stack, parsed and checked."""
+    """The settings of one stack, parsed and checked (`config_from_values` makes it)."""
 
     values: Mapping[str, str]
     origins: Mapping[str, Origin]
@@ -179,22 +177,22 @@ class Config:
     sharing: Sharing
     trainer_devices: DeviceRequest
     simulator_devices: DeviceRequest
-    worker_placement: WorkerPlacement = WorkerPlacement.SPREAD
-    mps_image: str = DEFAULT_MPS_IMAGE
-    mps_sagemaker_threads: int | None = None  # MPS: each role's limits; None: none set
-    mps_robomaker_threads: int | None = None
-    mps_sagemaker_memory: int | None = None  # MiB
-    mps_robomaker_memory: int | None = None
-    index_order: IndexOrder = IndexOrder.PCI
-    evaluation: bool = False
-    warnings: tuple[str, ...] = ()
-    trainer_key: str = TRAINER_DEVICES_KEY
-    simulator_key: str = SIMULATOR_DEVICES_KEY
-    service_devices: tuple[ServiceDevices, ...] = ()
-    device_driver: DeviceDriver = DeviceDriver.AUTO
-    key_mistakes: tuple[str, ...] = ()
-    trainer_defaulted: bool = False
-    index_order_chosen: bool = False
+    worker_placement: WorkerPlacement
+    mps_image: str
+    mps_sagemaker_threads: int | None  # MPS: each role's limits; None: none set
+    mps_robomaker_threads: int | None
+    mps_sagemaker_memory: int | None  # MiB
+    mps_robomaker_memory: int | None
+    index_order: IndexOrder
+    evaluation: bool
+    warnings: tuple[str, ...]
+    trainer_key: str
+    simulator_key: str
+    service_devices: tuple[ServiceDevices, ...]
+    device_driver: DeviceDriver
+    key_mistakes: tuple[str, ...]
+    trainer_defaulted: bool
+    index_order_chosen: bool
 
     @property
     def project(self) -> str:
@@ -234,20 +232,13 @@ class Config:
         )
 
 
-@dataclass(frozen=True)
-class SettingsFiles:
-    """The settings files to read, in order, and what choosing them warns of."""
-
-    paths: tuple[Path, ...]
-    warnings: tuple[str, ...] = ()
-
-
 def settings_files(
     env_file: Path, run_env: Path | None, existing: Collection[Path], *, drfc: bool = False
-) -> SettingsFiles:
-    """`env_file`, then `run_env` (default: the run.env beside it, when present);
-    `existing`: which of those are files. A missing one is a `ConfigError`, or with `drfc`
-    (an activated shell, whose scripts read system.env alone then) a warning."""
+) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """The settings files to read, in order (`env_file`, then `run_env`, by default the
+    run.env beside it, when present), and what choosing them warns of; `existing`: which of
+    those are files. A missing one is a `ConfigError`, or with `drfc` (an activated shell,
+    whose scripts read system.env alone then) a warning."""
     if env_file not in existing:
         raise ConfigError(
             f"no settings file at {env_file}",
@@ -255,17 +246,17 @@ def settings_files(
         )
     named = run_env or env_file.with_name("run.env")
     if named in existing:
-        return SettingsFiles((env_file, named))
+        return (env_file, named), ()
     if run_env is not None and not drfc:
         raise ConfigError(f"no run settings file at {run_env}")
     if not drfc:
-        return SettingsFiles((env_file,))
+        return (env_file,), ()
     why = (
         f"no run settings file at {run_env} (DR_CONFIG)"
         if run_env
         else f"no run.env at {named} (DR_CONFIG is not set)"
     )
-    return SettingsFiles((env_file,), (f"{why}: read {env_file} alone",))
+    return (env_file,), (f"{why}: read {env_file} alone",)
 
 
 def config_from_texts(
@@ -289,12 +280,16 @@ def config_from_texts(
     if drfc:
         values.update(activation_exports(values))
     origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read.origins}
-    config = config_from_values(values, origins, evaluation=evaluation)
-    return replace(config, warnings=(*warnings, *read.warnings))
+    warned = (*warnings, *read.warnings)
+    return config_from_values(values, origins, evaluation=evaluation, warnings=warned)
 
 
 def config_from_values(
-    values: Mapping[str, str], origins: Mapping[str, Origin], *, evaluation: bool = False
+    values: Mapping[str, str],
+    origins: Mapping[str, Origin],
+    *,
+    evaluation: bool = False,
+    warnings: tuple[str, ...] = (),
 ) -> Config:
     """Check and parse settings, key by key of `SETTINGS`; the first problem becomes a
     `ConfigError` naming its line."""
@@ -327,8 +322,24 @@ def config_from_values(
         except DeviceSyntaxError as exc:
             raise fail(key, str(exc)) from None
 
-    trainer_key = role_devices_key(values, TRAINER_DEVICES_KEY, TRAINER_ALIAS_KEY, fail)
-    simulator_key = role_devices_key(values, SIMULATOR_DEVICES_KEY, SIMULATOR_ALIAS_KEY, fail)
+    def role_key(key: str, alias: str) -> str:
+        """Which of a role's two keys holds its devices (both written: the alias, which
+        must name the same GPUs)."""
+        if alias in values and key in values:
+            try:
+                same = devices(key) == devices(alias)
+            except ConfigError:
+                same = values[key].strip() == values[alias].strip()
+            if not same:
+                raise fail(
+                    alias,
+                    f"{values[alias].strip()!r} differs from {key}={values[key].strip()!r}:"
+                    " they name the same role's GPUs; keep one of them",
+                )
+        return alias if alias in values else key
+
+    trainer_key = role_key(TRAINER_DEVICES_KEY, TRAINER_ALIAS_KEY)
+    simulator_key = role_key(SIMULATOR_DEVICES_KEY, SIMULATOR_ALIAS_KEY)
     return Config(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
@@ -344,6 +355,7 @@ def config_from_values(
         ),
         key_mistakes=gpu_key_mistakes(values, origins),
         trainer_defaulted=trainer_key not in values,
+        warnings=warnings,
     )
 
 
@@ -352,7 +364,6 @@ def config_from_values(
 
 GPU_KEYS = (TRAINER_DEVICES_KEY, SIMULATOR_DEVICES_KEY, TRAINER_ALIAS_KEY, SIMULATOR_ALIAS_KEY)
 CONTAINER_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-_GPU_WORDS = re.compile(r"CUDA|GPU|DEVICE")
 
 
 def gpu_key_mistakes(values: Mapping[str, str], origins: Mapping[str, Origin]) -> tuple[str, ...]:
@@ -388,7 +399,7 @@ def meant_gpu_key(key: str) -> str | None:
     close = difflib.get_close_matches(upper, GPU_KEYS, n=1, cutoff=0.85)
     if close:
         return close[0]
-    if not _GPU_WORDS.search(upper.removeprefix("DRGPU_")):
+    if not any(word in upper.removeprefix("DRGPU_") for word in ("CUDA", "GPU", "DEVICE")):
         return None
     if "SAGEMAKER" in upper or "TRAINER" in upper:
         return TRAINER_DEVICES_KEY
@@ -422,26 +433,6 @@ def is_service_key(key: str) -> bool:
 def service_devices_key(service: str) -> str:
     """The key that holds a service's GPUs: its name upper-cased, `-` and `.` as `_`."""
     return SERVICE_DEVICES_PREFIX + re.sub(r"[^A-Z0-9_]", "_", service.upper())
-
-
-def role_devices_key(
-    values: Mapping[str, str], key: str, alias: str, fail: Callable[[str, str], ConfigError]
-) -> str:
-    """Which of a role's two keys holds its devices (both written: the alias; they agree)."""
-    if alias not in values:
-        return key
-    if key in values:
-        try:
-            same = parse_devices(values[key]) == parse_devices(values[alias])
-        except DeviceSyntaxError:
-            same = values[key].strip() == values[alias].strip()
-        if not same:
-            raise fail(
-                alias,
-                f"{values[alias].strip()!r} differs from {key}={values[key].strip()!r}:"
-                " they name the same role's GPUs; keep one of them",
-            )
-    return alias
 
 
 def _shown(text: str, limit: int = 40) -> str:

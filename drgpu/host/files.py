@@ -142,13 +142,15 @@ def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> C
     evaluated against `environ` (default: this process's, never changed)."""
     run_env = target.run_env or target.env_file.with_name("run.env")
     existing = {path for path in (target.env_file, run_env) if exists(path)}
-    chosen = settings_files(target.env_file, target.run_env, existing, drfc=target.drfc_settings)
+    paths, warnings = settings_files(
+        target.env_file, target.run_env, existing, drfc=target.drfc_settings
+    )
     return config_from_texts(
-        [(path, read_text_bounded(path, Bound.SETTINGS, "settings file")) for path in chosen.paths],
+        [(path, read_text_bounded(path, Bound.SETTINGS, "settings file")) for path in paths],
         shell_environment() if environ is None else environ,
         evaluation=target.evaluation,
         drfc=target.drfc_settings,
-        warnings=chosen.warnings,
+        warnings=warnings,
     )
 
 

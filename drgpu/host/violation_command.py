@@ -68,23 +68,18 @@ class ViolationCommand:
 
     def _work(self) -> None:
         while (alert := self._queue.get()) is not None:
-            self._run_one(alert)
-
-    def _run_one(self, alert: Alert) -> None:
-        name = self._args[0]
-        variables = {k: v.replace("\0", "\\x00") for k, v in alert.environment().items()}
-        try:
-            done = process.run_tail(
-                self._args,
-                env={**os.environ, **variables},
-                timeout=TIMEOUT_S,
-                stdin=json.dumps(alert.document()) + "\n",
-                keep=OUTPUT_KEPT,
-            )
-        except DrgpuError as exc:
-            self._report(f"--on-violation: {exc.message}")
-            return
-        if not done.ok:
-            self._report(
-                f"--on-violation: {name} exited {done.returncode}: {done.last_error_line()}"
-            )
+            variables = {k: v.replace("\0", "\\x00") for k, v in alert.environment().items()}
+            try:
+                done = process.run_tail(
+                    self._args,
+                    env={**os.environ, **variables},
+                    timeout=TIMEOUT_S,
+                    stdin=json.dumps(alert.document()) + "\n",
+                    keep=OUTPUT_KEPT,
+                )
+            except DrgpuError as exc:
+                self._report(f"--on-violation: {exc.message}")
+                continue
+            if not done.ok:
+                why = f"{self._args[0]} exited {done.returncode}: {done.last_error_line()}"
+                self._report(f"--on-violation: {why}")

@@ -10,7 +10,7 @@ import pytest
 
 from drgpu.core.compose_stack import ComposeText, stack_from_texts
 from drgpu.core.model import HEADER_MARK, Role
-from drgpu.core.settings import SettingsFiles, config_from_texts, settings_files
+from drgpu.core.settings import config_from_texts, settings_files
 from drgpu.core.topology import inventory_from_text
 from drgpu.errors import ConfigError
 from drgpu.host.files import load_stack, override_header_template
@@ -23,13 +23,13 @@ OTHER_RUN_ENV = NOWHERE / "other.env"
 
 def test_the_run_env_beside_is_read_when_it_exists() -> None:
     chosen = settings_files(SYSTEM_ENV, None, {SYSTEM_ENV, RUN_ENV})
-    assert chosen == SettingsFiles((SYSTEM_ENV, RUN_ENV))
-    assert settings_files(SYSTEM_ENV, None, {SYSTEM_ENV}) == SettingsFiles((SYSTEM_ENV,))
+    assert chosen == ((SYSTEM_ENV, RUN_ENV), ())
+    assert settings_files(SYSTEM_ENV, None, {SYSTEM_ENV}) == ((SYSTEM_ENV,), ())
 
 
 def test_a_named_run_env_is_read_instead_of_the_one_beside() -> None:
     chosen = settings_files(SYSTEM_ENV, OTHER_RUN_ENV, {SYSTEM_ENV, RUN_ENV, OTHER_RUN_ENV})
-    assert chosen == SettingsFiles((SYSTEM_ENV, OTHER_RUN_ENV))
+    assert chosen == ((SYSTEM_ENV, OTHER_RUN_ENV), ())
 
 
 def test_a_missing_settings_file_is_an_error_or_in_drfc_a_warning() -> None:
@@ -37,15 +37,13 @@ def test_a_missing_settings_file_is_an_error_or_in_drfc_a_warning() -> None:
         settings_files(SYSTEM_ENV, None, set())
     with pytest.raises(ConfigError, match=f"^no run settings file at {OTHER_RUN_ENV}$"):
         settings_files(SYSTEM_ENV, OTHER_RUN_ENV, {SYSTEM_ENV})
-    named = settings_files(SYSTEM_ENV, OTHER_RUN_ENV, {SYSTEM_ENV}, drfc=True)
-    assert named.paths == (SYSTEM_ENV,)
-    assert named.warnings == (
+    paths, warnings = settings_files(SYSTEM_ENV, OTHER_RUN_ENV, {SYSTEM_ENV}, drfc=True)
+    assert paths == (SYSTEM_ENV,)
+    assert warnings == (
         f"no run settings file at {OTHER_RUN_ENV} (DR_CONFIG): read {SYSTEM_ENV} alone",
     )
-    beside = settings_files(SYSTEM_ENV, None, {SYSTEM_ENV}, drfc=True)
-    assert beside.warnings == (
-        f"no run.env at {RUN_ENV} (DR_CONFIG is not set): read {SYSTEM_ENV} alone",
-    )
+    _, beside = settings_files(SYSTEM_ENV, None, {SYSTEM_ENV}, drfc=True)
+    assert beside == (f"no run.env at {RUN_ENV} (DR_CONFIG is not set): read {SYSTEM_ENV} alone",)
 
 
 def test_settings_come_from_texts_and_the_given_environment() -> None:
