@@ -1,9 +1,6 @@
-"""Which container a host process runs in, from its /proc/<pid>/cgroup (`host.procs` reads it).
-
-NVML reports host PIDs; the cgroup path of a PID names its container. The parser
-is pure and knows the layouts of Docker (cgroupfs and systemd drivers), Podman
-(root and rootless), containerd and CRI-O under Kubernetes, for cgroup v1 and v2.
-"""
+"""Which container a host process (NVML reports host PIDs) runs in, from the cgroup path in
+its /proc/<pid>/cgroup (`host.procs` reads it): Docker (cgroupfs and systemd drivers), Podman
+(root and rootless), containerd and CRI-O under Kubernetes, for cgroup v1 and v2."""
 
 from __future__ import annotations
 

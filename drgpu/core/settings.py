@@ -235,10 +235,9 @@ class Config:
 def settings_files(
     env_file: Path, run_env: Path | None, existing: Collection[Path], *, drfc: bool = False
 ) -> tuple[tuple[Path, ...], tuple[str, ...]]:
-    """The settings files to read, in order (`env_file`, then `run_env`, by default the
-    run.env beside it, when present), and what choosing them warns of; `existing`: which of
-    those are files. A missing one is a `ConfigError`, or with `drfc` (an activated shell,
-    whose scripts read system.env alone then) a warning."""
+    """The files to read (`env_file`, then `run_env`, default the run.env beside it, when
+    in `existing`) and what choosing them warns of. A missing one is a `ConfigError`, or
+    with `drfc` (an activated shell, whose scripts read system.env alone then) a warning."""
     if env_file not in existing:
         raise ConfigError(
             f"no settings file at {env_file}",
