@@ -7,12 +7,12 @@ image, even one without drgpu or pynvml (`python3 -I` too)::
                      [--frameworks torch,tensorflow] [--framework-timeout S]
 
 drgpu imports it (`drgpu cuda-check` calls `main(argv)`; core takes its PCI bus id, CUDA
-version and CUDA-to-NVML rules) and copies this very file into containers, so it must never
-import drgpu. A missing library, a failing nvmlInit or cuInit, a lost GPU or a missing
-framework is a finding in the report, never a crash. docs/probe.md tells what it reports,
-what the expectations ask, and its exit codes: 0 met (or none given), 1 a bug in the probe,
-2 usage, 6 an expectation not met (never 4: inside a container a missing library is what
-the check is about).
+version and CUDA-to-NVML rules) and runs its source in containers (`python3 -c LAUNCHER`,
+the source in DRGPU_PROBE), so it must never import drgpu. A missing library, a failing
+nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the report, never a
+crash. docs/probe.md tells what it reports, what the expectations ask, and its exit codes:
+0 met (or none given), 1 a bug in the probe, 2 usage, 6 an expectation not met (never 4:
+inside a container a missing library is what the check is about).
 """
 
 from __future__ import annotations
@@ -194,16 +194,10 @@ class _Library:
 
 class _Nvml(_Library):
     def describe(self, code: int) -> str:
-        try:
-            fn = self.lib.nvmlErrorString
-            fn.restype = ctypes.c_char_p
-            fn.argtypes = [ctypes.c_int]
-            text = fn(code)
-        except (AttributeError, OSError):
-            text = None
-        if isinstance(text, bytes) and text:
-            return text.decode("utf-8", "replace")
-        return f"NVML error {code}"
+        fn = self.lib.nvmlErrorString  # in every NVML
+        fn.restype = ctypes.c_char_p
+        text = fn(ctypes.c_int(code))
+        return text.decode("utf-8", "replace") if text else f"NVML error {code}"
 
     def text(self, name: str, *args: Any) -> str:
         buf = ctypes.create_string_buffer(96)
@@ -282,9 +276,24 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
     device: Device = {"index": index, **dict.fromkeys(fields), "mig_devices": [], "error": None}
     if processes:
         fields["processes"] = lambda: _nvml_processes(nvml, handle)
+    by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
+    return _fill(
+        device,
+        lambda: nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle)),
+        fields,
+        _unsupported,
+    )
+
+
+def _fill(
+    device: Device,
+    get_handle: Callable[[], None],
+    fields: dict[str, Callable[[], Any]],
+    quiet: Callable[[_CallError], bool] = lambda exc: False,
+) -> Device:
+    """`device` with each field read by its getter; `error` joins the failures not `quiet`."""
     try:
-        by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
-        nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle))
+        get_handle()
     except _CallError as exc:
         device["error"] = str(exc)
         return device
@@ -293,13 +302,12 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
         try:
             device[field] = getter()
         except _CallError as exc:
-            if exc.code == _NVML_ERROR_GPU_IS_LOST:  # every query fails alike: say it once
+            if exc.code == _NVML_ERROR_GPU_IS_LOST:  # NVML's (no CUDA error has this code)
                 errors.append(f"GPU is lost ({exc.function})")
                 break
-            if not _unsupported(exc):
+            if not quiet(exc):
                 errors.append(str(exc))
-    if errors:
-        device["error"] = "; ".join(errors)
+    device["error"] = "; ".join(errors) or None
     return device
 
 
@@ -328,20 +336,9 @@ def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]
 
 
 def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
-    class _NvmlPciInfo(ctypes.Structure):
-        _fields_ = [
-            ("busIdLegacy", ctypes.c_char * 16),
-            ("domain", ctypes.c_uint),
-            ("bus", ctypes.c_uint),
-            ("device", ctypes.c_uint),
-            ("pciDeviceId", ctypes.c_uint),
-            ("pciSubSystemId", ctypes.c_uint),
-            ("busId", ctypes.c_char * 32),
-        ]
-
-    info = _NvmlPciInfo()
-    nvml.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
-    return _pci_bus_id(info.busId.decode("ascii", "replace"))
+    info = ctypes.create_string_buffer(68)  # nvmlPciInfo_t: busIdLegacy[16], 5 uints, busId[32]
+    nvml.call("nvmlDeviceGetPciInfo_v3", handle, info)
+    return _pci_bus_id(info.raw[36:].split(b"\0")[0].decode("ascii", "replace"))
 
 
 def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
@@ -459,20 +456,11 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
         "ordinal": ordinal,
         **dict.fromkeys([*fields, "nvml_index", "matched_by", "error"]),
     }
-    try:
-        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
-    except _CallError as exc:
-        device["error"] = str(exc)
-        return device
-    errors: list[str] = []
-    for field, getter in fields.items():
-        try:
-            device[field] = getter()
-        except _CallError as exc:
-            errors.append(str(exc))
-    if errors:
-        device["error"] = "; ".join(dict.fromkeys(errors))
-    return device
+    return _fill(
+        device,
+        lambda: cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal)),
+        fields,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -758,12 +746,8 @@ def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> lis
             (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
             for d in cuda.get("devices") or []
         ]
-    parents = {  # each MIG device's key: its GPU's
-        uuid_key(str(mig["uuid"])): uuid_key(str(gpu["uuid"]))
-        for gpu in nvml.get("devices") or []
-        for mig in gpu.get("mig_devices") or []
-        if mig.get("uuid") and gpu.get("uuid")
-    }
+    # each MIG device's key: its GPU's
+    parents = {uuid_key(str(u)): uuid_key(p) for u, p in nvml_units(nvml) if u and p}
     problems: list[str] = []
     for library, found in shown.items():
         seen: set[str] = set()
@@ -955,10 +939,7 @@ def _nvml_text(nvml: Section) -> list[str]:
             lines.append(f"  [{gpu['index']}] error: {gpu['error']}")
             continue
         lines.append(
-            f"  [{gpu['index']}] {_or(gpu['uuid'])}  {_or(gpu['name'])}  {_or(gpu['pci_bus_id'])}"
-            f"  {_or(gpu['memory_total_mib'])} MiB  cc {_cc(gpu['compute_capability'])}"
-            + ("  MIG on" if gpu["mig_mode"] else "")
-            + (f"  error: {gpu['error']}" if gpu["error"] else "")
+            f"  [{gpu['index']}] {_device_text(gpu, '  MIG on' if gpu['mig_mode'] else '')}"
         )
         for mig in gpu["mig_devices"]:
             lines.append(f"      MIG {_or(mig['uuid'])}  {_or(mig['memory_total_mib'])} MiB")
@@ -973,15 +954,20 @@ def _cuda_text(cuda: Section) -> list[str]:
     if cuda["error"]:
         head += f" (cuInit: {cuda['error']})"
     lines = [head + (" in CUDA order" if cuda["devices"] else "")]
-    for device in cuda["devices"]:
-        lines.append(
-            f"  cuda:{device['ordinal']} -> NVML {_or(device['nvml_index'])}"
-            f"  {_or(device['uuid'])}  {_or(device['name'])}"
-            f"  {_or(device['pci_bus_id'])}  {_or(device['memory_total_mib'])} MiB"
-            f"  cc {_cc(device['compute_capability'])}"
-            + (f"  error: {device['error']}" if device["error"] else "")
-        )
+    lines += [
+        f"  cuda:{d['ordinal']} -> NVML {_or(d['nvml_index'])}  {_device_text(d)}"
+        for d in cuda["devices"]
+    ]
     return lines
+
+
+def _device_text(device: Device, mig: str = "") -> str:
+    """A GPU's line, as NVML and CUDA describe it."""
+    return (
+        f"{_or(device['uuid'])}  {_or(device['name'])}  {_or(device['pci_bus_id'])}"
+        f"  {_or(device['memory_total_mib'])} MiB  cc {_cc(device['compute_capability'])}{mig}"
+        + (f"  error: {device['error']}" if device["error"] else "")
+    )
 
 
 def _framework_text(name: str, section: Section) -> list[str]:
