@@ -113,12 +113,6 @@ class _CallError(Exception):
 # Small pure helpers
 
 
-def format_uuid(raw: bytes) -> str:
-    """The text form of 16 raw UUID bytes: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
-    h = bytes(raw[:16]).hex()
-    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
 def uuid_key(uuid: str) -> str:
     """A comparable key: the 32 hex digits of a GPU-/MIG- UUID, else the lowered text."""
     text = uuid.strip().lower()
@@ -143,12 +137,6 @@ def _pci_bus_id(text: str) -> str:
 def format_cuda_version(version: int | None) -> str | None:
     """12040 -> '12.4'."""
     return None if version is None else f"{version // 1000}.{(version % 1000) // 10}"
-
-
-def read_environment(environ: Any = None) -> dict[str, str | None]:
-    """The variables that decide visibility: None when absent, the text (maybe "") when set."""
-    env = os.environ if environ is None else environ
-    return {name: env.get(name) for name in ENVIRONMENT_VARIABLES}
 
 
 def parse_frameworks(text: str) -> list[str]:
@@ -438,7 +426,8 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
     def uuid() -> str:
         raw = (ctypes.c_ubyte * 16)()  # CUuuid
         cuda.call(("cuDeviceGetUuid_v2", "cuDeviceGetUuid"), ctypes.byref(raw), handle)
-        return format_uuid(bytes(raw))
+        h = bytes(raw).hex()
+        return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
     def memory() -> int:
         total = ctypes.c_size_t()
@@ -736,18 +725,18 @@ def _count_problems(
 
 def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> list[str]:
     wanted = {uuid_key(u): u for u in expected}
+    units = nvml_units(nvml)
     shown: dict[str, list[tuple[str, Any]]] = {}  # each library's units: (the problem, the UUID)
     if nvml.get("loaded") or not cuda.get("loaded"):
         # a GPU that cannot say its UUID is a device error, reported as such
-        units = [u for u, _ in nvml_units(nvml) if u is not None]
-        shown["NVML"] = [(f"NVML shows {u}, not expected", u) for u in units]
+        shown["NVML"] = [(f"NVML shows {u}, not expected", u) for u, _ in units if u is not None]
     if cuda.get("loaded"):
         shown["CUDA"] = [
             (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
             for d in cuda.get("devices") or []
         ]
     # each MIG device's key: its GPU's
-    parents = {uuid_key(str(u)): uuid_key(p) for u, p in nvml_units(nvml) if u and p}
+    parents = {uuid_key(str(u)): uuid_key(p) for u, p in units if u and p}
     problems: list[str] = []
     for library, found in shown.items():
         seen: set[str] = set()
@@ -875,7 +864,7 @@ def collect(
             "hostname": platform.node(),
             "elapsed_ms": None,
         },
-        "environment": read_environment(),
+        "environment": {name: os.environ.get(name) for name in ENVIRONMENT_VARIABLES},
         "nvml": probe_nvml(),
         # NVML first: libcuda reads CUDA_VISIBLE_DEVICES at cuInit, NVML ignores it
         "cuda": probe_cuda(),
@@ -1062,10 +1051,9 @@ def main(
 
 def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]) -> None:
     """`drgpu up`'s proof on the Swarm node `node` (a one-shot global job with the node's
-    engine socket mounted): this probe, run through the node's own engine in each
-    container of the stack `namespace` whose task is `wanted` (task id: the probe's
-    arguments); one JSON line each: the task, the probe's exit code and output. An engine
-    that is another node's is said in one line instead (`{"error": ...}`)."""
+    engine socket mounted): this probe run in each container of the stack `namespace` whose
+    task is `wanted` (task id: the probe's arguments); one JSON line each (task, exit code,
+    output), or one `{"error": ...}` line when the engine is another node's."""
     import http.client
     import socket
     import urllib.parse
@@ -1075,9 +1063,9 @@ def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]
             self.sock = socket.socket(socket.AF_UNIX)
             self.sock.connect("/var/run/docker.sock")
 
-    def call(method: str, path: str, body: Any = None, raw: bytes | None = None) -> bytes:
+    def call(method: str, path: str, body: Any = None) -> bytes:
         engine = Engine("localhost", timeout=120)
-        data = raw if raw is not None else json.dumps(body).encode() if body else None
+        data = json.dumps(body).encode() if body else None
         engine.request(method, path, data, {"Content-Type": "application/json"})
         answer = engine.getresponse()
         text = answer.read()
