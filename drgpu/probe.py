@@ -227,10 +227,6 @@ def probe_nvml(processes: bool = False) -> Section:
             nvml.call("nvmlInitWithFlags", ctypes.c_uint(_NVML_INIT_FLAG_NO_GPUS))
         else:
             nvml.call(("nvmlInit_v2", "nvmlInit"))
-    except _CallError as exc:
-        section.update(error=str(exc), error_code=exc.code)
-        return section
-    try:
         with contextlib.suppress(_CallError):
             section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
         with contextlib.suppress(_CallError):
@@ -239,10 +235,10 @@ def probe_nvml(processes: bool = False) -> Section:
         [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
         section.update(available=True, device_count=count)
         section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
-    except _CallError as exc:  # the count (a device's failures are the device's own)
+    except _CallError as exc:  # nvmlInit's or the count's (a device's failures are its own)
         section.update(error=str(exc), error_code=exc.code)
     finally:
-        with contextlib.suppress(_CallError):
+        with contextlib.suppress(_CallError):  # after a failed nvmlInit too: harmless
             nvml.call("nvmlShutdown")
     return section
 
@@ -302,10 +298,7 @@ def _fill(
 def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]]:
     """The GPU's compute (C) and graphics (G) processes: host PID, used MiB (0: unknown)."""
 
-    class _ProcessInfo(ctypes.Structure):
-        """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every
-        driver still exports them)."""
-
+    class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_v1_t: the unversioned queries'
         _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
     found = []
