@@ -543,15 +543,8 @@ print(MARK + json.dumps(out))
 """
 
 
-def _script(module: str, name: str, body: str) -> str:
-    """The child script of the framework `module` (imported as `name`), `body` its own lines."""
-    head = _SCRIPT_HEAD.replace("MODULE", module).replace("NAME", name)
-    return head + body + _SCRIPT_TAIL.lstrip("\n")
-
-
-_FRAMEWORK_SCRIPTS = {
-    "torch": _script(
-        "torch",
+_FRAMEWORK_BODIES = {  # each framework module: the NAME it is imported as, its own lines
+    "torch": (
         "torch",
         r"""out["cuda_available"] = bool(torch.cuda.is_available())
 count = int(torch.cuda.device_count())
@@ -577,8 +570,7 @@ for i in range(count):
         ms = (time.perf_counter() - start) * 1000.0
 """,
     ),
-    "tensorflow": _script(
-        "tensorflow",
+    "tensorflow": (
         "tf",
         r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
 out["device_count"] = len(gpus)
@@ -610,7 +602,8 @@ def probe_framework(name: str, timeout_s: float) -> Section:
     probe never takes a GPU's memory."""
     keys = ("installed", "version", "error", "cuda_available", "device_count")
     section: Section = {**dict.fromkeys(keys), "devices": [], "elapsed_ms": None}
-    script = _FRAMEWORK_SCRIPTS[name]
+    alias, body = _FRAMEWORK_BODIES[name]
+    script = _SCRIPT_HEAD.replace("MODULE", name).replace("NAME", alias) + body + _SCRIPT_TAIL
     command = [sys.executable or "python3", "-c", script, _RESULT_MARK, str(MATMUL_SIZE)]
     start = time.monotonic()
     try:
