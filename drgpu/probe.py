@@ -7,12 +7,12 @@ image, even one without drgpu or pynvml (`python3 -I` too)::
                      [--frameworks torch,tensorflow] [--framework-timeout S]
 
 drgpu imports it (`drgpu cuda-check` calls `main(argv)`; core takes its PCI bus id, CUDA
-version and CUDA-to-NVML rules) and copies this very file into containers, so it must never
-import drgpu. A missing library, a failing nvmlInit or cuInit, a lost GPU or a missing
-framework is a finding in the report, never a crash. docs/probe.md tells what it reports,
-what the expectations ask, and its exit codes: 0 met (or none given), 1 a bug in the probe,
-2 usage, 6 an expectation not met (never 4: inside a container a missing library is what
-the check is about).
+version and CUDA-to-NVML rules) and runs its source in containers (`python3 -c LAUNCHER`,
+the source in DRGPU_PROBE), so it must never import drgpu. A missing library, a failing
+nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the report, never a
+crash. docs/probe.md tells what it reports, what the expectations ask, and its exit codes:
+0 met (or none given), 1 a bug in the probe, 2 usage, 6 an expectation not met (never 4:
+inside a container a missing library is what the check is about).
 """
 
 from __future__ import annotations
@@ -113,12 +113,6 @@ class _CallError(Exception):
 # Small pure helpers
 
 
-def format_uuid(raw: bytes) -> str:
-    """The text form of 16 raw UUID bytes: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
-    h = bytes(raw[:16]).hex()
-    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
 def uuid_key(uuid: str) -> str:
     """A comparable key: the 32 hex digits of a GPU-/MIG- UUID, else the lowered text."""
     text = uuid.strip().lower()
@@ -143,12 +137,6 @@ def _pci_bus_id(text: str) -> str:
 def format_cuda_version(version: int | None) -> str | None:
     """12040 -> '12.4'."""
     return None if version is None else f"{version // 1000}.{(version % 1000) // 10}"
-
-
-def read_environment(environ: Any = None) -> dict[str, str | None]:
-    """The variables that decide visibility: None when absent, the text (maybe "") when set."""
-    env = os.environ if environ is None else environ
-    return {name: env.get(name) for name in ENVIRONMENT_VARIABLES}
 
 
 def parse_frameworks(text: str) -> list[str]:
@@ -194,16 +182,10 @@ class _Library:
 
 class _Nvml(_Library):
     def describe(self, code: int) -> str:
-        try:
-            fn = self.lib.nvmlErrorString
-            fn.restype = ctypes.c_char_p
-            fn.argtypes = [ctypes.c_int]
-            text = fn(code)
-        except (AttributeError, OSError):
-            text = None
-        if isinstance(text, bytes) and text:
-            return text.decode("utf-8", "replace")
-        return f"NVML error {code}"
+        fn = self.lib.nvmlErrorString  # in every NVML
+        fn.restype = ctypes.c_char_p
+        text = fn(ctypes.c_int(code))
+        return text.decode("utf-8", "replace") if text else f"NVML error {code}"
 
     def text(self, name: str, *args: Any) -> str:
         buf = ctypes.create_string_buffer(96)
@@ -245,10 +227,6 @@ def probe_nvml(processes: bool = False) -> Section:
             nvml.call("nvmlInitWithFlags", ctypes.c_uint(_NVML_INIT_FLAG_NO_GPUS))
         else:
             nvml.call(("nvmlInit_v2", "nvmlInit"))
-    except _CallError as exc:
-        section.update(error=str(exc), error_code=exc.code)
-        return section
-    try:
         with contextlib.suppress(_CallError):
             section["driver_version"] = nvml.text("nvmlSystemGetDriverVersion")
         with contextlib.suppress(_CallError):
@@ -257,10 +235,10 @@ def probe_nvml(processes: bool = False) -> Section:
         [count] = nvml.ints(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"))
         section.update(available=True, device_count=count)
         section["devices"] = [_nvml_device(nvml, index, processes) for index in range(count)]
-    except _CallError as exc:  # the count (a device's failures are the device's own)
+    except _CallError as exc:  # nvmlInit's or the count's (a device's failures are its own)
         section.update(error=str(exc), error_code=exc.code)
     finally:
-        with contextlib.suppress(_CallError):
+        with contextlib.suppress(_CallError):  # after a failed nvmlInit too: harmless
             nvml.call("nvmlShutdown")
     return section
 
@@ -282,9 +260,24 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
     device: Device = {"index": index, **dict.fromkeys(fields), "mig_devices": [], "error": None}
     if processes:
         fields["processes"] = lambda: _nvml_processes(nvml, handle)
+    by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
+    return _fill(
+        device,
+        lambda: nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle)),
+        fields,
+        _unsupported,
+    )
+
+
+def _fill(
+    device: Device,
+    get_handle: Callable[[], None],
+    fields: dict[str, Callable[[], Any]],
+    quiet: Callable[[_CallError], bool] = lambda exc: False,
+) -> Device:
+    """`device` with each field read by its getter; `error` joins the failures not `quiet`."""
     try:
-        by_index = ("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
-        nvml.call(by_index, ctypes.c_uint(index), ctypes.byref(handle))
+        get_handle()
     except _CallError as exc:
         device["error"] = str(exc)
         return device
@@ -293,23 +286,19 @@ def _nvml_device(nvml: _Nvml, index: int, processes: bool) -> Device:
         try:
             device[field] = getter()
         except _CallError as exc:
-            if exc.code == _NVML_ERROR_GPU_IS_LOST:  # every query fails alike: say it once
+            if exc.code == _NVML_ERROR_GPU_IS_LOST:  # NVML's (no CUDA error has this code)
                 errors.append(f"GPU is lost ({exc.function})")
                 break
-            if not _unsupported(exc):
+            if not quiet(exc):
                 errors.append(str(exc))
-    if errors:
-        device["error"] = "; ".join(errors)
+    device["error"] = "; ".join(errors) or None
     return device
 
 
 def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]]:
     """The GPU's compute (C) and graphics (G) processes: host PID, used MiB (0: unknown)."""
 
-    class _ProcessInfo(ctypes.Structure):
-        """nvmlProcessInfo_v1_t: the layout of the unversioned process queries (every
-        driver still exports them)."""
-
+    class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_v1_t: the unversioned queries'
         _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
     found = []
@@ -328,20 +317,9 @@ def _nvml_processes(nvml: _Nvml, handle: ctypes.c_void_p) -> list[dict[str, Any]
 
 
 def _nvml_pci_bus_id(nvml: _Nvml, handle: ctypes.c_void_p) -> str:
-    class _NvmlPciInfo(ctypes.Structure):
-        _fields_ = [
-            ("busIdLegacy", ctypes.c_char * 16),
-            ("domain", ctypes.c_uint),
-            ("bus", ctypes.c_uint),
-            ("device", ctypes.c_uint),
-            ("pciDeviceId", ctypes.c_uint),
-            ("pciSubSystemId", ctypes.c_uint),
-            ("busId", ctypes.c_char * 32),
-        ]
-
-    info = _NvmlPciInfo()
-    nvml.call("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
-    return _pci_bus_id(info.busId.decode("ascii", "replace"))
+    info = ctypes.create_string_buffer(68)  # nvmlPciInfo_t: busIdLegacy[16], 5 uints, busId[32]
+    nvml.call("nvmlDeviceGetPciInfo_v3", handle, info)
+    return _pci_bus_id(info.raw[36:].split(b"\0")[0].decode("ascii", "replace"))
 
 
 def _nvml_memory(nvml: _Nvml, handle: ctypes.c_void_p) -> tuple[int, int]:
@@ -441,7 +419,8 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
     def uuid() -> str:
         raw = (ctypes.c_ubyte * 16)()  # CUuuid
         cuda.call(("cuDeviceGetUuid_v2", "cuDeviceGetUuid"), ctypes.byref(raw), handle)
-        return format_uuid(bytes(raw))
+        h = bytes(raw).hex()
+        return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
     def memory() -> int:
         total = ctypes.c_size_t()
@@ -459,20 +438,11 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
         "ordinal": ordinal,
         **dict.fromkeys([*fields, "nvml_index", "matched_by", "error"]),
     }
-    try:
-        cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal))
-    except _CallError as exc:
-        device["error"] = str(exc)
-        return device
-    errors: list[str] = []
-    for field, getter in fields.items():
-        try:
-            device[field] = getter()
-        except _CallError as exc:
-            errors.append(str(exc))
-    if errors:
-        device["error"] = "; ".join(dict.fromkeys(errors))
-    return device
+    return _fill(
+        device,
+        lambda: cuda.call("cuDeviceGet", ctypes.byref(handle), ctypes.c_int(ordinal)),
+        fields,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -573,15 +543,8 @@ print(MARK + json.dumps(out))
 """
 
 
-def _script(module: str, name: str, body: str) -> str:
-    """The child script of the framework `module` (imported as `name`), `body` its own lines."""
-    head = _SCRIPT_HEAD.replace("MODULE", module).replace("NAME", name)
-    return head + body + _SCRIPT_TAIL.lstrip("\n")
-
-
-_FRAMEWORK_SCRIPTS = {
-    "torch": _script(
-        "torch",
+_FRAMEWORK_BODIES = {  # each framework module: the NAME it is imported as, its own lines
+    "torch": (
         "torch",
         r"""out["cuda_available"] = bool(torch.cuda.is_available())
 count = int(torch.cuda.device_count())
@@ -607,8 +570,7 @@ for i in range(count):
         ms = (time.perf_counter() - start) * 1000.0
 """,
     ),
-    "tensorflow": _script(
-        "tensorflow",
+    "tensorflow": (
         "tf",
         r"""gpus = tf.config.list_physical_devices("GPU")  # memory grows: TF_FORCE_GPU_ALLOW_GROWTH
 out["device_count"] = len(gpus)
@@ -640,7 +602,8 @@ def probe_framework(name: str, timeout_s: float) -> Section:
     probe never takes a GPU's memory."""
     keys = ("installed", "version", "error", "cuda_available", "device_count")
     section: Section = {**dict.fromkeys(keys), "devices": [], "elapsed_ms": None}
-    script = _FRAMEWORK_SCRIPTS[name]
+    alias, body = _FRAMEWORK_BODIES[name]
+    script = _SCRIPT_HEAD.replace("MODULE", name).replace("NAME", alias) + body + _SCRIPT_TAIL
     command = [sys.executable or "python3", "-c", script, _RESULT_MARK, str(MATMUL_SIZE)]
     start = time.monotonic()
     try:
@@ -748,22 +711,18 @@ def _count_problems(
 
 def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> list[str]:
     wanted = {uuid_key(u): u for u in expected}
+    units = nvml_units(nvml)
     shown: dict[str, list[tuple[str, Any]]] = {}  # each library's units: (the problem, the UUID)
     if nvml.get("loaded") or not cuda.get("loaded"):
         # a GPU that cannot say its UUID is a device error, reported as such
-        units = [u for u, _ in nvml_units(nvml) if u is not None]
-        shown["NVML"] = [(f"NVML shows {u}, not expected", u) for u in units]
+        shown["NVML"] = [(f"NVML shows {u}, not expected", u) for u, _ in units if u is not None]
     if cuda.get("loaded"):
         shown["CUDA"] = [
             (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
             for d in cuda.get("devices") or []
         ]
-    parents = {  # each MIG device's key: its GPU's
-        uuid_key(str(mig["uuid"])): uuid_key(str(gpu["uuid"]))
-        for gpu in nvml.get("devices") or []
-        for mig in gpu.get("mig_devices") or []
-        if mig.get("uuid") and gpu.get("uuid")
-    }
+    # each MIG device's key: its GPU's
+    parents = {uuid_key(str(u)): uuid_key(p) for u, p in units if u and p}
     problems: list[str] = []
     for library, found in shown.items():
         seen: set[str] = set()
@@ -891,7 +850,7 @@ def collect(
             "hostname": platform.node(),
             "elapsed_ms": None,
         },
-        "environment": read_environment(),
+        "environment": {name: os.environ.get(name) for name in ENVIRONMENT_VARIABLES},
         "nvml": probe_nvml(),
         # NVML first: libcuda reads CUDA_VISIBLE_DEVICES at cuInit, NVML ignores it
         "cuda": probe_cuda(),
@@ -955,10 +914,7 @@ def _nvml_text(nvml: Section) -> list[str]:
             lines.append(f"  [{gpu['index']}] error: {gpu['error']}")
             continue
         lines.append(
-            f"  [{gpu['index']}] {_or(gpu['uuid'])}  {_or(gpu['name'])}  {_or(gpu['pci_bus_id'])}"
-            f"  {_or(gpu['memory_total_mib'])} MiB  cc {_cc(gpu['compute_capability'])}"
-            + ("  MIG on" if gpu["mig_mode"] else "")
-            + (f"  error: {gpu['error']}" if gpu["error"] else "")
+            f"  [{gpu['index']}] {_device_text(gpu, '  MIG on' if gpu['mig_mode'] else '')}"
         )
         for mig in gpu["mig_devices"]:
             lines.append(f"      MIG {_or(mig['uuid'])}  {_or(mig['memory_total_mib'])} MiB")
@@ -973,15 +929,20 @@ def _cuda_text(cuda: Section) -> list[str]:
     if cuda["error"]:
         head += f" (cuInit: {cuda['error']})"
     lines = [head + (" in CUDA order" if cuda["devices"] else "")]
-    for device in cuda["devices"]:
-        lines.append(
-            f"  cuda:{device['ordinal']} -> NVML {_or(device['nvml_index'])}"
-            f"  {_or(device['uuid'])}  {_or(device['name'])}"
-            f"  {_or(device['pci_bus_id'])}  {_or(device['memory_total_mib'])} MiB"
-            f"  cc {_cc(device['compute_capability'])}"
-            + (f"  error: {device['error']}" if device["error"] else "")
-        )
+    lines += [
+        f"  cuda:{d['ordinal']} -> NVML {_or(d['nvml_index'])}  {_device_text(d)}"
+        for d in cuda["devices"]
+    ]
     return lines
+
+
+def _device_text(device: Device, mig: str = "") -> str:
+    """A GPU's line, as NVML and CUDA describe it."""
+    return (
+        f"{_or(device['uuid'])}  {_or(device['name'])}  {_or(device['pci_bus_id'])}"
+        f"  {_or(device['memory_total_mib'])} MiB  cc {_cc(device['compute_capability'])}{mig}"
+        + (f"  error: {device['error']}" if device["error"] else "")
+    )
 
 
 def _framework_text(name: str, section: Section) -> list[str]:
@@ -1076,10 +1037,9 @@ def main(
 
 def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]) -> None:
     """`drgpu up`'s proof on the Swarm node `node` (a one-shot global job with the node's
-    engine socket mounted): this probe, run through the node's own engine in each
-    container of the stack `namespace` whose task is `wanted` (task id: the probe's
-    arguments); one JSON line each: the task, the probe's exit code and output. An engine
-    that is another node's is said in one line instead (`{"error": ...}`)."""
+    engine socket mounted): this probe run in each container of the stack `namespace` whose
+    task is `wanted` (task id: the probe's arguments); one JSON line each (task, exit code,
+    output), or one `{"error": ...}` line when the engine is another node's."""
     import http.client
     import socket
     import urllib.parse
@@ -1089,9 +1049,9 @@ def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]
             self.sock = socket.socket(socket.AF_UNIX)
             self.sock.connect("/var/run/docker.sock")
 
-    def call(method: str, path: str, body: Any = None, raw: bytes | None = None) -> bytes:
+    def call(method: str, path: str, body: Any = None) -> bytes:
         engine = Engine("localhost", timeout=120)
-        data = raw if raw is not None else json.dumps(body).encode() if body else None
+        data = json.dumps(body).encode() if body else None
         engine.request(method, path, data, {"Content-Type": "application/json"})
         answer = engine.getresponse()
         text = answer.read()

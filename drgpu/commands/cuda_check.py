@@ -9,13 +9,7 @@ from pathlib import Path
 from drgpu.commands.options import resolved, run_id_of
 from drgpu.commands.proving import probe_in
 from drgpu.core import labels
-from drgpu.core.cuda_verdict import (
-    CheckResult,
-    judge,
-    judge_trainer,
-    probe_arguments,
-    select,
-)
+from drgpu.core.cuda_verdict import CheckResult, judge, judge_trainer, probe_arguments, select
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name

@@ -82,11 +82,6 @@ NO_LIB = section(loaded=False, available=False, error="cannot load")
 # Spellings
 
 
-def test_format_uuid() -> None:
-    raw = bytes.fromhex("6f0c2a4e1b7d4c2e9f1a0c3d5e7f9a11")
-    assert probe.format_uuid(raw) == GPU_A
-
-
 @pytest.mark.parametrize(
     ("text", "key"),
     [
@@ -132,16 +127,6 @@ def test_format_cuda_version() -> None:
     assert probe.format_cuda_version(12040) == "12.4"
     assert probe.format_cuda_version(11080) == "11.8"
     assert probe.format_cuda_version(None) is None
-
-
-def test_read_environment_tells_absent_from_empty() -> None:
-    env = probe.read_environment({"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    assert env == {
-        "CUDA_VISIBLE_DEVICES": "",
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "NVIDIA_VISIBLE_DEVICES": None,
-        "NVIDIA_DRIVER_CAPABILITIES": None,
-    }
 
 
 def test_parse_frameworks() -> None:
