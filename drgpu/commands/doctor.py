@@ -74,15 +74,13 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
     used, simulator_image = _stack_images(config, target)
     names = list(dict.fromkeys([*images, *used]))
     checked: dict[str, ImageFacts | None] = {}
-    probe_facts = None
+    probe_image = (images[0] if images else simulator_image) if probe else None  # in `names`
+    probe_error = None
     if daemon is not None:
         try:
             checked = {name: engine.local_image(name) for name in names}
-            image = images[0] if images else simulator_image
-            if probe and image is not None:  # one of `names`
-                present = checked[image] is not None
-                error = engine.try_device_request(image) if present else None
-                probe_facts = checks.ProbeFacts(image, present, error)
+            if probe_image is not None and checked[probe_image] is not None:
+                probe_error = engine.try_device_request(probe_image)
         except DrgpuError as exc:
             errors["docker"], daemon = (exc.message, exc.hint), None
     return checks.HostFacts(
@@ -94,7 +92,8 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         hook,
         compose_version,
         checked,
-        probe_facts,
+        probe_image,
+        probe_error,
         toolkit=container_toolkit.read()[0],
         device_nodes=files.nvidia_device_nodes(),
         char_links=files.char_links(),

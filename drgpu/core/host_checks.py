@@ -45,15 +45,6 @@ _CONDITION = re.compile(r"^(?P<key>[a-z]+)(?P<op>>=|<=|==|=|>|<)(?P<value>\S+)$"
 
 
 @dataclass(frozen=True)
-class ProbeFacts:
-    """The outcome of starting a container with an NVIDIA device request."""
-
-    image: str
-    present: bool
-    error: str | None = None
-
-
-@dataclass(frozen=True)
 class HostFacts:
     """Everything doctor judges. What did not answer is None (or empty), and `errors` says
     why, as (message, hint) by the check's kind: settings, nvml, docker, compose, drfc-swarm."""
@@ -66,7 +57,8 @@ class HostFacts:
     hook_on_path: bool = False
     compose_version: str | None = None  # `<compose> version --short`
     images: Mapping[str, ImageFacts | None] = field(default_factory=dict)  # None: not there
-    probe: ProbeFacts | None = None
+    probe_image: str | None = None  # started with an NVIDIA device request (when present)
+    probe_error: str | None = None  # the engine's answer to it
     toolkit: ToolkitFacts | None = None
     device_nodes: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # /dev/nvidia*
     char_links: frozenset[str] = frozenset()  # the `major:minor` links in /dev/char
@@ -187,9 +179,9 @@ def check_device_requests(facts: HostFacts) -> list[Finding]:
     from its runtimes, CDI devices and the toolkit's hook."""
     if (daemon := facts.daemon) is None:
         return []
-    if facts.probe is not None:
-        return [_probe_check(facts.probe)]
-    cdi = [device for device in daemon.discovered_devices if "nvidia.com/gpu" in device]
+    if facts.probe_image is not None:
+        return [_probe_check(facts, facts.probe_image)]
+    cdi = nvidia_cdi_devices(daemon)
     signs = [
         sign
         for sign, seen in (
@@ -328,24 +320,24 @@ def check_daemon_reload(facts: HostFacts) -> list[Finding]:
     return [_check("daemon-reload", WARN, message, fix)]
 
 
-def _probe_check(probe: ProbeFacts) -> Finding:
-    if not probe.present:
-        message = f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)"
-        fix = f"docker pull {probe.image}, or name a local image with --image"
+def _probe_check(facts: HostFacts, image: str) -> Finding:
+    if facts.images.get(image) is None:
+        message = f"cannot probe: image {image} is not in the engine (drgpu never pulls)"
+        fix = f"docker pull {image}, or name a local image with --image"
         return _check("device-requests", WARN, message, fix)
-    if probe.error is None:
-        message = f"a container of {probe.image} with an NVIDIA device request started"
+    if (error := facts.probe_error) is None:
+        message = f"a container of {image} with an NVIDIA device request started"
         return _check("device-requests", PASS, message)
-    if "could not select device driver" in probe.error:
+    if "could not select device driver" in error:
         message = (
             "the engine cannot serve NVIDIA device requests (could not select device driver):"
             " the container toolkit is missing, or dockerd was not restarted after installing it"
         )
         return _check("device-requests", FAIL, message, TOOLKIT_FIX)
     fix = "read the engine's message; `nvidia-container-cli info` shows the toolkit's view"
-    if "unsatisfied condition: cuda" in probe.error:
-        fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
-    message = f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}"
+    if "unsatisfied condition: cuda" in error:
+        fix = f"the driver is too old for {image}: upgrade the NVIDIA driver"
+    message = f"a container of {image} with an NVIDIA device request failed: {error}"
     return _check("device-requests", FAIL, message, fix)
 
 

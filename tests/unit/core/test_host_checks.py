@@ -14,7 +14,6 @@ from drgpu.core.host_checks import (
     PASS,
     WARN,
     HostFacts,
-    ProbeFacts,
     check_compose,
     check_default_runtime,
     check_device_requests,
@@ -148,28 +147,31 @@ def test_unreachable_docker_skips_what_depends_on_it() -> None:
     assert check_image_cuda(host(**NVML, **NO_DOCKER, images=dict([image("x")]))) == []
 
 
+PROBED: dict[str, Any] = {**DOCKER, "images": dict([image("img")]), "probe_image": "img"}
+
+
 def test_device_request_probe_that_ran_passes() -> None:
-    check = only(check_device_requests(host(**DOCKER, probe=ProbeFacts("img", present=True))))
+    check = only(check_device_requests(host(**PROBED)))
     assert (check.kind, check.level) == ("device-requests", PASS)
 
 
 def test_could_not_select_device_driver_means_toolkit_missing_or_dockerd_not_restarted() -> None:
     error = 'could not select device driver "nvidia" with capabilities: [[gpu]]'
-    check = only(check_device_requests(host(**DOCKER, probe=ProbeFacts("img", True, error))))
+    check = only(check_device_requests(host(**PROBED, probe_error=error)))
     assert check.level == FAIL
     assert "toolkit is missing, or dockerd was not restarted" in check.message
     assert check.fix is not None and "restart" in check.fix
 
 
 def test_a_probe_image_that_is_not_there_warns() -> None:
-    check = only(check_device_requests(host(**DOCKER, probe=ProbeFacts("img:1", present=False))))
+    check = only(check_device_requests(host(**DOCKER, probe_image="img:1")))
     assert check.level == WARN
     assert check.fix == "docker pull img:1, or name a local image with --image"
 
 
 def test_a_probe_refused_for_cuda_points_at_the_driver() -> None:
     error = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.6"
-    check = only(check_device_requests(host(**DOCKER, probe=ProbeFacts("img", True, error))))
+    check = only(check_device_requests(host(**PROBED, probe_error=error)))
     assert check.level == FAIL
     assert check.fix is not None and "driver is too old" in check.fix
 
@@ -353,7 +355,7 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
         **DOCKER,
         compose_version="2.32.4\n",
         images=dict([image("sagemaker", CUDA_VERSION="11.4.3")]),
-        probe=ProbeFacts("sagemaker", present=True),
+        probe_image="sagemaker",
     )
     checks = run_checks(facts)
     assert [c.kind for c in checks] == [
