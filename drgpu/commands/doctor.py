@@ -97,29 +97,21 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         toolkit=container_toolkit.read()[0],
         device_nodes=files.nvidia_device_nodes(),
         char_links=files.char_links(),
-        drfc_swarm=_drfc_swarm(config, target, errors),
+        drfc_swarm=ask("drfc-swarm", DockerError, lambda: _drfc_swarm(config, target)),
         errors=errors,
     )
 
 
-def _drfc_swarm(
-    config: Config | None, target: Inputs, errors: dict[str, tuple[str, str | None]]
-) -> tuple[tuple[str, str], ...] | None:
-    """In a swarm-style DRfC shell, what would stop DRfC's swarm start (`jq`, node labels);
-    why that is unknown goes into `errors`."""
+def _drfc_swarm(config: Config | None, target: Inputs) -> tuple[tuple[str, str], ...] | None:
+    """In a swarm-style DRfC shell, what would stop DRfC's swarm start (`jq`, node labels)."""
     from drgpu.commands import drfc_stack  # lazy: start-up time of doctor outside DRfC
     from drgpu.host import swarm_engine  # lazy: as above
 
     if config is None or target.checkout is None or not drfc_stack.swarm_style(config):
         return None
-    try:
-        facts = swarm_engine.engine_facts()
-    except DockerError as exc:
-        errors["drfc-swarm"] = (exc.message, None)
-        return None
+    facts = swarm_engine.engine_facts()
     if facts.swarm_state != "active":
-        errors["drfc-swarm"] = ("this engine is in no swarm", None)
-        return None
+        raise DockerError("this engine is in no swarm")
     return tuple(drfc_stack.swarm_preflight(target.checkout, facts))
 
 
