@@ -392,16 +392,13 @@ def check_image_cuda(facts: HostFacts) -> list[Finding]:
     """Each image's CUDA needs (NVIDIA_REQUIRE_CUDA, else CUDA_VERSION) against the driver's."""
     if facts.daemon is None:
         return []
-    inventory = facts.inventory or Inventory(gpus=())
-    return [
-        _image_cuda_check(name, image, inventory.cuda_driver_version, inventory.driver_version)
-        for name, image in facts.images.items()
-    ]
+    known = facts.inventory or Inventory(gpus=())  # without NVML: the driver's is unknown
+    return [_image_cuda_check(name, image, known) for name, image in facts.images.items()]
 
 
-def _image_cuda_check(
-    name: str, image: ImageFacts | None, driver_cuda: int | None, driver: str | None
-) -> Finding:
+def _image_cuda_check(name: str, image: ImageFacts | None, inventory: Inventory) -> Finding:
+    driver_cuda, driver = inventory.cuda_driver_version, inventory.driver_version
+
     def line(level: Level, message: str, fix: str | None = None) -> Finding:
         return Finding(name, level, message, fix, "image-cuda")
 
