@@ -88,8 +88,6 @@ def run_checks(facts: HostFacts) -> list[Finding]:
     return [
         *check_settings(facts),
         *check_nvml(facts),
-        *check_lost_gpus(facts),
-        *check_persistence(facts),
         *check_docker(facts),
         *check_device_requests(facts),
         *check_device_driver(facts),
@@ -122,7 +120,8 @@ def check_settings(facts: HostFacts) -> list[Finding]:
 
 
 def check_nvml(facts: HostFacts) -> list[Finding]:
-    """NVML loads; the driver version and GPU count."""
+    """NVML loads (the driver version and GPU count), every GPU answers, and persistence mode
+    keeps the driver loaded between containers."""
     if (inventory := facts.inventory) is None:
         return _unanswered(facts, "nvml", "NVML: ")
     cuda = cuda_text(inventory.cuda_driver_version)
@@ -130,35 +129,23 @@ def check_nvml(facts: HostFacts) -> list[Finding]:
     if not inventory.gpus:
         fix = "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver"
         return [_check("nvml", WARN, f"{summary}, but it shows no GPU", fix)]
-    return [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
-
-
-def check_lost_gpus(facts: HostFacts) -> list[Finding]:
-    """Every GPU answers."""
-    if facts.inventory is None or not facts.inventory.gpus:
-        return []
-    lost = [gpu for gpu in facts.inventory.gpus if gpu.lost]
-    if not lost:
-        return [_check("gpus", PASS, "every GPU answers NVML")]
-    message = "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost)
-    fix = "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot"
-    return [_check("gpus", FAIL, message, fix)]
-
-
-def check_persistence(facts: HostFacts) -> list[Finding]:
-    """Persistence mode keeps the driver loaded between containers."""
-    known = [(index, mode) for index, mode in enumerate(facts.persistence) if mode is not None]
-    if facts.inventory is None or not known:
-        return []
-    off = [str(index) for index, mode in known if not mode]
-    if not off:
-        return [_check("persistence", PASS, "persistence mode is on")]
-    message = (
-        f"persistence mode is off on GPU {', '.join(off)}: every container start"
-        " re-initialises the driver (slow, and GPUs may be briefly unavailable)"
-    )
-    fix = "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service"
-    return [_check("persistence", WARN, message, fix)]
+    found = [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
+    if lost := [gpu for gpu in inventory.gpus if gpu.lost]:
+        message = "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost)
+        fix = "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot"
+        found.append(_check("gpus", FAIL, message, fix))
+    else:
+        found.append(_check("gpus", PASS, "every GPU answers NVML"))
+    if off := [str(index) for index, mode in enumerate(facts.persistence) if mode is False]:
+        message = (
+            f"persistence mode is off on GPU {', '.join(off)}: every container start"
+            " re-initialises the driver (slow, and GPUs may be briefly unavailable)"
+        )
+        fix = "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service"
+        found.append(_check("persistence", WARN, message, fix))
+    elif any(mode is not None for mode in facts.persistence):
+        found.append(_check("persistence", PASS, "persistence mode is on"))
+    return found
 
 
 def check_docker(facts: HostFacts) -> list[Finding]:
@@ -283,10 +270,9 @@ def check_daemon_reload(facts: HostFacts) -> list[Finding]:
     container's device rules from what systemd knows of /dev/char: NVIDIA device nodes
     without links there are lost to running containers ("Failed to initialize NVML:
     Unknown Error", nvidia-container-toolkit#48)."""
-    if (daemon := facts.daemon) is None or not facts.device_nodes:
-        return []
-    if not (driver := daemon.cgroup_driver):
-        return []  # an engine that does not say its cgroup driver
+    if (daemon := facts.daemon) is None or not facts.device_nodes or not daemon.cgroup_driver:
+        return []  # no engine, no NVIDIA device node, or an engine silent on its cgroup driver
+    driver = daemon.cgroup_driver
     if driver != "systemd":
         message = (
             f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"

@@ -20,9 +20,7 @@ from drgpu.core.host_checks import (
     check_docker,
     check_drfc_swarm,
     check_image_cuda,
-    check_lost_gpus,
     check_nvml,
-    check_persistence,
     check_settings,
     cuda_text,
     min_driver,
@@ -99,7 +97,7 @@ def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
 
 
 def test_nvml_passes_with_driver_and_cuda_versions() -> None:
-    check = only(check_nvml(host(**NVML)))
+    [check, *_] = check_nvml(host(**NVML))
     assert check.level == PASS
     assert check.message == "NVML loads: driver 550.54.14, CUDA 12.4, 2 GPU(s)"
 
@@ -109,7 +107,6 @@ def test_nvml_failure_carries_the_hint() -> None:
     assert check.level == FAIL
     assert "not loaded" in check.message
     assert check.fix is not None and "modprobe" in check.fix
-    assert check_lost_gpus(host(**NO_NVML)) == [] and check_persistence(host(**NO_NVML)) == []
 
 
 def test_nvml_without_gpus_warns() -> None:
@@ -118,18 +115,19 @@ def test_nvml_without_gpus_warns() -> None:
 
 def test_a_lost_gpu_fails() -> None:
     nvml = host(inventory=Inventory(gpus=(gpu(0, "gpu_is_lost"), gpu(1))))
-    check = only(check_lost_gpus(nvml))
-    assert (check.level, check.message) == (FAIL, "GPU 0 is lost (gpu_is_lost)")
-    assert only(check_lost_gpus(host(**NVML))).level == PASS
+    [_, check] = check_nvml(nvml)
+    assert (check.kind, check.level, check.message) == ("gpus", FAIL, "GPU 0 is lost (gpu_is_lost)")
+    assert check_nvml(host(**NVML))[1].level == PASS
 
 
 def test_persistence_off_warns_and_unknown_is_skipped() -> None:
-    off = only(check_persistence(host(inventory=TWO_GPUS, persistence=(True, False))))
-    assert off.level == WARN
+    [*_, off] = check_nvml(host(inventory=TWO_GPUS, persistence=(True, False)))
+    assert (off.kind, off.level) == ("persistence", WARN)
     assert "off on GPU 1" in off.message
     assert off.fix is not None and "nvidia-smi -pm 1" in off.fix
-    assert check_persistence(host(inventory=TWO_GPUS, persistence=(None, None))) == []
-    assert only(check_persistence(host(**NVML))).level == PASS
+    unknown = check_nvml(host(inventory=TWO_GPUS, persistence=(None, None)))
+    assert [c.kind for c in unknown] == ["nvml", "gpus"]
+    assert check_nvml(host(**NVML))[-1].level == PASS
 
 
 # --- Docker, device requests, runtimes -------------------------------------------------------
