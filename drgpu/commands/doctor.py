@@ -3,13 +3,17 @@ core.host_checks judges them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import stack_files
 from drgpu.core import host_checks as checks
+from drgpu.core.facts import ImageFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.inputs import InputOptions, Inputs
+from drgpu.core.model import Inventory
 from drgpu.core.settings import Config
 from drgpu.errors import (
     CheckFailedError,
@@ -20,6 +24,8 @@ from drgpu.errors import (
 )
 from drgpu.host import compose, container_toolkit, engine, files, nvml, process
 from drgpu.ui.talk import spinner
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,59 +56,63 @@ def doctor(inputs: InputOptions, images: list[str], *, probe: bool) -> DoctorRes
 
 def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
     """Ask NVML, the engine, Compose and the settings file; every failure becomes a fact."""
-    settings = _gather_settings(target)
-    config = settings.config
-    nvml = _gather_nvml()
-    docker = _gather_docker()
-    compose = _gather_compose(dict(config.values) if config is not None else {})
+    errors: dict[str, tuple[str, str | None]] = {}
+
+    def ask(kind: str, catch: type[DrgpuError], question: Callable[[], T]) -> T | None:
+        try:
+            return question()
+        except catch as exc:
+            errors[kind] = (exc.message, exc.hint)
+            return None
+
+    config = ask("settings", ConfigError, lambda: settings(target, quiet=True))
+    inventory, persistence = ask("nvml", NvmlUnavailableError, _ask_nvml) or (None, ())
+    hook = files.hook_installed()
+    daemon = ask("docker", DockerError, engine.daemon_facts)
+    values = dict(config.values) if config is not None else {}
+    compose_version = ask("compose", DockerError, lambda: _compose_version(values))
     used, simulator_image = _stack_images(config, target)
     names = list(dict.fromkeys([*images, *used]))
-    checked: tuple[checks.ImageCheck, ...] = ()
-    probe_facts = None
-    if docker.daemon is not None:
+    checked: dict[str, ImageFacts | None] = {}
+    probe_image = (images[0] if images else simulator_image) if probe else None  # in `names`
+    probe_error = None
+    if daemon is not None:
         try:
-            checked = tuple(checks.ImageCheck(name, engine.local_image(name)) for name in names)
-            image = images[0] if images else simulator_image
-            if probe and image is not None:  # one of `names`
-                present = {c.name: c.facts for c in checked}[image] is not None
-                error = engine.try_device_request(image) if present else None
-                probe_facts = checks.ProbeFacts(image, present, error)
+            checked = {name: engine.local_image(name) for name in names}
+            if probe_image is not None and checked[probe_image] is not None:
+                probe_error = engine.try_device_request(probe_image)
         except DrgpuError as exc:
-            docker = checks.DockerFacts(error=exc.message, hint=exc.hint)
+            errors["docker"], daemon = (exc.message, exc.hint), None
     return checks.HostFacts(
-        settings,
-        nvml,
-        docker,
-        compose,
+        target.env_file,
+        config,
+        inventory,
+        persistence,
+        daemon,
+        hook,
+        compose_version,
         checked,
-        probe_facts,
+        probe_image,
+        probe_error,
         toolkit=container_toolkit.read()[0],
-        device_nodes=checks.DeviceNodeFacts(files.nvidia_device_nodes(), files.char_links()),
-        drfc_swarm=_gather_drfc_swarm(config, target),
+        device_nodes=files.nvidia_device_nodes(),
+        char_links=files.char_links(),
+        drfc_swarm=ask("drfc-swarm", DockerError, lambda: _drfc_swarm(config, target)),
+        errors=errors,
     )
 
 
-def _gather_drfc_swarm(config: Config | None, target: Inputs) -> checks.DrfcSwarmFacts | None:
+def _drfc_swarm(config: Config | None, target: Inputs) -> tuple[tuple[str, str], ...] | None:
     """In a swarm-style DRfC shell, what would stop DRfC's swarm start (`jq`, node labels)."""
     from drgpu.commands import drfc_stack  # lazy: start-up time of doctor outside DRfC
     from drgpu.host import swarm_engine  # lazy: as above
 
     if config is None or target.checkout is None or not drfc_stack.swarm_style(config):
         return None
-    try:
-        facts = swarm_engine.engine_facts()
-    except DockerError as exc:
-        return checks.DrfcSwarmFacts(error=exc.message)
+    facts = swarm_engine.engine_facts()
     if facts.swarm_state != "active":
-        return checks.DrfcSwarmFacts(error="this engine is in no swarm")
-    return checks.DrfcSwarmFacts(problems=tuple(drfc_stack.swarm_preflight(target.checkout, facts)))
-
-
-def _gather_settings(target: Inputs) -> checks.SettingsFacts:
-    try:
-        return checks.SettingsFacts(target.env_file, settings(target, quiet=True))
-    except ConfigError as exc:
-        return checks.SettingsFacts(target.env_file, error=exc.message, hint=exc.hint)
+        raise DockerError("this engine is in no swarm")
+    return tuple(drfc_stack.swarm_preflight(target.checkout, facts))
 
 
 def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...], str | None]:
@@ -121,30 +131,13 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     return (), None
 
 
-def _gather_nvml() -> checks.NvmlFacts:
-    try:
-        with nvml.nvml_session() as session:
-            return checks.NvmlFacts(
-                inventory=nvml.inventory_from_nvml(session),
-                persistence=nvml.persistence_modes(session),
-            )
-    except NvmlUnavailableError as exc:
-        return checks.NvmlFacts(error=exc.message, hint=exc.hint)
+def _ask_nvml() -> tuple[Inventory, tuple[bool | None, ...]]:
+    with nvml.nvml_session() as session:
+        return nvml.inventory_from_nvml(session), nvml.persistence_modes(session)
 
 
-def _gather_docker() -> checks.DockerFacts:
-    hook = files.hook_installed()
-    try:
-        return checks.DockerFacts(daemon=engine.daemon_facts(), hook_on_path=hook)
-    except DockerError as exc:
-        return checks.DockerFacts(error=exc.message, hint=exc.hint, hook_on_path=hook)
-
-
-def _gather_compose(values: dict[str, str]) -> checks.ComposeFacts:
-    try:
-        done = process.run([*compose.find_compose(values), "version", "--short"], timeout=30)
-    except DockerError as exc:
-        return checks.ComposeFacts(error=exc.message)
+def _compose_version(values: dict[str, str]) -> str:
+    done = process.run([*compose.find_compose(values), "version", "--short"], timeout=30)
     if not done.ok:
-        return checks.ComposeFacts(error=done.last_error_line())
-    return checks.ComposeFacts(done.stdout)
+        raise DockerError(done.last_error_line())
+    return done.stdout

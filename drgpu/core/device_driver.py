@@ -47,23 +47,19 @@ def choose(setting: DeviceDriver, daemon: EngineFacts | None, hook: bool) -> Dri
     devices and has neither an nvidia runtime nor the toolkit's hook (`hook`: found on
     PATH), else `nvidia`. `daemon` None: the engine was not asked (another machine's
     inventory, or it cannot be reached)."""
-    if setting is DeviceDriver.NVIDIA:
-        return DriverChoice(DeviceDriver.NVIDIA, "DRGPU_DEVICE_DRIVER=nvidia")
-    if setting is DeviceDriver.CDI:
-        return DriverChoice(DeviceDriver.CDI, "DRGPU_DEVICE_DRIVER=cdi")
+    if setting is not DeviceDriver.AUTO:
+        return DriverChoice(setting, f"DRGPU_DEVICE_DRIVER={setting}")
     if daemon is None:
         return DriverChoice(DeviceDriver.NVIDIA, "the engine was not asked: the toolkit's hook")
-    cdi = nvidia_cdi_devices(daemon)
-    runtime = "nvidia" in daemon.runtimes
-    if cdi and not runtime and not hook:
+    if (runtime := "nvidia" in daemon.runtimes) or hook:
+        how = "an nvidia runtime" if runtime else "nvidia-container-runtime-hook"
+        return DriverChoice(DeviceDriver.NVIDIA, f"the engine has {how}")
+    if cdi := nvidia_cdi_devices(daemon):
         return DriverChoice(
             DeviceDriver.CDI,
             f"the engine discovers {len(cdi)} NVIDIA CDI device(s) and has no nvidia runtime"
             " and no nvidia-container-runtime-hook",
         )
-    if runtime or hook:
-        how = "an nvidia runtime" if runtime else "nvidia-container-runtime-hook"
-        return DriverChoice(DeviceDriver.NVIDIA, f"the engine has {how}")
     return DriverChoice(
         DeviceDriver.NVIDIA,
         "no NVIDIA CDI device is discovered and no hook is found: nvidia, the toolkit's default",

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import eq, ge, gt, le, lt
 from pathlib import Path
 from typing import Any
 
 from drgpu.core.compose_stack import role_of
-from drgpu.core.device_driver import choose, nvidia_cdi_devices, unnamed_in_spec
+from drgpu.core.device_driver import DriverChoice, choose, nvidia_cdi_devices, unnamed_in_spec
 from drgpu.core.devices import resolve
 from drgpu.core.facts import EngineFacts, ImageFacts
 from drgpu.core.findings import Finding, Level
@@ -45,94 +45,25 @@ _CONDITION = re.compile(r"^(?P<key>[a-z]+)(?P<op>>=|<=|==|=|>|<)(?P<value>\S+)$"
 
 
 @dataclass(frozen=True)
-class NvmlFacts:
-    """NVML's answer: an inventory and persistence modes, or why it failed."""
-
-    inventory: Inventory | None = None
-    persistence: tuple[bool | None, ...] = ()
-    error: str | None = None
-    hint: str | None = None
-
-
-@dataclass(frozen=True)
-class DockerFacts:
-    """The engine's answer, or why it could not be reached."""
-
-    daemon: EngineFacts | None = None
-    error: str | None = None
-    hint: str | None = None
-    hook_on_path: bool = False
-
-
-@dataclass(frozen=True)
-class ComposeFacts:
-    """`<compose> version --short`, or why it could not run."""
-
-    output: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class SettingsFacts:
-    """The settings file: its settings, or the error loading it."""
-
-    path: Path
-    config: Config | None = None
-    error: str | None = None
-    hint: str | None = None
-
-    @property
-    def device_driver(self) -> DeviceDriver:
-        """DRGPU_DEVICE_DRIVER (auto where the settings could not be read)."""
-        return self.config.device_driver if self.config else DeviceDriver.AUTO
-
-
-@dataclass(frozen=True)
-class ImageCheck:
-    """An image to check, and what the engine has of it (None: not present)."""
-
-    name: str
-    facts: ImageFacts | None
-
-
-@dataclass(frozen=True)
-class ProbeFacts:
-    """The outcome of starting a container with an NVIDIA device request."""
-
-    image: str
-    present: bool
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class DeviceNodeFacts:
-    """The NVIDIA device nodes (`/dev/nvidia*`: major, minor), and the /dev/char links."""
-
-    nodes: Mapping[str, tuple[int, int]]
-    char_links: frozenset[str]
-
-
-@dataclass(frozen=True)
 class HostFacts:
-    """Everything doctor judges."""
+    """Everything doctor judges. What did not answer is None (or empty), and `errors` says
+    why, as (message, hint) by the check's kind: settings, nvml, docker, compose, drfc-swarm."""
 
-    settings: SettingsFacts
-    nvml: NvmlFacts
-    docker: DockerFacts
-    compose: ComposeFacts
-    images: tuple[ImageCheck, ...] = ()
-    probe: ProbeFacts | None = None
+    env_file: Path
+    config: Config | None = None
+    inventory: Inventory | None = None  # NVML's
+    persistence: tuple[bool | None, ...] = ()  # each GPU's persistence mode
+    daemon: EngineFacts | None = None
+    hook_on_path: bool = False
+    compose_version: str | None = None  # `<compose> version --short`
+    images: Mapping[str, ImageFacts | None] = field(default_factory=dict)  # None: not there
+    probe_image: str | None = None  # started with an NVIDIA device request (when present)
+    probe_error: str | None = None  # the engine's answer to it
     toolkit: ToolkitFacts | None = None
-    device_nodes: DeviceNodeFacts | None = None
-    drfc_swarm: DrfcSwarmFacts | None = None  # in a swarm-style DRfC shell only
-
-
-@dataclass(frozen=True)
-class DrfcSwarmFacts:
-    """What would stop DRfC's swarm start script, each with its fix; or why it is unknown."""
-
-    problems: tuple[tuple[str, str], ...] = ()
-    error: str | None = None
+    device_nodes: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # /dev/nvidia*
+    char_links: frozenset[str] = frozenset()  # the `major:minor` links in /dev/char
+    drfc_swarm: tuple[tuple[str, str], ...] | None = None  # swarm-style DRfC: (problem, fix)
+    errors: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 def _check(kind: str, level: Level, message: str, fix: str | None = None) -> Finding:
@@ -140,88 +71,87 @@ def _check(kind: str, level: Level, message: str, fix: str | None = None) -> Fin
     return Finding(kind, level, message, fix, kind)
 
 
+def _unanswered(facts: HostFacts, kind: str, label: str, fix: str | None = None) -> list[Finding]:
+    """The check `kind` failed: what did not answer, and why (its hint, unless `fix`)."""
+    message, hint = facts.errors[kind]
+    return [_check(kind, FAIL, f"{label}{message}", fix or hint)]
+
+
+def _driver_choice(facts: HostFacts, daemon: EngineFacts) -> DriverChoice:
+    """The driver device requests name here (DRGPU_DEVICE_DRIVER; auto without settings)."""
+    setting = facts.config.device_driver if facts.config else DeviceDriver.AUTO
+    return choose(setting, daemon, facts.hook_on_path)
+
+
 def run_checks(facts: HostFacts) -> list[Finding]:
     """Every check, in the order a person would fix things."""
     return [
-        *check_settings(facts.settings),
-        *check_nvml(facts.nvml),
-        *check_lost_gpus(facts.nvml),
-        *check_persistence(facts.nvml),
-        *check_docker(facts.docker),
-        *check_device_requests(facts.docker, facts.probe),
-        *check_device_driver(facts.settings, facts.docker, facts.nvml),
-        *check_toolkit(facts.settings, facts.toolkit),
-        *check_x_server(facts.settings, facts.nvml),
-        *check_daemon_reload(facts.settings, facts.docker, facts.device_nodes),
-        *check_default_runtime(facts.docker, facts.images),
-        *check_compose(facts.compose),
-        *check_image_cuda(facts.nvml, facts.docker, facts.images),
-        *check_drfc_swarm(facts.drfc_swarm),
+        *check_settings(facts),
+        *check_nvml(facts),
+        *check_docker(facts),
+        *check_device_requests(facts),
+        *check_device_driver(facts),
+        *check_toolkit(facts),
+        *check_x_server(facts),
+        *check_daemon_reload(facts),
+        *check_default_runtime(facts),
+        *check_compose(facts),
+        *check_image_cuda(facts),
+        *check_drfc_swarm(facts),
     ]
 
 
-def check_drfc_swarm(facts: DrfcSwarmFacts | None) -> list[Finding]:
+def check_drfc_swarm(facts: HostFacts) -> list[Finding]:
     """In DRfC's swarm style: `jq` and the node labels its start script checks."""
-    if facts is None:
+    if "drfc-swarm" in facts.errors:
+        return _unanswered(facts, "drfc-swarm", "DRfC's swarm: ", "docker swarm init")
+    if facts.drfc_swarm is None:
         return []
-    if facts.error is not None:
-        return [_check("drfc-swarm", FAIL, f"DRfC's swarm: {facts.error}", "docker swarm init")]
-    if not facts.problems:
+    if not facts.drfc_swarm:
         return [_check("drfc-swarm", PASS, "DRfC's swarm start: jq and the node labels are there")]
-    return [_check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.problems]
+    return [_check("drfc-swarm", FAIL, problem, fix) for problem, fix in facts.drfc_swarm]
 
 
-def check_settings(settings: SettingsFacts) -> list[Finding]:
+def check_settings(facts: HostFacts) -> list[Finding]:
     """The settings file loads and passes drgpu's checks."""
-    if settings.config is None:
-        return [_check("settings", FAIL, settings.error or "", settings.hint)]
-    return [_check("settings", PASS, f"{settings.path}: run {settings.config.run_id}")]
+    if facts.config is None:
+        return _unanswered(facts, "settings", "")
+    return [_check("settings", PASS, f"{facts.env_file}: run {facts.config.run_id}")]
 
 
-def check_nvml(nvml: NvmlFacts) -> list[Finding]:
-    """NVML loads; the driver version and GPU count."""
-    if (inventory := nvml.inventory) is None:
-        return [_check("nvml", FAIL, f"NVML: {nvml.error}", nvml.hint)]
+def check_nvml(facts: HostFacts) -> list[Finding]:
+    """NVML loads (the driver version and GPU count), every GPU answers, and persistence mode
+    keeps the driver loaded between containers."""
+    if (inventory := facts.inventory) is None:
+        return _unanswered(facts, "nvml", "NVML: ")
     cuda = cuda_text(inventory.cuda_driver_version)
     summary = f"NVML loads: driver {inventory.driver_version or '?'}, CUDA {cuda}"
     if not inventory.gpus:
         fix = "check `nvidia-smi`; a GPU passed to a VM must be bound to the nvidia driver"
         return [_check("nvml", WARN, f"{summary}, but it shows no GPU", fix)]
-    return [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
+    found = [_check("nvml", PASS, f"{summary}, {len(inventory.gpus)} GPU(s)")]
+    if lost := [gpu for gpu in inventory.gpus if gpu.lost]:
+        message = "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost)
+        fix = "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot"
+        found.append(_check("gpus", FAIL, message, fix))
+    else:
+        found.append(_check("gpus", PASS, "every GPU answers NVML"))
+    if off := [str(index) for index, mode in enumerate(facts.persistence) if mode is False]:
+        message = (
+            f"persistence mode is off on GPU {', '.join(off)}: every container start"
+            " re-initialises the driver (slow, and GPUs may be briefly unavailable)"
+        )
+        fix = "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service"
+        found.append(_check("persistence", WARN, message, fix))
+    elif any(mode is not None for mode in facts.persistence):
+        found.append(_check("persistence", PASS, "persistence mode is on"))
+    return found
 
 
-def check_lost_gpus(nvml: NvmlFacts) -> list[Finding]:
-    """Every GPU answers."""
-    if nvml.inventory is None or not nvml.inventory.gpus:
-        return []
-    lost = [gpu for gpu in nvml.inventory.gpus if gpu.lost]
-    if not lost:
-        return [_check("gpus", PASS, "every GPU answers NVML")]
-    message = "; ".join(f"GPU {gpu.index} is lost ({gpu.error})" for gpu in lost)
-    fix = "look for Xid errors in `dmesg`; a lost GPU needs a reset (nvidia-smi -r) or a reboot"
-    return [_check("gpus", FAIL, message, fix)]
-
-
-def check_persistence(nvml: NvmlFacts) -> list[Finding]:
-    """Persistence mode keeps the driver loaded between containers."""
-    known = [(index, mode) for index, mode in enumerate(nvml.persistence) if mode is not None]
-    if nvml.inventory is None or not known:
-        return []
-    off = [str(index) for index, mode in known if not mode]
-    if not off:
-        return [_check("persistence", PASS, "persistence mode is on")]
-    message = (
-        f"persistence mode is off on GPU {', '.join(off)}: every container start"
-        " re-initialises the driver (slow, and GPUs may be briefly unavailable)"
-    )
-    fix = "sudo nvidia-smi -pm 1, or enable the nvidia-persistenced service"
-    return [_check("persistence", WARN, message, fix)]
-
-
-def check_docker(docker: DockerFacts) -> list[Finding]:
+def check_docker(facts: HostFacts) -> list[Finding]:
     """The engine answers, and is new enough for device requests."""
-    if (daemon := docker.daemon) is None:
-        return [_check("docker", FAIL, f"Docker: {docker.error}", docker.hint)]
+    if (daemon := facts.daemon) is None:
+        return _unanswered(facts, "docker", "Docker: ")
     summary = f"Docker engine {daemon.version} (API {daemon.api_version})"
     version = parse_version(daemon.version)
     if version is not None and version < DOCKER_MIN:
@@ -231,21 +161,23 @@ def check_docker(docker: DockerFacts) -> list[Finding]:
     return [_check("docker", PASS, summary)]
 
 
-def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list[Finding]:
+def check_device_requests(facts: HostFacts) -> list[Finding]:
     """Whether the engine can give a container NVIDIA GPUs: proven by the probe, else guessed
     from its runtimes, CDI devices and the toolkit's hook."""
-    if (daemon := docker.daemon) is None:
+    if (daemon := facts.daemon) is None:
         return []
-    if probe is not None:
-        return [_probe_check(probe)]
-    signs = []
-    if "nvidia" in daemon.runtimes:
-        signs.append("an nvidia runtime")
-    cdi = [device for device in daemon.discovered_devices if "nvidia.com/gpu" in device]
-    if cdi:
-        signs.append(f"{len(cdi)} NVIDIA CDI device(s)")
-    if docker.hook_on_path:
-        signs.append(f"{HOOK} on PATH")
+    if facts.probe_image is not None:
+        return [_probe_check(facts, facts.probe_image)]
+    cdi = nvidia_cdi_devices(daemon)
+    signs = [
+        sign
+        for sign, seen in (
+            ("an nvidia runtime", "nvidia" in daemon.runtimes),
+            (f"{len(cdi)} NVIDIA CDI device(s)", bool(cdi)),
+            (f"{HOOK} on PATH", facts.hook_on_path),
+        )
+        if seen
+    ]
     if signs:
         message = (
             f"the NVIDIA container toolkit is there ({', '.join(signs)});"
@@ -260,17 +192,15 @@ def check_device_requests(docker: DockerFacts, probe: ProbeFacts | None) -> list
     return [_check("device-requests", WARN, message, fix)]
 
 
-def check_device_driver(
-    settings: SettingsFacts, docker: DockerFacts, nvml: NvmlFacts
-) -> list[Finding]:
+def check_device_driver(facts: HostFacts) -> list[Finding]:
     """Which driver drgpu's device requests name on this host (DRGPU_DEVICE_DRIVER), and
     why; a warning where that driver cannot serve them."""
-    if (daemon := docker.daemon) is None:
+    if (daemon := facts.daemon) is None:
         return []
-    choice = choose(settings.device_driver, daemon, docker.hook_on_path)
+    choice = _driver_choice(facts, daemon)
     summary = f"device requests use driver {choice.driver}: {choice.why}"
     cdi = nvidia_cdi_devices(daemon)
-    toolkit = "nvidia" in daemon.runtimes or docker.hook_on_path
+    toolkit = "nvidia" in daemon.runtimes or facts.hook_on_path
     if choice.driver is DeviceDriver.NVIDIA and cdi and not toolkit:
         message = (
             f"{summary}, but only CDI serves NVIDIA GPUs here ({len(cdi)} CDI device(s)):"
@@ -285,18 +215,18 @@ def check_device_driver(
         )
         fix = "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd"
         return [_check("device-driver", WARN, message, fix)]
-    uuids = [gpu.uuid for gpu in nvml.inventory.gpus if gpu.uuid] if nvml.inventory else []
+    uuids = [gpu.uuid for gpu in facts.inventory.gpus if gpu.uuid] if facts.inventory else []
     unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
     if unnamed:
         return [_check("device-driver", WARN, f"{summary}; but {unnamed}")]
     return [_check("device-driver", PASS, summary)]
 
 
-def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list[Finding]:
+def check_toolkit(facts: HostFacts) -> list[Finding]:
     """The toolkit's version and runtime mode; a warning for a Swarm stack where 1.18.x in
     jit-cdi mode would give tasks that reserve generic resources no GPU, and one where its
     jit-cdi mode lets a container's EGL/Vulkan reach every GPU."""
-    if toolkit is None:
+    if (toolkit := facts.toolkit) is None:
         return []
     egl = egl_problem(toolkit)
     found = [] if egl is None else [_check("toolkit-egl", WARN, egl)]
@@ -308,7 +238,7 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
     problem = generic_resources_problem(toolkit)
     if problem is None:
         check = _check("toolkit", PASS, summary)
-    elif not (settings.config and settings.config.deploys_to_swarm()):
+    elif not (facts.config and facts.config.deploys_to_swarm()):
         check = _check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")
     else:
         fix = "drgpu swarm-setup shows the node's setup"
@@ -316,18 +246,18 @@ def check_toolkit(settings: SettingsFacts, toolkit: ToolkitFacts | None) -> list
     return [check, *found]
 
 
-def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
+def check_x_server(facts: HostFacts) -> list[Finding]:
     """With DR_HOST_X: the X server's GPU, which Gazebo renders on, against the simulator's."""
-    config = settings.config
-    if config is None or not config.host_x or nvml.inventory is None:
+    config, inventory = facts.config, facts.inventory
+    if config is None or not config.host_x or inventory is None:
         return []
     request = config.simulator_devices
     if config.index_order == IndexOrder.CUDA and bare_indices(request):
-        request = in_cuda_order(request, cuda_order(nvml.inventory))[0]
-    simulator = [a.gpu for a in resolve(request, nvml.inventory)[0]]
-    warning = x_server_warning(nvml.inventory, simulator)
+        request = in_cuda_order(request, cuda_order(inventory))[0]
+    simulator = [a.gpu for a in resolve(request, inventory)[0]]
+    warning = x_server_warning(inventory, simulator)
     if warning is None:
-        return [_check("x-server", PASS, f"DR_HOST_X: {x_server_text(nvml.inventory)}")]
+        return [_check("x-server", PASS, f"DR_HOST_X: {x_server_text(inventory)}")]
     fix = (
         "run the X server on the simulator's GPU (BusID in xorg.conf), or give the simulator"
         " the X server's GPU, or DR_HOST_X=False"
@@ -335,26 +265,21 @@ def check_x_server(settings: SettingsFacts, nvml: NvmlFacts) -> list[Finding]:
     return [_check("x-server", WARN, warning, fix)]
 
 
-def check_daemon_reload(
-    settings: SettingsFacts, docker: DockerFacts, nodes: DeviceNodeFacts | None
-) -> list[Finding]:
+def check_daemon_reload(facts: HostFacts) -> list[Finding]:
     """With Docker's systemd cgroup driver, a `systemctl daemon-reload` rewrites each
     container's device rules from what systemd knows of /dev/char: NVIDIA device nodes
     without links there are lost to running containers ("Failed to initialize NVML:
     Unknown Error", nvidia-container-toolkit#48)."""
-    if docker.daemon is None or nodes is None or not nodes.nodes:
-        return []
-    driver = docker.daemon.cgroup_driver
-    if not driver:
-        return []  # an engine that does not say its cgroup driver
+    if (daemon := facts.daemon) is None or not facts.device_nodes or not daemon.cgroup_driver:
+        return []  # no engine, no NVIDIA device node, or an engine silent on its cgroup driver
+    driver = daemon.cgroup_driver
     if driver != "systemd":
         message = (
             f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
             " containers their GPUs"
         )
         return [_check("daemon-reload", PASS, message)]
-    choice = choose(settings.device_driver, docker.daemon, docker.hook_on_path)
-    if choice.driver is DeviceDriver.CDI:
+    if _driver_choice(facts, daemon).driver is DeviceDriver.CDI:
         message = (
             "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
             " systemd knows: a daemon-reload leaves containers their GPUs"
@@ -362,8 +287,8 @@ def check_daemon_reload(
         return [_check("daemon-reload", PASS, message)]
     missing = [
         path
-        for path, (major, minor) in nodes.nodes.items()
-        if f"{major}:{minor}" not in nodes.char_links
+        for path, (major, minor) in facts.device_nodes.items()
+        if f"{major}:{minor}" not in facts.char_links
     ]
     if not missing:
         message = "cgroup driver systemd, and /dev/char links every NVIDIA device node"
@@ -381,38 +306,38 @@ def check_daemon_reload(
     return [_check("daemon-reload", WARN, message, fix)]
 
 
-def _probe_check(probe: ProbeFacts) -> Finding:
-    if not probe.present:
-        message = f"cannot probe: image {probe.image} is not in the engine (drgpu never pulls)"
-        fix = f"docker pull {probe.image}, or name a local image with --image"
+def _probe_check(facts: HostFacts, image: str) -> Finding:
+    if facts.images.get(image) is None:
+        message = f"cannot probe: image {image} is not in the engine (drgpu never pulls)"
+        fix = f"docker pull {image}, or name a local image with --image"
         return _check("device-requests", WARN, message, fix)
-    if probe.error is None:
-        message = f"a container of {probe.image} with an NVIDIA device request started"
+    if (error := facts.probe_error) is None:
+        message = f"a container of {image} with an NVIDIA device request started"
         return _check("device-requests", PASS, message)
-    if "could not select device driver" in probe.error:
+    if "could not select device driver" in error:
         message = (
             "the engine cannot serve NVIDIA device requests (could not select device driver):"
             " the container toolkit is missing, or dockerd was not restarted after installing it"
         )
         return _check("device-requests", FAIL, message, TOOLKIT_FIX)
     fix = "read the engine's message; `nvidia-container-cli info` shows the toolkit's view"
-    if "unsatisfied condition: cuda" in probe.error:
-        fix = f"the driver is too old for {probe.image}: upgrade the NVIDIA driver"
-    message = f"a container of {probe.image} with an NVIDIA device request failed: {probe.error}"
+    if "unsatisfied condition: cuda" in error:
+        fix = f"the driver is too old for {image}: upgrade the NVIDIA driver"
+    message = f"a container of {image} with an NVIDIA device request failed: {error}"
     return _check("device-requests", FAIL, message, fix)
 
 
-def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -> list[Finding]:
+def check_default_runtime(facts: HostFacts) -> list[Finding]:
     """The nvidia default runtime exposes every GPU to images that ask for all of them."""
-    if docker.daemon is None:
+    if facts.daemon is None:
         return []
-    runtime = docker.daemon.default_runtime or "runc"
+    runtime = facts.daemon.default_runtime or "runc"
     if runtime != "nvidia":
         return [_check("default-runtime", PASS, f"the default runtime is {runtime}")]
     greedy = [
-        image.name
-        for image in images
-        if image.facts and image.facts.environment.get("NVIDIA_VISIBLE_DEVICES") == "all"
+        name
+        for name, image in facts.images.items()
+        if image and image.environment.get("NVIDIA_VISIBLE_DEVICES") == "all"
     ]
     if not greedy:
         message = "the default runtime is nvidia; no checked image sets NVIDIA_VISIBLE_DEVICES=all"
@@ -429,13 +354,13 @@ def check_default_runtime(docker: DockerFacts, images: tuple[ImageCheck, ...]) -
     return [_check("default-runtime", WARN, message, fix)]
 
 
-def check_compose(compose: ComposeFacts) -> list[Finding]:
+def check_compose(facts: HostFacts) -> list[Finding]:
     """Compose is there and new enough for drgpu's override file."""
-    if compose.error or compose.output is None:
+    if (output := facts.compose_version) is None:
         fix = "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE"
-        return [_check("compose", FAIL, f"Docker Compose: {compose.error}", fix)]
-    version = parse_version(compose.output)
-    shown = compose.output.strip().splitlines()[0] if compose.output.strip() else "?"
+        return _unanswered(facts, "compose", "Docker Compose: ", fix)
+    version = parse_version(output)
+    shown = output.strip().splitlines()[0] if output.strip() else "?"
     if version is None:
         return [_check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
     summary = f"Docker Compose {'.'.join(map(str, version))}"
@@ -449,37 +374,36 @@ def check_compose(compose: ComposeFacts) -> list[Finding]:
     return [_check("compose", PASS, summary)]
 
 
-def check_image_cuda(
-    nvml: NvmlFacts, docker: DockerFacts, images: tuple[ImageCheck, ...]
-) -> list[Finding]:
+def check_image_cuda(facts: HostFacts) -> list[Finding]:
     """Each image's CUDA needs (NVIDIA_REQUIRE_CUDA, else CUDA_VERSION) against the driver's."""
-    if docker.daemon is None:
+    if facts.daemon is None:
         return []
-    driver_cuda = nvml.inventory.cuda_driver_version if nvml.inventory else None
-    driver = nvml.inventory.driver_version if nvml.inventory else None
-    return [_image_cuda_check(image, driver_cuda, driver) for image in images]
+    known = facts.inventory or Inventory(gpus=())  # without NVML: the driver's is unknown
+    return [_image_cuda_check(name, image, known) for name, image in facts.images.items()]
 
 
-def _image_cuda_check(image: ImageCheck, driver_cuda: int | None, driver: str | None) -> Finding:
+def _image_cuda_check(name: str, image: ImageFacts | None, inventory: Inventory) -> Finding:
+    driver_cuda, driver = inventory.cuda_driver_version, inventory.driver_version
+
     def line(level: Level, message: str, fix: str | None = None) -> Finding:
-        return Finding(image.name, level, message, fix, "image-cuda")
+        return Finding(name, level, message, fix, "image-cuda")
 
-    if image.facts is None:
-        message = f"image {image.name} is not in the engine: its CUDA needs are unchecked"
-        fix = f"docker pull {image.name} (drgpu never pulls), then run doctor again"
+    if image is None:
+        message = f"image {name} is not in the engine: its CUDA needs are unchecked"
+        fix = f"docker pull {name} (drgpu never pulls), then run doctor again"
         return line(WARN, message, fix)
-    env = image.facts.environment
+    env = image.environment
     needed = required_cuda(env)
     if needed is None:
-        return line(PASS, f"image {image.name} states no CUDA requirement")
+        return line(PASS, f"image {name} states no CUDA requirement")
     if env.get("NVIDIA_DISABLE_REQUIRE", "").lower() in ("1", "true"):
-        return line(PASS, f"image {image.name} disables the toolkit's CUDA check")
+        return line(PASS, f"image {name} disables the toolkit's CUDA check")
     wanted = f"{needed[0]}.{needed[1]}"
     if driver_cuda is None:
-        return line(WARN, f"image {image.name} needs CUDA {wanted}; the driver's is unknown")
+        return line(WARN, f"image {name} needs CUDA {wanted}; the driver's is unknown")
     have = (driver_cuda // 1000, driver_cuda % 1000 // 10)
     summary = (
-        f"image {image.name} needs CUDA {wanted}, the driver ({driver or '?'})"
+        f"image {name} needs CUDA {wanted}, the driver ({driver or '?'})"
         f" supports CUDA {cuda_text(driver_cuda)}"
     )
     if needed <= have:

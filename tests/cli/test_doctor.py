@@ -20,15 +20,13 @@ from tests.support.runners import Cli
 
 def facts(**changes: Any) -> host_checks.HostFacts:
     fields: dict[str, Any] = {
-        "settings": host_checks.SettingsFacts(Path("system.env"), config_from_values({}, {})),
-        "nvml": host_checks.NvmlFacts(
-            inventory=Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040)
-        ),
-        "docker": host_checks.DockerFacts(error="cannot reach the Docker engine", hint="is it up?"),
-        "compose": host_checks.ComposeFacts("2.32.1\n"),
+        "config": config_from_values({}, {}),
+        "inventory": Inventory(gpus=(), driver_version="550.54.14", cuda_driver_version=12040),
+        "errors": {"docker": ("cannot reach the Docker engine", "is it up?")},
+        "compose_version": "2.32.1\n",
     }
     fields.update(changes)
-    return host_checks.HostFacts(**fields)
+    return host_checks.HostFacts(Path("system.env"), **fields)
 
 
 def test_doctor_failure_exits_6_naming_the_failed_checks(
@@ -53,9 +51,7 @@ def test_doctor_warnings_pass(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None
         doctor,
         "gather",
         lambda target, images, probe: facts(
-            docker=host_checks.DockerFacts(
-                daemon=EngineFacts("27.3.1", "runc", ("runc",), api_version="1.47")
-            )
+            daemon=EngineFacts("27.3.1", "runc", ("runc",), api_version="1.47"), errors={}
         ),
     )
     code, out, err = cli("doctor", "--json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,23 +13,14 @@ from drgpu.core.host_checks import (
     FAIL,
     PASS,
     WARN,
-    ComposeFacts,
-    DockerFacts,
-    DrfcSwarmFacts,
     HostFacts,
-    ImageCheck,
-    NvmlFacts,
-    ProbeFacts,
-    SettingsFacts,
     check_compose,
     check_default_runtime,
     check_device_requests,
     check_docker,
     check_drfc_swarm,
     check_image_cuda,
-    check_lost_gpus,
     check_nvml,
-    check_persistence,
     check_settings,
     cuda_text,
     min_driver,
@@ -53,12 +45,17 @@ def gpu(index: int, error: str | None = None) -> Gpu:
     )
 
 
+def host(**changes: Any) -> HostFacts:
+    return HostFacts(Path("system.env"), **changes)
+
+
 TWO_GPUS = Inventory(gpus=(gpu(0), gpu(1)), driver_version="550.54.14", cuda_driver_version=12040)
-NVML = NvmlFacts(inventory=TWO_GPUS, persistence=(True, True))
-NO_NVML = NvmlFacts(
-    error="the NVIDIA driver is installed but not loaded",
-    hint="load the kernel module (`sudo modprobe nvidia`) or reboot after a driver update",
+NVML: dict[str, Any] = {"inventory": TWO_GPUS, "persistence": (True, True)}
+NVML_ERROR = (
+    "the NVIDIA driver is installed but not loaded",
+    "load the kernel module (`sudo modprobe nvidia`) or reboot after a driver update",
 )
+NO_NVML: dict[str, Any] = {"errors": {"nvml": NVML_ERROR}}
 
 
 def daemon(**changes: object) -> EngineFacts:
@@ -73,12 +70,13 @@ def daemon(**changes: object) -> EngineFacts:
     return EngineFacts(**fields)  # type: ignore[arg-type]
 
 
-DOCKER = DockerFacts(daemon=daemon())
-NO_DOCKER = DockerFacts(error="cannot reach the Docker engine", hint="is dockerd running?")
+DOCKER: dict[str, Any] = {"daemon": daemon()}
+DOCKER_ERROR = ("cannot reach the Docker engine", "is dockerd running?")
+NO_DOCKER: dict[str, Any] = {"errors": {"docker": DOCKER_ERROR}}
 
 
-def image(name: str, **env: str) -> ImageCheck:
-    return ImageCheck(name, ImageFacts(name=name, id="sha256:1", environment=env))
+def image(name: str, **env: str) -> tuple[str, ImageFacts]:
+    return name, ImageFacts(name=name, id="sha256:1", environment=env)
 
 
 def only(checks: list[Finding]) -> Finding:
@@ -90,92 +88,88 @@ def only(checks: list[Finding]) -> Finding:
 
 
 def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
-    run_3 = SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "3"}, {}))
+    run_3 = host(config=config_from_values({"DR_RUN_ID": "3"}, {}))
     assert only(check_settings(run_3)).message == "system.env: run 3"
-    failed = only(
-        check_settings(
-            SettingsFacts(
-                Path("system.env"),
-                error="system.env:2: DR_WORKERS: 'x' is not a whole number from 1 to 64",
-                hint=None,
-            )
-        )
-    )
+    error = "system.env:2: DR_WORKERS: 'x' is not a whole number from 1 to 64"
+    failed = only(check_settings(host(errors={"settings": (error, None)})))
     assert (failed.level, failed.kind) == (FAIL, "settings")
     assert "DR_WORKERS" in failed.message
 
 
 def test_nvml_passes_with_driver_and_cuda_versions() -> None:
-    check = only(check_nvml(NVML))
+    [check, *_] = check_nvml(host(**NVML))
     assert check.level == PASS
     assert check.message == "NVML loads: driver 550.54.14, CUDA 12.4, 2 GPU(s)"
 
 
 def test_nvml_failure_carries_the_hint() -> None:
-    check = only(check_nvml(NO_NVML))
+    check = only(check_nvml(host(**NO_NVML)))
     assert check.level == FAIL
     assert "not loaded" in check.message
     assert check.fix is not None and "modprobe" in check.fix
-    assert check_lost_gpus(NO_NVML) == [] and check_persistence(NO_NVML) == []
 
 
 def test_nvml_without_gpus_warns() -> None:
-    assert only(check_nvml(NvmlFacts(inventory=Inventory(gpus=())))).level == WARN
+    assert only(check_nvml(host(inventory=Inventory(gpus=())))).level == WARN
 
 
 def test_a_lost_gpu_fails() -> None:
-    nvml = NvmlFacts(inventory=Inventory(gpus=(gpu(0, "gpu_is_lost"), gpu(1))))
-    check = only(check_lost_gpus(nvml))
-    assert (check.level, check.message) == (FAIL, "GPU 0 is lost (gpu_is_lost)")
-    assert only(check_lost_gpus(NVML)).level == PASS
+    nvml = host(inventory=Inventory(gpus=(gpu(0, "gpu_is_lost"), gpu(1))))
+    [_, check] = check_nvml(nvml)
+    assert (check.kind, check.level, check.message) == ("gpus", FAIL, "GPU 0 is lost (gpu_is_lost)")
+    assert check_nvml(host(**NVML))[1].level == PASS
 
 
 def test_persistence_off_warns_and_unknown_is_skipped() -> None:
-    off = only(check_persistence(NvmlFacts(inventory=TWO_GPUS, persistence=(True, False))))
-    assert off.level == WARN
+    [*_, off] = check_nvml(host(inventory=TWO_GPUS, persistence=(True, False)))
+    assert (off.kind, off.level) == ("persistence", WARN)
     assert "off on GPU 1" in off.message
     assert off.fix is not None and "nvidia-smi -pm 1" in off.fix
-    assert check_persistence(NvmlFacts(inventory=TWO_GPUS, persistence=(None, None))) == []
-    assert only(check_persistence(NVML)).level == PASS
+    unknown = check_nvml(host(inventory=TWO_GPUS, persistence=(None, None)))
+    assert [c.kind for c in unknown] == ["nvml", "gpus"]
+    assert check_nvml(host(**NVML))[-1].level == PASS
 
 
 # --- Docker, device requests, runtimes -------------------------------------------------------
 
 
 def test_docker_reachable_passes_with_its_version() -> None:
-    assert only(check_docker(DOCKER)).message == "Docker engine 27.3.1 (API 1.47)"
-    assert only(check_docker(NO_DOCKER)).level == FAIL
-    assert only(check_docker(DockerFacts(daemon=daemon(version="18.09.1")))).level == FAIL
+    assert only(check_docker(host(**DOCKER))).message == "Docker engine 27.3.1 (API 1.47)"
+    assert only(check_docker(host(**NO_DOCKER))).level == FAIL
+    assert only(check_docker(host(daemon=daemon(version="18.09.1")))).level == FAIL
 
 
 def test_unreachable_docker_skips_what_depends_on_it() -> None:
-    assert check_device_requests(NO_DOCKER, None) == []
-    assert check_default_runtime(NO_DOCKER, ()) == []
-    assert check_image_cuda(NVML, NO_DOCKER, (image("x"),)) == []
+    assert check_device_requests(host(**NO_DOCKER)) == []
+    assert check_default_runtime(host(**NO_DOCKER)) == []
+    assert check_image_cuda(host(**NVML, **NO_DOCKER, images=dict([image("x")]))) == []
+
+
+PROBED: dict[str, Any] = {**DOCKER, "images": dict([image("img")]), "probe_image": "img"}
 
 
 def test_device_request_probe_that_ran_passes() -> None:
-    check = only(check_device_requests(DOCKER, ProbeFacts("img", present=True)))
+    check = only(check_device_requests(host(**PROBED)))
     assert (check.kind, check.level) == ("device-requests", PASS)
 
 
 def test_could_not_select_device_driver_means_toolkit_missing_or_dockerd_not_restarted() -> None:
     error = 'could not select device driver "nvidia" with capabilities: [[gpu]]'
-    check = only(check_device_requests(DOCKER, ProbeFacts("img", True, error)))
+    check = only(check_device_requests(host(**PROBED, probe_error=error)))
     assert check.level == FAIL
     assert "toolkit is missing, or dockerd was not restarted" in check.message
     assert check.fix is not None and "restart" in check.fix
 
 
 def test_a_probe_image_that_is_not_there_warns() -> None:
-    check = only(check_device_requests(DOCKER, ProbeFacts("img:1", present=False)))
+    check = only(check_device_requests(host(**DOCKER, probe_image="img:1")))
     assert check.level == WARN
     assert check.fix == "docker pull img:1, or name a local image with --image"
 
 
 def test_a_probe_refused_for_cuda_points_at_the_driver() -> None:
     error = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.6"
-    check = only(check_device_requests(DOCKER, ProbeFacts("img", True, error)))
+    check = only(check_device_requests(host(**PROBED, probe_error=error)))
     assert check.level == FAIL
     assert check.fix is not None and "driver is too old" in check.fix
 
@@ -183,28 +177,32 @@ def test_a_probe_refused_for_cuda_points_at_the_driver() -> None:
 @pytest.mark.parametrize(
     ("facts", "status"),
     [
-        (DockerFacts(daemon=daemon()), WARN),
-        (DockerFacts(daemon=daemon(runtimes=("nvidia", "runc"))), PASS),
-        (DockerFacts(daemon=daemon(discovered_devices=("cdi:nvidia.com/gpu=0",))), PASS),
-        (DockerFacts(daemon=daemon(), hook_on_path=True), PASS),
+        (host(daemon=daemon()), WARN),
+        (host(daemon=daemon(runtimes=("nvidia", "runc"))), PASS),
+        (host(daemon=daemon(discovered_devices=("cdi:nvidia.com/gpu=0",))), PASS),
+        (host(daemon=daemon(), hook_on_path=True), PASS),
     ],
     ids=["no-sign", "nvidia-runtime", "cdi-devices", "hook"],
 )
 def test_without_a_probe_device_requests_are_judged_from_signs(
-    facts: DockerFacts, status: str
+    facts: HostFacts, status: str
 ) -> None:
-    assert only(check_device_requests(facts, None)).level == status
+    assert only(check_device_requests(facts)).level == status
 
 
 def test_the_nvidia_default_runtime_with_an_all_gpus_image_warns() -> None:
-    nvidia = DockerFacts(daemon=daemon(default_runtime="nvidia"))
+    nvidia = daemon(default_runtime="nvidia")
     greedy = image("deepracer-sagemaker:5.3.0-gpu", NVIDIA_VISIBLE_DEVICES="all")
-    check = only(check_default_runtime(nvidia, (greedy, image("redis"))))
+    check = only(check_default_runtime(host(daemon=nvidia, images=dict([greedy, image("redis")]))))
     assert check.level == WARN
     assert "deepracer-sagemaker:5.3.0-gpu" in check.message
     assert check.fix is not None and "default-runtime" in check.fix
-    assert only(check_default_runtime(nvidia, (image("redis"),))).level == PASS
-    assert only(check_default_runtime(DOCKER, (greedy,))).message == "the default runtime is runc"
+    assert (
+        only(check_default_runtime(host(daemon=nvidia, images=dict([image("redis")])))).level
+        == PASS
+    )
+    runc = only(check_default_runtime(host(**DOCKER, images=dict([greedy]))))
+    assert runc.message == "the default runtime is runc"
 
 
 # --- Compose ---------------------------------------------------------------------------------
@@ -223,11 +221,11 @@ def test_the_nvidia_default_runtime_with_an_all_gpus_image_warns() -> None:
     ],
 )
 def test_compose_version_gates(output: str, status: str) -> None:
-    assert only(check_compose(ComposeFacts(output))).level == status
+    assert only(check_compose(host(compose_version=output))).level == status
 
 
 def test_missing_compose_fails() -> None:
-    check = only(check_compose(ComposeFacts(error="no Docker Compose found")))
+    check = only(check_compose(host(errors={"compose": ("no Docker Compose found", None)})))
     assert check.level == FAIL
     assert check.fix is not None and "2.24.4" in check.fix
 
@@ -241,49 +239,51 @@ def test_an_image_needing_a_newer_cuda_fails_with_the_driver_it_needs() -> None:
         NVIDIA_REQUIRE_CUDA="cuda>=12.6 brand=tesla,driver>=470,driver<471",
         CUDA_VERSION="12.6.3",
     )
-    check = only(check_image_cuda(NVML, DOCKER, (simapp,)))
+    check = only(check_image_cuda(host(**NVML, **DOCKER, images=dict([simapp]))))
     assert check.level == FAIL
     assert "needs CUDA 12.6, the driver (550.54.14) supports CUDA 12.4" in check.message
     assert check.fix is not None and ">= 560.28" in check.fix
-    assert check.subject == simapp.name
+    assert check.subject == simapp[0]
 
 
 def test_an_image_within_the_drivers_cuda_passes() -> None:
     sagemaker = image(
         "sagemaker:5.3.0-gpu", NVIDIA_REQUIRE_CUDA="cuda>=11.4", CUDA_VERSION="11.4.3"
     )
-    check = only(check_image_cuda(NVML, DOCKER, (sagemaker,)))
+    check = only(check_image_cuda(host(**NVML, **DOCKER, images=dict([sagemaker]))))
     assert check.level == PASS
-    assert only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.4.1"),))).level == PASS
+    plain = dict([image("c", CUDA_VERSION="12.4.1")])
+    assert only(check_image_cuda(host(**NVML, **DOCKER, images=plain))).level == PASS
 
 
 def test_cuda_version_alone_is_the_requirement() -> None:
-    check = only(check_image_cuda(NVML, DOCKER, (image("c", CUDA_VERSION="12.8.0"),)))
+    images = dict([image("c", CUDA_VERSION="12.8.0")])
+    check = only(check_image_cuda(host(**NVML, **DOCKER, images=images)))
     assert check.level == FAIL
     assert check.fix is not None and ">= 570.26" in check.fix
 
 
 def test_a_forward_compatibility_clause_for_this_driver_warns() -> None:
     compat = image("c", NVIDIA_REQUIRE_CUDA="cuda>=12.6 brand=tesla,driver>=550,driver<551")
-    assert only(check_image_cuda(NVML, DOCKER, (compat,))).level == WARN
+    assert only(check_image_cuda(host(**NVML, **DOCKER, images=dict([compat])))).level == WARN
 
 
 def test_images_without_requirement_absent_or_disabled() -> None:
-    checks = check_image_cuda(
-        NVML,
-        DOCKER,
-        (
+    images = dict(
+        [
             image("plain"),
-            ImageCheck("absent:1", None),
+            ("absent:1", None),
             image("off", NVIDIA_REQUIRE_CUDA="cuda>=13.0", NVIDIA_DISABLE_REQUIRE="true"),
-        ),
+        ]
     )
+    checks = check_image_cuda(host(**NVML, **DOCKER, images=images))
     assert [c.level for c in checks] == [PASS, WARN, PASS]
     assert checks[1].fix is not None and "docker pull absent:1" in checks[1].fix
 
 
 def test_without_nvml_the_cuda_need_is_unknown() -> None:
-    check = only(check_image_cuda(NO_NVML, DOCKER, (image("c", CUDA_VERSION="12.1.0"),)))
+    images = dict([image("c", CUDA_VERSION="12.1.0")])
+    check = only(check_image_cuda(host(**NO_NVML, **DOCKER, images=images)))
     assert check.level == WARN
 
 
@@ -347,13 +347,13 @@ def test_stack_images_follow_the_base_compose_file() -> None:
 
 
 def test_a_healthy_host_passes_every_check_in_order() -> None:
-    facts = HostFacts(
-        settings=SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "0"}, {})),
-        nvml=NVML,
-        docker=DOCKER,
-        compose=ComposeFacts("2.32.4\n"),
-        images=(image("sagemaker", CUDA_VERSION="11.4.3"),),
-        probe=ProbeFacts("sagemaker", present=True),
+    facts = host(
+        config=config_from_values({"DR_RUN_ID": "0"}, {}),
+        **NVML,
+        **DOCKER,
+        compose_version="2.32.4\n",
+        images=dict([image("sagemaker", CUDA_VERSION="11.4.3")]),
+        probe_image="sagemaker",
     )
     checks = run_checks(facts)
     assert [c.kind for c in checks] == [
@@ -374,11 +374,13 @@ def test_a_healthy_host_passes_every_check_in_order() -> None:
 
 
 def test_any_failure_makes_the_checklist_fail() -> None:
-    facts = HostFacts(
-        settings=SettingsFacts(Path("system.env"), config_from_values({"DR_RUN_ID": "0"}, {})),
-        nvml=NO_NVML,
-        docker=NO_DOCKER,
-        compose=ComposeFacts(error="no Docker Compose found"),
+    facts = host(
+        config=config_from_values({"DR_RUN_ID": "0"}, {}),
+        errors={
+            "nvml": NVML_ERROR,
+            "docker": DOCKER_ERROR,
+            "compose": ("no Docker Compose found", None),
+        },
     )
     checks = run_checks(facts)
     assert [(c.kind, c.level) for c in checks] == [
@@ -410,9 +412,10 @@ def test_resolved_images_list_each_once_and_probe_the_simulators() -> None:
 
 
 def test_drfc_swarm_checks_only_in_swarm_style_each_problem_with_its_fix() -> None:
-    assert check_drfc_swarm(None) == []
-    assert only(check_drfc_swarm(DrfcSwarmFacts())).level == PASS
+    assert check_drfc_swarm(host()) == []
+    assert only(check_drfc_swarm(host(drfc_swarm=()))).level == PASS
     fix = "docker node update --label-add Robomaker=true n1"
-    failed = only(check_drfc_swarm(DrfcSwarmFacts(problems=(("no Robomaker node", fix),))))
+    failed = only(check_drfc_swarm(host(drfc_swarm=(("no Robomaker node", fix),))))
     assert (failed.kind, failed.level, failed.fix) == ("drfc-swarm", FAIL, fix)
-    assert only(check_drfc_swarm(DrfcSwarmFacts(error="in no swarm"))).level == FAIL
+    no_swarm = only(check_drfc_swarm(host(errors={"drfc-swarm": ("in no swarm", None)})))
+    assert (no_swarm.level, no_swarm.fix) == (FAIL, "docker swarm init")
