@@ -1,21 +1,16 @@
-"""What the live view of `drgpu status --watch` shows: one row per GPU in nvidia-smi order
-with its utilisation and memory, and under each GPU what runs there (run, role, process,
-memory; a stray process by its command and user), every violation marked where it
-happens. A lost GPU keeps its row, with the containers given a GPU NVML no longer lists.
-
-Pure: built from a `core.gpu_usage.Status`; drgpu/ui draws it.
-"""
+"""The status board (drgpu/ui draws it): a row per GPU in nvidia-smi order, under it what
+runs there, every violation marked where it happens; a lost GPU keeps its row, with the
+containers given a GPU NVML no longer lists."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict
+from drgpu.core.gpu_usage import ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
 
-FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
 _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
 
@@ -43,12 +38,11 @@ class GpuRow:
     utilization_history: tuple[int, ...] = ()  # oldest first, one point per history step
     memory_history: tuple[int, ...] = ()  # percent of the total, likewise
 
-    @property
-    def memory_fraction(self) -> float:
-        """Used memory as a fraction of the total (0 when the total is unknown)."""
-        if self.gpu.memory_total_mib <= 0:
-            return 0.0
-        return min(1.0, self.gpu.memory_used_mib / self.gpu.memory_total_mib)
+
+def memory_percent(gpu: Gpu) -> int:
+    """Used memory in percent of the total, at most 100 (0 when the total is unknown)."""
+    total = gpu.memory_total_mib
+    return round(100 * min(1.0, gpu.memory_used_mib / total)) if total > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -79,21 +73,6 @@ def build_board(status: Status, history: History | None = None) -> Board:
     )
 
 
-def _missing(status: Status, roles: Mapping[str, str], more: str) -> list[Occupant]:
-    """The containers given a GPU that NVML does not list (`missing-gpu`): they belong on a
-    lost GPU's row (NVML no longer tells which GPU a lost one was: `more` says so)."""
-    return [
-        Occupant(
-            run_id=f.facts.get("run_id"),
-            role=roles.get(f.facts.get("container", ""), "") or "-",
-            name=f.facts.get("service") or "",
-            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
-        )
-        for f in status.violations
-        if f.kind == "missing-gpu"
-    ]
-
-
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:
     index = gpu.index
     holders = [h for h in status.holders.get(index, ()) if status.run_id in (None, h.run_id)]
@@ -104,15 +83,31 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
-        occupants += [_occupant(p) for p in mine] or [_idle(holder, roles, vanished)]
+        idle = Occupant(  # no process on its GPU (yet, or any more: `vanished`)
+            run_id=holder.run_id,
+            role=roles.get(holder.container, "") or "-",
+            name=f"{holder.service} (forwards it)" if holder.forwarded else holder.service,
+            problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
+        )
+        occupants += [_occupant(p) for p in mine] or [idle]
     occupants += [_occupant(p) for p in here if p.pid not in shown]
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
         lost = [g.index for g in status.inventory.gpus if g.lost]
-        if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
+        if index == lost[0]:  # the containers given a GPU NVML does not list: which lost
+            # one each had, NVML no longer tells
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
-            occupants += _missing(status, roles, more)
+            occupants += [
+                Occupant(
+                    run_id=f.facts.get("run_id"),
+                    role=roles.get(f.facts.get("container", ""), "") or "-",
+                    name=f.facts.get("service") or "",
+                    problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
+                )
+                for f in status.violations
+                if f.kind == "missing-gpu"
+            ]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(f.kind == "shared-gpu" and f.facts.get("gpu_index") == index for f in status.findings):
@@ -128,32 +123,20 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
 
 
 def _occupant(process: ProcessStatus) -> Occupant:
-    flagged = process.verdict in FLAGGED_VERDICTS
-    problem = f"{process.verdict.upper()}: {process.reason}" if flagged else ""
+    flagged = process.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
+    stray = process.verdict == Verdict.STRAY
     name = process.service
     if name is None:
         name = _HOST_NAMES.get(process.verdict, process.container or "host")
-    stray = process.verdict == Verdict.STRAY
     return Occupant(
         run_id=process.run_id,
         role=process.role or "-",
         name=name,
         pid=process.pid,
         memory_mib=process.used_memory_mib,
-        problem=problem,
+        problem=f"{process.verdict.upper()}: {process.reason}" if flagged else "",
         command=process.command if stray else "",
         user=process.user if stray else "",
-    )
-
-
-def _idle(holder: Holder, roles: Mapping[str, str], vanished: Collection[str | None]) -> Occupant:
-    """A holder with no process on its GPU (yet, or any more: `vanished` containers)."""
-    name = f"{holder.service} (forwards it)" if holder.forwarded else holder.service
-    return Occupant(
-        run_id=holder.run_id,
-        role=roles.get(holder.container, "") or "-",
-        name=name,
-        problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
     )
 
 
@@ -191,12 +174,11 @@ def recorded(history: History, status: Status) -> History:
     for gpu in status.inventory.gpus:
         if gpu.lost or not gpu.uuid:
             continue
-        used = (
-            round(100 * gpu.memory_used_mib / gpu.memory_total_mib) if gpu.memory_total_mib else 0
-        )
         utilization[gpu.uuid] = (
             *history.utilization.get(gpu.uuid, ()),
             gpu.utilization_gpu_percent or 0,
         )[-HISTORY_POINTS:]
-        memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
+        memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), memory_percent(gpu))[
+            -HISTORY_POINTS:
+        ]
     return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)

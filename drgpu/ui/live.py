@@ -1,8 +1,5 @@
-"""The live view of `drgpu status --watch`: a board redrawn in place on a terminal (rich's
-live display, on the alternate screen, like nvitop), plain lines anywhere else.
-
-Everything here draws a `core.gpu_board.Board`; nothing reads the world.
-"""
+"""The status board (`core.gpu_board.Board`) drawn: on a terminal laid out for its width
+(redrawn in place by `--watch`, like nvitop), plain lines anywhere else."""
 
 from __future__ import annotations
 
@@ -14,11 +11,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
+from drgpu.core.gpu_board import HISTORY_POINTS, build_board, memory_percent, new_history, recorded
 from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
-    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.console import Console, ConsoleOptions
     from rich.segment import Segment
     from rich.text import Text
 
@@ -42,8 +39,7 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
 
 
 def memory_text(gpu: Gpu) -> str:
-    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines); `n/a`
-    where NVML cannot tell."""
+    """`1200/22912 MiB` (as nvidia-smi), or `n/a` where NVML cannot tell."""
     return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
 
 
@@ -53,9 +49,8 @@ def utilization_text(gpu: Gpu) -> str:
 
 
 def _occupant_texts(occupant: Occupant) -> tuple[str, ...]:
-    """How an occupant can be named, longest first (the narrowest that fits is drawn):
-    `run 0 · trainer · sagemaker`; a stray process `alice · python train.py` (its user and
-    command: where it runs, its marker says)."""
+    """How an occupant can be named, longest first: `run 0 · trainer · sagemaker`; a stray
+    process by its user and command (`alice · python train.py`)."""
     if occupant.command:
         return (f"{occupant.user or '?'} · {occupant.command}",)
     run = f"run {occupant.run_id}" if occupant.run_id is not None else "no run"
@@ -83,10 +78,9 @@ _UTIL_WIDTH = 4  # `100%`
 
 @dataclass(frozen=True)
 class Layout:
-    """The widths of the board's columns on a terminal `width` cells wide: GPU index,
-    name (a GPU, or `└ run · role · service` under it), PID, utilisation (bar and
-    percent), memory (bar and MiB), then what is wrong (the rest of the line); `health`
-    cells of it the temperature, power and history may take."""
+    """The board's column widths on a terminal `width` cells wide: GPU index, name, PID,
+    utilisation and memory (bar and text), then what is wrong (the rest of the line, of
+    which the temperature, power and history may take `health` cells)."""
 
     width: int
     name: int
@@ -96,13 +90,11 @@ class Layout:
 
     @property
     def before_marker(self) -> int:
-        """Cells before the marker column."""
         bars = 2 * (self.bar + 1) if self.bar else 0
         return 4 + self.name + 1 + _PID_WIDTH + 1 + _UTIL_WIDTH + 1 + self.memory + 1 + bars
 
     @property
     def marker(self) -> int:
-        """Cells left for what is wrong."""
         return max(0, self.width - self.before_marker)
 
 
@@ -165,8 +157,8 @@ class BoardView:
     def __rich_console__(
         self, console: Console, options: ConsoleOptions
     ) -> Iterator[Text | Segment]:
-        """rich's protocol: the board as one Text, `options.max_width` wide: its segments as
-        they are where every line fits (the usual case, cheaper than rich's wrapping)."""
+        """rich's protocol: the board as one Text, `options.max_width` wide (its segments as
+        they are where every line fits: cheaper than rich's wrapping)."""
         from rich.cells import cell_len
 
         width = options.max_width
@@ -178,10 +170,9 @@ class BoardView:
 
 
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
-    """The board in `width` cells: a header (a watch's names its `interval_s`), one line per
-    GPU (bars for utilisation and memory) and one per occupant under it, then every
-    violation in full (wrapped); what is wrong in bold red. Laid out in fixed columns by
-    hand: one Text, cheap to redraw every tick; no line is longer than `width`."""
+    """The board in fixed columns, no line longer than `width`: a header (a watch's names
+    its `interval_s`), a line per GPU and per occupant under it, then every violation in
+    full; what is wrong in bold red. One Text, cheap to redraw every tick."""
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
@@ -220,8 +211,7 @@ def _cell(text: str, width: int) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    """`text` (its control characters written visibly), cut with an ellipsis where it is
-    longer than `width`."""
+    """`text` (its control characters written visibly), cut with an ellipsis to `width`."""
     text = visible(text)
     if len(text) <= width:
         return text
@@ -241,8 +231,8 @@ def _occupant_memory(occupant: Occupant) -> str:
 
 
 def _occupant_form(board: Board, width: int) -> int:
-    """Which of `_occupant_texts` every occupant is named by: the longest form in which
-    all fit `width` (one form for the whole board, easier to read)."""
+    """The longest form of `_occupant_texts` in which every occupant fits `width` (one form
+    for the whole board)."""
     named = [o for row in board.gpus for o in row.occupants if not o.command]
     for form in range(2):
         if all(len("└ " + _occupant_texts(o)[form]) <= width for o in named):
@@ -267,7 +257,7 @@ def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
             view, gpu.utilization_gpu_percent or 0, utilization_text(gpu), _UTIL_WIDTH, grid
         )
         view.append(" ")
-        percent = round(row.memory_fraction * 100)
+        percent = memory_percent(gpu)
         _append_bar(view, percent, memory_text(gpu), grid.memory, grid)
         view.append(" ")
         _append_health(view, row, grid.health)
@@ -309,9 +299,9 @@ def sparkline(values: tuple[int, ...], width: int) -> str:
 
 
 def health_columns(room: int) -> tuple[bool, int, int]:
-    """What `room` spare columns hold, dropped in this order as it shrinks:
-    the memory history, the utilisation history (each up to HISTORY_POINTS wide, at least
-    8), then the temperature and power. (sensors shown, utilisation width, memory width)"""
+    """(sensors shown, utilisation and memory history widths) in `room` spare cells: the
+    memory history goes first as it shrinks, then the utilisation history (each 8 to
+    HISTORY_POINTS wide), then the temperature and power."""
     if room < SENSORS_WIDTH:
         return False, 0, 0
     left = room - SENSORS_WIDTH
@@ -352,8 +342,8 @@ def _append_health(view: Text, row: GpuRow, room: int) -> None:
 
 
 def board_lines(board: Board, *, stamp: str) -> list[str]:
-    """The board as plain lines (stdout is no terminal): one per GPU, one per occupant under
-    it (`!` marks what is wrong), then every violation in full and the notes."""
+    """The board as plain lines: one per GPU, one per occupant under it (`!` marks what is
+    wrong), then every violation and note."""
     lines = []
     for row in board.gpus:
         gpu = row.gpu
@@ -387,23 +377,43 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
 
         yield show_json
     elif sys.stdout.isatty():
+        # lazy: rich is heavy; only drawn output needs it
+        from rich.console import Console
+        from rich.control import Control
+        from rich.segment import Segment, Segments
+
+        console = Console(file=sys.stdout)
         history = new_history(interval_s)  # each GPU's history, drawn where there is room
 
         def show(status: Status) -> None:
+            """Redraw in place on the alternate screen, as rich's live display does (each
+            frame rendered once, padded to the terminal's size now)."""
             nonlocal history
             history = recorded(history, status)
-            board = build_board(status, history)
-            redraw(BoardView(board, stamp=time.strftime(_STAMP), interval_s=interval_s))
+            view = BoardView(
+                build_board(status, history), stamp=time.strftime(_STAMP), interval_s=interval_s
+            )
+            width, height = console.size
+            lines = console.render_lines(view, console.options.update(height=height), pad=True)
+            frame = [Control.home().segment]
+            for number, line in enumerate(Segment.set_shape(lines, width, height)):
+                frame += [Segment.line(), *line] if number else line
+            console.print(Segments(frame), end="", crop=False)
 
-        with live_screen() as redraw:
+        console.set_alt_screen(True)
+        console.show_cursor(False)
+        try:
             yield show
+        finally:  # also on Ctrl-C: the screen and the cursor as they were
+            console.show_cursor(True)
+            console.set_alt_screen(False)
     else:
         yield status_lines
 
 
 def status_frame(status: Status) -> None:
-    """One-shot `drgpu status`: one frame of the watch's board on a terminal, laid out for
-    its width; plain lines (`status_lines`) anywhere else."""
+    """One-shot `drgpu status`: one frame of the watch's board on a terminal, plain lines
+    anywhere else."""
     if sys.stdout.isatty():
         from drgpu.ui.tables import console  # lazy: only a terminal needs it
 
@@ -414,38 +424,8 @@ def status_frame(status: Status) -> None:
 
 
 def status_lines(status: Status) -> None:
-    """A snapshot as plain lines on stdout, flushed (a pipe sees each tick at once): a watch's
-    refresh, or one-shot status, piped; a line break or control character inside one (from
-    a label) is written visibly."""
+    """A snapshot as plain lines on stdout, flushed (a pipe sees each tick at once); a line
+    break or control character inside one (from a label) is written visibly."""
     lines = board_lines(build_board(status), stamp=time.strftime(_STAMP))
     sys.stdout.write("".join(visible(line) + "\n" for line in lines))
     sys.stdout.flush()
-
-
-@contextmanager
-def live_screen() -> Iterator[Callable[[RenderableType], None]]:
-    """A function that redraws the terminal in place, on the alternate screen, as rich's
-    live display does (each frame rendered once, padded to the terminal's size); on leaving
-    (also on Ctrl-C) the screen and the cursor are as they were."""
-    from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
-    from rich.control import Control
-    from rich.segment import Segment, Segments
-
-    console = Console(file=sys.stdout)
-    console.set_alt_screen(True)
-    console.show_cursor(False)
-
-    def show(view: RenderableType) -> None:
-        width, height = console.size  # the terminal's size now
-        lines = console.render_lines(view, console.options.update(height=height), pad=True)
-        shaped = Segment.set_shape(lines, width, height)
-        frame = [Control.home().segment]
-        for number, line in enumerate(shaped):
-            frame += [Segment.line(), *line] if number else line
-        console.print(Segments(frame), end="", crop=False)
-
-    try:
-        yield show
-    finally:
-        console.show_cursor(True)
-        console.set_alt_screen(False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from drgpu.core.facts import ContainerFacts, ProcessFacts
-from drgpu.core.gpu_board import GpuRow, build_board
+from drgpu.core.gpu_board import GpuRow, build_board, memory_percent
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.ui.live import board_lines
@@ -70,7 +70,7 @@ def test_each_gpu_lists_its_containers_with_run_role_process_and_memory() -> Non
     assert board.gpus[1].occupants[0].pid == 100
     assert board.gpus[2].occupants == ()
     assert not board.problems and not any(flagged(row) for row in board.gpus)
-    assert board.gpus[0].memory_fraction == 0.25
+    assert memory_percent(board.gpus[0].gpu) == 25
 
 
 def test_a_holder_without_a_process_is_listed_idle() -> None:
