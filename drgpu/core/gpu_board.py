@@ -83,13 +83,14 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
-        idle = Occupant(  # no process on its GPU (yet, or any more: `vanished`)
-            run_id=holder.run_id,
-            role=roles.get(holder.container, "") or "-",
-            name=f"{holder.service} (forwards it)" if holder.forwarded else holder.service,
-            problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
-        )
-        occupants += [_occupant(p) for p in mine] or [idle]
+        occupants += [_occupant(p) for p in mine] or [
+            Occupant(  # no process on its GPU (yet, or any more: `vanished`)
+                run_id=holder.run_id,
+                role=roles.get(holder.container, "") or "-",
+                name=f"{holder.service} (forwards it)" if holder.forwarded else holder.service,
+                problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
+            )
+        ]
     occupants += [_occupant(p) for p in here if p.pid not in shown]
     problems = []
     if gpu.lost:

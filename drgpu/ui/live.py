@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, memory_percent, new_history, recorded
@@ -135,9 +135,9 @@ def layout(board: Board, width: int) -> Layout:
         room = width - Layout(width, 0, bar_width, memory).before_marker - marker
         if room >= name_min:  # markers get their full width before names grow
             name = max(name_min, min(full, NAME_WIDTH, room + marker - marker_full))
-            grid = Layout(width, name, bar_width, memory)
-            health = grid.marker - marker_full - 1 if bar_width == BAR_WIDTH else 0
-            return replace(grid, health=max(0, health))
+            spare = room + marker - marker_full - 1 - name  # cells the markers do not need
+            health = max(0, spare) if bar_width == BAR_WIDTH else 0
+            return Layout(width, name, bar_width, memory, health)
     return Layout(width, min(short, 12), 0, memory)
 
 
