@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, memory_percent, new_history, recorded
+from drgpu.ui.tables import console, memory_text
 from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
@@ -36,11 +37,6 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     full, part = divmod(eighths, 8)
     text = "█" * full + (_EIGHTHS[part] if part else "")
     return text.ljust(width, "·")
-
-
-def memory_text(gpu: Gpu) -> str:
-    """`1200/22912 MiB` (as nvidia-smi), or `n/a` where NVML cannot tell."""
-    return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
 
 
 def utilization_text(gpu: Gpu) -> str:
@@ -382,7 +378,7 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
         from rich.control import Control
         from rich.segment import Segment, Segments
 
-        console = Console(file=sys.stdout)
+        screen = Console(file=sys.stdout)
         history = new_history(interval_s)  # each GPU's history, drawn where there is room
 
         def show(status: Status) -> None:
@@ -393,20 +389,20 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
             view = BoardView(
                 build_board(status, history), stamp=time.strftime(_STAMP), interval_s=interval_s
             )
-            width, height = console.size
-            lines = console.render_lines(view, console.options.update(height=height), pad=True)
+            width, height = screen.size
+            lines = screen.render_lines(view, screen.options.update(height=height), pad=True)
             frame = [Control.home().segment]
             for number, line in enumerate(Segment.set_shape(lines, width, height)):
                 frame += [Segment.line(), *line] if number else line
-            console.print(Segments(frame), end="", crop=False)
+            screen.print(Segments(frame), end="", crop=False)
 
-        console.set_alt_screen(True)
-        console.show_cursor(False)
+        screen.set_alt_screen(True)
+        screen.show_cursor(False)
         try:
             yield show
         finally:  # also on Ctrl-C: the screen and the cursor as they were
-            console.show_cursor(True)
-            console.set_alt_screen(False)
+            screen.show_cursor(True)
+            screen.set_alt_screen(False)
     else:
         yield status_lines
 
@@ -415,8 +411,6 @@ def status_frame(status: Status) -> None:
     """One-shot `drgpu status`: one frame of the watch's board on a terminal, plain lines
     anywhere else."""
     if sys.stdout.isatty():
-        from drgpu.ui.tables import console  # lazy: only a terminal needs it
-
         board = build_board(status)
         console().print(BoardView(board, stamp=time.strftime(_STAMP), interval_s=None))
     else:
