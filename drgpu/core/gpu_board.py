@@ -168,7 +168,7 @@ def recorded(history: History, status: Status) -> History:
     """The history with this refresh's point (taken at the first refresh, then every
     `every`-th); a GPU no longer listed, or lost, keeps no history."""
     refreshes = history.refreshes + 1
-    if (refreshes - 1) % history.every:
+    if history.refreshes % history.every:
         return replace(history, refreshes=refreshes)
     utilization: dict[str, tuple[int, ...]] = {}
     memory: dict[str, tuple[int, ...]] = {}
@@ -179,7 +179,6 @@ def recorded(history: History, status: Status) -> History:
             *history.utilization.get(gpu.uuid, ()),
             gpu.utilization_gpu_percent or 0,
         )[-HISTORY_POINTS:]
-        memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), memory_percent(gpu))[
-            -HISTORY_POINTS:
-        ]
+        used = memory_percent(gpu)
+        memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
     return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)
