@@ -16,16 +16,25 @@ _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visib
 
 @dataclass(frozen=True)
 class Occupant:
-    """A container given a GPU (with or without a process on it), or a process found there."""
+    """A container given a GPU (with or without a process on it), or a process found there,
+    by its names, longest first (`run 0 · trainer · sagemaker`, `0 · trainer · sagemaker`,
+    `0 · sagemaker`); a stray process by one, its user and command (secrets hidden)."""
 
-    run_id: str | None
-    role: str
-    name: str
+    names: tuple[str, ...]
     pid: int | None = None
     memory_mib: int | None = None
     problem: str = ""
-    command: str = ""  # a stray process's command line (secrets hidden)
-    user: str = ""  # and the host user owning it
+
+    @property
+    def by_command(self) -> bool:
+        """Named by its command line (cut to fit, never shortened)."""
+        return len(self.names) == 1
+
+
+def _names(run_id: str | None, role: str, name: str) -> tuple[str, ...]:
+    short = run_id if run_id is not None else "-"
+    run = f"run {run_id}" if run_id is not None else "no run"
+    return (f"{run} · {role} · {name}", f"{short} · {role} · {name}", f"{short} · {name}")
 
 
 @dataclass(frozen=True)
@@ -85,9 +94,11 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
         shown.update(p.pid for p in mine)
         occupants += [_occupant(p) for p in mine] or [
             Occupant(  # no process on its GPU (yet, or any more: `vanished`)
-                run_id=holder.run_id,
-                role=roles.get(holder.container, "") or "-",
-                name=f"{holder.service} (forwards it)" if holder.forwarded else holder.service,
+                _names(
+                    holder.run_id,
+                    roles.get(holder.container, "") or "-",
+                    f"{holder.service} (forwards it)" if holder.forwarded else holder.service,
+                ),
                 problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
             )
         ]
@@ -101,9 +112,11 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
             occupants += [
                 Occupant(
-                    run_id=f.facts.get("run_id"),
-                    role=roles.get(f.facts.get("container", ""), "") or "-",
-                    name=f.facts.get("service") or "",
+                    _names(
+                        f.facts.get("run_id"),
+                        roles.get(f.facts.get("container", ""), "") or "-",
+                        f.facts.get("service") or "",
+                    ),
                     problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
                 )
                 for f in status.violations
@@ -125,19 +138,17 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
 
 def _occupant(process: ProcessStatus) -> Occupant:
     flagged = process.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
-    stray = process.verdict == Verdict.STRAY
     name = process.service
     if name is None:
         name = _HOST_NAMES.get(process.verdict, process.container or "host")
+    stray = process.verdict == Verdict.STRAY and process.command
     return Occupant(
-        run_id=process.run_id,
-        role=process.role or "-",
-        name=name,
+        (f"{process.user or '?'} · {process.command}",)
+        if stray
+        else _names(process.run_id, process.role or "-", name),
         pid=process.pid,
         memory_mib=process.used_memory_mib,
         problem=f"{process.verdict.upper()}: {process.reason}" if flagged else "",
-        command=process.command if stray else "",
-        user=process.user if stray else "",
     )
 
 

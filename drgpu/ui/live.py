@@ -44,20 +44,6 @@ def utilization_text(gpu: Gpu) -> str:
     return "n/a" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%"
 
 
-def _occupant_texts(occupant: Occupant) -> tuple[str, ...]:
-    """How an occupant can be named, longest first: `run 0 · trainer · sagemaker`; a stray
-    process by its user and command (`alice · python train.py`)."""
-    if occupant.command:
-        return (f"{occupant.user or '?'} · {occupant.command}",)
-    run = f"run {occupant.run_id}" if occupant.run_id is not None else "no run"
-    short = occupant.run_id if occupant.run_id is not None else "-"
-    return (
-        f"{run} · {occupant.role} · {occupant.name}",
-        f"{short} · {occupant.role} · {occupant.name}",
-        f"{short} · {occupant.name}",
-    )
-
-
 def short_gpu_name(name: str) -> str:
     """A GPU's name without the vendor and brand words (`GTX 1650`, `Tesla M40 24GB`)."""
     words = [word for word in name.split() if word not in ("NVIDIA", "GeForce")]
@@ -104,8 +90,7 @@ def layout(board: Board, width: int) -> Layout:
         max(
             len(NAME_HEADERS[form]),
             *(len(_gpu_names(row.gpu)[form]) for row in board.gpus),
-            # a command is cut as needed
-            *(len("└ " + _occupant_texts(o)[form]) for o in occupants if not form or not o.command),
+            *(len("└ " + o.names[form]) for o in occupants if not form or not o.by_command),
             0,  # (max needs two numbers)
         )
         for form in (0, -1)
@@ -139,7 +124,7 @@ def layout(board: Board, width: int) -> Layout:
 
 MARKER_WIDTH = 24  # the most a marker needs (`WRONG-GPU: given GPU 1`)
 NAME_WIDTH = 44
-# The name column's header per form of `_occupant_texts` (the rows drawn under it).
+# The name column's header per form of the occupants' names (the rows drawn under it).
 NAME_HEADERS = ("Name / run · role · service",) * 2 + ("Name / run · service",)
 
 
@@ -227,11 +212,11 @@ def _occupant_memory(occupant: Occupant) -> str:
 
 
 def _occupant_form(board: Board, width: int) -> int:
-    """The longest form of `_occupant_texts` in which every occupant fits `width` (one form
+    """The longest form of the occupants' names in which every one fits `width` (one form
     for the whole board)."""
-    named = [o for row in board.gpus for o in row.occupants if not o.command]
+    named = [o for row in board.gpus for o in row.occupants if not o.by_command]
     for form in range(2):
-        if all(len("└ " + _occupant_texts(o)[form]) <= width for o in named):
+        if all(len("└ " + o.names[form]) <= width for o in named):
             return form
     return 2
 
@@ -263,8 +248,7 @@ def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
     for occupant in row.occupants:
         style = _ALERT if occupant.problem else ""
         pid = "" if occupant.pid is None else str(occupant.pid)
-        texts = _occupant_texts(occupant)
-        name = "└ " + texts[min(form, len(texts) - 1)]
+        name = "└ " + occupant.names[min(form, len(occupant.names) - 1)]
         view.append(
             f"    {_cell(name, grid.name)} {pid:>{_PID_WIDTH}} {'':<{bars + _UTIL_WIDTH}}"
             f" {'':<{bars}}{_occupant_memory(occupant):>{grid.memory}} {'':<{health_width}}",
@@ -353,7 +337,7 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
             pid = "" if occupant.pid is None else f" pid {occupant.pid}"
             memory = "" if occupant.memory_mib is None else f" {occupant.memory_mib} MiB"
             problem = f" {occupant.problem}" if occupant.problem else ""
-            lines.append(f"{stamp}   {mark} {_occupant_texts(occupant)[0]}{pid}{memory}{problem}")
+            lines.append(f"{stamp}   {mark} {occupant.names[0]}{pid}{memory}{problem}")
     lines += [f"{stamp} VIOLATION: {problem}" for problem in board.problems]
     lines += [f"{stamp} {note}" for note in board.notes]
     lines.append(f"{stamp} {len(board.problems)} violation(s)")
