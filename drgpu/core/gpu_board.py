@@ -67,7 +67,7 @@ class Board:
 def build_board(status: Status, history: History | None = None) -> Board:
     """The live view of one snapshot; with a run filter, only that run's containers; with
     a history, each GPU's recent utilisation and memory."""
-    roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
+    roles = {c.name: c.labels.get(labels.ROLE) or "-" for c in status.containers}
     history = history or History({}, {})
     rows = tuple(_row(status, gpu, roles, history) for gpu in status.inventory.gpus)
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
@@ -92,13 +92,10 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
+        name = f"{holder.service} (forwards it)" if holder.forwarded else holder.service
         occupants += [_occupant(p) for p in mine] or [
             Occupant(  # no process on its GPU (yet, or any more: `vanished`)
-                _names(
-                    holder.run_id,
-                    roles.get(holder.container, "") or "-",
-                    f"{holder.service} (forwards it)" if holder.forwarded else holder.service,
-                ),
+                _names(holder.run_id, roles.get(holder.container, "-"), name),
                 problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
             )
         ]
@@ -114,7 +111,7 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
                 Occupant(
                     _names(
                         f.facts.get("run_id"),
-                        roles.get(f.facts.get("container", ""), "") or "-",
+                        roles.get(f.facts.get("container", ""), "-"),
                         f.facts.get("service") or "",
                     ),
                     problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
