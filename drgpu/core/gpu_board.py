@@ -18,7 +18,8 @@ _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visib
 class Occupant:
     """A container given a GPU (with or without a process on it), or a process found there,
     by its names, longest first (`run 0 · trainer · sagemaker`, `0 · trainer · sagemaker`,
-    `0 · sagemaker`); a stray process by one, its user and command (secrets hidden)."""
+    `0 · sagemaker`); a stray process whose command /proc shows, by one: its user and
+    command (secrets hidden)."""
 
     names: tuple[str, ...]
     pid: int | None = None
