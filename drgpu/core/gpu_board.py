@@ -1,36 +1,41 @@
-"""What the live view of `drgpu status --watch` shows: one row per GPU in nvidia-smi order
-with its utilisation and memory, and under each GPU what runs there (run, role, process,
-memory; a stray process by its command and user), every violation marked where it
-happens. A lost GPU keeps its row, with the containers given a GPU NVML no longer lists.
-
-Pure: built from a `core.gpu_usage.Status`; drgpu/ui draws it.
-"""
+"""The status board (drgpu/ui draws it): a row per GPU in nvidia-smi order, under it what
+runs there, every violation marked where it happens; a lost GPU keeps its row, with the
+containers given a GPU NVML no longer lists."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from drgpu.core import labels
-from drgpu.core.gpu_usage import Holder, ProcessStatus, Status, Verdict
+from drgpu.core.gpu_usage import ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
 
-FLAGGED_VERDICTS = (Verdict.WRONG_GPU, Verdict.STRAY)
 _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
 
 @dataclass(frozen=True)
 class Occupant:
-    """A container given a GPU (with or without a process on it), or a process found there."""
+    """A container given a GPU (with or without a process on it), or a process found there,
+    by its names, longest first (`run 0 · trainer · sagemaker`, `0 · trainer · sagemaker`,
+    `0 · sagemaker`); a stray process whose command /proc shows, by one: its user and
+    command (secrets hidden)."""
 
-    run_id: str | None
-    role: str
-    name: str
+    names: tuple[str, ...]
     pid: int | None = None
     memory_mib: int | None = None
     problem: str = ""
-    command: str = ""  # a stray process's command line (secrets hidden)
-    user: str = ""  # and the host user owning it
+
+    @property
+    def by_command(self) -> bool:
+        """Named by its command line (cut to fit, never shortened)."""
+        return len(self.names) == 1
+
+
+def _names(run_id: str | None, role: str, name: str) -> tuple[str, ...]:
+    short = run_id if run_id is not None else "-"
+    run = f"run {run_id}" if run_id is not None else "no run"
+    return (f"{run} · {role} · {name}", f"{short} · {role} · {name}", f"{short} · {name}")
 
 
 @dataclass(frozen=True)
@@ -43,12 +48,11 @@ class GpuRow:
     utilization_history: tuple[int, ...] = ()  # oldest first, one point per history step
     memory_history: tuple[int, ...] = ()  # percent of the total, likewise
 
-    @property
-    def memory_fraction(self) -> float:
-        """Used memory as a fraction of the total (0 when the total is unknown)."""
-        if self.gpu.memory_total_mib <= 0:
-            return 0.0
-        return min(1.0, self.gpu.memory_used_mib / self.gpu.memory_total_mib)
+
+def memory_percent(gpu: Gpu) -> int:
+    """Used memory in percent of the total, at most 100 (0 when the total is unknown)."""
+    total = gpu.memory_total_mib
+    return round(100 * min(1.0, gpu.memory_used_mib / total)) if total > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Board:
 def build_board(status: Status, history: History | None = None) -> Board:
     """The live view of one snapshot; with a run filter, only that run's containers; with
     a history, each GPU's recent utilisation and memory."""
-    roles = {c.name: c.labels.get(labels.ROLE, "") for c in status.containers}
+    roles = {c.name: c.labels.get(labels.ROLE) or "-" for c in status.containers}
     history = history or History({}, {})
     rows = tuple(_row(status, gpu, roles, history) for gpu in status.inventory.gpus)
     scope = f"run {status.run_id}" if status.run_id is not None else "every drgpu run"
@@ -79,21 +83,6 @@ def build_board(status: Status, history: History | None = None) -> Board:
     )
 
 
-def _missing(status: Status, roles: Mapping[str, str], more: str) -> list[Occupant]:
-    """The containers given a GPU that NVML does not list (`missing-gpu`): they belong on a
-    lost GPU's row (NVML no longer tells which GPU a lost one was: `more` says so)."""
-    return [
-        Occupant(
-            run_id=f.facts.get("run_id"),
-            role=roles.get(f.facts.get("container", ""), "") or "-",
-            name=f.facts.get("service") or "",
-            problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
-        )
-        for f in status.violations
-        if f.kind == "missing-gpu"
-    ]
-
-
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:
     index = gpu.index
     holders = [h for h in status.holders.get(index, ()) if status.run_id in (None, h.run_id)]
@@ -104,15 +93,33 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
     for holder in holders:
         mine = [p for p in here if p.container == holder.container]
         shown.update(p.pid for p in mine)
-        occupants += [_occupant(p) for p in mine] or [_idle(holder, roles, vanished)]
+        name = f"{holder.service} (forwards it)" if holder.forwarded else holder.service
+        occupants += [_occupant(p) for p in mine] or [
+            Occupant(  # no process on its GPU (yet, or any more: `vanished`)
+                _names(holder.run_id, roles.get(holder.container, "-"), name),
+                problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
+            )
+        ]
     occupants += [_occupant(p) for p in here if p.pid not in shown]
     problems = []
     if gpu.lost:
         problems.append(f"lost ({gpu.error})")
         lost = [g.index for g in status.inventory.gpus if g.lost]
-        if index == lost[0]:  # with several lost GPUs, which one a container had is unknown
+        if index == lost[0]:  # the containers given a GPU NVML does not list: which lost
+            # one each had, NVML no longer tells
             more = "" if len(lost) == 1 else f" (one of GPUs {', '.join(map(str, lost))})"
-            occupants += _missing(status, roles, more)
+            occupants += [
+                Occupant(
+                    _names(
+                        f.facts.get("run_id"),
+                        roles.get(f.facts.get("container", ""), "-"),
+                        f.facts.get("service") or "",
+                    ),
+                    problem=f"MISSING-GPU: given {f.facts['gpu_uuid']}{more}",
+                )
+                for f in status.violations
+                if f.kind == "missing-gpu"
+            ]
     elif gpu.processes_unknown:
         problems.append("processes unknown")
     if any(f.kind == "shared-gpu" and f.facts.get("gpu_index") == index for f in status.findings):
@@ -128,32 +135,18 @@ def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -
 
 
 def _occupant(process: ProcessStatus) -> Occupant:
-    flagged = process.verdict in FLAGGED_VERDICTS
-    problem = f"{process.verdict.upper()}: {process.reason}" if flagged else ""
+    flagged = process.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
     name = process.service
     if name is None:
         name = _HOST_NAMES.get(process.verdict, process.container or "host")
-    stray = process.verdict == Verdict.STRAY
+    stray = process.verdict == Verdict.STRAY and process.command
     return Occupant(
-        run_id=process.run_id,
-        role=process.role or "-",
-        name=name,
+        (f"{process.user or '?'} · {process.command}",)
+        if stray
+        else _names(process.run_id, process.role or "-", name),
         pid=process.pid,
         memory_mib=process.used_memory_mib,
-        problem=problem,
-        command=process.command if stray else "",
-        user=process.user if stray else "",
-    )
-
-
-def _idle(holder: Holder, roles: Mapping[str, str], vanished: Collection[str | None]) -> Occupant:
-    """A holder with no process on its GPU (yet, or any more: `vanished` containers)."""
-    name = f"{holder.service} (forwards it)" if holder.forwarded else holder.service
-    return Occupant(
-        run_id=holder.run_id,
-        role=roles.get(holder.container, "") or "-",
-        name=name,
-        problem="GPU PROCESSES VANISHED" if holder.container in vanished else "",
+        problem=f"{process.verdict.upper()}: {process.reason}" if flagged else "",
     )
 
 
@@ -184,19 +177,17 @@ def recorded(history: History, status: Status) -> History:
     """The history with this refresh's point (taken at the first refresh, then every
     `every`-th); a GPU no longer listed, or lost, keeps no history."""
     refreshes = history.refreshes + 1
-    if (refreshes - 1) % history.every:
+    if history.refreshes % history.every:
         return replace(history, refreshes=refreshes)
     utilization: dict[str, tuple[int, ...]] = {}
     memory: dict[str, tuple[int, ...]] = {}
     for gpu in status.inventory.gpus:
         if gpu.lost or not gpu.uuid:
             continue
-        used = (
-            round(100 * gpu.memory_used_mib / gpu.memory_total_mib) if gpu.memory_total_mib else 0
-        )
         utilization[gpu.uuid] = (
             *history.utilization.get(gpu.uuid, ()),
             gpu.utilization_gpu_percent or 0,
         )[-HISTORY_POINTS:]
+        used = memory_percent(gpu)
         memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
     return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)

@@ -1,8 +1,5 @@
-"""The live view of `drgpu status --watch`: a board redrawn in place on a terminal (rich's
-live display, on the alternate screen, like nvitop), plain lines anywhere else.
-
-Everything here draws a `core.gpu_board.Board`; nothing reads the world.
-"""
+"""The status board (`core.gpu_board.Board`) drawn: on a terminal laid out for its width
+(redrawn in place by `--watch`, like nvitop), plain lines anywhere else."""
 
 from __future__ import annotations
 
@@ -11,14 +8,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from drgpu.core.gpu_board import HISTORY_POINTS, build_board, new_history, recorded
+from drgpu.core.gpu_board import HISTORY_POINTS, build_board, memory_percent, new_history, recorded
+from drgpu.ui.tables import console, memory_text
 from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
-    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.console import Console, ConsoleOptions
     from rich.segment import Segment
     from rich.text import Text
 
@@ -41,30 +39,9 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return text.ljust(width, "·")
 
 
-def memory_text(gpu: Gpu) -> str:
-    """`1200/22912 MiB` of a GPU (MiB throughout, as nvidia-smi and the plain lines); `n/a`
-    where NVML cannot tell."""
-    return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
-
-
 def utilization_text(gpu: Gpu) -> str:
     """`37%`, or `n/a` where NVML cannot tell."""
     return "n/a" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%"
-
-
-def _occupant_texts(occupant: Occupant) -> tuple[str, ...]:
-    """How an occupant can be named, longest first (the narrowest that fits is drawn):
-    `run 0 · trainer · sagemaker`; a stray process `alice · python train.py` (its user and
-    command: where it runs, its marker says)."""
-    if occupant.command:
-        return (f"{occupant.user or '?'} · {occupant.command}",)
-    run = f"run {occupant.run_id}" if occupant.run_id is not None else "no run"
-    short = occupant.run_id if occupant.run_id is not None else "-"
-    return (
-        f"{run} · {occupant.role} · {occupant.name}",
-        f"{short} · {occupant.role} · {occupant.name}",
-        f"{short} · {occupant.name}",
-    )
 
 
 def short_gpu_name(name: str) -> str:
@@ -83,10 +60,9 @@ _UTIL_WIDTH = 4  # `100%`
 
 @dataclass(frozen=True)
 class Layout:
-    """The widths of the board's columns on a terminal `width` cells wide: GPU index,
-    name (a GPU, or `└ run · role · service` under it), PID, utilisation (bar and
-    percent), memory (bar and MiB), then what is wrong (the rest of the line); `health`
-    cells of it the temperature, power and history may take."""
+    """The board's column widths on a terminal `width` cells wide: GPU index, name, PID,
+    utilisation and memory (bar and text), then what is wrong (the rest of the line, of
+    which the temperature, power and history may take `health` cells)."""
 
     width: int
     name: int
@@ -96,13 +72,11 @@ class Layout:
 
     @property
     def before_marker(self) -> int:
-        """Cells before the marker column."""
         bars = 2 * (self.bar + 1) if self.bar else 0
         return 4 + self.name + 1 + _PID_WIDTH + 1 + _UTIL_WIDTH + 1 + self.memory + 1 + bars
 
     @property
     def marker(self) -> int:
-        """Cells left for what is wrong."""
         return max(0, self.width - self.before_marker)
 
 
@@ -116,8 +90,7 @@ def layout(board: Board, width: int) -> Layout:
         max(
             len(NAME_HEADERS[form]),
             *(len(_gpu_names(row.gpu)[form]) for row in board.gpus),
-            # a command is cut as needed
-            *(len("└ " + _occupant_texts(o)[form]) for o in occupants if not form or not o.command),
+            *(len("└ " + o.names[form]) for o in occupants if not form or not o.by_command),
             0,  # (max needs two numbers)
         )
         for form in (0, -1)
@@ -143,15 +116,15 @@ def layout(board: Board, width: int) -> Layout:
         room = width - Layout(width, 0, bar_width, memory).before_marker - marker
         if room >= name_min:  # markers get their full width before names grow
             name = max(name_min, min(full, NAME_WIDTH, room + marker - marker_full))
-            grid = Layout(width, name, bar_width, memory)
-            health = grid.marker - marker_full - 1 if bar_width == BAR_WIDTH else 0
-            return replace(grid, health=max(0, health))
+            spare = room + marker - marker_full - 1 - name  # cells the markers do not need
+            health = max(0, spare) if bar_width == BAR_WIDTH else 0
+            return Layout(width, name, bar_width, memory, health)
     return Layout(width, min(short, 12), 0, memory)
 
 
 MARKER_WIDTH = 24  # the most a marker needs (`WRONG-GPU: given GPU 1`)
 NAME_WIDTH = 44
-# The name column's header per form of `_occupant_texts` (the rows drawn under it).
+# The name column's header per form of the occupants' names (the rows drawn under it).
 NAME_HEADERS = ("Name / run · role · service",) * 2 + ("Name / run · service",)
 
 
@@ -165,8 +138,8 @@ class BoardView:
     def __rich_console__(
         self, console: Console, options: ConsoleOptions
     ) -> Iterator[Text | Segment]:
-        """rich's protocol: the board as one Text, `options.max_width` wide: its segments as
-        they are where every line fits (the usual case, cheaper than rich's wrapping)."""
+        """rich's protocol: the board as one Text, `options.max_width` wide (its segments as
+        they are where every line fits: cheaper than rich's wrapping)."""
         from rich.cells import cell_len
 
         width = options.max_width
@@ -178,10 +151,9 @@ class BoardView:
 
 
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
-    """The board in `width` cells: a header (a watch's names its `interval_s`), one line per
-    GPU (bars for utilisation and memory) and one per occupant under it, then every
-    violation in full (wrapped); what is wrong in bold red. Laid out in fixed columns by
-    hand: one Text, cheap to redraw every tick; no line is longer than `width`."""
+    """The board in fixed columns, no line longer than `width`: a header (a watch's names
+    its `interval_s`), a line per GPU and per occupant under it, then every violation in
+    full; what is wrong in bold red. One Text, cheap to redraw every tick."""
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
@@ -220,8 +192,7 @@ def _cell(text: str, width: int) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    """`text` (its control characters written visibly), cut with an ellipsis where it is
-    longer than `width`."""
+    """`text` (its control characters written visibly), cut with an ellipsis to `width`."""
     text = visible(text)
     if len(text) <= width:
         return text
@@ -241,11 +212,11 @@ def _occupant_memory(occupant: Occupant) -> str:
 
 
 def _occupant_form(board: Board, width: int) -> int:
-    """Which of `_occupant_texts` every occupant is named by: the longest form in which
-    all fit `width` (one form for the whole board, easier to read)."""
-    named = [o for row in board.gpus for o in row.occupants if not o.command]
+    """The longest form of the occupants' names in which every one fits `width` (one form
+    for the whole board)."""
+    named = [o for row in board.gpus for o in row.occupants if not o.by_command]
     for form in range(2):
-        if all(len("└ " + _occupant_texts(o)[form]) <= width for o in named):
+        if all(len("└ " + o.names[form]) <= width for o in named):
             return form
     return 2
 
@@ -267,7 +238,7 @@ def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
             view, gpu.utilization_gpu_percent or 0, utilization_text(gpu), _UTIL_WIDTH, grid
         )
         view.append(" ")
-        percent = round(row.memory_fraction * 100)
+        percent = memory_percent(gpu)
         _append_bar(view, percent, memory_text(gpu), grid.memory, grid)
         view.append(" ")
         _append_health(view, row, grid.health)
@@ -277,8 +248,7 @@ def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
     for occupant in row.occupants:
         style = _ALERT if occupant.problem else ""
         pid = "" if occupant.pid is None else str(occupant.pid)
-        texts = _occupant_texts(occupant)
-        name = "└ " + texts[min(form, len(texts) - 1)]
+        name = "└ " + occupant.names[min(form, len(occupant.names) - 1)]
         view.append(
             f"    {_cell(name, grid.name)} {pid:>{_PID_WIDTH}} {'':<{bars + _UTIL_WIDTH}}"
             f" {'':<{bars}}{_occupant_memory(occupant):>{grid.memory}} {'':<{health_width}}",
@@ -309,9 +279,9 @@ def sparkline(values: tuple[int, ...], width: int) -> str:
 
 
 def health_columns(room: int) -> tuple[bool, int, int]:
-    """What `room` spare columns hold, dropped in this order as it shrinks:
-    the memory history, the utilisation history (each up to HISTORY_POINTS wide, at least
-    8), then the temperature and power. (sensors shown, utilisation width, memory width)"""
+    """(sensors shown, utilisation and memory history widths) in `room` spare cells: the
+    memory history goes first as it shrinks, then the utilisation history (each 8 to
+    HISTORY_POINTS wide), then the temperature and power."""
     if room < SENSORS_WIDTH:
         return False, 0, 0
     left = room - SENSORS_WIDTH
@@ -352,8 +322,8 @@ def _append_health(view: Text, row: GpuRow, room: int) -> None:
 
 
 def board_lines(board: Board, *, stamp: str) -> list[str]:
-    """The board as plain lines (stdout is no terminal): one per GPU, one per occupant under
-    it (`!` marks what is wrong), then every violation in full and the notes."""
+    """The board as plain lines: one per GPU, one per occupant under it (`!` marks what is
+    wrong), then every violation and note."""
     lines = []
     for row in board.gpus:
         gpu = row.gpu
@@ -367,7 +337,7 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
             pid = "" if occupant.pid is None else f" pid {occupant.pid}"
             memory = "" if occupant.memory_mib is None else f" {occupant.memory_mib} MiB"
             problem = f" {occupant.problem}" if occupant.problem else ""
-            lines.append(f"{stamp}   {mark} {_occupant_texts(occupant)[0]}{pid}{memory}{problem}")
+            lines.append(f"{stamp}   {mark} {occupant.names[0]}{pid}{memory}{problem}")
     lines += [f"{stamp} VIOLATION: {problem}" for problem in board.problems]
     lines += [f"{stamp} {note}" for note in board.notes]
     lines.append(f"{stamp} {len(board.problems)} violation(s)")
@@ -387,26 +357,44 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
 
         yield show_json
     elif sys.stdout.isatty():
+        # lazy: rich is heavy; only drawn output needs it
+        from rich.console import Console
+        from rich.control import Control
+        from rich.segment import Segment, Segments
+
+        screen = Console(file=sys.stdout)
         history = new_history(interval_s)  # each GPU's history, drawn where there is room
 
         def show(status: Status) -> None:
+            """Redraw in place on the alternate screen, as rich's live display does (each
+            frame rendered once, padded to the terminal's size now)."""
             nonlocal history
             history = recorded(history, status)
-            board = build_board(status, history)
-            redraw(BoardView(board, stamp=time.strftime(_STAMP), interval_s=interval_s))
+            view = BoardView(
+                build_board(status, history), stamp=time.strftime(_STAMP), interval_s=interval_s
+            )
+            width, height = screen.size
+            lines = screen.render_lines(view, screen.options.update(height=height), pad=True)
+            frame = [Control.home().segment]
+            for number, line in enumerate(Segment.set_shape(lines, width, height)):
+                frame += [Segment.line(), *line] if number else line
+            screen.print(Segments(frame), end="", crop=False)
 
-        with live_screen() as redraw:
+        screen.set_alt_screen(True)
+        screen.show_cursor(False)
+        try:
             yield show
+        finally:  # also on Ctrl-C: the screen and the cursor as they were
+            screen.show_cursor(True)
+            screen.set_alt_screen(False)
     else:
         yield status_lines
 
 
 def status_frame(status: Status) -> None:
-    """One-shot `drgpu status`: one frame of the watch's board on a terminal, laid out for
-    its width; plain lines (`status_lines`) anywhere else."""
+    """One-shot `drgpu status`: one frame of the watch's board on a terminal, plain lines
+    anywhere else."""
     if sys.stdout.isatty():
-        from drgpu.ui.tables import console  # lazy: only a terminal needs it
-
         board = build_board(status)
         console().print(BoardView(board, stamp=time.strftime(_STAMP), interval_s=None))
     else:
@@ -414,38 +402,8 @@ def status_frame(status: Status) -> None:
 
 
 def status_lines(status: Status) -> None:
-    """A snapshot as plain lines on stdout, flushed (a pipe sees each tick at once): a watch's
-    refresh, or one-shot status, piped; a line break or control character inside one (from
-    a label) is written visibly."""
+    """A snapshot as plain lines on stdout, flushed (a pipe sees each tick at once); a line
+    break or control character inside one (from a label) is written visibly."""
     lines = board_lines(build_board(status), stamp=time.strftime(_STAMP))
     sys.stdout.write("".join(visible(line) + "\n" for line in lines))
     sys.stdout.flush()
-
-
-@contextmanager
-def live_screen() -> Iterator[Callable[[RenderableType], None]]:
-    """A function that redraws the terminal in place, on the alternate screen, as rich's
-    live display does (each frame rendered once, padded to the terminal's size); on leaving
-    (also on Ctrl-C) the screen and the cursor are as they were."""
-    from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
-    from rich.control import Control
-    from rich.segment import Segment, Segments
-
-    console = Console(file=sys.stdout)
-    console.set_alt_screen(True)
-    console.show_cursor(False)
-
-    def show(view: RenderableType) -> None:
-        width, height = console.size  # the terminal's size now
-        lines = console.render_lines(view, console.options.update(height=height), pad=True)
-        shaped = Segment.set_shape(lines, width, height)
-        frame = [Control.home().segment]
-        for number, line in enumerate(shaped):
-            frame += [Segment.line(), *line] if number else line
-        console.print(Segments(frame), end="", crop=False)
-
-    try:
-        yield show
-    finally:
-        console.show_cursor(True)
-        console.set_alt_screen(False)

@@ -3,7 +3,7 @@ every violation and warning is a finding)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,10 @@ from drgpu.ui.documents import document
 if TYPE_CHECKING:
     from drgpu.core.model import Inventory
     from drgpu.core.swarm_view import SwarmState
+
+# The keys of `status --json` that are a record's fields by the same name.
+_PROCESS_KEYS = ("container", "container_id", "run_id", "service", "verdict")
+_TASK_KEYS = ("id", "service", "slot", "run_id", "node_id", "state", "desired_state")
 
 
 def status_document(status: Status) -> dict[str, Any]:
@@ -36,7 +40,7 @@ def status_document(status: Status) -> dict[str, Any]:
                 "memory_total_mib": gpu.memory_total_mib,
                 "processes_known": gpu.processes_unknown is None and not gpu.lost,
                 "processes_error": gpu.processes_unknown,
-                "held_by": holders_document(status.holders.get(gpu.index, ())),
+                "held_by": [asdict(h) for h in status.holders.get(gpu.index, ())],
             }
             for gpu in status.inventory.gpus
         ],
@@ -48,11 +52,7 @@ def status_document(status: Status) -> dict[str, Any]:
                 "gpu_uuid": p.gpu.uuid,
                 "used_memory_mib": p.used_memory_mib,
                 "type": p.kind,
-                "container": p.container,
-                "container_id": p.container_id,
-                "run_id": p.run_id,
-                "service": p.service,
-                "verdict": p.verdict,
+                **{key: getattr(p, key) for key in _PROCESS_KEYS},
                 "reason": p.reason or None,
                 "message": p.message or None,
             }
@@ -81,13 +81,7 @@ def swarm_document(swarm: SwarmState) -> dict[str, Any]:
         "nodes": [{**asdict(n), "gpus_seen": n.id in swarm.seen} for n in swarm.nodes],
         "tasks": [
             {
-                "id": t.id,
-                "service": t.service,
-                "slot": t.slot,
-                "run_id": t.run_id,
-                "node_id": t.node_id,
-                "state": t.state,
-                "desired_state": t.desired_state,
+                **{key: getattr(t, key) for key in _TASK_KEYS},
                 "error": t.error or None,
                 "generic_gpus": [v for _, v in t.generic_resources],
                 "nvidia_visible_devices": t.environment.get("NVIDIA_VISIBLE_DEVICES"),
@@ -95,11 +89,6 @@ def swarm_document(swarm: SwarmState) -> dict[str, Any]:
             for t in swarm.tasks
         ],
     }
-
-
-def holders_document(holders: Iterable[Holder]) -> list[dict[str, Any]]:
-    """Holders as JSON (the `held_by` of `status --json` and `gpus --json`)."""
-    return [asdict(h) for h in holders]
 
 
 def gpus_document(
@@ -114,7 +103,9 @@ def gpus_document(
     result["cuda_order_guessed"] = not order.known
     for entry, gpu in zip(result["gpus"], inventory.gpus, strict=True):
         entry["cuda_indices"] = list(cuda_indices.get(gpu.index, ()))
-        entry["held_by"] = None if holders is None else holders_document(holders.get(gpu.index, ()))
+        entry["held_by"] = (
+            None if holders is None else [asdict(h) for h in holders.get(gpu.index, ())]
+        )
     return result
 
 

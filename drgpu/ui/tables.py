@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from drgpu.core.facts import advertised
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
-from drgpu.core.model import Assignment, Inventory, Plan
+from drgpu.core.model import Assignment, Gpu, Inventory, Plan
 from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def gpus_table(
             uuid,
             gpu.name,
             gpu.pci_bus_id,
-            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a",
+            memory_text(gpu),
             "-" if gpu.utilization_gpu_percent is None else f"{gpu.utilization_gpu_percent}%",
             "{}.{}".format(*gpu.compute_capability) if any(gpu.compute_capability) else "n/a",
             ("on: " + migs) if gpu.mig_mode else "off",
@@ -172,6 +172,11 @@ def gpus_table(
             " (DRGPU_INDEX_ORDER=cuda: in CUDA's), renders UUIDs and sets"
             " CUDA_DEVICE_ORDER=PCI_BUS_ID"
         )
+
+
+def memory_text(gpu: Gpu) -> str:
+    """`1200/22912 MiB` (as nvidia-smi), or `n/a` where NVML cannot tell."""
+    return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
 
 
 def _table(title: str, *columns: str) -> Table:
@@ -224,7 +229,7 @@ def check_table(project: str, results: list[CheckResult]) -> None:
     console().print(table)
 
 
-def holders_text(holders: Iterable[Holder], *, full: bool = False) -> str:
+def holders_text(holders: Iterable[Holder], *, full: bool) -> str:
     """`run 0: sagemaker` per holder; a MIG slice or rl_coach's forwarding noted."""
     lines = []
     for holder in holders:

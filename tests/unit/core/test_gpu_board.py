@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from drgpu.core.facts import ContainerFacts, ProcessFacts
-from drgpu.core.gpu_board import GpuRow, build_board
+from drgpu.core.gpu_board import GpuRow, build_board, memory_percent
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.ui.live import board_lines
@@ -65,19 +65,23 @@ def test_each_gpu_lists_its_containers_with_run_role_process_and_memory() -> Non
     board = build_board(status)
     assert [row.gpu.index for row in board.gpus] == [0, 1, 2]
     (simulator,) = board.gpus[0].occupants
-    assert (simulator.run_id, simulator.role, simulator.name) == ("0", "simulator", "robomaker")
+    assert simulator.names == (
+        "run 0 · simulator · robomaker",
+        "0 · simulator · robomaker",
+        "0 · robomaker",
+    )
     assert (simulator.pid, simulator.memory_mib, simulator.problem) == (200, 300, "")
     assert board.gpus[1].occupants[0].pid == 100
     assert board.gpus[2].occupants == ()
     assert not board.problems and not any(flagged(row) for row in board.gpus)
-    assert board.gpus[0].memory_fraction == 0.25
+    assert memory_percent(board.gpus[0].gpu) == 25
 
 
 def test_a_holder_without_a_process_is_listed_idle() -> None:
     inventory = Inventory(gpus=(gpu(0, G0), gpu(1, G1)))
     board = build_board(build_status(inventory, STACK, [], {}))
     (idle,) = board.gpus[1].occupants
-    assert (idle.name, idle.pid, idle.memory_mib) == ("sagemaker", None, None)
+    assert (idle.names[-1], idle.pid, idle.memory_mib) == ("0 · sagemaker", None, None)
 
 
 def test_a_process_on_a_gpu_its_container_was_not_given_is_flagged_on_that_gpu() -> None:
@@ -97,7 +101,7 @@ def test_a_stray_process_of_no_stack_is_flagged() -> None:
     inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(300, 64)),))
     board = build_board(build_status(inventory, [], [], {300: "0::/user.slice\n"}))
     (stray,) = board.gpus[0].occupants
-    assert stray.name == "host" and stray.problem.startswith("STRAY")
+    assert stray.names[0] == "no run · - · host" and stray.problem.startswith("STRAY")
 
 
 def test_a_gpu_held_by_two_runs_is_a_violation_on_its_row() -> None:
@@ -109,7 +113,7 @@ def test_a_gpu_held_by_two_runs_is_a_violation_on_its_row() -> None:
     board = build_board(status)
     assert board.gpus[0].problems == ("held by runs 0, 7",)
     assert board.problems[0].startswith("GPU 0 (GPU model 0) is held by runs 0, 7")
-    assert {o.run_id for o in board.gpus[0].occupants} == {"0", "7"}
+    assert {o.names[-1] for o in board.gpus[0].occupants} == {"0 · robomaker", "7 · robomaker"}
     # Filtered to one of them, the violation stays; to an uninvolved run, it goes.
     assert build_status(inventory, [*STACK, other], [], {}, run_id="7").violations
     assert not build_status(inventory, [*STACK, other], [], {}, run_id="9").violations
@@ -150,9 +154,9 @@ def test_a_stray_process_is_shown_by_its_command_and_user() -> None:
         {300: "0::/user.slice\n", 100: cgroup(TRAINER)},
         commands={**commands, 100: ProcessFacts(("python3", "-m", "rl_coach"), "root")},
     )
-    stray, placed = sorted(build_board(status).gpus[0].occupants, key=lambda o: o.run_id or "")
-    assert (stray.command, stray.user) == ("python3 bench.py --token ***", "alice")
-    assert (placed.command, placed.user) == ("", "")  # drgpu's own are named by their service
+    stray, placed = sorted(build_board(status).gpus[0].occupants, key=lambda o: o.names[0])
+    assert stray.names == ("alice · python3 bench.py --token ***",)
+    assert placed.names[0] == "run 0 · trainer · sagemaker"  # drgpu's own, by their service
     lines = board_lines(build_board(status), stamp="t")
     assert "t   ! alice · python3 bench.py --token *** pid 300 64 MiB STRAY: on the host" in lines
 
@@ -161,7 +165,7 @@ def test_a_lost_gpu_keeps_its_row_with_the_containers_given_it() -> None:
     lost = Gpu(index=1, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
     board = build_board(build_status(Inventory(gpus=(gpu(0, G0), lost)), STACK, [], {}))
     (trainer,) = board.gpus[1].occupants
-    assert (trainer.run_id, trainer.role, trainer.name) == ("0", "trainer", "sagemaker")
+    assert trainer.names[0] == "run 0 · trainer · sagemaker"
     assert trainer.problem == f"MISSING-GPU: given {G1}"
     assert flagged(board.gpus[1])
 
