@@ -182,9 +182,11 @@ class _Library:
 
 class _Nvml(_Library):
     def describe(self, code: int) -> str:
-        fn = self.lib.nvmlErrorString  # in every NVML
-        fn.restype = ctypes.c_char_p
-        text = fn(ctypes.c_int(code))
+        text = None
+        with contextlib.suppress(AttributeError, OSError):  # a stub library may lack it
+            fn = self.lib.nvmlErrorString
+            fn.restype = ctypes.c_char_p
+            text = fn(ctypes.c_int(code))
         return text.decode("utf-8", "replace") if text else f"NVML error {code}"
 
     def text(self, name: str, *args: Any) -> str:
