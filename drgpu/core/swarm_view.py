@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts, NodeFacts, TaskFacts
@@ -54,9 +55,8 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         facts = {"node": node.id, "state": node.state}
         if node.state != "ready":
             level = Level.FAIL if held else Level.WARN
-            message = f"{node.name} is {node.state}" + (
-                f", holding {len(held)} task(s) of a run" if held else ""
-            )
+            holding = f", holding {len(held)} task(s) of a run" if held else ""
+            message = f"{node.name} is {node.state}{holding}"
             findings.append(Finding(node.name, level, message, kind="node-down", facts=facts))
             lost = f"may still run on {node.name}, which the manager has lost, holding its GPUs"
             findings.extend(
@@ -81,11 +81,10 @@ def _may_run(task: TaskFacts) -> bool:
 
 
 def _task_finding(task: TaskFacts, node: NodeFacts | None, message: str, kind: str) -> Finding:
-    gpus = [value for _, value in task.generic_resources]
-    facts = {"task": task.id, "node": task.node_id, "run_id": task.run_id, "gpus": gpus}
-    where = node.name if node is not None else "no node"
+    facts: dict[str, Any] = {"task": task.id, "node": task.node_id, "run_id": task.run_id}
+    facts.update(gpus=[value for _, value in task.generic_resources], service=task.service)
+    where = node.name if node else "no node"
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"
-    facts["service"] = task.service
     return Finding(subject, Level.FAIL, f"{subject} {message}", kind=kind, facts=facts)
 
 

@@ -122,13 +122,12 @@ def _swarm_service(
     elif pinned:  # GPUs of its own (DRGPU_DEVICES_<SERVICE>): pinned as the trainer is
         constraints = here
     held = ",".join(sorted({uuid for slot in pinned for uuid in slot}))
-    forwarded = ",".join(d.uuid for d in service.devices)
-    if service.role is not Role.TRAINER_LAUNCHER:
-        forwarded = ""
-    service_labels = labels.run_labels(
+    launcher = service.role is Role.TRAINER_LAUNCHER
+    forwarded = ",".join(d.uuid for d in service.devices) if launcher else ""
+    run_labels = labels.run_labels(
         plan.run_id, plan.sharing, service.role, held, forwarded=forwarded
     )
-    extra = [(labels.SWARM_GPUS, str(gpus))]
+    extra = [*run_labels, (labels.SWARM_GPUS, str(gpus))]
     if len(pinned) > 1:
         environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         environment.update(dict.fromkeys(TEMPLATED_KEYS, slot_template(pinned)))
@@ -140,7 +139,7 @@ def _swarm_service(
         gpus=gpus,
         replicas=shape.replicas,
         environment=tuple(environment.items()),
-        labels=(*service_labels, *extra),
+        labels=tuple(extra),
         constraints=constraints,
         pinned=pinned,
     )
