@@ -22,9 +22,8 @@ RUNNING = "running"
 
 @dataclass(frozen=True)
 class SwarmState:
-    """The swarm as its manager records it: every node, every task of drgpu's runs, the
-    nodes whose GPUs were read from inside (`seen`), the verdicts on other nodes' GPUs, and
-    why a node's could not be read (by node id)."""
+    """The swarm as its manager records it (every node, every task of drgpu's runs) and what
+    was read inside its nodes: `seen`, others' verdicts, why a node was not (by node id)."""
 
     nodes: tuple[NodeFacts, ...]
     tasks: tuple[TaskFacts, ...]
@@ -34,10 +33,8 @@ class SwarmState:
 
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:
-    """Violations and warnings about the swarm: a node not ready (a violation when it
-    holds tasks of a run), a task that may still run on such a node (the manager marks it
-    rejected, but nobody stopped its container), a task pending, a node whose GPUs were
-    not read (not `seen`). `run_id`: only that run's tasks (None: every run)."""
+    """A node not ready (FAIL when it holds a run's tasks), its tasks that may still run, a
+    task pending, a node whose GPUs were not read. `run_id`: only its tasks (None: all)."""
     ours = [t for t in swarm.tasks if run_id is None or t.run_id == run_id]
     named = {node.id: node for node in swarm.nodes}
     findings = [

@@ -62,9 +62,8 @@ def task_log_tail(task_id: str, lines: int) -> list[str]:
 def proofs_on_nodes(
     namespace: str, image: str, source: str, wanted: Mapping[str, Mapping[str, list[str]]]
 ) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
-    """Run drgpu's probe (`source`, its `on_node` mode) beside the stack's tasks on other
-    nodes (`wanted`: node id: task id: the probe's arguments), through `on_nodes`. The
-    probe's (exit code, output) by task id, and why each node whose job failed."""
+    """The probe's (`source`) (exit code, output) by task id beside the stack's tasks on other
+    nodes (`wanted`: node id: task id: its arguments), and why each failed node's job failed."""
     results: dict[str, tuple[int, str]] = {}
     failures: dict[str, str] = {}
     env = "NVIDIA_VISIBLE_DEVICES=void"  # the job itself holds no GPU

@@ -90,8 +90,8 @@ def render_manifests(
         if document["kind"] == "Secret"
         for key, value in document["stringData"].items()
     }
-    hidden = (*secrets, *service_secrets(bodies), *secret_values(own))
-    hidden = tuple(sorted(set(hidden), key=len, reverse=True))
+    found = {*secrets, *service_secrets(bodies), *secret_values(own)}
+    hidden = tuple(sorted(found, key=len, reverse=True))
     text = "---\n".join([header, *(_text(part, None) for part in parts)])
     shown = "---\n".join([header, *(_text(part, hidden) for part in parts)])
     return Rendered(shown, text, tuple(warnings))
@@ -145,15 +145,13 @@ def _plugin_parts(
     for shape in shapes:
         if not shared:
             _check_counts(shape, devices[shape.name])
-        pod = _pod(plan, shape, bodies[shape.name], warnings)
-        container = pod["containers"][0]
-        if shape.gpus:
-            _set_resources(container, {"limits": {GPU_RESOURCE: shape.gpus}})
-            _set_env(container, own_gpus_environment(shape.gpus))
+        limits = {"limits": {GPU_RESOURCE: shape.gpus}} if shape.gpus else None
+        extra = own_gpus_environment(shape.gpus) if shape.gpus else None
+        pod, secret = _pod(plan, shape, shape.name, bodies[shape.name], warnings, limits, extra)
         selector = _node_selector(shape.name, devices[shape.name], shared, warnings)
         if selector:
             pod = {"nodeSelector": selector, **pod}
-        parts.extend(_secret_parts(plan, shape.name, container))
+        parts.extend(secret)
         parts.append((_deployment(plan, shape, shape.name, shape.replicas or 1, pod), ""))
     return parts
 
@@ -187,23 +185,18 @@ def _dra_parts(
         slots = shape.pinned if shape.replicas is not None and len(shape.pinned) > 1 else ()
         names = [(f"{shape.name}-{slot}", slot) for slot in range(1, len(slots) + 1)]
         for name, slot in names or [(shape.name, 0)]:
-            pod = _pod(plan, shape, bodies[shape.name], warnings)
-            container = pod["containers"][0]
             uuids = shape.pinned_for(slot or 1) or ()
-            if slot:
-                _set_env(container, {"DOCKER_REPLICA_SLOT": str(slot)})
+            extra = {"DOCKER_REPLICA_SLOT": str(slot)} if slot else {}
             if uuids:
-                claim = claims.get(uuids)
-                if claim is None:
-                    claim = claims[uuids] = _dns_label(f"{plan.project}-{name}-gpus")
-                    parts.append((_resource_claim(plan, claim, uuids), ""))
-                pod["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim}]
-                _set_resources(container, {"claims": [{"name": "gpus"}]})
-                _set_env(
-                    container,
-                    {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(uuids)},
-                )
-            parts.extend(_secret_parts(plan, name, container))
+                extra.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=",".join(uuids))
+            gpus = {"claims": [{"name": "gpus"}]} if uuids else None
+            pod, secret = _pod(plan, shape, name, bodies[shape.name], warnings, gpus, extra)
+            if uuids:
+                if uuids not in claims:
+                    claims[uuids] = _dns_label(f"{plan.project}-{name}-gpus")
+                    parts.append((_resource_claim(plan, claims[uuids], uuids), ""))
+                pod["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claims[uuids]}]
+            parts.extend(secret)
             replicas = 1 if slot or shape.replicas is None else shape.replicas
             deployments.append((_deployment(plan, shape, name, replicas, pod), ""))
     for uuid in dict.fromkeys(uuid for uuids in claims for uuid in uuids):
@@ -256,17 +249,20 @@ def _devices(plan: Plan, shape: ServiceGpus) -> tuple[Assignment, ...]:
 
 
 def _pod(
-    plan: Plan, shape: ServiceGpus, body: Mapping[str, Any], warnings: list[str]
-) -> dict[str, Any]:
-    """The pod of a service: its image, command and environment, ready for Kubernetes."""
+    plan: Plan,
+    shape: ServiceGpus,
+    name: str,
+    body: Mapping[str, Any],
+    warnings: list[str],
+    resources: dict[str, Any] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], list[_Part]]:
+    """The pod of a service (`name`: its Deployment's): its image, command and environment
+    (`extra` last), its GPU `resources`; and a Secret of its secret settings, which the pod
+    references by secretKeyRef."""
     image = body.get("image")
     if not image:
         raise ConfigError(f"service {shape.name} has no image: Kubernetes cannot build one")
-    if shape.role is Role.TRAINER_LAUNCHER:
-        warnings.append(
-            f"{shape.name} starts the trainer through the Docker socket (SageMaker local mode),"
-            " which Kubernetes does not offer"
-        )
     container: dict[str, Any] = {"name": _dns_label(shape.name), "image": str(image)}
     for key, field in (("entrypoint", "command"), ("command", "args")):
         if body.get(key):
@@ -278,14 +274,33 @@ def _pod(
         if value is not None
     }
     if shape.role is Role.TRAINER_LAUNCHER:
+        warnings.append(
+            f"{shape.name} starts the trainer through the Docker socket (SageMaker local mode),"
+            " which Kubernetes does not offer"
+        )
         # rl_coach forwards the trainer's GPU, by UUID, planned against this node.
         environment.update(plan.service(shape.name).environment)
     elif not shape.gpus:
         environment["NVIDIA_VISIBLE_DEVICES"] = "void"
+    for key, value in (extra or {}).items():
+        environment.pop(key, None)
+        environment[key] = value
+    if resources:
+        container["resources"] = resources
+    values = {key: kubernetes_text(value) for key, value in environment.items()}
+    secrets = {key: value for key, value in values.items() if is_secret(key)}
+    secret = _dns_label(f"{plan.project}-{name}-secrets")
     container["env"] = [
-        {"name": key, "value": kubernetes_text(value)} for key, value in environment.items()
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        if key in secrets
+        else {"name": key, "value": value}
+        for key, value in values.items()
     ]
-    return {"containers": [container]}
+    if not secrets:
+        return {"containers": [container]}, []
+    document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
+    comment = SECRET_COMMENT.format(name=secret, service=name, masked="{masked}")
+    return {"containers": [container]}, [(document, comment)]
 
 
 def kubernetes_text(value: str) -> str:
@@ -296,37 +311,6 @@ def kubernetes_text(value: str) -> str:
         "$$" if char == "$" and text[index + 1 : index + 2] in ("$", "(") else char
         for index, char in enumerate(text)
     )
-
-
-def _set_resources(container: dict[str, Any], resources: dict[str, Any]) -> None:
-    """Set a container's resources, before its environment (as kubectl shows them)."""
-    container.update(resources=resources, env=container.pop("env"))
-
-
-def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
-    """Set (or replace) environment variables of a container."""
-    env = [item for item in container["env"] if item["name"] not in values]
-    container["env"] = [*env, *({"name": k, "value": v} for k, v in values.items())]
-
-
-def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Part]:
-    """Move a container's secret settings into a Secret it references by secretKeyRef."""
-    secrets = {
-        item["name"]: item["value"]
-        for item in container["env"]
-        if "value" in item and is_secret(item["name"])
-    }
-    if not secrets:
-        return []
-    secret = _dns_label(f"{plan.project}-{name}-secrets")
-    container["env"] = [
-        {"name": item["name"], "valueFrom": {"secretKeyRef": {"name": secret, "key": item["name"]}}}
-        if item["name"] in secrets
-        else item
-        for item in container["env"]
-    ]
-    document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
-    return [(document, SECRET_COMMENT.format(name=secret, service=name, masked="{masked}"))]
 
 
 def _deployment(

@@ -37,11 +37,11 @@ from drgpu.core.swarm_node import (
 )
 from drgpu.targets.compose_override import dump_yaml
 
-HEADER = """\
-# Written by drgpu for swarm stack {project}: {how}.
+HEADER = f"""\
+# Written by drgpu for swarm stack {{project}}: {{how}}.
 # Do not edit: `drgpu up` writes it anew. Change system.env and run `drgpu plan` instead.
 # A pinned service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
-# runtime (nvidia) obeys; a reserving one gets {variable}=<uuids> from the engine.
+# runtime (nvidia) obeys; a reserving one gets {RESOURCE_VARIABLE}=<uuids> from the engine.
 """
 OVERRIDE_HEADER = f"""\
 {HEADER_MARK} for swarm stack {{project}}: appended to DRfC's -c list.
@@ -51,7 +51,7 @@ OVERRIDE_HEADER = f"""\
 """
 OVERRIDE_VERSION = "3.7"  # DRfC's own files' format
 PINNED_HOW = "GPU services pinned to their GPUs on this node"
-GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
+GENERIC_HOW = f"the trainer pinned, simulators reserving {GPU_KIND} generic resources"
 NODE_CONSTRAINT = "node.id == {node}"
 # The service keys of the Compose file format 3.13 that `docker stack deploy` reads.
 STACK_SERVICE_KEYS = frozenset((
@@ -193,9 +193,7 @@ def render_stack(
     }
     document.update({key: model[key] for key in _TOP_LEVEL_KEYS if model.get(key)})
     how = GENERIC_HOW if any(s.reserves for s in services) else PINNED_HOW
-    header = HEADER.format(
-        project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
-    )
+    header = HEADER.format(project=plan.project, how=how)
     text = header + dump_yaml(compose_text(document))
     masked = {
         **document,
