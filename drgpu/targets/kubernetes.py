@@ -223,17 +223,10 @@ def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, 
     return _object(plan, "ResourceClaim", name, DRA_API, spec={"devices": {"requests": requests}})
 
 
-def _object(
-    plan: Plan,
-    kind: str,
-    name: str,
-    api: str = "v1",
-    labels: dict[str, str] | None = None,
-    **fields: Any,
-) -> dict[str, Any]:
-    """A Kubernetes object of drgpu's stack (`labels`: the stack's), `fields` after its
-    metadata; `name` made one Kubernetes accepts."""
-    metadata = {"name": _dns_label(name), "labels": labels or _labels(plan)}
+def _object(plan: Plan, kind: str, name: str, api: str = "v1", **fields: Any) -> dict[str, Any]:
+    """A Kubernetes object of drgpu's stack, `fields` after its metadata; `name` made one
+    Kubernetes accepts."""
+    metadata = {"name": _dns_label(name), "labels": _labels(plan)}
     return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
 
 
@@ -325,7 +318,9 @@ def _deployment(
     }
     template = {"metadata": {"labels": labels}, "spec": pod}
     spec = {"replicas": replicas, "selector": {"matchLabels": matching}, "template": template}
-    return _object(plan, "Deployment", f"{plan.project}-{name}", "apps/v1", labels, spec=spec)
+    deployment = _object(plan, "Deployment", f"{plan.project}-{name}", "apps/v1", spec=spec)
+    deployment["metadata"]["labels"] = labels
+    return deployment
 
 
 def _node_selector(
