@@ -1,9 +1,7 @@
 """`drgpu status` on a swarm manager: the whole swarm as the manager records it, judged.
 
-The manager knows every node's state and every task's (desired and actual) state, node
-and generic resources, but it cannot look inside another node: only the GPUs of the nodes
-in `seen` were read there (this node's through NVML, others' by a job on each: their
-verdicts are `node_findings`), the others are said to be unseen.
+The manager cannot look inside another node: only the GPUs of the nodes in `seen` were
+read (this node's through NVML, others' by a job on each), the others are said to be unseen.
 """
 
 from __future__ import annotations

@@ -195,14 +195,10 @@ def render_stack(
     how = GENERIC_HOW if any(s.reserves for s in services) else PINNED_HOW
     header = HEADER.format(project=plan.project, how=how)
     text = header + dump_yaml(compose_text(document))
-    masked = {
-        **document,
-        "services": {name: _masked_service(body) for name, body in document["services"].items()},
-    }
-    hidden = (*secrets, *service_secrets(document["services"]))
-    shown = header + dump_yaml(
-        compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True)))
-    )
+    services_shown = {name: _masked_service(body) for name, body in document["services"].items()}
+    hidden = sorted((*secrets, *service_secrets(document["services"])), key=len, reverse=True)
+    safe = masked_data({**document, "services": services_shown}, hidden)
+    shown = header + dump_yaml(compose_text(safe))
     return SwarmStack(
         project=plan.project,
         text=text,
