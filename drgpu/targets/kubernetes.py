@@ -146,7 +146,7 @@ def _plugin_parts(
         if not shared:
             _check_counts(shape, devices[shape.name])
         limits = {"limits": {GPU_RESOURCE: shape.gpus}} if shape.gpus else None
-        extra = own_gpus_environment(shape.gpus) if shape.gpus else None
+        extra = own_gpus_environment(shape.gpus) if shape.gpus else {}
         pod, secret = _pod(plan, shape, shape.name, bodies[shape.name], warnings, limits, extra)
         selector = _node_selector(shape.name, devices[shape.name], shared, warnings)
         if selector:
@@ -247,8 +247,8 @@ def _pod(
     name: str,
     body: Mapping[str, Any],
     warnings: list[str],
-    resources: dict[str, Any] | None = None,
-    extra: Mapping[str, str] | None = None,
+    resources: dict[str, Any] | None,
+    extra: Mapping[str, str],
 ) -> tuple[dict[str, Any], list[_Part]]:
     """The pod of a service (`name`: its Deployment's): its image, command and environment
     (`extra` last), its GPU `resources`; and a Secret of its secret settings, which the pod
@@ -275,7 +275,7 @@ def _pod(
         environment.update(plan.service(shape.name).environment)
     elif not shape.gpus:
         environment["NVIDIA_VISIBLE_DEVICES"] = "void"
-    for key, value in (extra or {}).items():
+    for key, value in extra.items():
         environment.pop(key, None)
         environment[key] = value
     if resources:
