@@ -1,15 +1,14 @@
 """`drgpu status` on a swarm manager: the whole swarm as the manager records it, judged.
 
-The manager knows every node's state and every task's (desired and actual) state, node
-and generic resources, but it cannot look inside another node: only the GPUs of the nodes
-in `seen` were read there (this node's through NVML, others' by a job on each: their
-verdicts are `node_findings`), the others are said to be unseen.
+The manager cannot look inside another node: only the GPUs of the nodes in `seen` were
+read (this node's through NVML, others' by a job on each), the others are said to be unseen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts, NodeFacts, TaskFacts
@@ -21,9 +20,8 @@ RUNNING = "running"
 
 @dataclass(frozen=True)
 class SwarmState:
-    """The swarm as its manager records it: every node, every task of drgpu's runs, the
-    nodes whose GPUs were read from inside (`seen`), the verdicts on other nodes' GPUs, and
-    why a node's could not be read (by node id)."""
+    """The swarm as its manager records it (every node, every task of drgpu's runs) and what
+    was read inside its nodes: `seen`, others' verdicts, why a node was not (by node id)."""
 
     nodes: tuple[NodeFacts, ...]
     tasks: tuple[TaskFacts, ...]
@@ -33,10 +31,8 @@ class SwarmState:
 
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:
-    """Violations and warnings about the swarm: a node not ready (a violation when it
-    holds tasks of a run), a task that may still run on such a node (the manager marks it
-    rejected, but nobody stopped its container), a task pending, a node whose GPUs were
-    not read (not `seen`). `run_id`: only that run's tasks (None: every run)."""
+    """A node not ready (FAIL when it holds a run's tasks), its tasks that may still run, a
+    task pending, a node whose GPUs were not read. `run_id`: only its tasks (None: all)."""
     ours = [t for t in swarm.tasks if run_id is None or t.run_id == run_id]
     named = {node.id: node for node in swarm.nodes}
     findings = [
@@ -54,9 +50,8 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         facts = {"node": node.id, "state": node.state}
         if node.state != "ready":
             level = Level.FAIL if held else Level.WARN
-            message = f"{node.name} is {node.state}" + (
-                f", holding {len(held)} task(s) of a run" if held else ""
-            )
+            holding = f", holding {len(held)} task(s) of a run" if held else ""
+            message = f"{node.name} is {node.state}{holding}"
             findings.append(Finding(node.name, level, message, kind="node-down", facts=facts))
             lost = f"may still run on {node.name}, which the manager has lost, holding its GPUs"
             findings.extend(
@@ -81,11 +76,10 @@ def _may_run(task: TaskFacts) -> bool:
 
 
 def _task_finding(task: TaskFacts, node: NodeFacts | None, message: str, kind: str) -> Finding:
-    gpus = [value for _, value in task.generic_resources]
-    facts = {"task": task.id, "node": task.node_id, "run_id": task.run_id, "gpus": gpus}
-    where = node.name if node is not None else "no node"
+    facts: dict[str, Any] = {"task": task.id, "node": task.node_id, "run_id": task.run_id}
+    facts.update(gpus=[value for _, value in task.generic_resources], service=task.service)
+    where = node.name if node else "no node"
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"
-    facts["service"] = task.service
     return Finding(subject, Level.FAIL, f"{subject} {message}", kind=kind, facts=facts)
 
 

@@ -62,9 +62,8 @@ def task_log_tail(task_id: str, lines: int) -> list[str]:
 def proofs_on_nodes(
     namespace: str, image: str, source: str, wanted: Mapping[str, Mapping[str, list[str]]]
 ) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
-    """Run drgpu's probe (`source`, its `on_node` mode) beside the stack's tasks on other
-    nodes (`wanted`: node id: task id: the probe's arguments), through `on_nodes`. The
-    probe's (exit code, output) by task id, and why each node whose job failed."""
+    """The probe's (`source`) (exit code, output) by task id beside the stack's tasks on other
+    nodes (`wanted`: node id: task id: its arguments), and why each failed node's job failed."""
     results: dict[str, tuple[int, str]] = {}
     failures: dict[str, str] = {}
     env = "NVIDIA_VISIBLE_DEVICES=void"  # the job itself holds no GPU
@@ -165,6 +164,7 @@ def _job(
     from drgpu.probe import LAUNCHER, SOURCE_VARIABLE
 
     proc = {"Type": "bind", "Source": "/proc", "Target": "/host/proc", "ReadOnly": True}
+    path = os.environ.get("DRGPU_NODE_SOCKET") or docker_api.engine_address(os.environ).socket_path
     return {
         "Name": f"drgpu-{name}-{node[:12]}",
         "Labels": {"drgpu.proof": name},
@@ -174,17 +174,12 @@ def _job(
                 "Image": image,
                 "Command": ["python3", "-c", LAUNCHER, *arguments],
                 "Env": [f"{SOURCE_VARIABLE}={source}", *env],
-                "Mounts": [{"Type": "bind", "Source": _socket(), "Target": SOCKET}, proc],
+                "Mounts": [{"Type": "bind", "Source": path or SOCKET, "Target": SOCKET}, proc],
             },
             "Placement": {"Constraints": [f"node.id=={node}"]},
             "RestartPolicy": {"Condition": "none"},
         },
     }
-
-
-def _socket() -> str:
-    found = docker_api.engine_address(os.environ).socket_path
-    return os.environ.get("DRGPU_NODE_SOCKET") or found or SOCKET
 
 
 def _job_done(engine: Connection, job: str) -> str | None:
@@ -218,6 +213,7 @@ def _stack(namespace: str) -> dict[str, str]:
 def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
     spec = (task.get("Spec") or {}).get("ContainerSpec") or {}
     status = task.get("Status") or {}
+    container = status.get("ContainerStatus") or {}
     return TaskFacts(
         id=task["ID"],
         service=service,
@@ -229,9 +225,9 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         environment=environment(spec.get("Env")),
         generic_resources=_named_resources(task.get("GenericResources") or []),
         run_id=(spec.get("Labels") or {}).get(labels.RUN_ID, ""),
-        started=bool((status.get("ContainerStatus") or {}).get("PID")),
+        started=bool(container.get("PID")),
         image=str(spec.get("Image") or ""),
-        container_id=str((status.get("ContainerStatus") or {}).get("ContainerID") or ""),
+        container_id=str(container.get("ContainerID") or ""),
     )
 
 
@@ -329,9 +325,7 @@ def engine_facts() -> EngineFacts:
         here = next((dict(node.labels) for node in nodes if node.id == swarm.get("NodeID")), {})
     return replace(
         daemon_facts_of(info, answer.headers),
-        generic_resources=tuple(
-            _resource_text(resource) for resource in info.get("GenericResources") or []
-        ),
+        generic_resources=tuple(map(_resource_text, info.get("GenericResources") or [])),
         swarm_state=str(swarm.get("LocalNodeState") or "inactive"),
         node_labels=here if manager else None,
         node_id=str(swarm.get("NodeID") or ""),

@@ -8,7 +8,6 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from drgpu.core.model import Assignment, Plan, Role
@@ -61,6 +60,7 @@ SECRET_COMMENT = """\
 MASKED_NOTE = " Values masked here: `drgpu render --k8s -o FILE` writes them."
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
+_Part = tuple[dict[str, Any], str]  # a manifest and the comment before it
 
 
 def render_manifests(
@@ -84,42 +84,31 @@ def render_manifests(
     else:
         parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
         header = HEADER.format(project=plan.project)
-    hidden = _hidden_values(parts, (*secrets, *service_secrets(bodies)))
-    text = "---\n".join([header, *(part.text() for part in parts)])
-    shown = "---\n".join([header, *(part.text(masked=hidden) for part in parts)])
+    own = {
+        key: value
+        for document, _ in parts
+        if document["kind"] == "Secret"
+        for key, value in document["stringData"].items()
+    }
+    found = {*secrets, *service_secrets(bodies), *secret_values(own)}
+    hidden = tuple(sorted(found, key=len, reverse=True))
+    text = "---\n".join([header, *(_text(part, None) for part in parts)])
+    shown = "---\n".join([header, *(_text(part, hidden) for part in parts)])
     return Rendered(shown, text, tuple(warnings))
 
 
-@dataclass(frozen=True)
-class _Part:
-    """One manifest, with a comment; a Secret's values are masked when shown."""
-
-    document: Mapping[str, Any]
-    comment: str = ""
-
-    def text(self, *, masked: tuple[str, ...] | None = None) -> str:
-        """The manifest; `masked`: the values to mask (masked before YAML escapes them), a
-        Secret's values all masked; None: the real values."""
-        document = dict(self.document) if masked is None else masked_data(self.document, masked)
-        comment = self.comment
-        if document.get("kind") == "Secret":
-            comment = comment.format(masked="" if masked is None else MASKED_NOTE)
-            if masked is not None:
-                document["stringData"] = {key: MASK for key in document.get("stringData") or {}}
-        return comment + dump_yaml(document, blocks=True)
-
-
-def _hidden_values(parts: list[_Part], secrets: Iterable[str]) -> tuple[str, ...]:
-    """`secrets` and the values of every Secret of `parts`: masked wherever they appear."""
-    own = secret_values(
-        {
-            str(key): str(value)
-            for part in parts
-            if part.document.get("kind") == "Secret"
-            for key, value in (part.document.get("stringData") or {}).items()
-        }
-    )
-    return tuple(sorted({*secrets, *own}, key=len, reverse=True))
+def _text(part: _Part, hidden: tuple[str, ...] | None) -> str:
+    """A manifest after its comment; `hidden`: the values to mask (before YAML escapes
+    them), a Secret's values all masked; None: the real values."""
+    document, comment = part
+    secret = document["kind"] == "Secret"
+    if hidden is not None:
+        document = masked_data(document, hidden)
+        if secret:
+            document["stringData"] = dict.fromkeys(document["stringData"], MASK)
+    if secret:
+        comment = comment.format(masked="" if hidden is None else MASKED_NOTE)
+    return comment + dump_yaml(document, blocks=True)
 
 
 def cel_string(text: str) -> str:
@@ -138,14 +127,16 @@ def _plugin_parts(
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
     parts: list[_Part] = []
     devices = {shape.name: _devices(plan, shape) for shape in shapes}
-    users: Counter[str] = Counter()  # how many pods the plan puts on each GPU
-    for shape in shapes:
-        users.update([d.uuid for d in devices[shape.name]] * (shape.replicas or 1))
+    # how many pods the plan puts on each GPU
+    users = Counter(d.uuid for s in shapes for _ in range(s.replicas or 1) for d in devices[s.name])
     replicas = max(users.values(), default=0)
     plugin_sharing = PLUGIN_SHARING.get(sharing)
     if plugin_sharing and replicas > 1:
+        resources = [{"name": GPU_RESOURCE, "replicas": replicas}]
+        config = {"version": "v1", "sharing": {plugin_sharing: {"resources": resources}}}
+        data = {SHARING_CONFIG_KEY: dump_yaml(config)}
         comment = SHARING_COMMENT.format(mode=sharing, replicas=replicas)
-        parts.append(_Part(_sharing_config_map(plan, plugin_sharing, replicas), comment))
+        parts.append((_object(plan, "ConfigMap", SHARING_CONFIG_MAP, data=data), comment))
     elif plugin_sharing:
         warnings.append(f"DRGPU_SHARING={sharing}, but the plan puts no two services on one GPU")
     elif replicas > 1:
@@ -154,16 +145,14 @@ def _plugin_parts(
     for shape in shapes:
         if not shared:
             _check_counts(shape, devices[shape.name])
-        pod = _pod(plan, shape, bodies[shape.name], warnings)
-        container = pod["containers"][0]
-        if shape.gpus:
-            _set_resources(container, {"limits": {GPU_RESOURCE: shape.gpus}})
-            _set_env(container, own_gpus_environment(shape.gpus))
+        limits = {"limits": {GPU_RESOURCE: shape.gpus}} if shape.gpus else None
+        extra = own_gpus_environment(shape.gpus) if shape.gpus else {}
+        pod, secret = _pod(plan, shape, shape.name, bodies[shape.name], warnings, limits, extra)
         selector = _node_selector(shape.name, devices[shape.name], shared, warnings)
         if selector:
             pod = {"nodeSelector": selector, **pod}
-        parts.extend(_secret_parts(plan, shape.name, container))
-        parts.append(_Part(_deployment(plan, shape, shape.name, shape.replicas or 1, pod)))
+        parts.extend(secret)
+        parts.append((_deployment(plan, shape, shape.name, shape.replicas or 1, pod), ""))
     return parts
 
 
@@ -196,35 +185,26 @@ def _dra_parts(
         slots = shape.pinned if shape.replicas is not None and len(shape.pinned) > 1 else ()
         names = [(f"{shape.name}-{slot}", slot) for slot in range(1, len(slots) + 1)]
         for name, slot in names or [(shape.name, 0)]:
-            pod = _pod(plan, shape, bodies[shape.name], warnings)
-            container = pod["containers"][0]
             uuids = shape.pinned_for(slot or 1) or ()
-            if slot:
-                _set_env(container, {"DOCKER_REPLICA_SLOT": str(slot)})
+            extra = {"DOCKER_REPLICA_SLOT": str(slot)} if slot else {}
             if uuids:
-                claim = claims.get(uuids)
-                if claim is None:
-                    claim = claims[uuids] = _dns_label(f"{plan.project}-{name}-gpus")
-                    parts.append(_Part(_resource_claim(plan, claim, uuids)))
-                pod["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim}]
-                _set_resources(container, {"claims": [{"name": "gpus"}]})
-                _set_env(
-                    container,
-                    {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(uuids)},
-                )
-            parts.extend(_secret_parts(plan, name, container))
+                extra.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=",".join(uuids))
+            gpus = {"claims": [{"name": "gpus"}]} if uuids else None
+            pod, secret = _pod(plan, shape, name, bodies[shape.name], warnings, gpus, extra)
+            if uuids:
+                if uuids not in claims:
+                    claims[uuids] = _dns_label(f"{plan.project}-{name}-gpus")
+                    parts.append((_resource_claim(plan, claims[uuids], uuids), ""))
+                pod["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claims[uuids]}]
+            parts.extend(secret)
             replicas = 1 if slot or shape.replicas is None else shape.replicas
-            deployments.append(_Part(_deployment(plan, shape, name, replicas, pod)))
-    in_claims: dict[str, list[str]] = {}
-    for uuids, claim in claims.items():
-        for uuid in uuids:
-            in_claims.setdefault(uuid, []).append(claim)
-    warnings.extend(
-        f"GPU {uuid} is in ResourceClaims {' and '.join(names)}: DRA allocates a device to one"
-        " claim at a time, so the pods of the other stay pending"
-        for uuid, names in in_claims.items()
-        if len(names) > 1
-    )
+            deployments.append((_deployment(plan, shape, name, replicas, pod), ""))
+    for uuid in dict.fromkeys(uuid for uuids in claims for uuid in uuids):
+        if len(claimed := [claim for uuids, claim in claims.items() if uuid in uuids]) > 1:
+            warnings.append(
+                f"GPU {uuid} is in ResourceClaims {' and '.join(claimed)}: DRA allocates a device"
+                " to one claim at a time, so the pods of the other stay pending"
+            )
     return [*parts, *deployments]
 
 
@@ -243,17 +223,10 @@ def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, 
     return _object(plan, "ResourceClaim", name, DRA_API, spec={"devices": {"requests": requests}})
 
 
-def _object(
-    plan: Plan,
-    kind: str,
-    name: str,
-    api: str = "v1",
-    labels: dict[str, str] | None = None,
-    **fields: Any,
-) -> dict[str, Any]:
-    """A Kubernetes object of drgpu's stack (`labels`: the stack's), `fields` after its
-    metadata; `name` made one Kubernetes accepts."""
-    metadata = {"name": _dns_label(name), "labels": labels or _labels(plan)}
+def _object(plan: Plan, kind: str, name: str, api: str = "v1", **fields: Any) -> dict[str, Any]:
+    """A Kubernetes object of drgpu's stack, `fields` after its metadata; `name` made one
+    Kubernetes accepts."""
+    metadata = {"name": _dns_label(name), "labels": _labels(plan)}
     return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
 
 
@@ -268,27 +241,21 @@ def _devices(plan: Plan, shape: ServiceGpus) -> tuple[Assignment, ...]:
     return service.devices
 
 
-def _sharing_config_map(plan: Plan, mode: str, replicas: int) -> dict[str, Any]:
-    config = {
-        "version": "v1",
-        "sharing": {mode: {"resources": [{"name": GPU_RESOURCE, "replicas": replicas}]}},
-    }
-    data = {SHARING_CONFIG_KEY: dump_yaml(config)}
-    return _object(plan, "ConfigMap", SHARING_CONFIG_MAP, data=data)
-
-
 def _pod(
-    plan: Plan, shape: ServiceGpus, body: Mapping[str, Any], warnings: list[str]
-) -> dict[str, Any]:
-    """The pod of a service: its image, command and environment, ready for Kubernetes."""
+    plan: Plan,
+    shape: ServiceGpus,
+    name: str,
+    body: Mapping[str, Any],
+    warnings: list[str],
+    resources: dict[str, Any] | None,
+    extra: Mapping[str, str],
+) -> tuple[dict[str, Any], list[_Part]]:
+    """The pod of a service (`name`: its Deployment's): its image, command and environment
+    (`extra` last), its GPU `resources`; and a Secret of its secret settings, which the pod
+    references by secretKeyRef."""
     image = body.get("image")
     if not image:
         raise ConfigError(f"service {shape.name} has no image: Kubernetes cannot build one")
-    if shape.role is Role.TRAINER_LAUNCHER:
-        warnings.append(
-            f"{shape.name} starts the trainer through the Docker socket (SageMaker local mode),"
-            " which Kubernetes does not offer"
-        )
     container: dict[str, Any] = {"name": _dns_label(shape.name), "image": str(image)}
     for key, field in (("entrypoint", "command"), ("command", "args")):
         if body.get(key):
@@ -300,14 +267,33 @@ def _pod(
         if value is not None
     }
     if shape.role is Role.TRAINER_LAUNCHER:
+        warnings.append(
+            f"{shape.name} starts the trainer through the Docker socket (SageMaker local mode),"
+            " which Kubernetes does not offer"
+        )
         # rl_coach forwards the trainer's GPU, by UUID, planned against this node.
         environment.update(plan.service(shape.name).environment)
     elif not shape.gpus:
         environment["NVIDIA_VISIBLE_DEVICES"] = "void"
+    for key, value in extra.items():
+        environment.pop(key, None)
+        environment[key] = value
+    if resources:
+        container["resources"] = resources
+    values = {key: kubernetes_text(value) for key, value in environment.items()}
+    secrets = {key: value for key, value in values.items() if is_secret(key)}
+    secret = _dns_label(f"{plan.project}-{name}-secrets")
     container["env"] = [
-        {"name": key, "value": kubernetes_text(value)} for key, value in environment.items()
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        if key in secrets
+        else {"name": key, "value": value}
+        for key, value in values.items()
     ]
-    return {"containers": [container]}
+    if not secrets:
+        return {"containers": [container]}, []
+    document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
+    comment = SECRET_COMMENT.format(name=secret, service=name, masked="{masked}")
+    return {"containers": [container]}, [(document, comment)]
 
 
 def kubernetes_text(value: str) -> str:
@@ -318,37 +304,6 @@ def kubernetes_text(value: str) -> str:
         "$$" if char == "$" and text[index + 1 : index + 2] in ("$", "(") else char
         for index, char in enumerate(text)
     )
-
-
-def _set_resources(container: dict[str, Any], resources: dict[str, Any]) -> None:
-    """Set a container's resources, before its environment (as kubectl shows them)."""
-    container.update(resources=resources, env=container.pop("env"))
-
-
-def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
-    """Set (or replace) environment variables of a container."""
-    env = [item for item in container["env"] if item["name"] not in values]
-    container["env"] = [*env, *({"name": k, "value": v} for k, v in values.items())]
-
-
-def _secret_parts(plan: Plan, name: str, container: dict[str, Any]) -> list[_Part]:
-    """Move a container's secret settings into a Secret it references by secretKeyRef."""
-    secrets = {
-        item["name"]: item["value"]
-        for item in container["env"]
-        if "value" in item and is_secret(item["name"])
-    }
-    if not secrets:
-        return []
-    secret = _dns_label(f"{plan.project}-{name}-secrets")
-    container["env"] = [
-        {"name": item["name"], "valueFrom": {"secretKeyRef": {"name": secret, "key": item["name"]}}}
-        if item["name"] in secrets
-        else item
-        for item in container["env"]
-    ]
-    document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
-    return [_Part(document, SECRET_COMMENT.format(name=secret, service=name, masked="{masked}"))]
 
 
 def _deployment(
@@ -363,7 +318,9 @@ def _deployment(
     }
     template = {"metadata": {"labels": labels}, "spec": pod}
     spec = {"replicas": replicas, "selector": {"matchLabels": matching}, "template": template}
-    return _object(plan, "Deployment", f"{plan.project}-{name}", "apps/v1", labels, spec=spec)
+    deployment = _object(plan, "Deployment", f"{plan.project}-{name}", "apps/v1", spec=spec)
+    deployment["metadata"]["labels"] = labels
+    return deployment
 
 
 def _node_selector(
@@ -371,25 +328,21 @@ def _node_selector(
 ) -> dict[str, str]:
     if not devices:
         return {}
-    if any(device.mig for device in devices):
-        warnings.append(
-            f"{name} is planned on MIG slices: with the device plugin's mig.strategy=single a"
-            f" slice is one {GPU_RESOURCE}; no {PRODUCT_LABEL} selector is set"
-        )
-        return {}
     # GPU feature discovery's product label value: the NVML name with dashes for spaces.
     products = sorted({device.gpu.name.strip().replace(" ", "-") for device in devices})
-    if len(products) > 1:
-        warnings.append(
-            f"{name} is planned on GPUs of different products ({', '.join(products)}):"
-            f" no {PRODUCT_LABEL} selector is set"
-        )
-        return {}
     product = products[0] + (SHARED_SUFFIX if shared else "")
-    if not _LABEL_VALUE.match(product) or len(product) > 63:
-        warnings.append(f"{product!r} is not a label value: no {PRODUCT_LABEL} selector for {name}")
-        return {}
-    return {PRODUCT_LABEL: product}
+    if any(device.mig for device in devices):
+        why = f"{name} is planned on MIG slices: with the device plugin's mig.strategy=single a"
+        why += f" slice is one {GPU_RESOURCE}; no {PRODUCT_LABEL} selector is set"
+    elif len(products) > 1:
+        why = f"{name} is planned on GPUs of different products ({', '.join(products)}):"
+        why += f" no {PRODUCT_LABEL} selector is set"
+    elif not _LABEL_VALUE.match(product) or len(product) > 63:
+        why = f"{product!r} is not a label value: no {PRODUCT_LABEL} selector for {name}"
+    else:
+        return {PRODUCT_LABEL: product}
+    warnings.append(why)
+    return {}
 
 
 def _labels(plan: Plan) -> dict[str, str]:

@@ -37,11 +37,11 @@ from drgpu.core.swarm_node import (
 )
 from drgpu.targets.compose_override import dump_yaml
 
-HEADER = """\
-# Written by drgpu for swarm stack {project}: {how}.
+HEADER = f"""\
+# Written by drgpu for swarm stack {{project}}: {{how}}.
 # Do not edit: `drgpu up` writes it anew. Change system.env and run `drgpu plan` instead.
 # A pinned service names its GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default
-# runtime (nvidia) obeys; a reserving one gets {variable}=<uuids> from the engine.
+# runtime (nvidia) obeys; a reserving one gets {RESOURCE_VARIABLE}=<uuids> from the engine.
 """
 OVERRIDE_HEADER = f"""\
 {HEADER_MARK} for swarm stack {{project}}: appended to DRfC's -c list.
@@ -51,7 +51,7 @@ OVERRIDE_HEADER = f"""\
 """
 OVERRIDE_VERSION = "3.7"  # DRfC's own files' format
 PINNED_HOW = "GPU services pinned to their GPUs on this node"
-GENERIC_HOW = "the trainer pinned, simulators reserving {kind} generic resources"
+GENERIC_HOW = f"the trainer pinned, simulators reserving {GPU_KIND} generic resources"
 NODE_CONSTRAINT = "node.id == {node}"
 # The service keys of the Compose file format 3.13 that `docker stack deploy` reads.
 STACK_SERVICE_KEYS = frozenset((
@@ -122,13 +122,12 @@ def _swarm_service(
     elif pinned:  # GPUs of its own (DRGPU_DEVICES_<SERVICE>): pinned as the trainer is
         constraints = here
     held = ",".join(sorted({uuid for slot in pinned for uuid in slot}))
-    forwarded = ",".join(d.uuid for d in service.devices)
-    if service.role is not Role.TRAINER_LAUNCHER:
-        forwarded = ""
-    service_labels = labels.run_labels(
+    launcher = service.role is Role.TRAINER_LAUNCHER
+    forwarded = ",".join(d.uuid for d in service.devices) if launcher else ""
+    run_labels = labels.run_labels(
         plan.run_id, plan.sharing, service.role, held, forwarded=forwarded
     )
-    extra = [(labels.SWARM_GPUS, str(gpus))]
+    extra = [*run_labels, (labels.SWARM_GPUS, str(gpus))]
     if len(pinned) > 1:
         environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         environment.update(dict.fromkeys(TEMPLATED_KEYS, slot_template(pinned)))
@@ -140,7 +139,7 @@ def _swarm_service(
         gpus=gpus,
         replicas=shape.replicas,
         environment=tuple(environment.items()),
-        labels=(*service_labels, *extra),
+        labels=tuple(extra),
         constraints=constraints,
         pinned=pinned,
     )
@@ -194,18 +193,12 @@ def render_stack(
     }
     document.update({key: model[key] for key in _TOP_LEVEL_KEYS if model.get(key)})
     how = GENERIC_HOW if any(s.reserves for s in services) else PINNED_HOW
-    header = HEADER.format(
-        project=plan.project, how=how.format(kind=GPU_KIND), variable=RESOURCE_VARIABLE
-    )
+    header = HEADER.format(project=plan.project, how=how)
     text = header + dump_yaml(compose_text(document))
-    masked = {
-        **document,
-        "services": {name: _masked_service(body) for name, body in document["services"].items()},
-    }
-    hidden = (*secrets, *service_secrets(document["services"]))
-    shown = header + dump_yaml(
-        compose_text(masked_data(masked, sorted(hidden, key=len, reverse=True)))
-    )
+    services_shown = {name: _masked_service(body) for name, body in document["services"].items()}
+    hidden = sorted((*secrets, *service_secrets(document["services"])), key=len, reverse=True)
+    safe = masked_data({**document, "services": services_shown}, hidden)
+    shown = header + dump_yaml(compose_text(safe))
     return SwarmStack(
         project=plan.project,
         text=text,
