@@ -4,6 +4,8 @@ end-to-end tests rely on.  The hook's own tests at the end need no Docker."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from tests.conftest import Bed
 
 HOOK = Path(__file__).resolve().parent / "bin" / "nvidia-container-runtime-hook"
+RUNTIME = "nvidia-container-runtime"
 docker = pytest.mark.docker
 
 # Listed out of PCI order, bus ids written three ways: NVML index 0 is 3b:00.0,
@@ -435,3 +438,26 @@ def test_hook_takes_an_absolute_root_path(tmp_path: Path) -> None:
     run = run_hook(tmp_path, [f"NVIDIA_VISIBLE_DEVICES={GPU2}"], root=str(elsewhere))
     assert run.proc.returncode == 0, run.proc.stderr
     assert (elsewhere / "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").is_file()
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+def test_runtime_adds_the_hook_once(tmp_path: Path, hooked: bool) -> None:
+    """The stub runtime adds the hook to a container's spec unless a device request's is
+    there (the real runtime does the same: the hook must not run twice)."""
+    loader = importlib.machinery.SourceFileLoader("stub_runtime", str(HOOK.with_name(RUNTIME)))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    runtime: Any = importlib.util.module_from_spec(spec)
+    loader.exec_module(runtime)
+    (tmp_path / "bed.env").write_text("FAKE_NVML_TOPOLOGY='/t.json'\n")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    dockerds = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["x", "prestart"]}
+    oci = {"hooks": {"prestart": [dockerds]}} if hooked else {}
+    (bundle / "config.json").write_text(json.dumps(oci))
+    runtime.HERE = tmp_path / "bin"
+    runtime.add_hook(bundle)
+    hooks = json.loads((bundle / "config.json").read_text())["hooks"]["prestart"]
+    assert [hook["path"] for hook in hooks] == (
+        [dockerds["path"]] if hooked else [str(tmp_path / "bin" / HOOK.name)]
+    )
