@@ -156,13 +156,19 @@ def test_eight_concurrent_ups_of_two_users_never_claim_a_gpu_twice(
     assert bed.docker("ps", "-aq", "--filter", "name=^drgpu-lock$").stdout.strip() == ""
 
 
-def slow_stack(bed: Any, directory: Path) -> Path:
-    """A trainer that takes a few seconds to become healthy, a simulator waiting for it,
-    and a named volume: `up` is in flight long enough to be interrupted."""
+def slow_stack(bed: Any, directory: Path, *, healthy: bool = True) -> Path:
+    """A trainer that takes a few seconds to become healthy (or, not `healthy`, stays
+    starting for ten minutes: `up` stays in flight until it is stopped, however slow the
+    machine), a simulator waiting for it, and a named volume."""
+    ready = "sleep 3; touch /tmp/ready; " if healthy else ""
     slow = service(
         bed,
-        command=["sh", "-c", "sleep 3; touch /tmp/ready; exec sleep infinity"],
-        healthcheck={"test": ["CMD", "test", "-f", "/tmp/ready"], "interval": "1s"},
+        command=["sh", "-c", f"{ready}exec sleep infinity"],
+        healthcheck={
+            "test": ["CMD", "test", "-f", "/tmp/ready"],
+            "interval": "1s",
+            **({} if healthy else {"start_period": "600s"}),
+        },
         volumes=[f"{bed.pynvml_py}:/opt/pynvml/pynvml.py:ro", "data:/data"],
     )
     path = directory / "stack.yml"
@@ -198,7 +204,8 @@ def test_a_signal_during_up_and_another_during_rollback_leave_nothing(
     project = f"deepracer-{run_id}"
     env = settings(tmp_path, run_id, DR_SAGEMAKER_CUDA_DEVICES="1", DR_ROBOMAKER_CUDA_DEVICES="0")
     before = env.read_bytes()
-    running = start(bed, "up", "--env-file", str(env), "-f", str(slow_stack(bed, tmp_path)))
+    stack = slow_stack(bed, tmp_path, healthy=False)  # a slow test sends it in time
+    running = start(bed, "up", "--env-file", str(env), "-f", str(stack))
     wait_until_running(bed, project)
 
     running.send_signal(signum)
@@ -246,7 +253,8 @@ def test_kill_9_during_up_is_cleaned_by_the_next_command(
     run_id = new_run("k9")
     project = f"deepracer-{run_id}"
     env = settings(tmp_path / "a", run_id, DR_SAGEMAKER_CUDA_DEVICES="1")
-    running = start(bed, "up", "--env-file", str(env), "-f", str(slow_stack(bed, tmp_path)))
+    stack = slow_stack(bed, tmp_path, healthy=False)
+    running = start(bed, "up", "--env-file", str(env), "-f", str(stack))
     wait_until_running(bed, project)
     running.kill()
     running.wait(timeout=30)
