@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from drgpu.ui import tables
+from drgpu.ui.documents import cuda_check_document, document, plan_document, swarm_setup_document
 from drgpu.ui.talk import note
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 def show_plan(result: PlanResult, *, json_output: bool) -> None:
     """`drgpu plan`: the plan (as Swarm runs it, with a Swarm view), then its warnings."""
     if json_output:
-        from drgpu.ui.documents import plan_document  # lazy: start-up time of a plan table
-
         tables.print_json(plan_document(result.plan, result.warnings, result.swarm_view))
     else:
         tables.plan_table(result.plan, result.swarm_view)
@@ -79,8 +78,6 @@ def show_status(result: StatusResult, *, json_output: bool) -> None:
 
 def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
     """`drgpu doctor`: the checklist."""
-    from drgpu.ui.documents import document  # lazy: start-up time
-
     if json_output:
         tables.print_json(document(result.checks))
     else:
@@ -89,8 +86,6 @@ def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
 
 def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
     """`drgpu cuda-check` from the host: what each container sees."""
-    from drgpu.ui.documents import cuda_check_document  # lazy: start-up time
-
     if json_output:
         tables.print_json(cuda_check_document(result.project, result.results))
     else:
@@ -100,7 +95,6 @@ def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
 def show_swarm_setup(setup: SetupReport, *, json_output: bool) -> None:
     """`drgpu swarm-setup`: what this node needs, and what differs."""
     from drgpu.core import swarm_node as node  # lazy: start-up time
-    from drgpu.ui.documents import swarm_setup_document  # lazy: start-up time
 
     if json_output:
         tables.print_json(swarm_setup_document(setup))
@@ -130,7 +124,6 @@ def show_report(report: Report, *, json_output: bool) -> None:
     """`drgpu report`: a table per run (its services, then the run in all), or JSON (its
     workers too)."""
     from drgpu.core import cost  # lazy: start-up time
-    from drgpu.ui.documents import document  # lazy: start-up time
 
     runs = sorted({run for run, _, _ in report.ledger})
     if json_output:
