@@ -13,10 +13,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import click
 import typer
+from typer.models import CommandFunctionType as F
 
 from drgpu import __version__
 from drgpu.errors import ConfigError, DrgpuError, ExitCode
@@ -50,8 +51,6 @@ def _examples(*lines: str) -> str:
     """The help's last paragraph: example command lines, kept as written."""
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
 
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 app = typer.Typer(
     name="drgpu",
@@ -421,7 +420,7 @@ def report(
     """What each run cost in GPU time, energy, peak memory, utilisation and time throttled, per
     service and worker, as `status --watch` measured it (also for a run that has ended)."""
     from drgpu.commands.report import report as report_command  # lazy: start-up time
-    from drgpu.ui.report import show_report  # lazy: start-up time
+    from drgpu.ui.results import show_report  # lazy: start-up time
 
     show_report(report_command(env_file, run_id, evaluation=evaluation), json_output=json_output)
 
@@ -498,8 +497,7 @@ def cuda_check(
 
         argv = ["--json"] if json_output else []
         argv += ["--expect", str(expect)] if expect is not None else []
-        for uuid in expect_uuid or []:
-            argv += ["--expect-uuid", uuid]
+        argv += [arg for uuid in expect_uuid or [] for arg in ("--expect-uuid", uuid)]
         argv += ["--frameworks", frameworks] if frameworks else []
         raise typer.Exit(probe.main(argv, usage_error=_usage_error))
     from drgpu.commands import cuda_check as cuda_check_command  # lazy: start-up time
@@ -574,38 +572,19 @@ def _fail(message: str, hint: str | None, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; the one place where errors turn into messages and exit codes (see
-    ExitCode), where the signals drgpu catches start unwinding, and where output is
-    kept free of secrets."""
-    with redacting_output(), signals.caught():
-        _main(argv)
-
-
-def _click_command(argv: list[str]) -> click.Command:
-    """drgpu's click group; for `drgpu COMMAND ...` one with only COMMAND in it (typer builds
-    every command's options from its signature: a good part of a start-up), except for
-    shell completion, which needs them all."""
-    named = argv[0] if argv and "_DRGPU_COMPLETE" not in os.environ else None
-    return _built(named if named in _commands() else None)
-
-
 @functools.cache
-def _commands() -> dict[str, Any]:
-    """typer's names of drgpu's commands: the function's, - for _, unless it names one."""
-    return {
+def _built(name: str | None) -> click.Command:
+    """drgpu's click group, built once a process; with command `name` (of argv[0]) only that
+    command in it (typer builds every command's options from its signature: a good part of a
+    start-up). Shell completion passes None: it needs them all."""
+    named = {
         i.name or typer.main.get_command_name(getattr(i.callback, "__name__", "")): i
         for i in app.registered_commands
     }
-
-
-@functools.cache
-def _built(name: str | None) -> click.Command:
-    """The click command with only command `name` (None: all), built once a process."""
-    if name is None:
+    if name not in named:
         return typer.main.get_command(app)
     one = copy.copy(app)
-    one.registered_commands = [_commands()[name]]
+    one.registered_commands = [named[name]]
     return typer.main.get_command(one)
 
 
@@ -618,11 +597,19 @@ def _refuse_a_newer_typer() -> None:
         )
 
 
-def _main(argv: list[str] | None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; the one place where errors turn into messages and exit codes (see
+    ExitCode), where the signals drgpu catches start unwinding, and where output is
+    kept free of secrets."""
+    with redacting_output(), signals.caught():
+        _main(sys.argv[1:] if argv is None else argv)
+
+
+def _main(argv: list[str]) -> None:
     try:
         _refuse_a_newer_typer()
-        command = _click_command(argv)
+        named = argv[0] if argv and "_DRGPU_COMPLETE" not in os.environ else None
+        command = _built(named)
         trace.configure(os.environ)  # DRGPU_LOG
         code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
     except DrgpuError as exc:

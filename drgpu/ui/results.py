@@ -9,14 +9,18 @@ import sys
 from typing import TYPE_CHECKING
 
 from drgpu.ui import tables
+from drgpu.ui.documents import cuda_check_document, document, plan_document, swarm_setup_document
+from drgpu.ui.talk import note
 
 if TYPE_CHECKING:
     from drgpu.commands.cuda_check import CudaCheckResult
     from drgpu.commands.doctor import DoctorResult
     from drgpu.commands.gpus import GpusResult
     from drgpu.commands.plan import PlanResult
+    from drgpu.commands.report import Report
     from drgpu.commands.status import StatusResult
     from drgpu.commands.up import Deployed, Started
+    from drgpu.core.cost import Usage
     from drgpu.core.swarm_node import SetupReport
     from drgpu.targets.compose_override import Rendered
 
@@ -24,8 +28,6 @@ if TYPE_CHECKING:
 def show_plan(result: PlanResult, *, json_output: bool) -> None:
     """`drgpu plan`: the plan (as Swarm runs it, with a Swarm view), then its warnings."""
     if json_output:
-        from drgpu.ui.documents import plan_document  # lazy: start-up time of a plan table
-
         tables.print_json(plan_document(result.plan, result.warnings, result.swarm_view))
     else:
         tables.plan_table(result.plan, result.swarm_view)
@@ -76,8 +78,6 @@ def show_status(result: StatusResult, *, json_output: bool) -> None:
 
 def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
     """`drgpu doctor`: the checklist."""
-    from drgpu.ui.documents import document  # lazy: start-up time
-
     if json_output:
         tables.print_json(document(result.checks))
     else:
@@ -86,8 +86,6 @@ def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
 
 def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
     """`drgpu cuda-check` from the host: what each container sees."""
-    from drgpu.ui.documents import cuda_check_document  # lazy: start-up time
-
     if json_output:
         tables.print_json(cuda_check_document(result.project, result.results))
     else:
@@ -97,7 +95,6 @@ def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
 def show_swarm_setup(setup: SetupReport, *, json_output: bool) -> None:
     """`drgpu swarm-setup`: what this node needs, and what differs."""
     from drgpu.core import swarm_node as node  # lazy: start-up time
-    from drgpu.ui.documents import swarm_setup_document  # lazy: start-up time
 
     if json_output:
         tables.print_json(swarm_setup_document(setup))
@@ -118,3 +115,49 @@ def show_swarm_setup(setup: SetupReport, *, json_output: bool) -> None:
         *(f"{f.level:8} {f.subject}: {f.message}" for f in setup.findings),
     ]
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+_COST_COLUMNS = ("Service", "GPU hours", "Energy", "Peak memory", "Mean util", "Throttled")
+
+
+def show_report(report: Report, *, json_output: bool) -> None:
+    """`drgpu report`: a table per run (its services, then the run in all), or JSON (its
+    workers too)."""
+    from drgpu.core import cost  # lazy: start-up time
+
+    runs = sorted({run for run, _, _ in report.ledger})
+    if json_output:
+        runs_json = [
+            {
+                "run": run,
+                "services": [
+                    {"service": name, **cost.usage_json(usage)}
+                    for name, usage in cost.by_service(report.ledger, run).items()
+                ],
+                "workers": [w for w in cost.to_json(report.ledger) if w["run"] == run],
+            }
+            for run in runs
+        ]
+        tables.print_json(document((), path=str(report.path), runs=runs_json))
+        return
+    if not runs:
+        note(f"no GPU cost kept yet in {report.path}: `drgpu status --watch` keeps it")
+    for run in runs:
+        table = tables._table(f"GPU cost of run {run}", *_COST_COLUMNS)
+        total = cost.Usage()
+        for service, usage in cost.by_service(report.ledger, run).items():
+            tables._row(table, service, *_cost_cells(usage))
+            total = total.plus(usage)
+        tables._row(table, "(run)", *_cost_cells(total))
+        tables.console().print(table)
+
+
+def _cost_cells(usage: Usage) -> list[str]:
+    mean = usage.mean_utilization
+    return [
+        f"{usage.gpu_seconds / 3600:.2f}",
+        f"{usage.energy_j / 3600:.1f} Wh",
+        f"{usage.peak_memory_mib} MiB",
+        "n/a" if mean is None else f"{mean:.0f} %",
+        f"{usage.throttled_seconds:.0f} s",
+    ]

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 
 
-@contextmanager
-def spinner(message: str) -> Iterator[None]:
+def spinner(message: str) -> AbstractContextManager[object]:
     """A spinner on stderr while a slow step runs; silent when stderr is not a terminal."""
     if not sys.stderr.isatty():
-        yield
-        return
+        return nullcontext()
     from rich.console import Console  # lazy: rich is heavy; only drawn output needs it
     from rich.text import Text
 
-    with Console(stderr=True).status(Text(one_line(message))):  # a Text: no markup read
-        yield
+    return Console(stderr=True).status(Text(one_line(message)))  # a Text: no markup read
 
 
 def preload_rich() -> None:
