@@ -68,15 +68,6 @@ class Origin:
 ENVIRONMENT = Origin(Path("the environment"), 0)
 
 
-@dataclass(frozen=True)
-class EnvFiles:
-    """The values settings files give, as activation exports them, and what drgpu noticed."""
-
-    values: Mapping[str, str]
-    origins: Mapping[str, Origin]
-    warnings: tuple[str, ...] = ()
-
-
 class _Unreadable(Exception):
     """A value outside what drgpu reads with certainty: why, and how to write it; `echoes`:
     the reason quotes a part of the line (never shown for a secret's line)."""
@@ -90,9 +81,11 @@ class _Unreadable(Exception):
         self.plain = plain  # the reason told without quoting the line, where it can be
 
 
-def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) -> EnvFiles:
-    """Evaluate settings files in order, later ones on top, as `dr-update-env` does:
-    a reference sees the keys set above it (in this file or an earlier one), then
+def read_env_texts(
+    texts: list[tuple[Path, str]], environ: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, Origin], tuple[str, ...]]:
+    """The values, their origins and warnings of settings files evaluated in order, later
+    ones on top, as `dr-update-env` does: a reference sees the keys set above it, then
     `environ`. Raises `ConfigError` naming `file:line` for a line drgpu cannot read."""
     values: dict[str, str] = {}
     origins: dict[str, Origin] = {}
@@ -122,7 +115,7 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
             origins[key] = origin
             if warning:
                 warnings.append(f"{origin}: {warning}")
-    return EnvFiles(values, origins, tuple(warnings))
+    return values, origins, tuple(warnings)
 
 
 def _written_secrets(texts: list[tuple[Path, str]], values: Mapping[str, str]) -> list[str]:

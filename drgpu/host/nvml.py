@@ -79,19 +79,18 @@ class _Traced:
         found = getattr(self._module, name)
         if not name.startswith("nvml") or not callable(found):
             return found  # the error classes, constants
-        return lambda *args: _traced_call(name, found, args)
+        return partial(_traced_call, name, found)
 
 
-def _traced_call(name: str, function: Callable[..., T], args: tuple[Any, ...]) -> T:
-    started = time.monotonic()
+def _traced_call(name: str, function: Callable[..., T], *args: Any) -> T:
+    started, outcome = time.monotonic(), "in"
     try:
-        result = function(*args)
+        return function(*args)
     except Exception as exc:
-        took = (time.monotonic() - started) * 1000
-        trace.debug(__name__, "%s failed (%s) in %.3f ms", name, type(exc).__name__, took)
+        outcome = f"failed ({type(exc).__name__}) in"
         raise
-    trace.debug(__name__, "%s in %.3f ms", name, (time.monotonic() - started) * 1000)
-    return result
+    finally:
+        trace.debug(__name__, "%s %s %.3f ms", name, outcome, (time.monotonic() - started) * 1000)
 
 
 def read_inventory() -> Inventory:
@@ -206,17 +205,13 @@ class _ProcessInfoV3Cc(ctypes.Structure):
 def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
     """(PID, used bytes) of each process `query` lists, through the newest version of it
     this driver has (_v3, _v2, v1; FUNCTION_NOT_FOUND skips one); else an NVMLError."""
-    for suffix in ("_v3", "_v2"):  # newest first, as nvitop falls back
-        with suppress(nvml.NVMLError_FunctionNotFound):
-            return _process_query(nvml, handle, query + suffix, _info_layout(nvml, suffix))
-    return _process_query(nvml, handle, query, _ProcessInfoV1)
-
-
-def _info_layout(nvml: Any, suffix: str) -> type[ctypes.Structure]:
     confidential = _has(nvml, "nvmlDeviceGetConfComputeMemSizeInfo")
-    if suffix == "_v3" and confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList"):
-        return _ProcessInfoV3Cc
-    return _ProcessInfoV2
+    cc = confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList")
+    v3 = _ProcessInfoV3Cc if cc else _ProcessInfoV2
+    for suffix, layout in (("_v3", v3), ("_v2", _ProcessInfoV2)):  # newest first, as nvitop
+        with suppress(nvml.NVMLError_FunctionNotFound):
+            return _process_query(nvml, handle, query + suffix, layout)
+    return _process_query(nvml, handle, query, _ProcessInfoV1)
 
 
 def _has(nvml: Any, symbol: str) -> bool:
