@@ -69,15 +69,14 @@ ENVIRONMENT = Origin(Path("the environment"), 0)
 
 
 class _Unreadable(Exception):
-    """A value outside what drgpu reads with certainty: why, and how to write it; `echoes`:
-    the reason quotes a part of the line (never shown for a secret's line)."""
+    """A value outside what drgpu reads with certainty: why, and how to write it."""
 
     def __init__(
         self, reason: str, hint: str | None = None, *, echoes: bool = False, plain: str = ""
     ) -> None:
         super().__init__(reason)
         self.hint = hint
-        self.echoes = echoes or bool(plain)  # the reason quotes a part of the line
+        self.echoes = echoes or bool(plain)  # the reason quotes the line: not for a secret
         self.plain = plain  # the reason told without quoting the line, where it can be
 
 

@@ -82,9 +82,7 @@ def read_bounded(
     return bytes(data)
 
 
-def read_text_bounded(
-    path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
-) -> str:
+def read_text_bounded(path: Path, bound: Bound, what: str, *, follow_links: bool = True) -> str:
     """`read_bounded`, decoded as UTF-8 (a ConfigError when it is not)."""
     try:
         return read_bounded(path, bound, what, follow_links=follow_links).decode("utf-8")

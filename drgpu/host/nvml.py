@@ -246,8 +246,7 @@ def _process_query(
 
 
 def _field(nvml: Any, query: Callable[[], T]) -> T | None:
-    """One field of a GPU (or of the driver): None where NVML cannot give it; a GPU NVML
-    says is lost stays lost (NVMLError_GpuIsLost)."""
+    """One field of a GPU (or of the driver): None where NVML cannot give it, unless lost."""
     try:
         return query()
     except nvml.NVMLError_GpuIsLost:
