@@ -44,9 +44,7 @@ class Bound(IntEnum):
     SYSTEM = 64 * 1024  # /proc and /etc facts: boot id, machine id, a process's stat
 
 
-def read_bounded(
-    path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
-) -> bytes:
+def read_bounded(path: Path, bound: Bound, what: str, *, follow_links: bool = True) -> bytes:
     """The bytes of the regular file `path` (or of the pipe that is drgpu's own standard
     input, `/dev/stdin`), at most `bound` of them: a ConfigError naming `what` and the path
     for anything else (another FIFO, a device, a socket, a folder, a file over the bound; a
@@ -108,7 +106,7 @@ def read_head(path: Path, size: int) -> bytes | None:
 def read_system(path: Path) -> str | None:
     """A small system file (/proc, /etc/machine-id), as text; None when it cannot be read."""
     try:
-        return read_bounded(path, Bound.SYSTEM).decode("utf-8", errors="replace")
+        return read_bounded(path, Bound.SYSTEM, "file").decode("utf-8", errors="replace")
     except ConfigError:
         return None
 

@@ -314,17 +314,15 @@ def _flag(value: Any) -> bool | None:
 
 
 class EventFollower:
-    """A thread keeping the last `EVENTS_KEPT` events (critical Xid, double-bit ECC) of every
-    GPU; `unsupported` says why none can be followed. When NVML fails (the driver reloaded)
+    """A thread keeping the last 64 events (critical Xid, double-bit ECC) of every GPU;
+    `unsupported` says why none can be followed. When NVML fails (the driver reloaded)
     it waits and starts a new event set."""
-
-    EVENTS_KEPT = 64
 
     def __init__(self, nvml: Any) -> None:
         import threading  # lazy: only a watch follows events
 
         self._nvml = nvml
-        self.events: deque[GpuEvent] = deque(maxlen=self.EVENTS_KEPT)
+        self.events: deque[GpuEvent] = deque(maxlen=64)
         self.unsupported: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="nvml-events", daemon=True)
