@@ -110,39 +110,37 @@ def inventory_from_nvml(nvml: Any) -> Inventory:
 
 
 def _gpu(nvml: Any, index: int) -> Gpu:
-    try:
-        return _describe(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index)
-    except nvml.NVMLError as exc:
-        error = "gpu_is_lost" if isinstance(exc, nvml.NVMLError_GpuIsLost) else str(exc)
-        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=error)
-
-
-def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
     """A GPU field by field: one NVML cannot give (memory on a MIG-enabled parent without
     privileges, a sensor) is n/a (None, 0 MiB, compute 0.0) alone; only NVML's
     GPU_IS_LOST, or no UUID, name or PCI bus id, makes the GPU lost."""
-    total, used = _memory(nvml, handle)
-    mig_mode = bool(_field(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
-    major, minor = _field(nvml, lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle)) or (0, 0)
-    processes, processes_unknown = _processes(nvml, handle)
-    return Gpu(
-        index=index,
-        uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
-        name=_text(nvml.nvmlDeviceGetName(handle)) or "",
-        pci_bus_id=checked_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
-        memory_total_mib=total,
-        memory_used_mib=used,
-        compute_capability=(int(major), int(minor)),
-        utilization_gpu_percent=_field(
-            nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-        ),
-        temperature_c=_field(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
-        power_w=_field(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
-        mig_mode=mig_mode,
-        mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
-        processes=processes,
-        processes_unknown=processes_unknown,
-    )
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        total, used = _memory(nvml, handle)
+        mig_mode = bool(_field(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
+        capability = _field(nvml, lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
+        major, minor = capability or (0, 0)
+        processes, processes_unknown = _processes(nvml, handle)
+        return Gpu(
+            index=index,
+            uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
+            name=_text(nvml.nvmlDeviceGetName(handle)) or "",
+            pci_bus_id=checked_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
+            memory_total_mib=total,
+            memory_used_mib=used,
+            compute_capability=(int(major), int(minor)),
+            utilization_gpu_percent=_field(
+                nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            ),
+            temperature_c=_field(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
+            power_w=_field(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
+            mig_mode=mig_mode,
+            mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
+            processes=processes,
+            processes_unknown=processes_unknown,
+        )
+    except nvml.NVMLError as exc:
+        error = "gpu_is_lost" if isinstance(exc, nvml.NVMLError_GpuIsLost) else str(exc)
+        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=error)
 
 
 def _memory(nvml: Any, handle: Any) -> tuple[int, int]:
@@ -188,8 +186,7 @@ class _ProcessInfoV2(ctypes.Structure):
     """nvmlProcessInfo_v2_t, also the layout of the _v3 queries (nvml.h)."""
 
     _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
+        *_ProcessInfoV1._fields_,
         ("gpuInstanceId", ctypes.c_uint),
         ("computeInstanceId", ctypes.c_uint),
     ]
