@@ -183,8 +183,7 @@ def base_stack_file() -> Path:
 
 
 def override_header_template() -> str | None:
-    """The header template of the compose override (`templates/override-header.txt`);
-    None where this installation lacks it."""
+    """The compose override's header template (`templates/override-header.txt`), if installed."""
     found = _packaged("templates", "override-header.txt")
     return None if found is None else read_text_bounded(found, Bound.OWN, "drgpu's template")
 
@@ -257,8 +256,7 @@ def optional_text(path: Path) -> str | None:
 
 
 def nvidia_device_nodes() -> dict[str, tuple[int, int]]:
-    """Each NVIDIA character device node (`/dev/nvidia*`, `/dev/nvidia-caps/*` aside) with
-    its major:minor."""
+    """Each NVIDIA character device node (`/dev/nvidia*`) with its major and minor number."""
     found: dict[str, tuple[int, int]] = {}
     for node in sorted(Path("/dev").glob("nvidia*")):
         try:

@@ -356,8 +356,7 @@ class EventFollower:
                     nvml.nvmlEventSetFree(events)
 
     def _register(self, events: Any) -> dict[int | None, tuple[int, str]]:
-        """(NVML index, UUID) by handle address; each GPU registered for what it supports of
-        the faults' events (none, for a GPU that cannot)."""
+        """(NVML index, UUID) by handle address; each GPU registered for the events it supports."""
         nvml = self._nvml
         gpus = {}
         wanted = nvml.nvmlEventTypeXidCriticalError | nvml.nvmlEventTypeDoubleBitEccError
