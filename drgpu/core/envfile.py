@@ -68,31 +68,23 @@ class Origin:
 ENVIRONMENT = Origin(Path("the environment"), 0)
 
 
-@dataclass(frozen=True)
-class EnvFiles:
-    """The values settings files give, as activation exports them, and what drgpu noticed."""
-
-    values: Mapping[str, str]
-    origins: Mapping[str, Origin]
-    warnings: tuple[str, ...] = ()
-
-
 class _Unreadable(Exception):
-    """A value outside what drgpu reads with certainty: why, and how to write it; `echoes`:
-    the reason quotes a part of the line (never shown for a secret's line)."""
+    """A value outside what drgpu reads with certainty: why, and how to write it."""
 
     def __init__(
         self, reason: str, hint: str | None = None, *, echoes: bool = False, plain: str = ""
     ) -> None:
         super().__init__(reason)
         self.hint = hint
-        self.echoes = echoes or bool(plain)  # the reason quotes a part of the line
+        self.echoes = echoes or bool(plain)  # the reason quotes the line: not for a secret
         self.plain = plain  # the reason told without quoting the line, where it can be
 
 
-def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) -> EnvFiles:
-    """Evaluate settings files in order, later ones on top, as `dr-update-env` does:
-    a reference sees the keys set above it (in this file or an earlier one), then
+def read_env_texts(
+    texts: list[tuple[Path, str]], environ: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, Origin], tuple[str, ...]]:
+    """The values, their origins and warnings of settings files evaluated in order, later
+    ones on top, as `dr-update-env` does: a reference sees the keys set above it, then
     `environ`. Raises `ConfigError` naming `file:line` for a line drgpu cannot read."""
     values: dict[str, str] = {}
     origins: dict[str, Origin] = {}
@@ -122,7 +114,7 @@ def read_env_texts(texts: list[tuple[Path, str]], environ: Mapping[str, str]) ->
             origins[key] = origin
             if warning:
                 warnings.append(f"{origin}: {warning}")
-    return EnvFiles(values, origins, tuple(warnings))
+    return values, origins, tuple(warnings)
 
 
 def _written_secrets(texts: list[tuple[Path, str]], values: Mapping[str, str]) -> list[str]:
@@ -241,7 +233,7 @@ def _shown(text: str) -> str:
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:
     """The value bash's `eval "export KEY=<text>"` assigns, for a `text` with no space and
     no `=`; `_Unreadable` for anything whose meaning drgpu does not reproduce."""
-    return _Word(text, lookup).unquoted(0, stop=None)[0]
+    return _Word(text, lookup).read(0, None, quoted=False)[0]
 
 
 MAX_VALUE_LENGTH = 128 * 1024  # Linux passes no longer environment string (MAX_ARG_STRLEN)
@@ -272,11 +264,12 @@ class _Word:
         self.text = text
         self.lookup = lookup
 
-    def unquoted(self, start: int, stop: str | None) -> tuple[str, int]:
-        """Read from `start` up to `stop` (a `}` closing `${...}`) or the end."""
+    def read(self, start: int, stop: str | None, *, quoted: bool) -> tuple[str, int]:
+        """Read from `start` up to `stop` (a `}` closing `${...}`) or the end; `quoted`:
+        inside "...", returning after the closing quote."""
         text, i = self.text, start
         parts = _Value()
-        tilde_here = True
+        tilde_here = not quoted
         while i < len(text):
             char = text[i]
             if stop is not None and char == stop:
@@ -285,12 +278,23 @@ class _Word:
                 parts.add(self._tilde(i + 1, stop))
                 i += 1
                 continue
-            tilde_here = char == ":"
+            tilde_here = char == ":" and not quoted
             if char == "\\":
-                escaped = i + 1 < len(text)
-                parts.add(text[i + 1] if escaped else "\\")
+                following = text[i + 1 : i + 2]
+                kept = '$`"\\' + ("}" if stop else "") if quoted else following
+                escaped = bool(following) and following in kept
+                parts.add(following if escaped else "\\")
                 i += 2 if escaped else 1
-            elif char == "'":
+            elif char == '"' and quoted:
+                if stop is not None:
+                    raise _Unreadable('a " inside ${...} inside "..."', "drop the inner quotes")
+                return "".join(parts), i + 1
+            elif char == '"':
+                value, i = self.read(i + 1, None, quoted=True)
+                parts.add(value)
+            elif char == "'" and quoted and stop is not None:
+                raise _Unreadable('a \' inside ${...} inside "..." (bash keeps it literally)')
+            elif char == "'" and not quoted:
                 end = text.find("'", i + 1)
                 if end < 0:
                     raise _Unreadable(
@@ -299,54 +303,24 @@ class _Word:
                     )
                 parts.add(text[i + 1 : end])
                 i = end + 1
-            elif char == '"':
-                value, i = self.double_quoted(i + 1, stop=None)
-                parts.add(value)
             elif char == "$":
-                value, i = self.dollar(i, quoted=False)
+                value, i = self.dollar(i, quoted=quoted)
                 parts.add(value)
-            elif char in _REFUSED:
+            elif char == "`" and quoted:
+                raise _Unreadable(_REFUSED["`"], "drgpu runs no command from a settings file")
+            elif char in _REFUSED and not quoted:
                 raise _Unreadable(_REFUSED[char], _QUOTE_HINT)
             else:
                 parts.add(char)
                 i += 1
         if stop is not None:
             raise _Unreadable("an unmatched ${ (no closing })")
+        if quoted:
+            raise _Unreadable(
+                'an unmatched ": bash fails on the line, and DRfC leaves the key unset',
+                "close the quote",
+            )
         return "".join(parts), i
-
-    def double_quoted(self, start: int, stop: str | None) -> tuple[str, int]:
-        """Read inside "..." from `start`; returns after the closing quote (or at `stop`)."""
-        text, i = self.text, start
-        parts = _Value()
-        while i < len(text):
-            char = text[i]
-            if stop is not None and char == stop:
-                return "".join(parts), i
-            if char == '"':
-                if stop is not None:
-                    raise _Unreadable('a " inside ${...} inside "..."', "drop the inner quotes")
-                return "".join(parts), i + 1
-            if char == "'" and stop is not None:
-                raise _Unreadable('a \' inside ${...} inside "..." (bash keeps it literally)')
-            if char == "\\":
-                following = text[i + 1 : i + 2]
-                escaped = bool(following) and following in '$`"\\' + ("}" if stop else "")
-                parts.add(following if escaped else "\\")
-                i += 2 if escaped else 1
-            elif char == "$":
-                value, i = self.dollar(i, quoted=True)
-                parts.add(value)
-            elif char == "`":
-                raise _Unreadable(_REFUSED["`"], "drgpu runs no command from a settings file")
-            else:
-                parts.add(char)
-                i += 1
-        if stop is not None:
-            raise _Unreadable("an unmatched ${ (no closing })")
-        raise _Unreadable(
-            'an unmatched ": bash fails on the line, and DRfC leaves the key unset',
-            "close the quote",
-        )
 
     def dollar(self, start: int, *, quoted: bool) -> tuple[str, int]:
         """Expand the `$...` at `start`; returns the value and where reading goes on."""
@@ -384,8 +358,7 @@ class _Word:
                 " ${NAME:-default} and ${NAME:+alternative} (with or without the colon)",
                 echoes=True,
             )
-        read = self.double_quoted if quoted else self.unquoted
-        word, end = read(i + len(operator), stop="}")
+        word, end = self.read(i + len(operator), "}", quoted=quoted)
         is_set = current is not None and (current != "" or ":" not in operator)
         if operator.endswith("-"):
             return (current or "" if is_set else word), end + 1

@@ -270,16 +270,15 @@ def config_from_texts(
     `$VAR` sees earlier keys, then `environ` (never changed); `warnings` come first. With
     `drfc` (an activated shell) its exported `DR_*` keys count where the files set none,
     and `activation_exports` derives its keys again."""
-    read = read_env_texts(list(texts), environ)
-    values = dict(read.values)
+    values, read_origins, read_warnings = read_env_texts(list(texts), environ)
     if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
         values["DRGPU_INDEX_ORDER"] = environ["DRGPU_INDEX_ORDER"]  # may be set in the shell
     inherited = [k for k in environ if drfc and k.startswith("DR_") and k not in values]
     values = {**{k: environ[k] for k in inherited}, **values}
     if drfc:
         values.update(activation_exports(values))
-    origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read.origins}
-    warned = (*warnings, *read.warnings)
+    origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read_origins}
+    warned = (*warnings, *read_warnings)
     return config_from_values(values, origins, evaluation=evaluation, warnings=warned)
 
 

@@ -12,6 +12,7 @@ import functools
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from enum import IntEnum
 from pathlib import Path
 
@@ -21,8 +22,6 @@ from drgpu.core.model import Inventory
 from drgpu.core.settings import Config, config_from_texts, settings_files
 from drgpu.core.topology import inventory_from_text
 from drgpu.errors import ConfigError
-
-EXAMPLE_SETTINGS_NAME = "system.env.example"
 
 _MIB = 1024 * 1024
 _KINDS = {  # what is not a regular file
@@ -45,9 +44,7 @@ class Bound(IntEnum):
     SYSTEM = 64 * 1024  # /proc and /etc facts: boot id, machine id, a process's stat
 
 
-def read_bounded(
-    path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
-) -> bytes:
+def read_bounded(path: Path, bound: Bound, what: str, *, follow_links: bool = True) -> bytes:
     """The bytes of the regular file `path` (or of the pipe that is drgpu's own standard
     input, `/dev/stdin`), at most `bound` of them: a ConfigError naming `what` and the path
     for anything else (another FIFO, a device, a socket, a folder, a file over the bound; a
@@ -59,7 +56,9 @@ def read_bounded(
         raise ConfigError(f"cannot read {what} {path}: {_reason(exc)}") from None
     try:
         found = os.fstat(descriptor)
-        piped = _our_stdin(found)
+        piped = False  # another's FIFO is refused: nothing may keep drgpu waiting
+        with suppress(OSError):  # no standard input
+            piped = stat.S_ISFIFO(found.st_mode) and os.path.samestat(found, os.fstat(0))
         if piped:  # `drgpu gpus --json | drgpu plan --inventory /dev/stdin`: what the user piped
             os.set_blocking(descriptor, True)
         elif not stat.S_ISREG(found.st_mode):
@@ -81,19 +80,7 @@ def read_bounded(
     return bytes(data)
 
 
-def _our_stdin(found: os.stat_result) -> bool:
-    """Whether `found` is the pipe this process reads as its standard input (a FIFO that
-    anyone else names is refused: nothing may keep drgpu waiting)."""
-    try:
-        ours = os.fstat(0)
-    except OSError:
-        return False
-    return stat.S_ISFIFO(found.st_mode) and os.path.samestat(found, ours)
-
-
-def read_text_bounded(
-    path: Path, bound: Bound, what: str = "file", *, follow_links: bool = True
-) -> str:
+def read_text_bounded(path: Path, bound: Bound, what: str, *, follow_links: bool = True) -> str:
     """`read_bounded`, decoded as UTF-8 (a ConfigError when it is not)."""
     try:
         return read_bounded(path, bound, what, follow_links=follow_links).decode("utf-8")
@@ -119,7 +106,7 @@ def read_head(path: Path, size: int) -> bytes | None:
 def read_system(path: Path) -> str | None:
     """A small system file (/proc, /etc/machine-id), as text; None when it cannot be read."""
     try:
-        return read_bounded(path, Bound.SYSTEM).decode("utf-8", errors="replace")
+        return read_bounded(path, Bound.SYSTEM, "file").decode("utf-8", errors="replace")
     except ConfigError:
         return None
 
@@ -139,7 +126,8 @@ def _reason(exc: OSError) -> str:
 
 def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
     """The settings of what the command line names (`settings_files` chooses the files),
-    evaluated against `environ` (default: this process's, never changed)."""
+    evaluated against `environ` (default: this process's environment and the variables
+    bash sets itself whose values are certain here, as DRfC's activation sees them)."""
     run_env = target.run_env or target.env_file.with_name("run.env")
     existing = {path for path in (target.env_file, run_env) if exists(path)}
     paths, warnings = settings_files(
@@ -147,16 +135,14 @@ def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> C
     )
     return config_from_texts(
         [(path, read_text_bounded(path, Bound.SETTINGS, "settings file")) for path in paths],
-        shell_environment() if environ is None else environ,
+        _shell_environment() if environ is None else environ,
         evaluation=target.evaluation,
         drfc=target.drfc_settings,
         warnings=warnings,
     )
 
 
-def shell_environment() -> dict[str, str]:
-    """This process's environment and the variables bash sets itself whose values are
-    certain here (UID, EUID, HOSTNAME), as DRfC's activation (a bash) sees them."""
+def _shell_environment() -> dict[str, str]:
     import socket  # lazy: only where settings are read
 
     return {
@@ -197,8 +183,7 @@ def base_stack_file() -> Path:
 
 
 def override_header_template() -> str | None:
-    """The header template of the compose override (`templates/override-header.txt`);
-    None where this installation lacks it."""
+    """The compose override's header template (`templates/override-header.txt`), if installed."""
     found = _packaged("templates", "override-header.txt")
     return None if found is None else read_text_bounded(found, Bound.OWN, "drgpu's template")
 
@@ -213,7 +198,7 @@ def probe_source() -> str:
 
 def example_settings() -> str:
     """`system.env.example`: every setting drgpu reads, with its default."""
-    found = _required(_packaged(".", EXAMPLE_SETTINGS_NAME), EXAMPLE_SETTINGS_NAME)
+    found = _required(_packaged(".", "system.env.example"), "system.env.example")
     return found.read_text(encoding="utf-8")
 
 
@@ -271,8 +256,7 @@ def optional_text(path: Path) -> str | None:
 
 
 def nvidia_device_nodes() -> dict[str, tuple[int, int]]:
-    """Each NVIDIA character device node (`/dev/nvidia*`, `/dev/nvidia-caps/*` aside) with
-    its major:minor."""
+    """Each NVIDIA character device node (`/dev/nvidia*`) with its major and minor number."""
     found: dict[str, tuple[int, int]] = {}
     for node in sorted(Path("/dev").glob("nvidia*")):
         try:

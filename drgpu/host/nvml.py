@@ -79,19 +79,18 @@ class _Traced:
         found = getattr(self._module, name)
         if not name.startswith("nvml") or not callable(found):
             return found  # the error classes, constants
-        return lambda *args: _traced_call(name, found, args)
+        return partial(_traced_call, name, found)
 
 
-def _traced_call(name: str, function: Callable[..., T], args: tuple[Any, ...]) -> T:
-    started = time.monotonic()
+def _traced_call(name: str, function: Callable[..., T], *args: Any) -> T:
+    started, outcome = time.monotonic(), "in"
     try:
-        result = function(*args)
+        return function(*args)
     except Exception as exc:
-        took = (time.monotonic() - started) * 1000
-        trace.debug(__name__, "%s failed (%s) in %.3f ms", name, type(exc).__name__, took)
+        outcome = f"failed ({type(exc).__name__}) in"
         raise
-    trace.debug(__name__, "%s in %.3f ms", name, (time.monotonic() - started) * 1000)
-    return result
+    finally:
+        trace.debug(__name__, "%s %s %.3f ms", name, outcome, (time.monotonic() - started) * 1000)
 
 
 def read_inventory() -> Inventory:
@@ -111,39 +110,37 @@ def inventory_from_nvml(nvml: Any) -> Inventory:
 
 
 def _gpu(nvml: Any, index: int) -> Gpu:
-    try:
-        return _describe(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index)
-    except nvml.NVMLError as exc:
-        error = "gpu_is_lost" if isinstance(exc, nvml.NVMLError_GpuIsLost) else str(exc)
-        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=error)
-
-
-def _describe(nvml: Any, handle: Any, index: int) -> Gpu:
     """A GPU field by field: one NVML cannot give (memory on a MIG-enabled parent without
     privileges, a sensor) is n/a (None, 0 MiB, compute 0.0) alone; only NVML's
     GPU_IS_LOST, or no UUID, name or PCI bus id, makes the GPU lost."""
-    total, used = _memory(nvml, handle)
-    mig_mode = bool(_field(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
-    major, minor = _field(nvml, lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle)) or (0, 0)
-    processes, processes_unknown = _processes(nvml, handle)
-    return Gpu(
-        index=index,
-        uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
-        name=_text(nvml.nvmlDeviceGetName(handle)) or "",
-        pci_bus_id=checked_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
-        memory_total_mib=total,
-        memory_used_mib=used,
-        compute_capability=(int(major), int(minor)),
-        utilization_gpu_percent=_field(
-            nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-        ),
-        temperature_c=_field(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
-        power_w=_field(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
-        mig_mode=mig_mode,
-        mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
-        processes=processes,
-        processes_unknown=processes_unknown,
-    )
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        total, used = _memory(nvml, handle)
+        mig_mode = bool(_field(nvml, lambda: nvml.nvmlDeviceGetMigMode(handle)[0]))
+        capability = _field(nvml, lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
+        major, minor = capability or (0, 0)
+        processes, processes_unknown = _processes(nvml, handle)
+        return Gpu(
+            index=index,
+            uuid=_text(nvml.nvmlDeviceGetUUID(handle)) or "",
+            name=_text(nvml.nvmlDeviceGetName(handle)) or "",
+            pci_bus_id=checked_pci_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId) or ""),
+            memory_total_mib=total,
+            memory_used_mib=used,
+            compute_capability=(int(major), int(minor)),
+            utilization_gpu_percent=_field(
+                nvml, lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            ),
+            temperature_c=_field(nvml, lambda: int(nvml.nvmlDeviceGetTemperature(handle, 0))),
+            power_w=_field(nvml, lambda: int(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000),
+            mig_mode=mig_mode,
+            mig_devices=_mig_devices(nvml, handle) if mig_mode else (),
+            processes=processes,
+            processes_unknown=processes_unknown,
+        )
+    except nvml.NVMLError as exc:
+        error = "gpu_is_lost" if isinstance(exc, nvml.NVMLError_GpuIsLost) else str(exc)
+        return Gpu(index=index, uuid="", name="", pci_bus_id="", memory_total_mib=0, error=error)
 
 
 def _memory(nvml: Any, handle: Any) -> tuple[int, int]:
@@ -189,8 +186,7 @@ class _ProcessInfoV2(ctypes.Structure):
     """nvmlProcessInfo_v2_t, also the layout of the _v3 queries (nvml.h)."""
 
     _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
+        *_ProcessInfoV1._fields_,
         ("gpuInstanceId", ctypes.c_uint),
         ("computeInstanceId", ctypes.c_uint),
     ]
@@ -206,17 +202,13 @@ class _ProcessInfoV3Cc(ctypes.Structure):
 def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
     """(PID, used bytes) of each process `query` lists, through the newest version of it
     this driver has (_v3, _v2, v1; FUNCTION_NOT_FOUND skips one); else an NVMLError."""
-    for suffix in ("_v3", "_v2"):  # newest first, as nvitop falls back
-        with suppress(nvml.NVMLError_FunctionNotFound):
-            return _process_query(nvml, handle, query + suffix, _info_layout(nvml, suffix))
-    return _process_query(nvml, handle, query, _ProcessInfoV1)
-
-
-def _info_layout(nvml: Any, suffix: str) -> type[ctypes.Structure]:
     confidential = _has(nvml, "nvmlDeviceGetConfComputeMemSizeInfo")
-    if suffix == "_v3" and confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList"):
-        return _ProcessInfoV3Cc
-    return _ProcessInfoV2
+    cc = confidential and not _has(nvml, "nvmlDeviceGetRunningProcessDetailList")
+    v3 = _ProcessInfoV3Cc if cc else _ProcessInfoV2
+    for suffix, layout in (("_v3", v3), ("_v2", _ProcessInfoV2)):  # newest first, as nvitop
+        with suppress(nvml.NVMLError_FunctionNotFound):
+            return _process_query(nvml, handle, query + suffix, layout)
+    return _process_query(nvml, handle, query, _ProcessInfoV1)
 
 
 def _has(nvml: Any, symbol: str) -> bool:
@@ -251,8 +243,7 @@ def _process_query(
 
 
 def _field(nvml: Any, query: Callable[[], T]) -> T | None:
-    """One field of a GPU (or of the driver): None where NVML cannot give it; a GPU NVML
-    says is lost stays lost (NVMLError_GpuIsLost)."""
+    """One field of a GPU (or of the driver): None where NVML cannot give it, unless lost."""
     try:
         return query()
     except nvml.NVMLError_GpuIsLost:
@@ -320,17 +311,15 @@ def _flag(value: Any) -> bool | None:
 
 
 class EventFollower:
-    """A thread keeping the last `EVENTS_KEPT` events (critical Xid, double-bit ECC) of every
-    GPU; `unsupported` says why none can be followed. When NVML fails (the driver reloaded)
+    """A thread keeping the last 64 events (critical Xid, double-bit ECC) of every GPU;
+    `unsupported` says why none can be followed. When NVML fails (the driver reloaded)
     it waits and starts a new event set."""
-
-    EVENTS_KEPT = 64
 
     def __init__(self, nvml: Any) -> None:
         import threading  # lazy: only a watch follows events
 
         self._nvml = nvml
-        self.events: deque[GpuEvent] = deque(maxlen=self.EVENTS_KEPT)
+        self.events: deque[GpuEvent] = deque(maxlen=64)
         self.unsupported: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="nvml-events", daemon=True)
@@ -367,8 +356,7 @@ class EventFollower:
                     nvml.nvmlEventSetFree(events)
 
     def _register(self, events: Any) -> dict[int | None, tuple[int, str]]:
-        """(NVML index, UUID) by handle address; each GPU registered for what it supports of
-        the faults' events (none, for a GPU that cannot)."""
+        """(NVML index, UUID) by handle address; each GPU registered for the events it supports."""
         nvml = self._nvml
         gpus = {}
         wanted = nvml.nvmlEventTypeXidCriticalError | nvml.nvmlEventTypeDoubleBitEccError

@@ -278,7 +278,7 @@ def test_any_chain_of_references_stays_within_the_bounds(
     lines = [f"A={seed}", f"B={seed}"]
     lines += [f"{key}=" + "$A$B" * copies for key, copies in chain]
     try:
-        values = read_env_texts([(Path("system.env"), "\n".join(lines) + "\n")], {}).values
+        values = read_env_texts([(Path("system.env"), "\n".join(lines) + "\n")], {})[0]
     except ConfigError as error:
         assert str(MAX_VALUE_LENGTH) in error.message or str(MAX_TOTAL_LENGTH) in error.message
         return

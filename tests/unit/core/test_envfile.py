@@ -50,10 +50,8 @@ def bash_values(tmp_path: Path, texts: list[str]) -> dict[str, str]:
 
 
 def drgpu_values(tmp_path: Path, texts: list[str]) -> dict[str, str]:
-    read = read_env_texts(
-        [(tmp_path / f"{number}.env", text) for number, text in enumerate(texts)], ENVIRON
-    )
-    return dict(read.values)
+    texts_read = [(tmp_path / f"{number}.env", text) for number, text in enumerate(texts)]
+    return read_env_texts(texts_read, ENVIRON)[0]
 
 
 def assert_same(tmp_path: Path, *texts: str) -> dict[str, str]:
@@ -289,10 +287,10 @@ def test_an_error_about_another_line_still_quotes_it() -> None:
 def test_bash_s_uid_and_euid_read_as_bash_reads_them(tmp_path: Path) -> None:
     shell = {**ENVIRON, "UID": str(os.getuid()), "EUID": str(os.geteuid())}
     text = "DR_A=$UID\nDR_B=${EUID}-x\n"
-    read = read_env_texts([(tmp_path / "0.env", text)], shell)
+    values = read_env_texts([(tmp_path / "0.env", text)], shell)[0]
     theirs = bash_values(tmp_path, [text])
-    assert dict(read.values) == {"DR_A": theirs["DR_A"], "DR_B": theirs["DR_B"]}
-    assert read.values["DR_A"] == str(os.getuid())
+    assert values == {"DR_A": theirs["DR_A"], "DR_B": theirs["DR_B"]}
+    assert values["DR_A"] == str(os.getuid())
 
 
 @pytest.mark.parametrize("name", ["RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "PPID"])
