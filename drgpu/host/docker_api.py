@@ -87,8 +87,10 @@ def engine_address(environment: Mapping[str, str]) -> Address:
     config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
     host = environment.get("DOCKER_HOST", "")
     if not host:
-        name = environment.get("DOCKER_CONTEXT") or _current_context(config_dir)
-        if name and name != "default":
+        name = environment.get("DOCKER_CONTEXT") or _json_of(
+            Path(config_dir, "config.json"), "the docker config"
+        ).get("currentContext")
+        if isinstance(name, str) and name not in ("", "default"):
             return _context_address(config_dir, name)
     verify = bool(environment.get("DOCKER_TLS_VERIFY"))
     tls = verify or bool(environment.get("DOCKER_TLS"))
@@ -122,12 +124,6 @@ def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: st
         ) from None
     host = place.hostname or "localhost"
     return Address(host=host, port=port, tls=tls, tls_verify=verify, cert_dir=cert_dir)
-
-
-def _current_context(config_dir: str) -> str:
-    """The config file's currentContext ("" when there is none)."""
-    found = _json_of(Path(config_dir, "config.json"), "the docker config").get("currentContext")
-    return found if isinstance(found, str) else ""
 
 
 def _json_of(path: Path, what: str) -> dict[str, Any]:
@@ -204,10 +200,6 @@ class Answer:
         return str((answer.get("message") if isinstance(answer, dict) else None) or self.status)
 
 
-class _Closed(Exception):
-    """The engine closed a kept-alive connection before answering."""
-
-
 class _Broken(Exception):
     """An answer that breaks HTTP (the sentence says how)."""
 
@@ -233,10 +225,13 @@ class Connection:
         """One API call: `body` sent as JSON, or `data` (a tar archive) as is, in `timeout_s`."""
         payload = data if data is not None else b"" if body is None else json.dumps(body).encode()
         content_type = "application/x-tar" if data is not None else "application/json"
+        request = f"{method} {path} HTTP/1.1\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
+        request += f"Content-Length: {len(payload)}\r\n\r\n"
         started, timeout_s = time.monotonic(), timeout_s or TIMEOUT_S
+        self._deadline = started + timeout_s
         shown = f"{method} {path.partition('?')[0]}"
         try:
-            answer = self._exchange(method, path, payload, content_type, timeout_s)
+            answer = self._exchange(request.encode() + payload)
         except (OSError, _Broken) as exc:
             self.close()
             _log_call(method, path, f"failed ({exc})", started)
@@ -259,37 +254,32 @@ class Connection:
             self._socket.close()
         self._socket, self._buffer = None, bytearray()
 
-    def _exchange(
-        self, method: str, path: str, payload: bytes, content_type: str, timeout_s: float
-    ) -> Answer:
-        self._deadline = time.monotonic() + timeout_s
+    def _exchange(self, request: bytes) -> Answer:
+        """Send `request`, read the answer; again on a new connection when the engine had closed
+        the kept one (a new one that closes at once: the engine is not there)."""
         reused = self._socket is not None
         try:
-            return self._send_and_read(method, path, payload, content_type)
-        except (_Closed, ConnectionError):
+            return self._send_and_read(request)
+        except ConnectionError:
             self.close()
-            if not reused:  # a fresh connection that closes at once: the engine is not there
-                raise ConnectionResetError("the engine closed the connection") from None
-        return self._send_and_read(method, path, payload, content_type)
+            if reused:
+                return self._exchange(request)
+            raise ConnectionResetError("the engine closed the connection") from None
 
-    def _send_and_read(self, method: str, path: str, payload: bytes, content_type: str) -> Answer:
+    def _send_and_read(self, request: bytes) -> Answer:
         if self._socket is None:
             self._socket = _connect(self._address, self._left())
         self._socket.settimeout(self._left())
-        head = (
-            f"{method} {path} HTTP/1.1\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n"
-        )
-        self._socket.sendall(head.encode() + payload)
+        self._socket.sendall(request)
         if not self._fill(MAX_HEAD_BYTES):
-            raise _Closed
+            raise ConnectionResetError("the engine closed the connection")
         status_line, headers = self._head()
         try:
             status = int(status_line.split()[1])
         except (IndexError, ValueError):
             raise _Broken("has no status") from None
         _check_version(headers.get("api-version", ""))
-        bodiless = status in (204, 304) or method == "HEAD"
+        bodiless = status in (204, 304)
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         body = b"" if bodiless else self._body(headers, chunked)
         to_the_end = not bodiless and "content-length" not in headers and not chunked
