@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -65,11 +64,10 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
 
 def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, str]:
     """A container's labels; a reserving Swarm task's naming the GPUs the engine gave it."""
-    attrs = _inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
-    if attrs is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
+    found = inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
+    if found is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
         return listed.labels
-    env = environment((attrs.get("Config") or {}).get("Env"))
-    return labels.with_engine_choice(replace(listed, environment=env))
+    return labels.with_engine_choice(replace(listed, environment=found.environment))
 
 
 def project_resources(project: str) -> tuple[int, int]:
@@ -96,17 +94,17 @@ def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list
     ]
 
 
-def _inspected(engine: Connection, container_id: str) -> Any:
-    """A container's inspection (its JSON), or None when it is gone."""
+def inspected(engine: Connection, container_id: str) -> ContainerFacts | None:
+    """Everything about one container (None when it is gone)."""
     answer = engine.call("GET", f"/containers/{urllib.parse.quote(container_id)}/json")
-    return None if answer.status == 404 else answer.checked("inspect a container", 200)
+    return None if answer.status == 404 else _facts(answer.checked("inspect a container", 200))
 
 
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
     """Every container (running or not) matching the filters `wanted`, inspected; those
     removed meanwhile are left out (one listing, then one inspection per container)."""
-    inspected = (_inspected(engine, listed.id) for listed in listing(engine, wanted))
-    return sorted((_facts(attrs) for attrs in inspected if attrs), key=lambda c: c.name)
+    found = (inspected(engine, listed.id) for listed in listing(engine, wanted))
+    return sorted((c for c in found if c is not None), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
@@ -220,29 +218,6 @@ def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> docker
     if answer.status != ok:
         raise DockerError(f"cannot run the probe in {container_id[:12]}: {answer.message()}")
     return answer
-
-
-class EngineSession:
-    """One connection to the engine kept open: a live view lists the containers every tick."""
-
-    def __init__(self, engine: Connection) -> None:
-        self.connection = engine
-
-    def containers(self) -> list[ContainerFacts]:
-        """Every container, from one listing call: names, states and labels only."""
-        return listing(self.connection)
-
-    def inspect(self, container_id: str) -> ContainerFacts | None:
-        """Everything about one container (None when it is gone)."""
-        attrs = _inspected(self.connection, container_id)
-        return None if attrs is None else _facts(attrs)
-
-
-@contextmanager
-def engine_session() -> Iterator[EngineSession]:
-    """An open connection to the engine, closed when the block ends."""
-    with docker_api.connected() as engine:
-        yield EngineSession(engine)
 
 
 def daemon_facts() -> EngineFacts:
