@@ -271,9 +271,11 @@ class Connection:
             self._socket = _connect(self._address, self._left())
         self._socket.settimeout(self._left())
         self._socket.sendall(request)
-        if not self._fill(MAX_HEAD_BYTES):
+        if not self._fill(MAX_HEAD_BYTES, may_end=True):
             raise ConnectionResetError("the engine closed the connection")
-        status_line, headers = self._head()
+        status_line, *lines = self._until(b"\r\n\r\n").split("\r\n")
+        fields = (line.partition(":") for line in lines if line)
+        headers = {name.strip().lower(): value.strip() for name, _, value in fields}
         try:
             status = int(status_line.split()[1])
         except (IndexError, ValueError):
@@ -293,45 +295,38 @@ class Connection:
             raise TimeoutError("deadline")
         return left
 
-    def _fill(self, limit: int) -> bool:
-        """Read more of the answer, up to `limit` bytes held (False: the engine closed)."""
+    def _fill(self, limit: int, *, may_end: bool = False) -> bool:
+        """Read more of the answer, up to `limit` bytes held; False when the engine closed the
+        connection and the answer `may_end` there, else that is an answer that ended early."""
         assert self._socket is not None
         if len(self._buffer) >= limit:
             raise _Broken(f"is larger than the {limit >> 10} KiB drgpu takes")
         self._socket.settimeout(self._left())
         more = self._socket.recv(65536)
+        if not more and not may_end:
+            raise _Broken("ended early (the connection closed)")
         self._buffer += more
         return bool(more)
 
-    def _more(self, limit: int = MAX_BODY_BYTES + MAX_HEAD_BYTES) -> None:
-        if not self._fill(limit):
-            raise _Broken("ended early (the connection closed)")
-
     def _take(self, size: int) -> bytes:
         while len(self._buffer) < size:
-            self._more()
+            self._fill(MAX_BODY_BYTES + MAX_HEAD_BYTES)
         taken = bytes(self._buffer[:size])
         del self._buffer[:size]
         return taken
 
-    def _line(self) -> bytes:
-        while (end := self._buffer.find(b"\n")) < 0:
-            self._more(MAX_HEAD_BYTES)
-        return self._take(end + 1).rstrip(b"\r\n")
-
-    def _head(self) -> tuple[str, dict[str, str]]:
-        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
-            self._more(MAX_HEAD_BYTES)
-        status_line, *lines = self._take(end + 4).decode("latin-1").split("\r\n")
-        fields = (line.partition(":") for line in lines if line)
-        return status_line, {name.strip().lower(): value.strip() for name, _, value in fields}
+    def _until(self, end: bytes) -> str:
+        """The answer up to `end` (left out), within the head's bound."""
+        while (at := self._buffer.find(end)) < 0:
+            self._fill(MAX_HEAD_BYTES)
+        return self._take(at + len(end))[: -len(end)].decode("latin-1")
 
     def _body(self, headers: Mapping[str, str], chunked: bool) -> bytes:
         if chunked:
             chunks, total = [], 0
             while True:
                 try:
-                    size = int(self._line().split(b";")[0].strip(), 16)
+                    size = int(self._until(b"\n").split(";")[0].strip(), 16)
                 except ValueError:
                     raise _Broken("has a malformed chunk size") from None
                 if size == 0:
@@ -340,8 +335,8 @@ class Connection:
                 if total > MAX_BODY_BYTES:
                     raise _Broken(f"is larger than {MAX_BODY_BYTES >> 20} MiB")
                 chunks.append(self._take(size))
-                self._line()
-            while self._line():  # trailers
+                self._until(b"\n")
+            while self._until(b"\n").rstrip("\r"):  # trailers
                 pass
             return b"".join(chunks)
         if "content-length" in headers:
@@ -349,7 +344,7 @@ class Connection:
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
                 raise _Broken(f"has a Content-Length drgpu does not take ({length[:20]!r})")
             return self._take(int(length))
-        while self._fill(MAX_BODY_BYTES):  # to the end of the connection
+        while self._fill(MAX_BODY_BYTES, may_end=True):  # to the end of the connection
             pass
         return self._take(len(self._buffer))
 

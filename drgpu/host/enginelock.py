@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -52,12 +53,10 @@ def machine_id(files: tuple[Path, ...] = MACHINE_ID_FILES) -> str:
 
 def booted(proc_stat: Path = Path("/proc/stat")) -> str:
     """When this boot began (the kernel's `btime`), as the lock writes times; "" when unknown."""
-    for line in (read_system(proc_stat) or "").splitlines():
-        key, _, value = line.partition(" ")
-        if key == "btime" and value.strip().isdecimal():
-            moment = datetime.fromtimestamp(int(value.strip()), timezone.utc)
-            return moment.strftime(SINCE_FORMAT)
-    return ""
+    found = re.search(r"^btime +(\d+)\s*$", read_system(proc_stat) or "", re.MULTILINE)
+    if found is None:
+        return ""
+    return datetime.fromtimestamp(int(found[1]), timezone.utc).strftime(SINCE_FORMAT)
 
 
 def start_ticks(pid: int) -> int | None:
