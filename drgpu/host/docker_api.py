@@ -13,8 +13,8 @@ import os
 import socket
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -404,20 +404,15 @@ def _tls_context(address: Address) -> ssl.SSLContext:
     return context
 
 
-@contextmanager
-def connected() -> Iterator[Connection]:
+def connected() -> closing[Connection]:
     """A connection to `engine_address` (system.env's engine settings on top), closed after."""
-    connection = Connection(engine_address({**os.environ, **_settings}))
-    try:
-        yield connection
-    finally:
-        connection.close()
+    return closing(Connection(engine_address({**os.environ, **_settings})))
 
 
-def call(method: str, path: str, body: Any = None, *, data: bytes | None = None) -> Answer:
+def call(method: str, path: str) -> Answer:
     """One API call on a connection of its own."""
     with connected() as connection:
-        return connection.call(method, path, body, data=data)
+        return connection.call(method, path)
 
 
 def unframed(raw: bytes) -> bytes:

@@ -1,6 +1,6 @@
 """What drgpu asks the Docker engine (through `docker_api`): its containers, images,
-volumes and networks, what it is, a file run in a container, and drgpu's lock object.
-The Swarm's services, tasks and nodes are `swarm_engine`'s."""
+volumes and networks, what it is, and a file run in a container. The Swarm's services,
+tasks and nodes are `swarm_engine`'s; drgpu's lock object is `enginelock`'s."""
 
 from __future__ import annotations
 
@@ -12,12 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from drgpu.core import labels
-from drgpu.core.facts import (
-    ContainerFacts,
-    DeviceRequestFacts,
-    EngineFacts,
-    ImageFacts,
-)
+from drgpu.core.facts import ContainerFacts, DeviceRequestFacts, EngineFacts, ImageFacts
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
@@ -330,10 +325,8 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
         removed = {"containers": _deleted(engine, "container", listed, "?force=1&v=1")}
         networks = (network["Id"] for network in _project_networks(engine, project))
         removed["networks"] = _deleted(engine, "network", networks)
-        volumes = _project_volumes(engine, project)
-        removed["volumes"] = _deleted(
-            engine, "volume", [v for v in volumes if v not in keep_volumes]
-        )
+        gone = [v for v in _project_volumes(engine, project) if v not in keep_volumes]
+        removed["volumes"] = _deleted(engine, "volume", gone)
     return removed
 
 
