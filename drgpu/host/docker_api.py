@@ -96,10 +96,10 @@ def engine_address(environment: Mapping[str, str]) -> Address:
     tls = verify or bool(environment.get("DOCKER_TLS"))
     cert_dir = environment.get("DOCKER_CERT_PATH") or config_dir
     host = host.strip() or ("tcp://localhost:2376" if tls else "")
-    return parsed_host(host, tls, verify, cert_dir)
+    return _parsed_host(host, tls, verify, cert_dir)
 
 
-def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: str = "") -> Address:
+def _parsed_host(text: str, tls: bool, verify: bool, cert_dir: str) -> Address:
     """A host as the CLI parses it: empty or `unix://` is the local socket, `unix://PATH` a
     socket, `tcp://HOST[:PORT][/PATH]` or `HOST[:PORT]` a TCP host (host localhost, port
     2375 when left out; `[::1]` is ::1). drgpu ignores the path and refuses other schemes."""
@@ -154,7 +154,7 @@ def _context_address(config_dir: str, name: str) -> Address:
     host, skip = str(endpoint.get("Host", "")), bool(endpoint.get("SkipTLSVerify"))
     tls_dir = os.path.join(config_dir, "contexts", "tls", digest, "docker")
     tls = skip or os.path.isdir(tls_dir)
-    return parsed_host(host, tls, tls and not skip, tls_dir)
+    return _parsed_host(host, tls, tls and not skip, tls_dir)
 
 
 @dataclass(frozen=True)
