@@ -32,7 +32,7 @@ from drgpu.core.model import GpuHealth, Inventory
 from drgpu.core.settings import run_key
 from drgpu.core.swarm_view import SwarmState, swarm_findings, task_containers
 from drgpu.errors import CheckFailedError, ConfigError, DockerError, NvmlUnavailableError
-from drgpu.host import engine, nvml, swarm_engine
+from drgpu.host import docker_api, engine, nvml, swarm_engine
 from drgpu.host.files import probe_source
 from drgpu.host.procs import process_key, read_cgroup, read_process
 from drgpu.host.signals import Interrupted
@@ -42,7 +42,7 @@ from drgpu.ui.talk import note, warn
 if TYPE_CHECKING:
     from drgpu.core.metrics import Sample
     from drgpu.host.cost_file import CostKeeper
-    from drgpu.host.engine import EngineSession
+    from drgpu.host.docker_api import Connection
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class Reader:
     def __init__(
         self,
         session: Any,
-        connection: EngineSession,
+        connection: Connection,
         run_id: str | None = None,
         swarm: Callable[[], SwarmState | None] = lambda: None,
     ) -> None:
@@ -136,7 +136,7 @@ class Reader:
     def snapshot(self) -> Status:
         """Read the world once and judge it."""
         inventory = nvml.watched_inventory(self._nvml, restart=self.restart_nvml)
-        listed = self._engine.containers()
+        listed = engine.listing(self._engine)
         mine = [c for c in listed if labels.RUN_ID in c.labels]
         # SageMaker trainers (running `algo-...` containers) are drgpu's only with an rl_coach.
         launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
@@ -188,12 +188,14 @@ class Reader:
 
     def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
         """The listed containers' facts, each new one inspected (one gone meanwhile left out)."""
-        found = {c.id: self._known.get(c.id) or self._engine.inspect(c.id) for c in listed}
+        found = {
+            c.id: self._known.get(c.id) or engine.inspected(self._engine, c.id) for c in listed
+        }
         return {id_: facts for id_, facts in found.items() if facts is not None}
 
 
 def swarm_reader(
-    connection: EngineSession, interval_s: float = 0.0
+    connection: Connection, interval_s: float = 0.0
 ) -> Callable[[], SwarmState | None]:
     """Reads the swarm through the manager's API at each call (None: no swarm manager),
     and every other node's GPUs on the node (`swarm_engine.node_gpus`): at most one round
@@ -207,7 +209,7 @@ def swarm_reader(
 
     def read() -> SwarmState | None:
         here[:] = here or [swarm_engine.engine_facts().node_id]
-        swarm = swarm_engine.swarm_picture(connection.connection, here[0])
+        swarm = swarm_engine.swarm_picture(connection, here[0])
         now = time.monotonic()
         if swarm is None:
             return None
@@ -263,7 +265,7 @@ def _read_nodes(
 
 def snapshot(session: Any, run_id: str | None = None) -> Status:
     """One snapshot through an initialised NVML session."""
-    with engine.engine_session() as connection:
+    with docker_api.connected() as connection:
         return Reader(session, connection, run_id, swarm_reader(connection)).snapshot()
 
 
@@ -284,7 +286,7 @@ def watch(
     shown = 0
     reader = None
     try:
-        with engine.engine_session() as connection:
+        with docker_api.connected() as connection:
             reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
             reader.events = nvml.EventFollower(session)
             outages = Outage("the Docker engine"), Outage("NVML")

@@ -13,8 +13,8 @@ import os
 import socket
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,17 +87,19 @@ def engine_address(environment: Mapping[str, str]) -> Address:
     config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
     host = environment.get("DOCKER_HOST", "")
     if not host:
-        name = environment.get("DOCKER_CONTEXT") or _current_context(config_dir)
-        if name and name != "default":
+        name = environment.get("DOCKER_CONTEXT") or _json_of(
+            Path(config_dir, "config.json"), "the docker config"
+        ).get("currentContext")
+        if isinstance(name, str) and name not in ("", "default"):
             return _context_address(config_dir, name)
     verify = bool(environment.get("DOCKER_TLS_VERIFY"))
     tls = verify or bool(environment.get("DOCKER_TLS"))
     cert_dir = environment.get("DOCKER_CERT_PATH") or config_dir
     host = host.strip() or ("tcp://localhost:2376" if tls else "")
-    return parsed_host(host, tls, verify, cert_dir)
+    return _parsed_host(host, tls, verify, cert_dir)
 
 
-def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: str = "") -> Address:
+def _parsed_host(text: str, tls: bool, verify: bool, cert_dir: str) -> Address:
     """A host as the CLI parses it: empty or `unix://` is the local socket, `unix://PATH` a
     socket, `tcp://HOST[:PORT][/PATH]` or `HOST[:PORT]` a TCP host (host localhost, port
     2375 when left out; `[::1]` is ::1). drgpu ignores the path and refuses other schemes."""
@@ -122,12 +124,6 @@ def parsed_host(text: str, tls: bool = False, verify: bool = False, cert_dir: st
         ) from None
     host = place.hostname or "localhost"
     return Address(host=host, port=port, tls=tls, tls_verify=verify, cert_dir=cert_dir)
-
-
-def _current_context(config_dir: str) -> str:
-    """The config file's currentContext ("" when there is none)."""
-    found = _json_of(Path(config_dir, "config.json"), "the docker config").get("currentContext")
-    return found if isinstance(found, str) else ""
 
 
 def _json_of(path: Path, what: str) -> dict[str, Any]:
@@ -158,7 +154,7 @@ def _context_address(config_dir: str, name: str) -> Address:
     host, skip = str(endpoint.get("Host", "")), bool(endpoint.get("SkipTLSVerify"))
     tls_dir = os.path.join(config_dir, "contexts", "tls", digest, "docker")
     tls = skip or os.path.isdir(tls_dir)
-    return parsed_host(host, tls, tls and not skip, tls_dir)
+    return _parsed_host(host, tls, tls and not skip, tls_dir)
 
 
 @dataclass(frozen=True)
@@ -204,10 +200,6 @@ class Answer:
         return str((answer.get("message") if isinstance(answer, dict) else None) or self.status)
 
 
-class _Closed(Exception):
-    """The engine closed a kept-alive connection before answering."""
-
-
 class _Broken(Exception):
     """An answer that breaks HTTP (the sentence says how)."""
 
@@ -233,10 +225,13 @@ class Connection:
         """One API call: `body` sent as JSON, or `data` (a tar archive) as is, in `timeout_s`."""
         payload = data if data is not None else b"" if body is None else json.dumps(body).encode()
         content_type = "application/x-tar" if data is not None else "application/json"
+        request = f"{method} {path} HTTP/1.1\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
+        request += f"Content-Length: {len(payload)}\r\n\r\n"
         started, timeout_s = time.monotonic(), timeout_s or TIMEOUT_S
+        self._deadline = started + timeout_s
         shown = f"{method} {path.partition('?')[0]}"
         try:
-            answer = self._exchange(method, path, payload, content_type, timeout_s)
+            answer = self._exchange(request.encode() + payload)
         except (OSError, _Broken) as exc:
             self.close()
             _log_call(method, path, f"failed ({exc})", started)
@@ -259,37 +254,34 @@ class Connection:
             self._socket.close()
         self._socket, self._buffer = None, bytearray()
 
-    def _exchange(
-        self, method: str, path: str, payload: bytes, content_type: str, timeout_s: float
-    ) -> Answer:
-        self._deadline = time.monotonic() + timeout_s
+    def _exchange(self, request: bytes) -> Answer:
+        """Send `request`, read the answer; again on a new connection when the engine had closed
+        the kept one (a new one that closes at once: the engine is not there)."""
         reused = self._socket is not None
         try:
-            return self._send_and_read(method, path, payload, content_type)
-        except (_Closed, ConnectionError):
+            return self._send_and_read(request)
+        except ConnectionError:
             self.close()
-            if not reused:  # a fresh connection that closes at once: the engine is not there
-                raise ConnectionResetError("the engine closed the connection") from None
-        return self._send_and_read(method, path, payload, content_type)
+            if reused:
+                return self._exchange(request)
+            raise ConnectionResetError("the engine closed the connection") from None
 
-    def _send_and_read(self, method: str, path: str, payload: bytes, content_type: str) -> Answer:
+    def _send_and_read(self, request: bytes) -> Answer:
         if self._socket is None:
             self._socket = _connect(self._address, self._left())
         self._socket.settimeout(self._left())
-        head = (
-            f"{method} {path} HTTP/1.1\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n"
-        )
-        self._socket.sendall(head.encode() + payload)
-        if not self._fill(MAX_HEAD_BYTES):
-            raise _Closed
-        status_line, headers = self._head()
+        self._socket.sendall(request)
+        if not self._fill(MAX_HEAD_BYTES, may_end=True):
+            raise ConnectionResetError("the engine closed the connection")
+        status_line, *lines = self._until(b"\r\n\r\n").split("\r\n")
+        fields = (line.partition(":") for line in lines if line)
+        headers = {name.strip().lower(): value.strip() for name, _, value in fields}
         try:
             status = int(status_line.split()[1])
         except (IndexError, ValueError):
             raise _Broken("has no status") from None
         _check_version(headers.get("api-version", ""))
-        bodiless = status in (204, 304) or method == "HEAD"
+        bodiless = status in (204, 304)
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         body = b"" if bodiless else self._body(headers, chunked)
         to_the_end = not bodiless and "content-length" not in headers and not chunked
@@ -303,45 +295,38 @@ class Connection:
             raise TimeoutError("deadline")
         return left
 
-    def _fill(self, limit: int) -> bool:
-        """Read more of the answer, up to `limit` bytes held (False: the engine closed)."""
+    def _fill(self, limit: int, *, may_end: bool = False) -> bool:
+        """Read more of the answer, up to `limit` bytes held; False when the engine closed the
+        connection and the answer `may_end` there, else that is an answer that ended early."""
         assert self._socket is not None
         if len(self._buffer) >= limit:
             raise _Broken(f"is larger than the {limit >> 10} KiB drgpu takes")
         self._socket.settimeout(self._left())
         more = self._socket.recv(65536)
+        if not more and not may_end:
+            raise _Broken("ended early (the connection closed)")
         self._buffer += more
         return bool(more)
 
-    def _more(self, limit: int = MAX_BODY_BYTES + MAX_HEAD_BYTES) -> None:
-        if not self._fill(limit):
-            raise _Broken("ended early (the connection closed)")
-
     def _take(self, size: int) -> bytes:
         while len(self._buffer) < size:
-            self._more()
+            self._fill(MAX_BODY_BYTES + MAX_HEAD_BYTES)
         taken = bytes(self._buffer[:size])
         del self._buffer[:size]
         return taken
 
-    def _line(self) -> bytes:
-        while (end := self._buffer.find(b"\n")) < 0:
-            self._more(MAX_HEAD_BYTES)
-        return self._take(end + 1).rstrip(b"\r\n")
-
-    def _head(self) -> tuple[str, dict[str, str]]:
-        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
-            self._more(MAX_HEAD_BYTES)
-        status_line, *lines = self._take(end + 4).decode("latin-1").split("\r\n")
-        fields = (line.partition(":") for line in lines if line)
-        return status_line, {name.strip().lower(): value.strip() for name, _, value in fields}
+    def _until(self, end: bytes) -> str:
+        """The answer up to `end` (left out), within the head's bound."""
+        while (at := self._buffer.find(end)) < 0:
+            self._fill(MAX_HEAD_BYTES)
+        return self._take(at + len(end))[: -len(end)].decode("latin-1")
 
     def _body(self, headers: Mapping[str, str], chunked: bool) -> bytes:
         if chunked:
             chunks, total = [], 0
             while True:
                 try:
-                    size = int(self._line().split(b";")[0].strip(), 16)
+                    size = int(self._until(b"\n").split(";")[0].strip(), 16)
                 except ValueError:
                     raise _Broken("has a malformed chunk size") from None
                 if size == 0:
@@ -350,8 +335,8 @@ class Connection:
                 if total > MAX_BODY_BYTES:
                     raise _Broken(f"is larger than {MAX_BODY_BYTES >> 20} MiB")
                 chunks.append(self._take(size))
-                self._line()
-            while self._line():  # trailers
+                self._until(b"\n")
+            while self._until(b"\n").rstrip("\r"):  # trailers
                 pass
             return b"".join(chunks)
         if "content-length" in headers:
@@ -359,7 +344,7 @@ class Connection:
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
                 raise _Broken(f"has a Content-Length drgpu does not take ({length[:20]!r})")
             return self._take(int(length))
-        while self._fill(MAX_BODY_BYTES):  # to the end of the connection
+        while self._fill(MAX_BODY_BYTES, may_end=True):  # to the end of the connection
             pass
         return self._take(len(self._buffer))
 
@@ -419,20 +404,15 @@ def _tls_context(address: Address) -> ssl.SSLContext:
     return context
 
 
-@contextmanager
-def connected() -> Iterator[Connection]:
+def connected() -> closing[Connection]:
     """A connection to `engine_address` (system.env's engine settings on top), closed after."""
-    connection = Connection(engine_address({**os.environ, **_settings}))
-    try:
-        yield connection
-    finally:
-        connection.close()
+    return closing(Connection(engine_address({**os.environ, **_settings})))
 
 
-def call(method: str, path: str, body: Any = None, *, data: bytes | None = None) -> Answer:
+def call(method: str, path: str) -> Answer:
     """One API call on a connection of its own."""
     with connected() as connection:
-        return connection.call(method, path, body, data=data)
+        return connection.call(method, path)
 
 
 def unframed(raw: bytes) -> bytes:

@@ -1,24 +1,18 @@
 """What drgpu asks the Docker engine (through `docker_api`): its containers, images,
-volumes and networks, what it is, a file run in a container, and drgpu's lock object.
-The Swarm's services, tasks and nodes are `swarm_engine`'s."""
+volumes and networks, what it is, and a file run in a container. The Swarm's services,
+tasks and nodes are `swarm_engine`'s; drgpu's lock object is `enginelock`'s."""
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from drgpu.core import labels
-from drgpu.core.facts import (
-    ContainerFacts,
-    DeviceRequestFacts,
-    EngineFacts,
-    ImageFacts,
-)
+from drgpu.core.facts import ContainerFacts, DeviceRequestFacts, EngineFacts, ImageFacts
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
@@ -65,11 +59,10 @@ def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
 
 def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, str]:
     """A container's labels; a reserving Swarm task's naming the GPUs the engine gave it."""
-    attrs = _inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
-    if attrs is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
+    found = inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
+    if found is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
         return listed.labels
-    env = environment((attrs.get("Config") or {}).get("Env"))
-    return labels.with_engine_choice(replace(listed, environment=env))
+    return labels.with_engine_choice(replace(listed, environment=found.environment))
 
 
 def project_resources(project: str) -> tuple[int, int]:
@@ -88,35 +81,36 @@ def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list
     """Every container matching the filters `wanted`: ids, names, states and labels only."""
     query = f"&filters={filters(wanted)}" if wanted else ""
     found = engine.call("GET", f"/containers/json?all=1{query}")
-    return [_brief_facts(item) for item in found.checked("list containers", 200, kind=list)]
+    return [
+        _container(
+            c.get("Id", ""), (c.get("Names") or [""])[0], c.get("State"), c.get("Labels") or {}
+        )
+        for c in found.checked("list containers", 200, kind=list)
+    ]
 
 
-def _inspected(engine: Connection, container_id: str) -> Any:
-    """A container's inspection (its JSON), or None when it is gone."""
+def inspected(engine: Connection, container_id: str) -> ContainerFacts | None:
+    """Everything about one container (None when it is gone)."""
     answer = engine.call("GET", f"/containers/{urllib.parse.quote(container_id)}/json")
-    return None if answer.status == 404 else answer.checked("inspect a container", 200)
+    return None if answer.status == 404 else _facts(answer.checked("inspect a container", 200))
 
 
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
     """Every container (running or not) matching the filters `wanted`, inspected; those
     removed meanwhile are left out (one listing, then one inspection per container)."""
-    inspected = (_inspected(engine, listed.id) for listed in listing(engine, wanted))
-    return sorted((_facts(attrs) for attrs in inspected if attrs), key=lambda c: c.name)
+    found = (inspected(engine, listed.id) for listed in listing(engine, wanted))
+    return sorted((c for c in found if c is not None), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
-    config = attrs.get("Config") or {}
-    container_labels = config.get("Labels") or {}
-    host_config = attrs.get("HostConfig") or {}
+    config, host_config = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
     state = attrs.get("State") or {}
-    project, service = _project_and_service(container_labels)
-    return ContainerFacts(
-        id=attrs["Id"],
-        name=str(attrs.get("Name", "")).lstrip("/"),
-        service=service,
-        project=project,
-        state=state.get("Status", "unknown"),
-        labels=container_labels,
+    code = state.get("ExitCode")
+    return _container(
+        attrs["Id"],
+        attrs.get("Name", ""),
+        state.get("Status"),
+        config.get("Labels") or {},
         environment=environment(config.get("Env")),
         device_requests=tuple(
             DeviceRequestFacts(
@@ -130,9 +124,22 @@ def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
             for request in host_config.get("DeviceRequests") or []
         ),
         ipc_mode=str(host_config.get("IpcMode") or ""),
-        exit_code=_exit_code(state),
+        exit_code=int(code) if isinstance(code, int) and state.get("Status") != "running" else None,
         started_at=_timestamp(str(state.get("StartedAt") or "")),
     )
+
+
+def _container(
+    id_: Any, name: Any, state: Any, tags: Mapping[str, str], **more: Any
+) -> ContainerFacts:
+    """A listed or inspected container: its compose project and service, or its Swarm stack
+    and service (the stack's service name without the `<stack>_` prefix)."""
+    project, service = tags.get(PROJECT_LABEL, ""), tags.get(SERVICE_LABEL, "")
+    if PROJECT_LABEL not in tags and STACK_LABEL in tags:
+        project = tags[STACK_LABEL]
+        service = tags.get(SWARM_SERVICE_LABEL, "").removeprefix(f"{project}_")
+    name, state = str(name).lstrip("/"), state or "unknown"
+    return ContainerFacts(str(id_), name, service, project, state, tags, **more)
 
 
 def _timestamp(text: str) -> float | None:
@@ -151,11 +158,6 @@ def environment(variables: list[str] | None) -> dict[str, str]:
     return dict(item.split("=", 1) for item in variables or [] if "=" in item)
 
 
-def _exit_code(state: Mapping[str, Any]) -> int | None:
-    code = state.get("ExitCode")
-    return int(code) if isinstance(code, int) and state.get("Status") != "running" else None
-
-
 def container_log_tail(container_id: str, lines: int) -> list[str]:
     """The last `lines` lines a container wrote (stdout and stderr); none when it is gone."""
     path = f"/containers/{urllib.parse.quote(container_id)}/logs?stdout=1&stderr=1&tail={lines}"
@@ -169,32 +171,17 @@ def container_log_tail(container_id: str, lines: int) -> list[str]:
 def remove_containers(container_ids: list[str]) -> int:
     """Force-remove containers and their anonymous volumes: how many were removed."""
     with docker_api.connected() as engine:
-        return _removed_containers(engine, container_ids)
+        return _deleted(engine, "container", container_ids, "?force=1&v=1")
 
 
-def _removed_containers(engine: Connection, container_ids: list[str]) -> int:
-    paths = [f"/containers/{container_id}?force=1&v=1" for container_id in container_ids]
-    return _deleted(engine, "container", paths)
-
-
-def _deleted(engine: Connection, kind: str, paths: list[str]) -> int:
-    """DELETE each of `paths` (one already gone is no error): how many were removed."""
+def _deleted(engine: Connection, kind: str, ids: Iterable[str], query: str = "") -> int:
+    """DELETE each `kind` of `ids` (one already gone is no error): how many were removed."""
     removed = 0
-    for path in paths:
-        answer = engine.call("DELETE", path)
+    for one in ids:
+        answer = engine.call("DELETE", f"/{kind}s/{urllib.parse.quote(one)}{query}")
         answer.checked(f"remove a {kind}", 204, 404)
         removed += answer.status == 204
     return removed
-
-
-def _project_and_service(container_labels: Mapping[str, str]) -> tuple[str, str]:
-    """A container's compose project and service, or its Swarm stack and service (the
-    stack's service name without the `<stack>_` prefix)."""
-    if PROJECT_LABEL in container_labels or STACK_LABEL not in container_labels:
-        return container_labels.get(PROJECT_LABEL, ""), container_labels.get(SERVICE_LABEL, "")
-    stack = container_labels[STACK_LABEL]
-    service = container_labels.get(SWARM_SERVICE_LABEL, "")
-    return stack, service.removeprefix(f"{stack}_")
 
 
 def run_probe_in(container_id: str, source: str, args: list[str]) -> tuple[int, str]:
@@ -226,43 +213,6 @@ def _probe_step(answer: docker_api.Answer, container_id: str, ok: int) -> docker
     if answer.status != ok:
         raise DockerError(f"cannot run the probe in {container_id[:12]}: {answer.message()}")
     return answer
-
-
-class EngineSession:
-    """One connection to the engine kept open: a live view lists the containers every tick."""
-
-    def __init__(self, engine: Connection) -> None:
-        self.connection = engine
-
-    def containers(self) -> list[ContainerFacts]:
-        """Every container, from one listing call: names, states and labels only."""
-        return listing(self.connection)
-
-    def inspect(self, container_id: str) -> ContainerFacts | None:
-        """Everything about one container (None when it is gone)."""
-        attrs = _inspected(self.connection, container_id)
-        return None if attrs is None else _facts(attrs)
-
-
-@contextmanager
-def engine_session() -> Iterator[EngineSession]:
-    """An open connection to the engine, closed when the block ends."""
-    with docker_api.connected() as engine:
-        yield EngineSession(engine)
-
-
-def _brief_facts(attrs: Mapping[str, Any]) -> ContainerFacts:
-    container_labels = attrs.get("Labels") or {}
-    names = attrs.get("Names") or [""]
-    project, service = _project_and_service(container_labels)
-    return ContainerFacts(
-        id=str(attrs.get("Id", "")),
-        name=str(names[0]).lstrip("/"),
-        service=service,
-        project=project,
-        state=attrs.get("State") or "unknown",
-        labels=container_labels,
-    )
 
 
 def daemon_facts() -> EngineFacts:
@@ -328,51 +278,6 @@ def try_device_request(image: str) -> str | None:
             engine.call("DELETE", f"/containers/{container_id}?force=1")
 
 
-# --- the engine-wide lock: a container that is created, never started --------------------
-
-LOCK_NAME = "drgpu-lock"
-LOCK_IMAGE = "drgpu/lock:1"
-_EMPTY_TAR = bytes(10240)  # an empty tar archive: the lock image has no files at all
-
-
-def create_lock(labels: Mapping[str, str]) -> str | None:
-    """Create the lock object with `labels`: its id, or None when it exists already."""
-    body = {
-        "Image": LOCK_IMAGE,
-        "Cmd": ["drgpu-lock"],
-        "Labels": dict(labels),
-        "NetworkDisabled": True,
-        "HostConfig": {"NetworkMode": "none"},
-    }
-    path = f"/containers/create?name={LOCK_NAME}"
-    with docker_api.connected() as engine:
-        answer = engine.call("POST", path, body)
-        if answer.status == 404:  # no lock image on this engine yet: import it (an empty image)
-            repo, tag = LOCK_IMAGE.split(":")
-            engine.call(
-                "POST", f"/images/create?fromSrc=-&repo={repo}&tag={tag}", data=_EMPTY_TAR
-            ).checked_body("import drgpu's lock image", 200)
-            answer = engine.call("POST", path, body)
-    if answer.status == 409:
-        return None
-    return answer.created_id("create drgpu's lock")
-
-
-def lock_state() -> tuple[str, Mapping[str, str]] | None:
-    """(id, labels) of the lock object, or None when there is none."""
-    answer = docker_api.call("GET", f"/containers/{LOCK_NAME}/json")
-    if answer.status == 404:
-        return None
-    found = answer.checked("read drgpu's lock", 200)
-    return str(found["Id"]), (found.get("Config") or {}).get("Labels") or {}
-
-
-def remove_lock(lock_id: str) -> None:
-    """Remove the lock object `lock_id` (by id: never a lock someone else took since)."""
-    answer = docker_api.call("DELETE", f"/containers/{lock_id}?force=1")
-    answer.checked("remove drgpu's lock", 204, 404)
-
-
 MARKS_VOLUME = "drgpu-marks"
 
 
@@ -417,12 +322,11 @@ def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
     `keep_volumes`; how many of each were removed."""
     with docker_api.connected() as engine:
         listed = [container.id for container in listing(engine, _of(project))]
-        removed = {"containers": _removed_containers(engine, listed)}
-        networks = [f"/networks/{network['Id']}" for network in _project_networks(engine, project)]
+        removed = {"containers": _deleted(engine, "container", listed, "?force=1&v=1")}
+        networks = (network["Id"] for network in _project_networks(engine, project))
         removed["networks"] = _deleted(engine, "network", networks)
-        volumes = _project_volumes(engine, project)
-        paths = [f"/volumes/{urllib.parse.quote(v)}" for v in volumes if v not in keep_volumes]
-        removed["volumes"] = _deleted(engine, "volume", paths)
+        gone = [v for v in _project_volumes(engine, project) if v not in keep_volumes]
+        removed["volumes"] = _deleted(engine, "volume", gone)
     return removed
 
 

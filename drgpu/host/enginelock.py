@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from drgpu.core.lock_holder import Holder, Process, holder_from_labels, holder_labels, is_stale
 from drgpu.errors import DockerError
-from drgpu.host import engine
+from drgpu.host import docker_api
 from drgpu.host.files import read_system
 from drgpu.host.signals import shielded
 
 TIMEOUT_KEY = "DRGPU_LOCK_TIMEOUT"
 POLL_S = 0.25
-
+LOCK_NAME = "drgpu-lock"
+LOCK_IMAGE = "drgpu/lock:1"
+_EMPTY_TAR = bytes(10240)  # an empty tar archive: the lock image has no files at all
 
 SINCE_FORMAT = "%Y-%m-%d %H:%M:%SZ"  # Holder.since and Process.booted, compared as text
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
@@ -50,12 +53,10 @@ def machine_id(files: tuple[Path, ...] = MACHINE_ID_FILES) -> str:
 
 def booted(proc_stat: Path = Path("/proc/stat")) -> str:
     """When this boot began (the kernel's `btime`), as the lock writes times; "" when unknown."""
-    for line in (read_system(proc_stat) or "").splitlines():
-        key, _, value = line.partition(" ")
-        if key == "btime" and value.strip().isdecimal():
-            moment = datetime.fromtimestamp(int(value.strip()), timezone.utc)
-            return moment.strftime(SINCE_FORMAT)
-    return ""
+    found = re.search(r"^btime +(\d+)\s*$", read_system(proc_stat) or "", re.MULTILINE)
+    if found is None:
+        return ""
+    return datetime.fromtimestamp(int(found[1]), timezone.utc).strftime(SINCE_FORMAT)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -91,6 +92,33 @@ def _user() -> str:
     return f"{name} (uid {os.getuid()}){via}"
 
 
+def _create_lock(labels: Mapping[str, str]) -> str | None:
+    """Create the lock object with `labels`: its id, or None when it exists already."""
+    body = {
+        "Image": LOCK_IMAGE,
+        "Cmd": ["drgpu-lock"],
+        "Labels": dict(labels),
+        "NetworkDisabled": True,
+        "HostConfig": {"NetworkMode": "none"},
+    }
+    path = f"/containers/create?name={LOCK_NAME}"
+    with docker_api.connected() as engine:
+        answer = engine.call("POST", path, body)
+        if answer.status == 404:  # no lock image on this engine yet: import it (an empty image)
+            repo, tag = LOCK_IMAGE.split(":")
+            engine.call(
+                "POST", f"/images/create?fromSrc=-&repo={repo}&tag={tag}", data=_EMPTY_TAR
+            ).checked_body("import drgpu's lock image", 200)
+            answer = engine.call("POST", path, body)
+    return None if answer.status == 409 else answer.created_id("create drgpu's lock")
+
+
+def _remove_lock(lock_id: str) -> None:
+    """Remove the lock object `lock_id` (by id: never a lock someone else took since)."""
+    answer = docker_api.call("DELETE", f"/containers/{lock_id}?force=1")
+    answer.checked("remove drgpu's lock", 204, 404)
+
+
 @contextmanager
 def engine_lock(
     command: str,
@@ -118,27 +146,28 @@ def engine_lock(
             since=datetime.now(timezone.utc).strftime(SINCE_FORMAT),
             volumes_before=volumes,
         )
-        lock_id = engine.create_lock(holder_labels(mine))
+        lock_id = _create_lock(holder_labels(mine))
         if lock_id is not None:
             if volumes_before() == volumes:
                 break
-            engine.remove_lock(lock_id)  # a volume came or went meanwhile: write it again
+            _remove_lock(lock_id)  # a volume came or went meanwhile: write it again
             continue
-        state = engine.lock_state()
-        if state is None:
+        answer = docker_api.call("GET", f"/containers/{LOCK_NAME}/json")
+        if answer.status == 404:
             continue  # released between the two calls
-        other_id, labels = state
-        holder = holder_from_labels(labels)
+        found = answer.checked("read drgpu's lock", 200)
+        other_id = str(found["Id"])
+        holder = holder_from_labels((found.get("Config") or {}).get("Labels") or {})
         if holder is not None and is_stale(holder, here, start_ticks(holder.process.pid)):
             on_stale(holder)
-            engine.remove_lock(other_id)
+            _remove_lock(other_id)
             continue
         who = holder.describe() if holder else f"an unknown holder (container {other_id[:12]})"
         if time.monotonic() >= deadline:
             raise DockerError(
                 f"gave up after {timeout_s:.0f}s waiting for {who}",
                 hint=(
-                    f"if that process is gone, `docker rm {engine.LOCK_NAME}` frees the lock;"
+                    f"if that process is gone, `docker rm {LOCK_NAME}` frees the lock;"
                     f" {TIMEOUT_KEY} sets how long drgpu waits"
                 ),
             )
@@ -150,4 +179,4 @@ def engine_lock(
         yield mine
     finally:  # a signal now must not leave a live run's lock to be taken for a killed one
         with shielded(lambda name: None):
-            engine.remove_lock(lock_id)
+            _remove_lock(lock_id)

@@ -15,7 +15,7 @@ from drgpu.core import gpu_usage
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory
 from drgpu.errors import NvmlUnavailableError
-from drgpu.host import engine, nvml
+from drgpu.host import docker_api, nvml
 from tests.support.runners import Cli
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
@@ -63,7 +63,7 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[gpu_usage.Status]:
             return queue.pop(0) if len(queue) > 1 else queue[0]
 
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
-    monkeypatch.setattr(engine, "engine_session", fake_session)
+    monkeypatch.setattr(docker_api, "connected", fake_session)
     monkeypatch.setattr(status, "Reader", Reader)
     monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     return queue

@@ -16,7 +16,7 @@ import pytest
 
 from drgpu.commands import status
 from drgpu.errors import DockerError, NvmlUnavailableError
-from drgpu.host import engine, nvml
+from drgpu.host import docker_api, nvml
 from tests.cli import test_status
 from tests.cli.test_status import G0, a_status
 from tests.support.metrics_servers import free_port
@@ -122,7 +122,7 @@ def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch
         yield object()
 
     monkeypatch.setattr(nvml, "nvml_session", fake_session)
-    monkeypatch.setattr(engine, "engine_session", fake_session)
+    monkeypatch.setattr(docker_api, "connected", fake_session)
     monkeypatch.setattr(status, "Reader", Reader)
     monkeypatch.setattr(nvml, "EventFollower", lambda session: None)  # no NVML events here
     code, _, err = cli("status", "--watch", "--count", "3", "--interval", "0.1")

@@ -11,7 +11,7 @@ import pytest
 from drgpu.commands import status
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.host import nvml
+from drgpu.host import engine, nvml
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 SIM_ID = "c" * 64
@@ -34,6 +34,13 @@ class Engine:
 
     def inspect(self, container_id: str) -> ContainerFacts | None:
         return SIMULATOR if container_id == SIM_ID else None
+
+
+@pytest.fixture(autouse=True)
+def _engine_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Reader's engine connection is an Engine here."""
+    monkeypatch.setattr(engine, "listing", lambda connection: connection.containers())
+    monkeypatch.setattr(engine, "inspected", lambda connection, id_: connection.inspect(id_))
 
 
 def test_processes_that_vanish_between_refreshes_are_warned_of(
