@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import (
@@ -92,16 +92,6 @@ class _Notes:
 _Asked = tuple[str, str, DeviceRequest]  # who asks, under which key, for what
 
 
-@dataclass(frozen=True)
-class _Worker:
-    """One simulator worker: its service, its slot, and the stack service it is made of."""
-
-    name: str
-    slot: int
-    source: StackService
-    generated: bool
-
-
 def make_plan(
     config: Config,
     stack: Stack,
@@ -133,7 +123,20 @@ def make_plan(
     notes = _Notes(config.project, lookup_fix)
     index_note = CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
     notes.warn(*config.key_mistakes)
-    _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
+    if any(bare_indices(request) for _who, _key, request in requests):
+        warned, explained = index_notes(
+            [(key, request) for _who, key, request in requests],
+            inventory,
+            cuda_order(inventory),
+            config.index_order,
+            chosen=config.index_order_chosen,
+            refuse=refuse_unordered,
+            drfc="DR_DIR" in config.values,  # an activated DRfC shell, whose docs mean CUDA's
+        )
+        if warned:
+            notes.warn(warned)
+        if explained:
+            notes.explanations.append(explained)
     has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
     trains = has_trainer and not config.evaluation  # a trainer to give GPUs
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
@@ -313,23 +316,6 @@ def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
     )
 
 
-def _index_notes(
-    config: Config, asked: list[_Asked], inventory: Inventory, notes: _Notes, *, refuse: bool
-) -> None:
-    """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
-    requests = [(key, request) for _who, key, request in asked]
-    if any(bare_indices(request) for _key, request in requests):
-        order, chosen = cuda_order(inventory), config.index_order_chosen
-        drfc = "DR_DIR" in config.values  # an activated DRfC shell, whose docs mean CUDA's
-        warning, explanation = index_notes(
-            requests, inventory, order, config.index_order, chosen=chosen, refuse=refuse, drfc=drfc
-        )
-        if warning:
-            notes.warn(warning)
-        if explanation:
-            notes.explanations.append(explanation)
-
-
 def _resolve(
     config: Config, key: str, request: DeviceRequest, inventory: Inventory, notes: _Notes
 ) -> tuple[Assignment, ...]:
@@ -386,30 +372,30 @@ def _check_overlaps(
 def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     """Each `DRGPU_DEVICES_<SERVICE>` key with the service it names; a key that names no
     service of the stack, or a service with a role of its own, is a `ConfigError`."""
-    by_key: dict[str, list[StackService]] = {}
-    for service in stack.services:
-        by_key.setdefault(service_devices_key(service.name), []).append(service)
     found: dict[str, ServiceDevices] = {}
     for request in config.service_devices:
-        services = by_key.get(request.key, [])
+        where = config.where(request.key)
+        services = [s for s in stack.services if service_devices_key(s.name) == request.key]
         if not services:
             import difflib  # lazy: only a key naming no service needs it
 
-            keys = [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key]
+            keys = [
+                service_devices_key(s.name).removeprefix(SERVICE_DEVICES_PREFIX)
+                for s in stack.services
+            ]
             close = difflib.get_close_matches(
                 request.key.removeprefix(SERVICE_DEVICES_PREFIX), keys
             )
             names = ", ".join(service.name for service in stack.services) or "none"
             known = f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?" if close else ""
             raise ConfigError(
-                f"{config.where(request.key)} names no service of the stack"
-                + (known or f" (its services: {names})"),
+                f"{where} names no service of the stack" + (known or f" (its services: {names})"),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
                 " '-' and '.' written '_'",
             )
         if len(services) > 1:
             names = ", ".join(service.name for service in services)
-            raise ConfigError(f"{config.where(request.key)} names several services: {names}")
+            raise ConfigError(f"{where} names several services: {names}")
         service = services[0]
         if service.role is not Role.OTHER:
             role_keys = {
@@ -417,7 +403,7 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
                 Role.MPS_DAEMON: "the GPUs its clients share (DRGPU_SHARING=mps)",
             }
             raise ConfigError(
-                f"{config.where(request.key)}: service {service.name} would have two roles:"
+                f"{where}: service {service.name} would have two roles:"
                 f" it is {_ROLE_NAMES[service.role]} ({service.role_source}),"
                 f" whose GPUs come from {role_keys.get(service.role, config.trainer_key)}",
                 hint=f"remove {request.key}, or declare `drgpu.role: none` on {service.name}"
@@ -435,10 +421,10 @@ _ROLE_NAMES = {
 }
 
 
-def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
-    """The simulator workers: the stack's own robomaker-N, else DR_WORKERS copies of
-    its simulator (robomaker-1 ..., or carla-1 ... for the one service of role simulator),
-    else none (one simulator, or no simulator at all)."""
+def _workers(config: Config, stack: Stack, notes: _Notes) -> list[tuple[StackService, int]]:
+    """The simulator workers (service, slot): the stack's own robomaker-N, else DR_WORKERS
+    copies of its simulator (robomaker, else its one service of role simulator), else none
+    (one simulator, or no simulator at all)."""
     simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
     numbered = sorted(
         (s for s in simulators if s.worker_slot is not None), key=lambda s: s.worker_slot or 0
@@ -450,8 +436,8 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack defines"
                 f" {len(numbered)} simulator worker(s) itself ({names}): drgpu places those"
             )
-        return [_Worker(s.name, s.worker_slot or 0, s, generated=False) for s in numbered]
-    base = stack.service(SIMULATOR_SERVICE)  # what workers copy: robomaker, else the one
+        return [(s, s.worker_slot or 0) for s in numbered]
+    base = stack.service(SIMULATOR_SERVICE)
     if base is None or base.role is not Role.SIMULATOR:
         base = simulators[0] if len(simulators) == 1 else None
     if base is None or config.workers == 1 or config.evaluation:
@@ -464,10 +450,7 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
                 " each runs once, and drgpu makes no workers of them"
             )
         return []
-    return [
-        _Worker(f"{base.name}-{slot}", slot, base, generated=True)
-        for slot in range(1, config.workers + 1)
-    ]
+    return [(base, slot) for slot in range(1, config.workers + 1)]
 
 
 def _services(
@@ -484,78 +467,66 @@ def _services(
     reserved = {device.uuid: TRAINER_MIN_MEMORY_MIB for device in trainer}
     placed = place_workers(simulator, max(len(workers), 1), config.worker_placement, reserved)
 
-    def placed_on(name: str, index: int) -> tuple[Assignment, ...]:
+    def placed_on(index: int, source: StackService, slot: int | None = None) -> ServicePlan:
+        """`source` (or its worker in `slot`) on the `index`th placed GPU, if any, said why."""
+        if not placed:
+            return _service_plan(config, source, (), slot)
         device, reason = placed[index]
-        notes.explanations.append(f"{name}: {short(device)}: {reason}")
-        return (device,)
+        plan = _service_plan(config, source, (device,), slot)
+        notes.explanations.append(f"{plan.name}: {short(device)}: {reason}")
+        return plan
 
-    worker_plans = {
-        worker.name: _service_plan(
-            config, worker.source, placed_on(worker.name, index) if placed else (), worker
-        )
-        for index, worker in enumerate(workers)
-    }
-    generated = any(worker.generated for worker in workers)
+    worker_plans = [placed_on(index, *worker) for index, worker in enumerate(workers)]
+    by_name = {plan.name: plan for plan in worker_plans}
+    copied = workers[0][0] if workers and workers[0][0].worker_slot is None else None
     plans: list[ServicePlan] = []
     for source in stack.services:
         if source.role is Role.MPS_DAEMON:
             continue  # planned with the sharing (drgpu.sharing)
-        if source.name in worker_plans:
-            plans.append(worker_plans[source.name])
-        elif generated and source.name == workers[0].source.name:
-            plans.append(_replaced(config, source, len(workers)))
-            plans.extend(worker_plans.values())
+        if source.name in by_name:
+            plans.append(by_name[source.name])
+        elif source is copied:  # kept from starting: its workers run instead
+            note = (
+                f"not started: {source.name}-1 ... {source.name}-{len(workers)}"
+                f" run instead (DR_WORKERS={len(workers)})"
+            )
+            plan = _service_plan(config, source, ())
+            plans += [replace(plan, reset_keys=(), note=note, replicas=0), *worker_plans]
         elif source.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
             plans.append(_service_plan(config, source, trainer))
         elif source.role is Role.SIMULATOR:  # no worker: what is written, or auto's one GPU
-            auto = config.simulator_devices.auto and placed  # (never more GPUs than workers)
-            devices = placed_on(source.name, 0) if auto else simulator
-            plans.append(_service_plan(config, source, devices))
+            auto = config.simulator_devices.auto  # (never more GPUs than workers)
+            plans.append(placed_on(0, source) if auto else _service_plan(config, source, simulator))
         else:
             plans.append(_service_plan(config, source, owned.get(source.name, ())))
     return tuple(plans)
 
 
-def _replaced(config: Config, source: StackService, workers: int) -> ServicePlan:
-    """The robomaker service itself, kept from starting: its workers run instead."""
-    note = (
-        f"not started: {source.name}-1 ... {source.name}-{workers}"
-        f" run instead (DR_WORKERS={workers})"
-    )
-    return replace(_service_plan(config, source, ()), reset_keys=(), note=note, replicas=0)
-
-
 def _service_plan(
-    config: Config,
-    source: StackService,
-    devices: tuple[Assignment, ...],
-    worker: _Worker | None = None,
+    config: Config, source: StackService, devices: tuple[Assignment, ...], slot: int | None = None
 ) -> ServicePlan:
-    """What `source` (or a `worker` made of it) gets: its devices, said in its environment
+    """What `source` (or its worker in `slot`) gets: its devices, said in its environment
     and labels; the keys of its own that would contradict them reset."""
     role, uuids = source.role, ",".join(device.uuid for device in devices)
     launcher = role is Role.TRAINER_LAUNCHER
     gets_request = bool(devices) and not launcher
-    environment = {"NVIDIA_VISIBLE_DEVICES": "void"}
+    environment: dict[str, str] = {}
     if devices or launcher:
-        environment = {
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": uuids,
-            "NVIDIA_VISIBLE_DEVICES": "void" if launcher else uuids,
-        }
+        environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": uuids}
+    environment["NVIDIA_VISIBLE_DEVICES"] = uuids if gets_request else "void"
     capabilities: tuple[str, ...] = GPU_CAPABILITIES
     if role is Role.SIMULATOR:
         capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
-    copy = worker is not None and worker.generated
+    copy = slot is not None and source.worker_slot is None  # a worker made of `source`
     resets = {
         "deploy.resources.reservations.devices": not gets_request and source.has_device_requests,
         "gpus": source.has_gpus_key,
         "container_name": copy and "container_name" in source.keys,  # copies cannot share it
     }
-    if worker is not None:
-        environment["DOCKER_REPLICA_SLOT"] = str(worker.slot)
+    if slot is not None:
+        environment["DOCKER_REPLICA_SLOT"] = str(slot)
     return ServicePlan(
-        name=source.name if worker is None else worker.name,
+        name=f"{source.name}-{slot}" if copy else source.name,
         role=role,
         devices=devices,
         capabilities=capabilities if gets_request else (),
