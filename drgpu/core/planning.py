@@ -214,10 +214,9 @@ def _auto(
     *,
     trains: bool,
 ) -> tuple[tuple[Assignment, ...], tuple[Assignment, ...]]:
-    """Choose the devices of every `auto` request: the trainer first (where the stack
-    `trains`), then each service with a key of its own (`own`; its devices in `owned`,
-    updated in place), then the simulators take the rest. `roles` and the result: the
-    trainer's and the simulators'."""
+    """Choose every `auto` request's devices: the trainer's first (where the stack `trains`),
+    then each `own` service's (into `owned`), then the simulators' from the rest. `roles`
+    and the result: the trainer's and the simulators' devices."""
     trainer, simulator = roles
     busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != Sharing.EXCLUSIVE
@@ -398,14 +397,18 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
             raise ConfigError(f"{where} names several services: {names}")
         service = services[0]
         if service.role is not Role.OTHER:
-            role_keys = {
-                Role.SIMULATOR: config.simulator_key,
-                Role.MPS_DAEMON: "the GPUs its clients share (DRGPU_SHARING=mps)",
-            }
+            role, source = {
+                Role.TRAINER: ("the trainer", config.trainer_key),
+                Role.TRAINER_LAUNCHER: ("the trainer's launcher", config.trainer_key),
+                Role.SIMULATOR: ("a simulator", config.simulator_key),
+                Role.MPS_DAEMON: (
+                    "drgpu's MPS daemon",
+                    "the GPUs its clients share (DRGPU_SHARING=mps)",
+                ),
+            }[service.role]
             raise ConfigError(
-                f"{where}: service {service.name} would have two roles:"
-                f" it is {_ROLE_NAMES[service.role]} ({service.role_source}),"
-                f" whose GPUs come from {role_keys.get(service.role, config.trainer_key)}",
+                f"{where}: service {service.name} would have two roles: it is {role}"
+                f" ({service.role_source}), whose GPUs come from {source}",
                 hint=f"remove {request.key}, or declare `drgpu.role: none` on {service.name}"
                 " to give it GPUs of its own",
             )
@@ -413,18 +416,9 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     return found
 
 
-_ROLE_NAMES = {
-    Role.TRAINER: "the trainer",
-    Role.TRAINER_LAUNCHER: "the trainer's launcher",
-    Role.SIMULATOR: "a simulator",
-    Role.MPS_DAEMON: "drgpu's MPS daemon",
-}
-
-
 def _workers(config: Config, stack: Stack, notes: _Notes) -> list[tuple[StackService, int]]:
     """The simulator workers (service, slot): the stack's own robomaker-N, else DR_WORKERS
-    copies of its simulator (robomaker, else its one service of role simulator), else none
-    (one simulator, or no simulator at all)."""
+    copies of its simulator (robomaker, else its one service of role simulator), else none."""
     simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
     numbered = sorted(
         (s for s in simulators if s.worker_slot is not None), key=lambda s: s.worker_slot or 0
@@ -637,9 +631,8 @@ def x_server_text(inventory: Inventory) -> str:
 
 
 def x_server_warning(inventory: Inventory, simulator: Sequence[Gpu]) -> str | None:
-    """With DR_HOST_X=True robomaker's OpenGL goes through the host's X server, so Gazebo
-    renders on the X server's GPU whatever the simulator was given: why that is not the
-    simulator's GPU (or is unknown), or None where it is."""
+    """Why the X server's GPU, which Gazebo renders on with DR_HOST_X=True, is not (or may
+    not be) the `simulator`'s; None where it is."""
     shown = x_server_text(inventory)
     given = ", ".join(f"GPU {gpu.index} ({gpu.name})" for gpu in simulator) or "none"
     where = {gpu.index for gpu in inventory.gpus if any("G" in p.kind for p in gpu.processes)}
