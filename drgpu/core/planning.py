@@ -90,6 +90,7 @@ class _Notes:
 
 
 _Asked = tuple[str, str, DeviceRequest]  # who asks, under which key, for what
+_Devices = tuple[Assignment, ...]  # the GPUs (or MIG devices) one request gets
 
 
 def make_plan(
@@ -138,30 +139,9 @@ def make_plan(
         if explained:
             notes.explanations.append(explained)
     has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
-    trains = has_trainer and not config.evaluation  # a trainer to give GPUs
-    trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
-    if config.evaluation and trainer:
-        # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
-        notes.explanations.append(f"evaluation: no trainer, {config.trainer_key} is not used")
-        trainer = ()
-    simulator = _resolve(
-        config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
+    trainer, simulator, owned = _devices(
+        config, inventory, claims, nodes, own, notes, trains=has_trainer and not config.evaluation
     )
-    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
-    if len(where) > 1:  # one service, one constraint
-        notes.fail(
-            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
-            " the simulators' GPUs must all be on one node"
-        )
-    owned = {
-        name: _resolve(config, request.key, request.request, inventory, notes)
-        for name, request in own.items()
-    }
-    trainer, simulator = _auto(
-        config, inventory, claims, (trainer, simulator), own, owned, notes, trains=trains
-    )
-    if trains:
-        _cpu_trainer_warning(config, inventory, trainer, notes)
     chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
     _check_overlaps(config, [(who, key, devices) for (who, key, _), devices in chosen], notes)
     notes.refuse(index_note)
@@ -203,25 +183,41 @@ def _remote(inventory: Inventory, nodes: Sequence[NodeFacts]) -> Inventory:
     return replace(inventory, gpus=(*inventory.gpus, *there)) if there else inventory
 
 
-def _auto(
+def _devices(
     config: Config,
     inventory: Inventory,
     claims: Sequence[Claim],
-    roles: tuple[tuple[Assignment, ...], tuple[Assignment, ...]],
+    nodes: Sequence[NodeFacts],
     own: Mapping[str, ServiceDevices],
-    owned: dict[str, tuple[Assignment, ...]],
     notes: _Notes,
     *,
     trains: bool,
-) -> tuple[tuple[Assignment, ...], tuple[Assignment, ...]]:
-    """Choose every `auto` request's devices: the trainer's first (where the stack `trains`),
-    then each `own` service's (into `owned`), then the simulators' from the rest. `roles`
-    and the result: the trainer's and the simulators' devices."""
-    trainer, simulator = roles
+) -> tuple[_Devices, _Devices, dict[str, _Devices]]:
+    """The trainer's, the simulators' and each `own` service's devices: the written ones
+    resolved, then every `auto` chosen: the trainer's first (where the stack `trains`), then
+    each service's, then the simulators' from the rest."""
+    trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
+    if config.evaluation and trainer:
+        # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
+        notes.explanations.append(f"evaluation: no trainer, {config.trainer_key} is not used")
+        trainer = ()
+    simulator = _resolve(
+        config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
+    )
+    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
+    if len(where) > 1:  # one service, one constraint
+        notes.fail(
+            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
+            " the simulators' GPUs must all be on one node"
+        )
+    owned = {
+        name: _resolve(config, request.key, request.request, inventory, notes)
+        for name, request in own.items()
+    }
     busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != Sharing.EXCLUSIVE
 
-    def choose(who: str, taken_by: str, *taken: tuple[Assignment, ...]) -> Choice:
+    def choose(who: str, taken_by: str, *taken: _Devices) -> Choice:
         uuids = {device.gpu.uuid for devices in taken for device in devices}
         return choose_trainer(inventory, busy, uuids, may_share, who=who, taken_by=taken_by)
 
@@ -242,12 +238,14 @@ def _auto(
         others = tuple(device for devices in owned.values() for device in devices)
         choice = choose_simulators(inventory, busy, trainer, may_share, others)
         simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
-    return trainer, simulator
+    if trains:
+        _cpu_trainer_warning(config, inventory, trainer, notes)
+    return trainer, simulator, owned
 
 
 def _defaulted_trainer(
     config: Config, inventory: Inventory, choice: Choice, notes: _Notes
-) -> tuple[Assignment, ...]:
+) -> _Devices:
     """The trainer's GPU when its key is not set: chosen as `auto` would, said in one
     warning; on the CPU only where no GPU is free (also said)."""
     key = config.trainer_key
@@ -273,7 +271,7 @@ def _defaulted_trainer(
 
 
 def _cpu_trainer_warning(
-    config: Config, inventory: Inventory, trainer: tuple[Assignment, ...], notes: _Notes
+    config: Config, inventory: Inventory, trainer: _Devices, notes: _Notes
 ) -> None:
     """A trainer planned without a GPU on a machine that has GPUs is never silent."""
     usable = [gpu for gpu in inventory.gpus if not gpu.lost]
@@ -317,7 +315,7 @@ def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
 
 def _resolve(
     config: Config, key: str, request: DeviceRequest, inventory: Inventory, notes: _Notes
-) -> tuple[Assignment, ...]:
+) -> _Devices:
     if config.index_order == IndexOrder.CUDA and bare_indices(request):
         request, unread = in_cuda_order(request, cuda_order(inventory))
         for problem in unread:
@@ -331,9 +329,7 @@ def _resolve(
     return tuple(assignments)
 
 
-def _chosen(
-    config: Config, key: str, role: str, choice: Choice, notes: _Notes
-) -> tuple[Assignment, ...]:
+def _chosen(config: Config, key: str, role: str, choice: Choice, notes: _Notes) -> _Devices:
     if choice.problem is not None:
         notes.fail(f"{config.where(key)}: {choice.problem}")
         return ()
@@ -343,7 +339,7 @@ def _chosen(
 
 
 def _check_overlaps(
-    config: Config, chosen: Sequence[tuple[str, str, tuple[Assignment, ...]]], notes: _Notes
+    config: Config, chosen: Sequence[tuple[str, str, _Devices]], notes: _Notes
 ) -> None:
     """Each GPU chosen under two keys (who, key, devices) is refused (exclusive) or shared
     (with a warning for timeslice)."""
@@ -450,9 +446,9 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[tuple[StackSer
 def _services(
     config: Config,
     stack: Stack,
-    trainer: tuple[Assignment, ...],
-    simulator: tuple[Assignment, ...],
-    owned: Mapping[str, tuple[Assignment, ...]],
+    trainer: _Devices,
+    simulator: _Devices,
+    owned: Mapping[str, _Devices],
     notes: _Notes,
 ) -> tuple[ServicePlan, ...]:
     """Every service's plan, in the stack's order, with the workers where their simulator
@@ -497,7 +493,7 @@ def _services(
 
 
 def _service_plan(
-    config: Config, source: StackService, devices: tuple[Assignment, ...], slot: int | None = None
+    config: Config, source: StackService, devices: _Devices, slot: int | None = None
 ) -> ServicePlan:
     """What `source` (or its worker in `slot`) gets: its devices, said in its environment
     and labels; the keys of its own that would contradict them reset."""
@@ -581,7 +577,7 @@ def _other_runs(
             )
 
 
-def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[ServicePlan]) -> list[str]:
+def _memory_warnings(trainer: _Devices, services: Sequence[ServicePlan]) -> list[str]:
     warnings = [
         f"the trainer's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 8 GiB; DeepRacer training needs about 8 GiB"
