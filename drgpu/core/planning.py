@@ -221,12 +221,13 @@ def _devices(
         uuids = {device.gpu.uuid for devices in taken for device in devices}
         return choose_trainer(inventory, busy, uuids, may_share, who=who, taken_by=taken_by)
 
+    problem = None  # why an unset trainer key found no GPU
     if config.trainer_devices.auto and trains:
         others = tuple(device for devices in owned.values() for device in devices)
         by = "another service of this stack" if others else "the simulator"
         choice = choose("the trainer", by, simulator, others)
-        if config.trainer_defaulted:
-            trainer = _defaulted_trainer(config, inventory, choice, notes)
+        if config.trainer_defaulted:  # (said in a warning, below)
+            trainer, problem = choice.devices, choice.problem
         else:
             trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
     for name, request in own.items():
@@ -238,51 +239,43 @@ def _devices(
         others = tuple(device for devices in owned.values() for device in devices)
         choice = choose_simulators(inventory, busy, trainer, may_share, others)
         simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
-    if trains:
-        _cpu_trainer_warning(config, inventory, trainer, notes)
+    if trains and (said := _trainer_warning(config, inventory, trainer, problem)):
+        notes.warn(said)
     return trainer, simulator, owned
 
 
-def _defaulted_trainer(
-    config: Config, inventory: Inventory, choice: Choice, notes: _Notes
-) -> _Devices:
-    """The trainer's GPU when its key is not set: chosen as `auto` would, said in one
-    warning; on the CPU only where no GPU is free (also said)."""
-    key = config.trainer_key
-    if choice.problem is None:
-        chosen = ", ".join(short(device) for device in choice.devices)
-        notes.warn(
+def _trainer_warning(
+    config: Config, inventory: Inventory, trainer: _Devices, problem: str | None
+) -> str | None:
+    """What an unset trainer key gave the trainer (as `auto` chooses, or the CPU where no GPU
+    is free: `problem`), or a trainer set to the CPU though this machine has GPUs."""
+    key, usable = config.trainer_key, [gpu for gpu in inventory.gpus if not gpu.lost]
+    if not config.trainer_defaulted:
+        if trainer or not usable:
+            return None
+        written = config.values.get(key, "").strip() or "empty"
+        return (
+            f"the trainer runs on the CPU ({config.where(key)}={written}) though"
+            f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
+            f" not hours; set {key} to its GPU(s), or auto"
+        )
+    if trainer:
+        chosen = ", ".join(short(device) for device in trainer)
+        return (
             f"{key} is not set: the trainer gets {chosen}, as `auto` chooses"
             f" (DeepRacer-for-cloud would give it every GPU); set {key} to choose"
         )
-        return choice.devices
-    if not inventory.gpus:
-        if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
-            notes.warn(
-                f"{key} is not set and NVML cannot tell this machine's GPUs"
-                f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
-            )
-        return ()
-    notes.warn(
-        f"{key} is not set and no GPU is free for the trainer ({choice.problem}):"
-        f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
-    )
-    return ()
-
-
-def _cpu_trainer_warning(
-    config: Config, inventory: Inventory, trainer: _Devices, notes: _Notes
-) -> None:
-    """A trainer planned without a GPU on a machine that has GPUs is never silent."""
-    usable = [gpu for gpu in inventory.gpus if not gpu.lost]
-    if trainer or not usable or config.trainer_defaulted:
-        return  # (an unset key says so itself: `_defaulted_trainer`)
-    written = config.values.get(config.trainer_key, "").strip() or "empty"
-    notes.warn(
-        f"the trainer runs on the CPU ({config.where(config.trainer_key)}={written}) though"
-        f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
-        f" not hours; set {config.trainer_key} to its GPU(s), or auto"
-    )
+    if inventory.gpus:
+        return (
+            f"{key} is not set and no GPU is free for the trainer ({problem}):"
+            f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
+        )
+    if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
+        return (
+            f"{key} is not set and NVML cannot tell this machine's GPUs"
+            f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
+        )
+    return None
 
 
 def _refuse_cuda_strings(config: Config, requests: list[_Asked], inventory: Inventory) -> None:
@@ -499,17 +492,17 @@ def _service_plan(
     and labels; the keys of its own that would contradict them reset."""
     role, uuids = source.role, ",".join(device.uuid for device in devices)
     launcher = role is Role.TRAINER_LAUNCHER
-    gets_request = bool(devices) and not launcher
+    given, forwarded = ("", uuids) if launcher else (uuids, "")  # its own GPUs, its trainer's
     environment: dict[str, str] = {}
     if devices or launcher:
         environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": uuids}
-    environment["NVIDIA_VISIBLE_DEVICES"] = uuids if gets_request else "void"
+    environment["NVIDIA_VISIBLE_DEVICES"] = given or "void"
     capabilities: tuple[str, ...] = GPU_CAPABILITIES
     if role is Role.SIMULATOR:
         capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
     copy = slot is not None and source.worker_slot is None  # a worker made of `source`
     resets = {
-        "deploy.resources.reservations.devices": not gets_request and source.has_device_requests,
+        "deploy.resources.reservations.devices": not given and source.has_device_requests,
         "gpus": source.has_gpus_key,
         "container_name": copy and "container_name" in source.keys,  # copies cannot share it
     }
@@ -519,15 +512,9 @@ def _service_plan(
         name=f"{source.name}-{slot}" if copy else source.name,
         role=role,
         devices=devices,
-        capabilities=capabilities if gets_request else (),
+        capabilities=capabilities if given else (),
         environment=tuple(environment.items()),
-        labels=run_labels(
-            config.run_key,
-            config.sharing,
-            role,
-            uuids if gets_request else "",
-            forwarded=uuids if launcher else "",
-        ),
+        labels=run_labels(config.run_key, config.sharing, role, given, forwarded=forwarded),
         reset_keys=tuple(key for key, reset in resets.items() if reset),
         note=(
             "starts the trainer through SageMaker local mode and forwards its"
