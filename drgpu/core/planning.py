@@ -337,9 +337,7 @@ def _check_overlaps(
     """Each GPU chosen under two keys (who, key, devices) is refused (exclusive) or shared
     (with a warning for timeslice)."""
     for (who, key, mine), (other, other_key, theirs) in itertools.combinations(chosen, 2):
-        for device in mine:
-            if not any(overlaps(device, their) for their in theirs):
-                continue
+        for device in (d for d in mine if any(overlaps(d, their) for their in theirs)):
             both = (
                 f"{describe_gpu(device.gpu)} is asked for by both {who}"
                 f" ({config.where(key)}) and {other} ({config.where(other_key)})"
@@ -367,15 +365,11 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
         if not services:
             import difflib  # lazy: only a key naming no service needs it
 
-            keys = [
-                service_devices_key(s.name).removeprefix(SERVICE_DEVICES_PREFIX)
-                for s in stack.services
-            ]
-            close = difflib.get_close_matches(
-                request.key.removeprefix(SERVICE_DEVICES_PREFIX), keys
-            )
+            prefix = SERVICE_DEVICES_PREFIX
+            keys = [service_devices_key(s.name).removeprefix(prefix) for s in stack.services]
+            close = difflib.get_close_matches(request.key.removeprefix(prefix), keys)
             names = ", ".join(service.name for service in stack.services) or "none"
-            known = f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?" if close else ""
+            known = f"; did you mean {prefix}{close[0]}?" if close else ""
             raise ConfigError(
                 f"{where} names no service of the stack" + (known or f" (its services: {names})"),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
@@ -552,16 +546,13 @@ def _other_runs(
         )
         if config.sharing == Sharing.TIMESLICE and claim.sharing == Sharing.TIMESLICE:
             notes.warn(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
-        elif config.sharing == Sharing.TIMESLICE:
-            notes.fail(
-                f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)",
-                RUNS_HINT,
-            )
         else:
-            notes.fail(
-                f"{message}; DRGPU_SHARING={config.sharing} does not share GPUs between runs",
-                RUNS_HINT,
+            why = (
+                f", which does not share it (DRGPU_SHARING={claim.sharing} there)"
+                if config.sharing == Sharing.TIMESLICE
+                else f"; DRGPU_SHARING={config.sharing} does not share GPUs between runs"
             )
+            notes.fail(message + why, RUNS_HINT)
 
 
 def _memory_warnings(trainer: _Devices, services: Sequence[ServicePlan]) -> list[str]:
