@@ -223,9 +223,8 @@ def _devices(
 
     problem = None  # why an unset trainer key found no GPU
     if config.trainer_devices.auto and trains:
-        others = tuple(device for devices in owned.values() for device in devices)
-        by = "another service of this stack" if others else "the simulator"
-        choice = choose("the trainer", by, simulator, others)
+        by = "another service of this stack" if any(owned.values()) else "the simulator"
+        choice = choose("the trainer", by, simulator, *owned.values())
         if config.trainer_defaulted:  # (said in a warning, below)
             trainer, problem = choice.devices, choice.problem
         else:
