@@ -1,8 +1,5 @@
-"""Choosing GPUs: `auto` requests, simulator workers, and what other runs already hold.
-
-Pure functions over the inventory and the claims read from running containers'
-labels; every choice comes with one line saying why.
-"""
+"""Choosing GPUs: `auto` requests, simulator workers, and what other runs already hold;
+every choice comes with one line saying why."""
 
 from __future__ import annotations
 

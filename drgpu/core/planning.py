@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE, Stack, StackService
 from drgpu.core.devices import (
@@ -90,16 +90,7 @@ class _Notes:
 
 
 _Asked = tuple[str, str, DeviceRequest]  # who asks, under which key, for what
-
-
-@dataclass(frozen=True)
-class _Worker:
-    """One simulator worker: its service, its slot, and the stack service it is made of."""
-
-    name: str
-    slot: int
-    source: StackService
-    generated: bool
+_Devices = tuple[Assignment, ...]  # the GPUs (or MIG devices) one request gets
 
 
 def make_plan(
@@ -133,32 +124,24 @@ def make_plan(
     notes = _Notes(config.project, lookup_fix)
     index_note = CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
     notes.warn(*config.key_mistakes)
-    _index_notes(config, requests, inventory, notes, refuse=refuse_unordered)
-    has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
-    trains = has_trainer and not config.evaluation  # a trainer to give GPUs
-    trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
-    if config.evaluation and trainer:
-        # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
-        notes.explanations.append(f"evaluation: no trainer, {config.trainer_key} is not used")
-        trainer = ()
-    simulator = _resolve(
-        config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
-    )
-    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
-    if len(where) > 1:  # one service, one constraint
-        notes.fail(
-            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
-            " the simulators' GPUs must all be on one node"
+    if any(bare_indices(request) for _who, _key, request in requests):
+        warned, explained = index_notes(
+            [(key, request) for _who, key, request in requests],
+            inventory,
+            cuda_order(inventory),
+            config.index_order,
+            chosen=config.index_order_chosen,
+            refuse=refuse_unordered,
+            drfc="DR_DIR" in config.values,  # an activated DRfC shell, whose docs mean CUDA's
         )
-    owned = {
-        name: _resolve(config, request.key, request.request, inventory, notes)
-        for name, request in own.items()
-    }
-    trainer, simulator = _auto(
-        config, inventory, claims, (trainer, simulator), own, owned, notes, trains=trains
+        if warned:
+            notes.warn(warned)
+        if explained:
+            notes.explanations.append(explained)
+    has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
+    trainer, simulator, owned = _devices(
+        config, inventory, claims, nodes, own, notes, trains=has_trainer and not config.evaluation
     )
-    if trains:
-        _cpu_trainer_warning(config, inventory, trainer, notes)
     chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
     _check_overlaps(config, [(who, key, devices) for (who, key, _), devices in chosen], notes)
     notes.refuse(index_note)
@@ -200,35 +183,50 @@ def _remote(inventory: Inventory, nodes: Sequence[NodeFacts]) -> Inventory:
     return replace(inventory, gpus=(*inventory.gpus, *there)) if there else inventory
 
 
-def _auto(
+def _devices(
     config: Config,
     inventory: Inventory,
     claims: Sequence[Claim],
-    roles: tuple[tuple[Assignment, ...], tuple[Assignment, ...]],
+    nodes: Sequence[NodeFacts],
     own: Mapping[str, ServiceDevices],
-    owned: dict[str, tuple[Assignment, ...]],
     notes: _Notes,
     *,
     trains: bool,
-) -> tuple[tuple[Assignment, ...], tuple[Assignment, ...]]:
-    """Choose the devices of every `auto` request: the trainer first (where the stack
-    `trains`), then each service with a key of its own (`own`; its devices in `owned`,
-    updated in place), then the simulators take the rest. `roles` and the result: the
-    trainer's and the simulators'."""
-    trainer, simulator = roles
+) -> tuple[_Devices, _Devices, dict[str, _Devices]]:
+    """The trainer's, the simulators' and each `own` service's devices: the written ones
+    resolved, then every `auto` chosen: the trainer's first (where the stack `trains`), then
+    each service's, then the simulators' from the rest."""
+    trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
+    if config.evaluation and trainer:
+        # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.
+        notes.explanations.append(f"evaluation: no trainer, {config.trainer_key} is not used")
+        trainer = ()
+    simulator = _resolve(
+        config, config.simulator_key, config.simulator_devices, _remote(inventory, nodes), notes
+    )
+    where = {device.gpu.name if device.gpu.index < 0 else "this node" for device in simulator}
+    if len(where) > 1:  # one service, one constraint
+        notes.fail(
+            f"{config.where(config.simulator_key)}: names GPUs {', '.join(sorted(where))}:"
+            " the simulators' GPUs must all be on one node"
+        )
+    owned = {
+        name: _resolve(config, request.key, request.request, inventory, notes)
+        for name, request in own.items()
+    }
     busy = busy_gpus(inventory, claims, config.run_key)
     may_share = config.sharing != Sharing.EXCLUSIVE
 
-    def choose(who: str, taken_by: str, *taken: tuple[Assignment, ...]) -> Choice:
+    def choose(who: str, taken_by: str, *taken: _Devices) -> Choice:
         uuids = {device.gpu.uuid for devices in taken for device in devices}
         return choose_trainer(inventory, busy, uuids, may_share, who=who, taken_by=taken_by)
 
+    problem = None  # why an unset trainer key found no GPU
     if config.trainer_devices.auto and trains:
-        others = tuple(device for devices in owned.values() for device in devices)
-        by = "another service of this stack" if others else "the simulator"
-        choice = choose("the trainer", by, simulator, others)
-        if config.trainer_defaulted:
-            trainer = _defaulted_trainer(config, inventory, choice, notes)
+        by = "another service of this stack" if any(owned.values()) else "the simulator"
+        choice = choose("the trainer", by, simulator, *owned.values())
+        if config.trainer_defaulted:  # (said in a warning, below)
+            trainer, problem = choice.devices, choice.problem
         else:
             trainer = _chosen(config, config.trainer_key, "trainer", choice, notes)
     for name, request in own.items():
@@ -240,49 +238,43 @@ def _auto(
         others = tuple(device for devices in owned.values() for device in devices)
         choice = choose_simulators(inventory, busy, trainer, may_share, others)
         simulator = _chosen(config, config.simulator_key, "simulators", choice, notes)
-    return trainer, simulator
+    if trains and (said := _trainer_warning(config, inventory, trainer, problem)):
+        notes.warn(said)
+    return trainer, simulator, owned
 
 
-def _defaulted_trainer(
-    config: Config, inventory: Inventory, choice: Choice, notes: _Notes
-) -> tuple[Assignment, ...]:
-    """The trainer's GPU when its key is not set: chosen as `auto` would, said in one
-    warning; on the CPU only where no GPU is free (also said)."""
-    key = config.trainer_key
-    if choice.problem is None:
-        chosen = ", ".join(short(device) for device in choice.devices)
-        notes.warn(
+def _trainer_warning(
+    config: Config, inventory: Inventory, trainer: _Devices, problem: str | None
+) -> str | None:
+    """What an unset trainer key gave the trainer (as `auto` chooses, or the CPU where no GPU
+    is free: `problem`), or a trainer set to the CPU though this machine has GPUs."""
+    key, usable = config.trainer_key, [gpu for gpu in inventory.gpus if not gpu.lost]
+    if not config.trainer_defaulted:
+        if trainer or not usable:
+            return None
+        written = config.values.get(key, "").strip() or "empty"
+        return (
+            f"the trainer runs on the CPU ({config.where(key)}={written}) though"
+            f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
+            f" not hours; set {key} to its GPU(s), or auto"
+        )
+    if trainer:
+        chosen = ", ".join(short(device) for device in trainer)
+        return (
             f"{key} is not set: the trainer gets {chosen}, as `auto` chooses"
             f" (DeepRacer-for-cloud would give it every GPU); set {key} to choose"
         )
-        return choice.devices
-    if not inventory.gpus:
-        if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
-            notes.warn(
-                f"{key} is not set and NVML cannot tell this machine's GPUs"
-                f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
-            )
-        return ()
-    notes.warn(
-        f"{key} is not set and no GPU is free for the trainer ({choice.problem}):"
-        f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
-    )
-    return ()
-
-
-def _cpu_trainer_warning(
-    config: Config, inventory: Inventory, trainer: tuple[Assignment, ...], notes: _Notes
-) -> None:
-    """A trainer planned without a GPU on a machine that has GPUs is never silent."""
-    usable = [gpu for gpu in inventory.gpus if not gpu.lost]
-    if trainer or not usable or config.trainer_defaulted:
-        return  # (an unset key says so itself: `_defaulted_trainer`)
-    written = config.values.get(config.trainer_key, "").strip() or "empty"
-    notes.warn(
-        f"the trainer runs on the CPU ({config.where(config.trainer_key)}={written}) though"
-        f" this machine has {len(usable)} GPU(s): DeepRacer training on a CPU takes days,"
-        f" not hours; set {config.trainer_key} to its GPU(s), or auto"
-    )
+    if inventory.gpus:
+        return (
+            f"{key} is not set and no GPU is free for the trainer ({problem}):"
+            f" it runs on the CPU, days instead of hours; set {key} to its GPU(s)"
+        )
+    if inventory.init_error:  # (on a machine without GPUs the CPU is no surprise)
+        return (
+            f"{key} is not set and NVML cannot tell this machine's GPUs"
+            f" ({inventory.init_error}): the trainer runs on the CPU; set {key}"
+        )
+    return None
 
 
 def _refuse_cuda_strings(config: Config, requests: list[_Asked], inventory: Inventory) -> None:
@@ -313,26 +305,9 @@ def _cuda_meaning(config: Config, inventory: Inventory, ordinal: int) -> str:
     )
 
 
-def _index_notes(
-    config: Config, asked: list[_Asked], inventory: Inventory, notes: _Notes, *, refuse: bool
-) -> None:
-    """Say when bare indices mean other GPUs in CUDA's order than in nvidia-smi's."""
-    requests = [(key, request) for _who, key, request in asked]
-    if any(bare_indices(request) for _key, request in requests):
-        order, chosen = cuda_order(inventory), config.index_order_chosen
-        drfc = "DR_DIR" in config.values  # an activated DRfC shell, whose docs mean CUDA's
-        warning, explanation = index_notes(
-            requests, inventory, order, config.index_order, chosen=chosen, refuse=refuse, drfc=drfc
-        )
-        if warning:
-            notes.warn(warning)
-        if explanation:
-            notes.explanations.append(explanation)
-
-
 def _resolve(
     config: Config, key: str, request: DeviceRequest, inventory: Inventory, notes: _Notes
-) -> tuple[Assignment, ...]:
+) -> _Devices:
     if config.index_order == IndexOrder.CUDA and bare_indices(request):
         request, unread = in_cuda_order(request, cuda_order(inventory))
         for problem in unread:
@@ -346,9 +321,7 @@ def _resolve(
     return tuple(assignments)
 
 
-def _chosen(
-    config: Config, key: str, role: str, choice: Choice, notes: _Notes
-) -> tuple[Assignment, ...]:
+def _chosen(config: Config, key: str, role: str, choice: Choice, notes: _Notes) -> _Devices:
     if choice.problem is not None:
         notes.fail(f"{config.where(key)}: {choice.problem}")
         return ()
@@ -358,14 +331,12 @@ def _chosen(
 
 
 def _check_overlaps(
-    config: Config, chosen: Sequence[tuple[str, str, tuple[Assignment, ...]]], notes: _Notes
+    config: Config, chosen: Sequence[tuple[str, str, _Devices]], notes: _Notes
 ) -> None:
     """Each GPU chosen under two keys (who, key, devices) is refused (exclusive) or shared
     (with a warning for timeslice)."""
     for (who, key, mine), (other, other_key, theirs) in itertools.combinations(chosen, 2):
-        for device in mine:
-            if not any(overlaps(device, their) for their in theirs):
-                continue
+        for device in (d for d in mine if any(overlaps(d, their) for their in theirs)):
             both = (
                 f"{describe_gpu(device.gpu)} is asked for by both {who}"
                 f" ({config.where(key)}) and {other} ({config.where(other_key)})"
@@ -386,40 +357,40 @@ def _check_overlaps(
 def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     """Each `DRGPU_DEVICES_<SERVICE>` key with the service it names; a key that names no
     service of the stack, or a service with a role of its own, is a `ConfigError`."""
-    by_key: dict[str, list[StackService]] = {}
-    for service in stack.services:
-        by_key.setdefault(service_devices_key(service.name), []).append(service)
     found: dict[str, ServiceDevices] = {}
     for request in config.service_devices:
-        services = by_key.get(request.key, [])
+        where = config.where(request.key)
+        services = [s for s in stack.services if service_devices_key(s.name) == request.key]
         if not services:
             import difflib  # lazy: only a key naming no service needs it
 
-            keys = [key.removeprefix(SERVICE_DEVICES_PREFIX) for key in by_key]
-            close = difflib.get_close_matches(
-                request.key.removeprefix(SERVICE_DEVICES_PREFIX), keys
-            )
+            prefix = SERVICE_DEVICES_PREFIX
+            keys = [service_devices_key(s.name).removeprefix(prefix) for s in stack.services]
+            close = difflib.get_close_matches(request.key.removeprefix(prefix), keys)
             names = ", ".join(service.name for service in stack.services) or "none"
-            known = f"; did you mean {SERVICE_DEVICES_PREFIX}{close[0]}?" if close else ""
+            known = f"; did you mean {prefix}{close[0]}?" if close else ""
             raise ConfigError(
-                f"{config.where(request.key)} names no service of the stack"
-                + (known or f" (its services: {names})"),
+                f"{where} names no service of the stack" + (known or f" (its services: {names})"),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
                 " '-' and '.' written '_'",
             )
         if len(services) > 1:
             names = ", ".join(service.name for service in services)
-            raise ConfigError(f"{config.where(request.key)} names several services: {names}")
+            raise ConfigError(f"{where} names several services: {names}")
         service = services[0]
         if service.role is not Role.OTHER:
-            role_keys = {
-                Role.SIMULATOR: config.simulator_key,
-                Role.MPS_DAEMON: "the GPUs its clients share (DRGPU_SHARING=mps)",
-            }
+            role, source = {
+                Role.TRAINER: ("the trainer", config.trainer_key),
+                Role.TRAINER_LAUNCHER: ("the trainer's launcher", config.trainer_key),
+                Role.SIMULATOR: ("a simulator", config.simulator_key),
+                Role.MPS_DAEMON: (
+                    "drgpu's MPS daemon",
+                    "the GPUs its clients share (DRGPU_SHARING=mps)",
+                ),
+            }[service.role]
             raise ConfigError(
-                f"{config.where(request.key)}: service {service.name} would have two roles:"
-                f" it is {_ROLE_NAMES[service.role]} ({service.role_source}),"
-                f" whose GPUs come from {role_keys.get(service.role, config.trainer_key)}",
+                f"{where}: service {service.name} would have two roles: it is {role}"
+                f" ({service.role_source}), whose GPUs come from {source}",
                 hint=f"remove {request.key}, or declare `drgpu.role: none` on {service.name}"
                 " to give it GPUs of its own",
             )
@@ -427,18 +398,9 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
     return found
 
 
-_ROLE_NAMES = {
-    Role.TRAINER: "the trainer",
-    Role.TRAINER_LAUNCHER: "the trainer's launcher",
-    Role.SIMULATOR: "a simulator",
-    Role.MPS_DAEMON: "drgpu's MPS daemon",
-}
-
-
-def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
-    """The simulator workers: the stack's own robomaker-N, else DR_WORKERS copies of
-    its simulator (robomaker-1 ..., or carla-1 ... for the one service of role simulator),
-    else none (one simulator, or no simulator at all)."""
+def _workers(config: Config, stack: Stack, notes: _Notes) -> list[tuple[StackService, int]]:
+    """The simulator workers (service, slot): the stack's own robomaker-N, else DR_WORKERS
+    copies of its simulator (robomaker, else its one service of role simulator), else none."""
     simulators = [service for service in stack.services if service.role is Role.SIMULATOR]
     numbered = sorted(
         (s for s in simulators if s.worker_slot is not None), key=lambda s: s.worker_slot or 0
@@ -450,8 +412,8 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
                 f"{config.where('DR_WORKERS')} is {config.workers}, but the stack defines"
                 f" {len(numbered)} simulator worker(s) itself ({names}): drgpu places those"
             )
-        return [_Worker(s.name, s.worker_slot or 0, s, generated=False) for s in numbered]
-    base = stack.service(SIMULATOR_SERVICE)  # what workers copy: robomaker, else the one
+        return [(s, s.worker_slot or 0) for s in numbered]
+    base = stack.service(SIMULATOR_SERVICE)
     if base is None or base.role is not Role.SIMULATOR:
         base = simulators[0] if len(simulators) == 1 else None
     if base is None or config.workers == 1 or config.evaluation:
@@ -464,18 +426,15 @@ def _workers(config: Config, stack: Stack, notes: _Notes) -> list[_Worker]:
                 " each runs once, and drgpu makes no workers of them"
             )
         return []
-    return [
-        _Worker(f"{base.name}-{slot}", slot, base, generated=True)
-        for slot in range(1, config.workers + 1)
-    ]
+    return [(base, slot) for slot in range(1, config.workers + 1)]
 
 
 def _services(
     config: Config,
     stack: Stack,
-    trainer: tuple[Assignment, ...],
-    simulator: tuple[Assignment, ...],
-    owned: Mapping[str, tuple[Assignment, ...]],
+    trainer: _Devices,
+    simulator: _Devices,
+    owned: Mapping[str, _Devices],
     notes: _Notes,
 ) -> tuple[ServicePlan, ...]:
     """Every service's plan, in the stack's order, with the workers where their simulator
@@ -484,89 +443,71 @@ def _services(
     reserved = {device.uuid: TRAINER_MIN_MEMORY_MIB for device in trainer}
     placed = place_workers(simulator, max(len(workers), 1), config.worker_placement, reserved)
 
-    def placed_on(name: str, index: int) -> tuple[Assignment, ...]:
+    def placed_on(index: int, source: StackService, slot: int | None = None) -> ServicePlan:
+        """`source` (or its worker in `slot`) on the `index`th placed GPU, if any, said why."""
+        if not placed:
+            return _service_plan(config, source, (), slot)
         device, reason = placed[index]
-        notes.explanations.append(f"{name}: {short(device)}: {reason}")
-        return (device,)
+        plan = _service_plan(config, source, (device,), slot)
+        notes.explanations.append(f"{plan.name}: {short(device)}: {reason}")
+        return plan
 
-    worker_plans = {
-        worker.name: _service_plan(
-            config, worker.source, placed_on(worker.name, index) if placed else (), worker
-        )
-        for index, worker in enumerate(workers)
-    }
-    generated = any(worker.generated for worker in workers)
+    worker_plans = [placed_on(index, *worker) for index, worker in enumerate(workers)]
+    by_name = {plan.name: plan for plan in worker_plans}
+    copied = workers[0][0] if workers and workers[0][0].worker_slot is None else None
     plans: list[ServicePlan] = []
     for source in stack.services:
         if source.role is Role.MPS_DAEMON:
             continue  # planned with the sharing (drgpu.sharing)
-        if source.name in worker_plans:
-            plans.append(worker_plans[source.name])
-        elif generated and source.name == workers[0].source.name:
-            plans.append(_replaced(config, source, len(workers)))
-            plans.extend(worker_plans.values())
+        if source.name in by_name:
+            plans.append(by_name[source.name])
+        elif source is copied:  # kept from starting: its workers run instead
+            note = (
+                f"not started: {source.name}-1 ... {source.name}-{len(workers)}"
+                f" run instead (DR_WORKERS={len(workers)})"
+            )
+            plan = _service_plan(config, source, ())
+            plans += [replace(plan, reset_keys=(), note=note, replicas=0), *worker_plans]
         elif source.role in (Role.TRAINER, Role.TRAINER_LAUNCHER):
             plans.append(_service_plan(config, source, trainer))
         elif source.role is Role.SIMULATOR:  # no worker: what is written, or auto's one GPU
-            auto = config.simulator_devices.auto and placed  # (never more GPUs than workers)
-            devices = placed_on(source.name, 0) if auto else simulator
-            plans.append(_service_plan(config, source, devices))
+            auto = config.simulator_devices.auto  # (never more GPUs than workers)
+            plans.append(placed_on(0, source) if auto else _service_plan(config, source, simulator))
         else:
             plans.append(_service_plan(config, source, owned.get(source.name, ())))
     return tuple(plans)
 
 
-def _replaced(config: Config, source: StackService, workers: int) -> ServicePlan:
-    """The robomaker service itself, kept from starting: its workers run instead."""
-    note = (
-        f"not started: {source.name}-1 ... {source.name}-{workers}"
-        f" run instead (DR_WORKERS={workers})"
-    )
-    return replace(_service_plan(config, source, ()), reset_keys=(), note=note, replicas=0)
-
-
 def _service_plan(
-    config: Config,
-    source: StackService,
-    devices: tuple[Assignment, ...],
-    worker: _Worker | None = None,
+    config: Config, source: StackService, devices: _Devices, slot: int | None = None
 ) -> ServicePlan:
-    """What `source` (or a `worker` made of it) gets: its devices, said in its environment
+    """What `source` (or its worker in `slot`) gets: its devices, said in its environment
     and labels; the keys of its own that would contradict them reset."""
     role, uuids = source.role, ",".join(device.uuid for device in devices)
     launcher = role is Role.TRAINER_LAUNCHER
-    gets_request = bool(devices) and not launcher
-    environment = {"NVIDIA_VISIBLE_DEVICES": "void"}
+    given, forwarded = ("", uuids) if launcher else (uuids, "")  # its own GPUs, its trainer's
+    environment: dict[str, str] = {}
     if devices or launcher:
-        environment = {
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": uuids,
-            "NVIDIA_VISIBLE_DEVICES": "void" if launcher else uuids,
-        }
+        environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": uuids}
+    environment["NVIDIA_VISIBLE_DEVICES"] = given or "void"
     capabilities: tuple[str, ...] = GPU_CAPABILITIES
     if role is Role.SIMULATOR:
         capabilities = (*GPU_CAPABILITIES, "graphics", *(["display"] if config.host_x else []))
-    copy = worker is not None and worker.generated
+    copy = slot is not None and source.worker_slot is None  # a worker made of `source`
     resets = {
-        "deploy.resources.reservations.devices": not gets_request and source.has_device_requests,
+        "deploy.resources.reservations.devices": not given and source.has_device_requests,
         "gpus": source.has_gpus_key,
         "container_name": copy and "container_name" in source.keys,  # copies cannot share it
     }
-    if worker is not None:
-        environment["DOCKER_REPLICA_SLOT"] = str(worker.slot)
+    if slot is not None:
+        environment["DOCKER_REPLICA_SLOT"] = str(slot)
     return ServicePlan(
-        name=source.name if worker is None else worker.name,
+        name=f"{source.name}-{slot}" if copy else source.name,
         role=role,
         devices=devices,
-        capabilities=capabilities if gets_request else (),
+        capabilities=capabilities if given else (),
         environment=tuple(environment.items()),
-        labels=run_labels(
-            config.run_key,
-            config.sharing,
-            role,
-            uuids if gets_request else "",
-            forwarded=uuids if launcher else "",
-        ),
+        labels=run_labels(config.run_key, config.sharing, role, given, forwarded=forwarded),
         reset_keys=tuple(key for key, reset in resets.items() if reset),
         note=(
             "starts the trainer through SageMaker local mode and forwards its"
@@ -604,19 +545,16 @@ def _other_runs(
         )
         if config.sharing == Sharing.TIMESLICE and claim.sharing == Sharing.TIMESLICE:
             notes.warn(f"{message}; both runs use DRGPU_SHARING=timeslice: shared")
-        elif config.sharing == Sharing.TIMESLICE:
-            notes.fail(
-                f"{message}, which does not share it (DRGPU_SHARING={claim.sharing} there)",
-                RUNS_HINT,
-            )
         else:
-            notes.fail(
-                f"{message}; DRGPU_SHARING={config.sharing} does not share GPUs between runs",
-                RUNS_HINT,
+            why = (
+                f", which does not share it (DRGPU_SHARING={claim.sharing} there)"
+                if config.sharing == Sharing.TIMESLICE
+                else f"; DRGPU_SHARING={config.sharing} does not share GPUs between runs"
             )
+            notes.fail(message + why, RUNS_HINT)
 
 
-def _memory_warnings(trainer: tuple[Assignment, ...], services: Sequence[ServicePlan]) -> list[str]:
+def _memory_warnings(trainer: _Devices, services: Sequence[ServicePlan]) -> list[str]:
     warnings = [
         f"the trainer's GPU {device.gpu.index} ({device.gpu.name},"
         f" {device.memory_total_mib} MiB) has under 8 GiB; DeepRacer training needs about 8 GiB"
@@ -666,9 +604,8 @@ def x_server_text(inventory: Inventory) -> str:
 
 
 def x_server_warning(inventory: Inventory, simulator: Sequence[Gpu]) -> str | None:
-    """With DR_HOST_X=True robomaker's OpenGL goes through the host's X server, so Gazebo
-    renders on the X server's GPU whatever the simulator was given: why that is not the
-    simulator's GPU (or is unknown), or None where it is."""
+    """Why the X server's GPU, which Gazebo renders on with DR_HOST_X=True, is not (or may
+    not be) the `simulator`'s; None where it is."""
     shown = x_server_text(inventory)
     given = ", ".join(f"GPU {gpu.index} ({gpu.name})" for gpu in simulator) or "none"
     where = {gpu.index for gpu in inventory.gpus if any("G" in p.kind for p in gpu.processes)}

@@ -96,10 +96,9 @@ class SwarmService(ServiceGpus):
     def environment_for(self, slot: int) -> dict[str, str]:
         """The environment a task in `slot` gets, its templates expanded as Swarm does."""
         environment = dict(self.environment)
-        pinned = self.pinned_for(slot)
         if len(self.pinned) > 1:
-            for key in TEMPLATED_KEYS:
-                environment[key] = ",".join(pinned) if pinned else "void"
+            pinned = ",".join(self.pinned_for(slot) or ()) or "void"
+            environment.update(dict.fromkeys(TEMPLATED_KEYS, pinned))
         return environment
 
 
