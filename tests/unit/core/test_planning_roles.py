@@ -273,6 +273,22 @@ def test_the_example_renders_as_its_golden_file(mixed_box: Inventory, golden: Mo
     )
 
 
+def test_a_key_naming_two_services_is_a_config_error(
+    write_stack: Callable[[str], Stack], mixed_box: Inventory
+) -> None:
+    """`eval-a` and `eval.a` share one key: drgpu cannot tell which one it means."""
+    stack = write_stack(
+        """
+        services:
+          eval-a: {image: learner}
+          eval.a: {image: learner}
+        """
+    )
+    with pytest.raises(ConfigError) as caught:
+        make_plan(config(DRGPU_DEVICES_EVAL_A="1"), stack, mixed_box)
+    assert caught.value.message == "DRGPU_DEVICES_EVAL_A names several services: eval-a, eval.a"
+
+
 def test_a_key_naming_no_service_is_a_config_error(
     write_stack: Callable[[str], Stack], mixed_box: Inventory
 ) -> None:
