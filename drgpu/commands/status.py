@@ -92,7 +92,9 @@ def status(options: StatusOptions) -> StatusResult:
     costs = _cost_keeper(options) if options.watch else None
     with exports(options, costs) as sinks, nvml.nvml_session() as session:
         if not options.watch:
-            return StatusResult(snapshot(session, run_id), watched=False)
+            with engine.engine_session() as connection:
+                reader = Reader(session, connection, run_id, swarm_reader(connection))
+                return StatusResult(reader.snapshot(), watched=False)
 
         with watch_display(json_lines=options.json_lines, interval_s=options.interval_s) as show:
             last = watch(session, run_id, show, options.interval_s, options.count, sinks, costs)
@@ -142,7 +144,9 @@ class Reader:
         launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
         running = [c for c in listed if c.state == "running"]
         trainers = [c for c in running if launcher and is_sagemaker_local(c)]
-        self._known = self._refreshed([*mine, *trainers])
+        # Each new container is inspected (one gone meanwhile left out).
+        seen = {c.id: self._known.get(c.id) or self._engine.inspect(c.id) for c in mine + trainers}
+        self._known = {id_: facts for id_, facts in seen.items() if facts is not None}
         ours, sagemaker = (
             [replace(self._known[c.id], state=c.state) for c in group if c.id in self._known]
             for group in (mine, trainers)
@@ -185,11 +189,6 @@ class Reader:
         if key is not None and known is not None and known[0] == key:
             return known
         return key, read_cgroup(pid), read_process(pid)
-
-    def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
-        """The listed containers' facts, each new one inspected (one gone meanwhile left out)."""
-        found = {c.id: self._known.get(c.id) or self._engine.inspect(c.id) for c in listed}
-        return {id_: facts for id_, facts in found.items() if facts is not None}
 
 
 def swarm_reader(
@@ -261,12 +260,6 @@ def _read_nodes(
             why.pop(node, None)
 
 
-def snapshot(session: Any, run_id: str | None = None) -> Status:
-    """One snapshot through an initialised NVML session."""
-    with engine.engine_session() as connection:
-        return Reader(session, connection, run_id, swarm_reader(connection)).snapshot()
-
-
 def watch(
     session: Any,
     run_id: str | None,
@@ -279,7 +272,8 @@ def watch(
     """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
     Ctrl-C, handing each to the `sinks` and charging it to `costs`; the last one shown (None:
     interrupted before the first). A refresh the engine or NVML fails is skipped, said once
-    (the first refresh still fails: nothing was ever shown)."""
+    (the first refresh still fails: nothing was ever shown); NVML is started again after
+    it failed."""
     last = None
     shown = 0
     reader = None
@@ -287,19 +281,28 @@ def watch(
         with engine.engine_session() as connection:
             reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
             reader.events = nvml.EventFollower(session)
-            outages = Outage("the Docker engine"), Outage("NVML")
+            nvml_down, engine_down = Outage("NVML"), Outage("the Docker engine")
             start = time.monotonic()
             while count is None or shown < count:
                 if shown:
                     time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
-                fresh = _refresh(reader, *outages, first=last is None)
-                if fresh is not None:
-                    last = fresh
-                    if costs is not None:
-                        costs.charge(last, reader.health)
-                    for sink in (show, *sinks):
-                        sink(last)
                 shown += 1
+                try:
+                    last = reader.snapshot()
+                except (NvmlUnavailableError, DockerError) as exc:
+                    if last is None:
+                        raise
+                    lost_nvml = isinstance(exc, NvmlUnavailableError)
+                    reader.restart_nvml |= lost_nvml
+                    (nvml_down if lost_nvml else engine_down).failed(exc.message)
+                    continue
+                reader.restart_nvml = False
+                nvml_down.worked()
+                engine_down.worked()
+                if costs is not None:
+                    costs.charge(last, reader.health)
+                for sink in (show, *sinks):
+                    sink(last)
     except KeyboardInterrupt:
         pass
     except Interrupted as stop:  # Ctrl-C ends a watch; SIGTERM and SIGHUP still interrupt it
@@ -331,24 +334,6 @@ class Outage:
         self.down = False
 
 
-def _refresh(reader: Reader, engine: Outage, nvml_: Outage, *, first: bool) -> Status | None:
-    """The reader's snapshot; None when the engine or NVML failed it (said once; raised at
-    the `first` refresh)."""
-    try:
-        fresh = reader.snapshot()
-    except (NvmlUnavailableError, DockerError) as exc:
-        if first:
-            raise
-        lost_nvml = isinstance(exc, NvmlUnavailableError)
-        reader.restart_nvml = reader.restart_nvml or lost_nvml
-        (nvml_ if lost_nvml else engine).failed(exc.message)
-        return None
-    reader.restart_nvml = False
-    nvml_.worked()
-    engine.worked()
-    return fresh
-
-
 @contextmanager
 def exports(
     options: StatusOptions, costs: CostKeeper | None = None
@@ -362,25 +347,20 @@ def exports(
             for value, sender in ((options.influx, _influx), (options.prometheus, _prometheus))
             if value is not None
         ]
-        sinks = [_exporter(senders, costs)] if senders else []
+        sinks: list[Callable[[Status], None]] = []
+        if senders:
+            from drgpu.core import cost  # lazy: only the watch's exporters need them
+            from drgpu.core.metrics import samples
+
+            def export(status: Status) -> None:
+                series = [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+                for send in senders:
+                    send(series)
+
+            sinks.append(export)
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
-
-
-def _exporter(
-    senders: list[Callable[[list[Sample]], None]], costs: CostKeeper | None
-) -> Callable[[Status], None]:
-    """Sends a refresh's samples, with the cost series of `costs`, made once for every sender."""
-    from drgpu.core import cost  # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import samples
-
-    def export(status: Status) -> None:
-        series = [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
-        for send in senders:
-            send(series)
-
-    return export
 
 
 def _influx(url: str, stack: ExitStack) -> Callable[[list[Sample]], None]:
