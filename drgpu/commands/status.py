@@ -167,7 +167,8 @@ class Reader:
         # A container that had GPU processes keeps that mark while it lives: when they
         # vanish, the next refreshes say so (see core.gpu_usage's warnings).
         alive = {c.id for c in ours}
-        self._had_processes = (self._had_processes & alive) | judged.with_processes()
+        busy = {p.container_id for p in judged.processes if p.container_id and p.run_id is not None}
+        self._had_processes = (self._had_processes & alive) | busy
         self.health = nvml.health_from_nvml(self._nvml, len(inventory.gpus))
         follower = self.events
         events = (tuple(follower.events), follower.unsupported) if follower else ((), None)
@@ -195,14 +196,16 @@ def swarm_reader(
     connection: EngineSession, interval_s: float = 0.0
 ) -> Callable[[], SwarmState | None]:
     """Reads the swarm through the manager's API at each call (None: no swarm manager),
-    and every other node's GPUs on the node (`swarm_engine.node_gpus`): at most one round
-    per NODE_READ_S or `interval_s`, whichever is longer, its readings reused in between;
-    a reading older than 3 rounds, or none, leaves the node unseen."""
+    and every other ready node's GPUs on the node (`swarm_engine.node_gpus`), in the image
+    of one of drgpu's tasks there (else DRGPU_NODE_IMAGE's): at most one round per
+    NODE_READ_S or `interval_s`, whichever is longer, its readings reused in between; a
+    reading older than 3 rounds, or none, leaves the node unseen (`why` says why)."""
     here: list[str] = []
     period = max(NODE_READ_S, interval_s)
     readings: dict[str, tuple[float, Inventory, dict[int, str]]] = {}
     why: dict[str, str] = {}
     last = [-period]
+    unread = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
 
     def read() -> SwarmState | None:
         here[:] = here or [swarm_engine.engine_facts().node_id]
@@ -212,7 +215,18 @@ def swarm_reader(
             return None
         if now - last[0] >= period:
             last[0] = now
-            _read_nodes(swarm, here[0], now, readings, why)
+            images = {t.node_id: t.image for t in swarm.tasks if t.image and t.state == "running"}
+            fallback = os.environ.get("DRGPU_NODE_IMAGE")
+            ready = [n.id for n in swarm.nodes if n.id != here[0] and n.state == "ready"]
+            wanted = {node: image for node in ready if (image := images.get(node) or fallback)}
+            why.update((node, unread) for node in ready if node not in wanted)
+            got = swarm_engine.node_gpus(probe_source(), wanted) if wanted else {}
+            for node, reading in got.items():
+                if isinstance(reading, str):
+                    why[node] = reading
+                else:
+                    readings[node] = (now, *reading)
+                    why.pop(node, None)
         fresh = {node: r for node, r in readings.items() if now - r[0] <= 3 * period}
         nodes = {node.id: node for node in swarm.nodes}
         found = [
@@ -233,31 +247,6 @@ def swarm_reader(
 
 
 NODE_READ_S = 10.0  # the shortest time between two rounds of reading jobs
-
-
-def _read_nodes(
-    swarm: SwarmState,
-    here: str,
-    now: float,
-    readings: dict[str, tuple[float, Inventory, dict[int, str]]],
-    why: dict[str, str],
-) -> None:
-    """One round: read each other ready node's GPUs in the image of one of drgpu's tasks
-    there (else DRGPU_NODE_IMAGE's); keep each reading, or say why there is none."""
-    images = {t.node_id: t.image for t in swarm.tasks if t.image and t.state == "running"}
-    fallback = os.environ.get("DRGPU_NODE_IMAGE")
-    ready = [node.id for node in swarm.nodes if node.id != here and node.state == "ready"]
-    wanted = {node: image for node in ready if (image := images.get(node) or fallback)}
-    unread = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
-    why.update((node, unread) for node in ready if node not in wanted)
-    if not wanted:
-        return
-    for node, read in swarm_engine.node_gpus(probe_source(), wanted).items():
-        if isinstance(read, str):
-            why[node] = read
-        else:
-            readings[node] = (now, *read)
-            why.pop(node, None)
 
 
 def watch(

@@ -188,12 +188,6 @@ class Status:
         """The findings said that do not make it exit 6 (unknown, or likely broken)."""
         return tuple(f for f in self.findings if f.level == Level.WARN)
 
-    def with_processes(self) -> frozenset[str]:
-        """The ids of drgpu's containers with a GPU process in this snapshot."""
-        return frozenset(
-            p.container_id for p in self.processes if p.container_id and p.run_id is not None
-        )
-
 
 def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
     """The GPUs an rl_coach forwards to the trainer it starts (label, else its environment)."""
@@ -272,14 +266,14 @@ def build_status(
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
-    silent = _silent(inventory, ours, processes)
-    findings += _unknown_processes(inventory) + _vanished(silent, had_processes)
+    vanished, idle = _silent(inventory, ours, processes, had_processes, now)
+    findings += _unknown_processes(inventory) + vanished
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
         if gpu.lost
     ]
-    notes += _idle_notes(silent, had_processes, now)
+    notes += idle
     if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
             "some GPU processes are not visible here (they ended, or drgpu runs in another"
@@ -344,9 +338,15 @@ def _unknown_processes(inventory: Inventory) -> list[Finding]:
 
 
 def _silent(
-    inventory: Inventory, containers: list[ContainerFacts], processes: list[ProcessStatus]
-) -> list[ContainerFacts]:
-    """Running drgpu containers holding a GPU (whose processes NVML lists) with no process."""
+    inventory: Inventory,
+    containers: list[ContainerFacts],
+    processes: list[ProcessStatus],
+    had_processes: Collection[str],
+    now: float | None,
+) -> tuple[list[Finding], list[str]]:
+    """Of the running drgpu containers holding a GPU (whose processes NVML lists) with no
+    process, a warning for each with processes in an earlier refresh, and a note for each
+    else idle for IDLE_NOTE_S since it started (`now` None: no such note)."""
     busy = {p.container_id for p in processes}
 
     def listed(container: ContainerFacts) -> bool:
@@ -354,11 +354,8 @@ def _silent(
         known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
         return bool(known) and all(not gpu.processes_unknown for gpu in known)
 
-    return [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
-
-
-def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> list[Finding]:
-    return [
+    silent = [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
+    vanished = [
         _finding(
             "processes-vanished",
             c.name,
@@ -371,20 +368,17 @@ def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> l
         for c in silent
         if c.id in had_processes
     ]
-
-
-def _idle_notes(
-    silent: list[ContainerFacts], had_processes: Collection[str], now: float | None
-) -> list[str]:
-    if now is None:
-        return []
-    return [
+    idle = [
         f"{c.name} holds a GPU and has run no GPU process for {int((now - c.started_at) // 60)}"
         f" min since it started: if it should be working, check that it still sees its GPU"
         f" (drgpu cuda-check --service {c.service})"
         for c in silent
-        if c.id not in had_processes and c.started_at and now - c.started_at >= IDLE_NOTE_S
+        if now is not None
+        and c.id not in had_processes
+        and c.started_at
+        and now - c.started_at >= IDLE_NOTE_S
     ]
+    return vanished, idle
 
 
 def _judge(
