@@ -50,11 +50,14 @@ IDLE_NOTE_S = 600.0
 FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", "service")
 
 
-def _finding(kind: str, subject: str, message: str, **facts: Any) -> Finding:
-    """A status finding (a warning of the processes-* kinds, else a violation); its facts
-    are always the FACTS keys (None where unknown)."""
+def _finding(kind: str, message: str, **facts: Any) -> Finding:
+    """A status finding (a warning of the processes-* kinds, else a violation) about its
+    process, else its container, else its GPU; its facts are always the FACTS keys."""
     level = Level.WARN if kind.startswith("processes-") else Level.FAIL
-    return Finding(subject, level, message, kind=kind, facts={**dict.fromkeys(FACTS), **facts})
+    facts = {**dict.fromkeys(FACTS), **facts}
+    pid, container = facts["pid"], facts["container"]
+    subject = f"PID {pid}" if pid is not None else container or f"GPU {facts['gpu_index']}"
+    return Finding(subject, level, message, kind=kind, facts=facts)
 
 
 def _of(c: ContainerFacts) -> dict[str, Any]:
@@ -313,7 +316,6 @@ def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
         message = message.replace(known.uuid, f"{known.index}: {known.name}")
     return _finding(
         "trainer-gpu",
-        check.container.name,
         message,
         run_id=check.run_id,
         gpu_index=None if gpu is None else gpu.index,
@@ -327,7 +329,6 @@ def _unknown_processes(inventory: Inventory) -> list[Finding]:
     return [
         _finding(
             "processes-unknown",
-            f"GPU {gpu.index}",
             f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
             f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
             gpu_index=gpu.index,
@@ -358,7 +359,6 @@ def _silent(
     vanished = [
         _finding(
             "processes-vanished",
-            c.name,
             f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) had GPU processes"
             " and has none now, while it runs: unless it ended its work, it lost its GPU"
             " (after `systemctl daemon-reload` with the systemd cgroup driver; inside, NVML"
@@ -485,7 +485,6 @@ def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
 def _violation(p: ProcessStatus) -> Finding:
     return _finding(
         str(p.verdict),
-        f"PID {p.pid}",
         p.message,
         pid=p.pid,
         run_id=p.run_id,
@@ -501,7 +500,6 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
     return [
         _finding(
             "missing-gpu",
-            c.name,
             f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) was given {uuid},"
             " which NVML does not list (a lost GPU?)",
             gpu_uuid=uuid,
@@ -525,7 +523,6 @@ def _shared_gpus(
     return [
         _finding(
             "shared-gpu",
-            f"GPU {gpu.index}",
             f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
             " at once, and not every one of them shares by time-slicing",
             gpu_index=gpu.index,
