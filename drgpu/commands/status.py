@@ -72,9 +72,9 @@ class StatusResult:
     @property
     def failure(self) -> CheckFailedError | None:
         """The first violation of the last snapshot (exit 6), with how many more."""
-        if self.last is None or not self.last.violations:
+        violations = self.last.violations if self.last else ()
+        if not violations:
             return None  # warnings are said, but exit 0
-        violations = self.last.violations
         n = len(violations) - 1
         more = f" (and {n} more violation{'s' * (n > 1)})" if n else ""
         return CheckFailedError(f"{violations[0].message}{more}")
@@ -151,8 +151,7 @@ class Reader:
             [replace(self._known[c.id], state=c.state) for c in group if c.id in self._known]
             for group in (mine, trainers)
         )
-        pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-        self._procs = {pid: self._process(pid) for pid in pids}
+        self._procs = {p.pid: self._process(p.pid) for gpu in inventory.gpus for p in gpu.processes}
         judged = build_status(
             inventory,
             ours,
