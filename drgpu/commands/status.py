@@ -72,9 +72,9 @@ class StatusResult:
     @property
     def failure(self) -> CheckFailedError | None:
         """The first violation of the last snapshot (exit 6), with how many more."""
-        if self.last is None or not self.last.violations:
+        violations = self.last.violations if self.last else ()
+        if not violations:
             return None  # warnings are said, but exit 0
-        violations = self.last.violations
         n = len(violations) - 1
         more = f" (and {n} more violation{'s' * (n > 1)})" if n else ""
         return CheckFailedError(f"{violations[0].message}{more}")
@@ -92,7 +92,9 @@ def status(options: StatusOptions) -> StatusResult:
     costs = _cost_keeper(options) if options.watch else None
     with exports(options, costs) as sinks, nvml.nvml_session() as session:
         if not options.watch:
-            return StatusResult(snapshot(session, run_id), watched=False)
+            with docker_api.connected() as connection:
+                reader = Reader(session, connection, run_id, swarm_reader(connection))
+                return StatusResult(reader.snapshot(), watched=False)
 
         with watch_display(json_lines=options.json_lines, interval_s=options.interval_s) as show:
             last = watch(session, run_id, show, options.interval_s, options.count, sinks, costs)
@@ -142,13 +144,17 @@ class Reader:
         launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
         running = [c for c in listed if c.state == "running"]
         trainers = [c for c in running if launcher and is_sagemaker_local(c)]
-        self._known = self._refreshed([*mine, *trainers])
+        # Each new container is inspected (one gone meanwhile left out).
+        seen = {
+            c.id: self._known.get(c.id) or engine.inspected(self._engine, c.id)
+            for c in mine + trainers
+        }
+        self._known = {id_: facts for id_, facts in seen.items() if facts is not None}
         ours, sagemaker = (
             [replace(self._known[c.id], state=c.state) for c in group if c.id in self._known]
             for group in (mine, trainers)
         )
-        pids = {proc.pid for gpu in inventory.gpus for proc in gpu.processes}
-        self._procs = {pid: self._process(pid) for pid in pids}
+        self._procs = {p.pid: self._process(p.pid) for gpu in inventory.gpus for p in gpu.processes}
         judged = build_status(
             inventory,
             ours,
@@ -163,7 +169,8 @@ class Reader:
         # A container that had GPU processes keeps that mark while it lives: when they
         # vanish, the next refreshes say so (see core.gpu_usage's warnings).
         alive = {c.id for c in ours}
-        self._had_processes = (self._had_processes & alive) | judged.with_processes()
+        busy = {p.container_id for p in judged.processes if p.container_id and p.run_id is not None}
+        self._had_processes = (self._had_processes & alive) | busy
         self.health = nvml.health_from_nvml(self._nvml, len(inventory.gpus))
         follower = self.events
         events = (tuple(follower.events), follower.unsupported) if follower else ((), None)
@@ -186,26 +193,21 @@ class Reader:
             return known
         return key, read_cgroup(pid), read_process(pid)
 
-    def _refreshed(self, listed: list[ContainerFacts]) -> dict[str, ContainerFacts]:
-        """The listed containers' facts, each new one inspected (one gone meanwhile left out)."""
-        found = {
-            c.id: self._known.get(c.id) or engine.inspected(self._engine, c.id) for c in listed
-        }
-        return {id_: facts for id_, facts in found.items() if facts is not None}
-
 
 def swarm_reader(
     connection: Connection, interval_s: float = 0.0
 ) -> Callable[[], SwarmState | None]:
     """Reads the swarm through the manager's API at each call (None: no swarm manager),
-    and every other node's GPUs on the node (`swarm_engine.node_gpus`): at most one round
-    per NODE_READ_S or `interval_s`, whichever is longer, its readings reused in between;
-    a reading older than 3 rounds, or none, leaves the node unseen."""
+    and every other ready node's GPUs on the node (`swarm_engine.node_gpus`), in the image
+    of one of drgpu's tasks there (else DRGPU_NODE_IMAGE's): at most one round per
+    NODE_READ_S or `interval_s`, whichever is longer, its readings reused in between; a
+    reading older than 3 rounds, or none, leaves the node unseen (`why` says why)."""
     here: list[str] = []
     period = max(NODE_READ_S, interval_s)
     readings: dict[str, tuple[float, Inventory, dict[int, str]]] = {}
     why: dict[str, str] = {}
     last = [-period]
+    unread = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
 
     def read() -> SwarmState | None:
         here[:] = here or [swarm_engine.engine_facts().node_id]
@@ -215,7 +217,18 @@ def swarm_reader(
             return None
         if now - last[0] >= period:
             last[0] = now
-            _read_nodes(swarm, here[0], now, readings, why)
+            images = {t.node_id: t.image for t in swarm.tasks if t.image and t.state == "running"}
+            fallback = os.environ.get("DRGPU_NODE_IMAGE")
+            ready = [n.id for n in swarm.nodes if n.id != here[0] and n.state == "ready"]
+            wanted = {node: image for node in ready if (image := images.get(node) or fallback)}
+            why.update((node, unread) for node in ready if node not in wanted)
+            got = swarm_engine.node_gpus(probe_source(), wanted) if wanted else {}
+            for node, reading in got.items():
+                if isinstance(reading, str):
+                    why[node] = reading
+                else:
+                    readings[node] = (now, *reading)
+                    why.pop(node, None)
         fresh = {node: r for node, r in readings.items() if now - r[0] <= 3 * period}
         nodes = {node.id: node for node in swarm.nodes}
         found = [
@@ -238,37 +251,6 @@ def swarm_reader(
 NODE_READ_S = 10.0  # the shortest time between two rounds of reading jobs
 
 
-def _read_nodes(
-    swarm: SwarmState,
-    here: str,
-    now: float,
-    readings: dict[str, tuple[float, Inventory, dict[int, str]]],
-    why: dict[str, str],
-) -> None:
-    """One round: read each other ready node's GPUs in the image of one of drgpu's tasks
-    there (else DRGPU_NODE_IMAGE's); keep each reading, or say why there is none."""
-    images = {t.node_id: t.image for t in swarm.tasks if t.image and t.state == "running"}
-    fallback = os.environ.get("DRGPU_NODE_IMAGE")
-    ready = [node.id for node in swarm.nodes if node.id != here and node.state == "ready"]
-    wanted = {node: image for node in ready if (image := images.get(node) or fallback)}
-    unread = "none of drgpu's tasks runs there to read them (DRGPU_NODE_IMAGE)"
-    why.update((node, unread) for node in ready if node not in wanted)
-    if not wanted:
-        return
-    for node, read in swarm_engine.node_gpus(probe_source(), wanted).items():
-        if isinstance(read, str):
-            why[node] = read
-        else:
-            readings[node] = (now, *read)
-            why.pop(node, None)
-
-
-def snapshot(session: Any, run_id: str | None = None) -> Status:
-    """One snapshot through an initialised NVML session."""
-    with docker_api.connected() as connection:
-        return Reader(session, connection, run_id, swarm_reader(connection)).snapshot()
-
-
 def watch(
     session: Any,
     run_id: str | None,
@@ -281,7 +263,8 @@ def watch(
     """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
     Ctrl-C, handing each to the `sinks` and charging it to `costs`; the last one shown (None:
     interrupted before the first). A refresh the engine or NVML fails is skipped, said once
-    (the first refresh still fails: nothing was ever shown)."""
+    (the first refresh still fails: nothing was ever shown); NVML is started again after
+    it failed."""
     last = None
     shown = 0
     reader = None
@@ -289,19 +272,28 @@ def watch(
         with docker_api.connected() as connection:
             reader = Reader(session, connection, run_id, swarm_reader(connection, interval_s))
             reader.events = nvml.EventFollower(session)
-            outages = Outage("the Docker engine"), Outage("NVML")
+            nvml_down, engine_down = Outage("NVML"), Outage("the Docker engine")
             start = time.monotonic()
             while count is None or shown < count:
                 if shown:
                     time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
-                fresh = _refresh(reader, *outages, first=last is None)
-                if fresh is not None:
-                    last = fresh
-                    if costs is not None:
-                        costs.charge(last, reader.health)
-                    for sink in (show, *sinks):
-                        sink(last)
                 shown += 1
+                try:
+                    last = reader.snapshot()
+                except (NvmlUnavailableError, DockerError) as exc:
+                    if last is None:
+                        raise
+                    lost_nvml = isinstance(exc, NvmlUnavailableError)
+                    reader.restart_nvml |= lost_nvml
+                    (nvml_down if lost_nvml else engine_down).failed(exc.message)
+                    continue
+                reader.restart_nvml = False
+                nvml_down.worked()
+                engine_down.worked()
+                if costs is not None:
+                    costs.charge(last, reader.health)
+                for sink in (show, *sinks):
+                    sink(last)
     except KeyboardInterrupt:
         pass
     except Interrupted as stop:  # Ctrl-C ends a watch; SIGTERM and SIGHUP still interrupt it
@@ -333,24 +325,6 @@ class Outage:
         self.down = False
 
 
-def _refresh(reader: Reader, engine: Outage, nvml_: Outage, *, first: bool) -> Status | None:
-    """The reader's snapshot; None when the engine or NVML failed it (said once; raised at
-    the `first` refresh)."""
-    try:
-        fresh = reader.snapshot()
-    except (NvmlUnavailableError, DockerError) as exc:
-        if first:
-            raise
-        lost_nvml = isinstance(exc, NvmlUnavailableError)
-        reader.restart_nvml = reader.restart_nvml or lost_nvml
-        (nvml_ if lost_nvml else engine).failed(exc.message)
-        return None
-    reader.restart_nvml = False
-    nvml_.worked()
-    engine.worked()
-    return fresh
-
-
 @contextmanager
 def exports(
     options: StatusOptions, costs: CostKeeper | None = None
@@ -364,25 +338,20 @@ def exports(
             for value, sender in ((options.influx, _influx), (options.prometheus, _prometheus))
             if value is not None
         ]
-        sinks = [_exporter(senders, costs)] if senders else []
+        sinks: list[Callable[[Status], None]] = []
+        if senders:
+            from drgpu.core import cost  # lazy: only the watch's exporters need them
+            from drgpu.core.metrics import samples
+
+            def export(status: Status) -> None:
+                series = [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
+                for send in senders:
+                    send(series)
+
+            sinks.append(export)
         if options.on_violation is not None:
             sinks.append(_violation_sink(options.on_violation, stack))
         yield sinks
-
-
-def _exporter(
-    senders: list[Callable[[list[Sample]], None]], costs: CostKeeper | None
-) -> Callable[[Status], None]:
-    """Sends a refresh's samples, with the cost series of `costs`, made once for every sender."""
-    from drgpu.core import cost  # lazy: only the watch's exporters need them
-    from drgpu.core.metrics import samples
-
-    def export(status: Status) -> None:
-        series = [*samples(status), *(cost.samples(costs.ledger) if costs else ())]
-        for send in senders:
-            send(series)
-
-    return export
 
 
 def _influx(url: str, stack: ExitStack) -> Callable[[list[Sample]], None]:

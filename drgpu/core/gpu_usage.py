@@ -17,7 +17,7 @@ what ran before, and a simulator between episodes is idle too).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import groupby
 from operator import itemgetter
@@ -50,9 +50,20 @@ IDLE_NOTE_S = 600.0
 FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", "service")
 
 
-def _finding(kind: str, level: Level, subject: str, message: str, **facts: Any) -> Finding:
-    """A status finding; its facts are always the FACTS keys (None where unknown)."""
-    return Finding(subject, level, message, kind=kind, facts={**dict.fromkeys(FACTS), **facts})
+def _finding(kind: str, message: str, **facts: Any) -> Finding:
+    """A status finding (a warning of the processes-* kinds, else a violation) about its
+    process, else its container, else its GPU; its facts are always the FACTS keys."""
+    level = Level.WARN if kind.startswith("processes-") else Level.FAIL
+    facts = {**dict.fromkeys(FACTS), **facts}
+    pid, container = facts["pid"], facts["container"]
+    subject = f"PID {pid}" if pid is not None else container or f"GPU {facts['gpu_index']}"
+    return Finding(subject, level, message, kind=kind, facts=facts)
+
+
+def _of(c: ContainerFacts) -> dict[str, Any]:
+    """The facts of a finding about drgpu's container `c`."""
+    run_id = c.labels[labels.RUN_ID]
+    return {"run_id": run_id, "container": c.name, "container_id": c.id, "service": c.service}
 
 
 @dataclass(frozen=True)
@@ -121,32 +132,34 @@ class TrainerCheck:
 def trainer_checks(
     candidates: Iterable[ContainerFacts], launchers: Iterable[ContainerFacts]
 ) -> tuple[TrainerCheck, ...]:
-    """Each running SageMaker local-mode trainer among `candidates`, matched to the live
-    rl_coach of the run its environment names (`RUN_ID`; none live: not judged here), else
-    to the one forwarding exactly its CUDA_VISIBLE_DEVICES, else to the only one there is;
-    with no live rl_coach of drgpu's, none is judged."""
+    """Each running SageMaker local-mode trainer among `candidates`, matched to its rl_coach
+    (`_launchers_of`, by CUDA_VISIBLE_DEVICES; several of no run and none forwarding it:
+    none); a trainer of a run with no live rl_coach, or with none live at all, is not judged."""
     live = _live_launchers(launchers)
     checks = []
     for trainer in candidates if live else ():
-        named = _run_launchers(trainer, live)
-        if trainer.state != "running" or not is_sagemaker_local(trainer) or named == []:
-            continue  # (named none: its run has no live rl_coach of drgpu's, a stray of it)
         visible = labels.split_list(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
-        by_gpu = [c for c in named or live if forwarded_uuids(c) == visible]
-        owners = by_gpu or named or (live if len(live) == 1 else [])
-        launcher = owners[0] if owners else None
+        owners = _launchers_of(trainer, live, visible.__eq__)
+        if trainer.state != "running" or not is_sagemaker_local(trainer) or owners is None:
+            continue
+        one = len(owners) == 1 or "RUN_ID" in trainer.environment
+        launcher = owners[0] if one or forwarded_uuids(owners[0]) == visible else None
         planned = forwarded_uuids(launcher) if launcher else ()
         checks.append(TrainerCheck(trainer, visible, planned, launcher))
     return tuple(checks)
 
 
-def _run_launchers(
-    trainer: ContainerFacts, launchers: Iterable[ContainerFacts]
+def _launchers_of(
+    trainer: ContainerFacts, live: list[ContainerFacts], fits: Callable[[tuple[str, ...]], bool]
 ) -> list[ContainerFacts] | None:
-    """The rl_coaches among `launchers` of the run a trainer's environment names (`RUN_ID`,
-    as the rollback reads it); None when it names none."""
+    """The live rl_coaches a SageMaker trainer may be of: those of the run its environment
+    names (`RUN_ID`, as the rollback reads it; None when that run has none), else all;
+    narrowed to those whose forwarded GPUs `fits`, where any does."""
     run = trainer.environment.get("RUN_ID")
-    return None if run is None else [c for c in launchers if c.labels.get(labels.RUN_ID) == run]
+    named = [c for c in live if run is None or c.labels.get(labels.RUN_ID) == run]
+    if not named and run is not None:
+        return None
+    return [c for c in named if fits(forwarded_uuids(c))] or named
 
 
 @dataclass(frozen=True)
@@ -177,12 +190,6 @@ class Status:
     def warnings(self) -> tuple[Finding, ...]:
         """The findings said that do not make it exit 6 (unknown, or likely broken)."""
         return tuple(f for f in self.findings if f.level == Level.WARN)
-
-    def with_processes(self) -> frozenset[str]:
-        """The ids of drgpu's containers with a GPU process in this snapshot."""
-        return frozenset(
-            p.container_id for p in self.processes if p.container_id and p.run_id is not None
-        )
 
 
 def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
@@ -250,9 +257,9 @@ def build_status(
     by_id = {c.id: c for c in ours}
     others = {c.id: c for c in other_containers if c.id not in by_id}
     holders = holders_by_gpu(inventory, ours)
-    judge = _Judge(inventory, by_id, others, tuple(_live_launchers(ours)))
+    world = (inventory, by_id, others, _live_launchers(ours))
     processes = [
-        judge(gpu, proc, cgroups.get(proc.pid), (commands or {}).get(proc.pid))
+        _judge(gpu, proc, cgroups.get(proc.pid), (commands or {}).get(proc.pid), *world)
         for gpu in inventory.gpus
         if not gpu.lost
         for proc in gpu.processes
@@ -262,14 +269,14 @@ def build_status(
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
-    silent = _silent(inventory, ours, processes)
-    findings += _unknown_processes(inventory) + _vanished(silent, had_processes)
+    vanished, idle = _silent(inventory, ours, processes, had_processes, now)
+    findings += _unknown_processes(inventory) + vanished
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
         if gpu.lost
     ]
-    notes += _idle_notes(silent, had_processes, now)
+    notes += idle
     if any(p.verdict == Verdict.UNKNOWN for p in processes):
         notes.append(
             "some GPU processes are not visible here (they ended, or drgpu runs in another"
@@ -280,7 +287,13 @@ def build_status(
         mine = {index for index, hs in holders.items() if any(h.run_id == run_id for h in hs)}
         processes = [p for p in processes if p.run_id == run_id or p.gpu.index in mine]
         keep = {p.pid for p in processes}
-        findings = [f for f in findings if _concerns(f.facts, keep, run_id, mine)]
+        findings = [  # of one of its processes, of the run, or (of no process) of its GPUs
+            f
+            for f in findings
+            if (pid := f.facts["pid"]) in keep
+            or f.facts["run_id"] == run_id
+            or (pid is None and f.facts["run_id"] is None and f.facts["gpu_index"] in mine)
+        ]
         trainers = tuple(check for check in trainers if check.run_id == run_id)
     return Status(
         inventory=inventory,
@@ -303,8 +316,6 @@ def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
         message = message.replace(known.uuid, f"{known.index}: {known.name}")
     return _finding(
         "trainer-gpu",
-        Level.FAIL,
-        check.container.name,
         message,
         run_id=check.run_id,
         gpu_index=None if gpu is None else gpu.index,
@@ -314,20 +325,10 @@ def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
     )
 
 
-def _concerns(facts: Mapping[str, Any], pids: set[int], run_id: str, gpus: set[int]) -> bool:
-    """Whether a finding is about run `run_id`: one of its processes (`pids`), the run
-    itself, or one of its GPUs (a finding of no process)."""
-    pid = facts.get("pid")
-    on_gpu = pid is None and facts.get("run_id") is None and facts.get("gpu_index") in gpus
-    return pid in pids or facts.get("run_id") == run_id or on_gpu
-
-
 def _unknown_processes(inventory: Inventory) -> list[Finding]:
     return [
         _finding(
             "processes-unknown",
-            Level.WARN,
-            f"GPU {gpu.index}",
             f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
             f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
             gpu_index=gpu.index,
@@ -338,9 +339,15 @@ def _unknown_processes(inventory: Inventory) -> list[Finding]:
 
 
 def _silent(
-    inventory: Inventory, containers: list[ContainerFacts], processes: list[ProcessStatus]
-) -> list[ContainerFacts]:
-    """Running drgpu containers holding a GPU (whose processes NVML lists) with no process."""
+    inventory: Inventory,
+    containers: list[ContainerFacts],
+    processes: list[ProcessStatus],
+    had_processes: Collection[str],
+    now: float | None,
+) -> tuple[list[Finding], list[str]]:
+    """Of the running drgpu containers holding a GPU (whose processes NVML lists) with no
+    process, a warning for each with processes in an earlier refresh, and a note for each
+    else idle for IDLE_NOTE_S since it started (`now` None: no such note)."""
     busy = {p.container_id for p in processes}
 
     def listed(container: ContainerFacts) -> bool:
@@ -348,143 +355,114 @@ def _silent(
         known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
         return bool(known) and all(not gpu.processes_unknown for gpu in known)
 
-    return [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
-
-
-def _vanished(silent: list[ContainerFacts], had_processes: Collection[str]) -> list[Finding]:
-    return [
+    silent = [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
+    vanished = [
         _finding(
             "processes-vanished",
-            Level.WARN,
-            c.name,
             f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) had GPU processes"
             " and has none now, while it runs: unless it ended its work, it lost its GPU"
             " (after `systemctl daemon-reload` with the systemd cgroup driver; inside, NVML"
             f" says 'Unknown Error'): drgpu cuda-check --service {c.service}; drgpu doctor",
-            container_id=c.id,
-            run_id=c.labels[labels.RUN_ID],
-            container=c.name,
-            service=c.service,
+            **_of(c),
         )
         for c in silent
         if c.id in had_processes
     ]
-
-
-def _idle_notes(
-    silent: list[ContainerFacts], had_processes: Collection[str], now: float | None
-) -> list[str]:
-    if now is None:
-        return []
-    return [
+    idle = [
         f"{c.name} holds a GPU and has run no GPU process for {int((now - c.started_at) // 60)}"
         f" min since it started: if it should be working, check that it still sees its GPU"
         f" (drgpu cuda-check --service {c.service})"
         for c in silent
-        if c.id not in had_processes and c.started_at and now - c.started_at >= IDLE_NOTE_S
+        if now is not None
+        and c.id not in had_processes
+        and c.started_at
+        and now - c.started_at >= IDLE_NOTE_S
     ]
+    return vanished, idle
 
 
-@dataclass(frozen=True)
-class _Judge:
-    """What a process is judged against."""
-
-    inventory: Inventory
-    ours: Mapping[str, ContainerFacts]
-    others: Mapping[str, ContainerFacts]
-    launchers: tuple[ContainerFacts, ...]
-
-    def __call__(
-        self, gpu: Gpu, proc: GpuProcess, cgroup: str | None, facts: ProcessFacts | None
-    ) -> ProcessStatus:
-        base = ProcessStatus(
-            proc.pid,
-            gpu,
-            proc.used_memory_mib,
-            proc.kind,
-            Verdict.OK,
-            command=facts.command if facts else "",
-            user=facts.user if facts else "",
-        )
-        if cgroup is None:
-            return replace(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
-        owner = owner_from_cgroup(cgroup)
-        if owner is None:
-            if "C" not in proc.kind:
-                return replace(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
-            return _stray(base, None, "on the host")
-        mine = self.ours.get(owner.container_id)
-        if mine is not None:
-            run_id, service = mine.labels[labels.RUN_ID], mine.service
-            who = f"run {run_id} service {service}"
-            return self._placed(base, mine, run_id, service, who, "given", labels.given_gpus(mine))
-        other = self.others.get(owner.container_id)
-        if other is not None and is_sagemaker_local(other):
-            return self._sagemaker(base, other)
-        if other is not None:
-            return _stray(base, other, f"in {other.name}, not started by drgpu")
+def _judge(
+    gpu: Gpu,
+    proc: GpuProcess,
+    cgroup: str | None,
+    facts: ProcessFacts | None,
+    inventory: Inventory,
+    ours: Mapping[str, ContainerFacts],
+    others: Mapping[str, ContainerFacts],
+    launchers: list[ContainerFacts],
+) -> ProcessStatus:
+    """A GPU process, by the container its cgroup names (None: not readable), against
+    drgpu's containers (`ours`, by id), the engine's others and the live rl_coaches."""
+    command, user = (facts.command, facts.user) if facts else ("", "")
+    base = ProcessStatus(
+        proc.pid, gpu, proc.used_memory_mib, proc.kind, Verdict.OK, command=command, user=user
+    )
+    if cgroup is None:
+        return replace(base, verdict=Verdict.UNKNOWN, reason="not visible from here")
+    owner = owner_from_cgroup(cgroup)
+    if owner is None and "C" not in proc.kind:
+        return replace(base, verdict=Verdict.DISPLAY, reason="graphics, on the host")
+    if owner is None:
+        return _stray(base, None, "on the host")
+    mine, other = ours.get(owner.container_id), others.get(owner.container_id)
+    if mine is not None:
+        who = f"run {mine.labels[labels.RUN_ID]} service {mine.service}"
+        return _placed(inventory, base, mine, mine, who, "given", labels.given_gpus(mine))
+    if other is None:
         why = f"in {owner.runtime} container {owner.container_id[:12]}, unknown here"
         return replace(_stray(base, None, why), container_id=owner.container_id)
+    if not is_sagemaker_local(other):
+        return _stray(base, other, f"in {other.name}, not started by drgpu")
+    # A SageMaker local-mode trainer belongs to the run its environment names (a stray of
+    # that run when it has no live rl_coach), else to the run whose rl_coach forwards its
+    # GPU, else to the only run with an rl_coach; with none (or several), to no stack.
+    owners = _launchers_of(other, launchers, lambda uuids: _covers(gpu, uuids))
+    if owners is None:
+        run = other.environment["RUN_ID"]
+        why = f"in SageMaker trainer {other.name} of run {run}, which has no live rl_coach"
+        return replace(_stray(base, other, why), run_id=run)
+    if len(owners) != 1:
+        return _stray(base, other, f"in SageMaker trainer {other.name}, no rl_coach's")
+    coach = owners[0]
+    who = f"the SageMaker trainer {other.name} of run {coach.labels[labels.RUN_ID]} {coach.service}"
+    base = replace(base, role=Role.TRAINER.value, service=f"{coach.service}/{other.name}")
+    return _placed(inventory, base, other, coach, who, "forwarded", forwarded_uuids(coach))
 
-    def _sagemaker(self, base: ProcessStatus, trainer: ContainerFacts) -> ProcessStatus:
-        """A SageMaker local-mode trainer belongs to the run its environment names
-        (`_run_launchers`: a stray of that run when it has no live rl_coach), else to the
-        run whose rl_coach forwards its GPU, else to the only run with an rl_coach; with
-        none (or several), to no stack."""
-        named = _run_launchers(trainer, self.launchers)
-        if named == []:
-            run = trainer.environment["RUN_ID"]
-            why = f"in SageMaker trainer {trainer.name} of run {run}, which has no live rl_coach"
-            return replace(_stray(base, trainer, why), run_id=run)
-        owners = [c for c in named or self.launchers if _covers(base.gpu, forwarded_uuids(c))]
-        owners = owners or named or list(self.launchers)
-        if len(owners) != 1:
-            return _stray(base, trainer, f"in SageMaker trainer {trainer.name}, no rl_coach's")
-        launcher = owners[0]
-        run_id = launcher.labels[labels.RUN_ID]
-        who = f"the SageMaker trainer {trainer.name} of run {run_id} {launcher.service}"
-        service, forwarded = f"{launcher.service}/{trainer.name}", forwarded_uuids(launcher)
-        base = replace(base, role=Role.TRAINER.value)
-        return self._placed(base, trainer, run_id, service, who, "forwarded", forwarded)
 
-    def _placed(
-        self,
-        base: ProcessStatus,
-        owner: ContainerFacts,
-        run_id: str,
-        service: str,
-        who: str,
-        how: str,
-        uuids: tuple[str, ...],
-    ) -> ProcessStatus:
-        """`base` in `owner` of run `run_id`: ok on a GPU it was `how` (`uuids`), else wrong-gpu."""
-        placed = replace(
-            base,
-            container=owner.name,
-            container_id=owner.id,
-            run_id=run_id,
-            service=service,
-            role=base.role or owner.labels.get(labels.ROLE, ""),
-        )
-        if _covers(base.gpu, uuids):
-            return placed
-        gpu, given = base.gpu, self._describe(uuids)
-        return replace(
-            placed,
-            verdict=Verdict.WRONG_GPU,
-            reason=f"{how} {given}",
-            message=f"PID {base.pid} of {who} ({owner.name}) runs on GPU {gpu.index}"
-            f" ({gpu.name}), but was {how} {given}",
-        )
-
-    def _describe(self, uuids: tuple[str, ...]) -> str:
-        """`GPU 1` per UUID (`GPU 0 slice MIG-...` for a MIG slice); `no GPU` for none."""
-        gpus = ((uuid, gpu_of(self.inventory, uuid)) for uuid in uuids)
-        named = (
-            uuid if gpu is None else f"GPU {gpu.index}" + (f" slice {uuid}" * (uuid != gpu.uuid))
-            for uuid, gpu in gpus
-        )
-        return ", ".join(named) or "no GPU"
+def _placed(
+    inventory: Inventory,
+    base: ProcessStatus,
+    owner: ContainerFacts,
+    run_of: ContainerFacts,
+    who: str,
+    how: str,
+    uuids: tuple[str, ...],
+) -> ProcessStatus:
+    """`base` in `owner` (of `run_of`'s run): ok on a GPU it was `how` (`uuids`), else
+    wrong-gpu; each GPU named `GPU 1` (`GPU 0 slice MIG-...` for a slice), `no GPU` for none."""
+    placed = replace(
+        base,
+        container=owner.name,
+        container_id=owner.id,
+        run_id=run_of.labels[labels.RUN_ID],
+        service=base.service or owner.service,
+        role=base.role or owner.labels.get(labels.ROLE, ""),
+    )
+    if _covers(base.gpu, uuids):
+        return placed
+    gpus = ((uuid, gpu_of(inventory, uuid)) for uuid in uuids)
+    given = ", ".join(
+        uuid if gpu is None else f"GPU {gpu.index}" + (f" slice {uuid}" * (uuid != gpu.uuid))
+        for uuid, gpu in gpus
+    )
+    given = f"{how} {given or 'no GPU'}"
+    return replace(
+        placed,
+        verdict=Verdict.WRONG_GPU,
+        reason=given,
+        message=f"PID {base.pid} of {who} ({owner.name}) runs on GPU {base.gpu.index}"
+        f" ({base.gpu.name}), but was {given}",
+    )
 
 
 def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -> ProcessStatus:
@@ -507,8 +485,6 @@ def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
 def _violation(p: ProcessStatus) -> Finding:
     return _finding(
         str(p.verdict),
-        Level.FAIL,
-        f"PID {p.pid}",
         p.message,
         pid=p.pid,
         run_id=p.run_id,
@@ -524,15 +500,10 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
     return [
         _finding(
             "missing-gpu",
-            Level.FAIL,
-            c.name,
             f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) was given {uuid},"
             " which NVML does not list (a lost GPU?)",
-            run_id=c.labels[labels.RUN_ID],
             gpu_uuid=uuid,
-            container=c.name,
-            container_id=c.id,
-            service=c.service,
+            **_of(c),
         )
         for c in _live(containers)
         for uuid in labels.given_gpus(c) + forwarded_uuids(c)
@@ -552,8 +523,6 @@ def _shared_gpus(
     return [
         _finding(
             "shared-gpu",
-            Level.FAIL,
-            f"GPU {gpu.index}",
             f"GPU {gpu.index} ({gpu.name}) is held by runs {', '.join(runs)}"
             " at once, and not every one of them shares by time-slicing",
             gpu_index=gpu.index,

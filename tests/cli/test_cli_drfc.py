@@ -218,11 +218,15 @@ def test_status_eval_narrows_to_the_evaluation_of_the_activated_run(
 
     seen: list[str | None] = []
 
-    def snapshot(session: object, run_id: str | None = None) -> object:
-        from drgpu.core.gpu_usage import build_status
+    class Reader:
+        def __init__(self, session: object, engine: object, run_id: str | None, *_: object) -> None:
+            self.run_id = run_id
 
-        seen.append(run_id)
-        return build_status(Inventory(gpus=()), [], [], {}, run_id)
+        def snapshot(self) -> object:
+            from drgpu.core.gpu_usage import build_status
+
+            seen.append(self.run_id)
+            return build_status(Inventory(gpus=()), [], [], {}, self.run_id)
 
     class Session:
         def __enter__(self) -> object:
@@ -232,8 +236,9 @@ def test_status_eval_narrows_to_the_evaluation_of_the_activated_run(
             return None
 
     enter(monkeypatch, activated(checkout))
-    monkeypatch.setattr(status, "snapshot", snapshot)
+    monkeypatch.setattr(status, "Reader", Reader)
     monkeypatch.setattr("drgpu.host.nvml.nvml_session", Session)
+    monkeypatch.setattr("drgpu.host.docker_api.connected", Session)
     assert cli("status", "--eval", "--json").code == 0
     assert cli("status", "--eval", "--run-id", "3", "--json").code == 0
     assert cli("status", "--json").code == 0

@@ -50,11 +50,9 @@ def test_a_gpu_whose_processes_cannot_be_listed_is_unknown_not_empty() -> None:
 
 def test_processes_that_vanish_from_a_running_container_are_marked() -> None:
     first = build_status(Inventory(gpus=(WORKING,)), [SIMULATOR], [], CGROUPS)
-    assert first.ok and first.with_processes() == {SIM_ID}
+    assert first.ok and [p.container_id for p in first.processes] == [SIM_ID]
     idle = replace(WORKING, processes=())
-    later = build_status(
-        Inventory(gpus=(idle,)), [SIMULATOR], [], {}, had_processes=first.with_processes()
-    )
+    later = build_status(Inventory(gpus=(idle,)), [SIMULATOR], [], {}, had_processes={SIM_ID})
     [warning] = later.warnings
     assert warning.kind == "processes-vanished"
     assert (warning.facts["container"], warning.facts["run_id"]) == (SIMULATOR.name, "0")
