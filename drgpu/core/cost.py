@@ -1,14 +1,11 @@
 """What each run cost in GPU time and energy, per service and per worker (container), as a
-watch sees it (`drgpu report` shows it).
+watch sees it (`drgpu report` shows it). Pure: the ledger, one refresh in, a new ledger out.
 
-Pure: a ledger, a snapshot, each GPU's health, the energy counters of the refresh before
-and the seconds since it come in; a new ledger comes out. At each refresh, every drgpu
-container holding a GPU is charged: the seconds since the refresh before (GPU-seconds),
-its share of the GPU's energy-counter delta (split evenly among the holders of a shared
-GPU; a counter that went back, a driver reload, adds nothing), the GPU's utilisation over
-those seconds, those seconds again when the hardware held its clocks down (`throttled`),
-and its processes' memory (the peak is kept). The ledger keeps the `MAX_RUNS` runs seen
-last.
+At each refresh every drgpu container holding a GPU is charged the seconds since the
+refresh before, its even share of the GPU's energy-counter delta (a counter that went back,
+a driver reload, adds nothing), the GPU's utilisation over those seconds, those seconds
+again when the hardware held its clocks down, and its processes' memory (the peak is
+kept). The ledger keeps the `MAX_RUNS` runs seen last.
 """
 
 from __future__ import annotations
@@ -17,17 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from drgpu.core import metrics
 from drgpu.core.faults import throttled
 from drgpu.core.gpu_usage import Status
-from drgpu.core.metrics import (
-    ENERGY,
-    GPU_SECONDS,
-    MEAN_UTILIZATION,
-    MIB,
-    PEAK_MEMORY,
-    THROTTLED,
-    Sample,
-)
+from drgpu.core.metrics import Sample
 from drgpu.core.model import GpuHealth
 
 MAX_RUNS = 200
@@ -88,17 +78,11 @@ def charge(
         gpu_health = by_index.get(gpu.index, GpuHealth(gpu.index, gpu.uuid))
         now_mj, before_mj = gpu_health.energy_mj, energy_before.get(gpu.uuid)
         joules = (now_mj - before_mj) / 1000 if now_mj and before_mj and now_mj > before_mj else 0
+        busy = (gpu.utilization_gpu_percent or 0) * seconds / 100
+        held = seconds * throttled(gpu_health)
         for key in holders:
-            usage = found.get(key) or Usage(first_seen=now)
-            found[key] = Usage(
-                usage.gpu_seconds + seconds,
-                usage.energy_j + joules / len(holders),
-                max(usage.peak_memory_mib, memory.get(key, 0)),
-                usage.busy_seconds + (gpu.utilization_gpu_percent or 0) * seconds / 100,
-                usage.throttled_seconds + seconds * throttled(gpu_health),
-                usage.first_seen,
-                now,
-            )
+            charged = Usage(seconds, joules / len(holders), memory.get(key, 0), busy, held, 0, now)
+            found[key] = (found.get(key) or Usage(first_seen=now)).plus(charged)
     last: dict[str, float] = {}
     for (run, _, _), usage in found.items():
         last[run] = max(last.get(run, 0.0), usage.last_seen)
@@ -154,11 +138,11 @@ def samples(ledger: Ledger) -> list[Sample]:
     for (run, service, container), u in sorted(ledger.items()):
         labels = (("run", run), ("service", service), ("container", container))
         for metric, value in (
-            (GPU_SECONDS, u.gpu_seconds),
-            (ENERGY, u.energy_j),
-            (PEAK_MEMORY, u.peak_memory_mib * MIB),
-            (MEAN_UTILIZATION, u.mean_utilization),
-            (THROTTLED, u.throttled_seconds),
+            (metrics.GPU_SECONDS, u.gpu_seconds),
+            (metrics.ENERGY, u.energy_j),
+            (metrics.PEAK_MEMORY, u.peak_memory_mib * metrics.MIB),
+            (metrics.MEAN_UTILIZATION, u.mean_utilization),
+            (metrics.THROTTLED, u.throttled_seconds),
         ):
             if value is not None:
                 found.append(Sample(metric, labels, float(value)))

@@ -43,30 +43,29 @@ def throttled(health: GpuHealth) -> bool:
     return bool((health.throttle or 0) & ~CHOSEN_REASONS)
 
 
+# What a GPU's health counts or flags, in words ("{}": the count).
+COUNTED = {
+    "ecc_uncorrected": "{} uncorrectable ECC error(s) since the driver loaded",
+    "remapped_uncorrectable": "{} row(s) remapped for uncorrectable errors",
+}
+PENDING = {
+    "retired_pending": "retired pages pending (reset the GPU)",
+    "remap_pending": "row remapping pending (reset the GPU)",
+    "remap_failure": "row remapping failed (the GPU needs service)",
+}
+
+
 def standing(health: GpuHealth) -> list[str]:
     """What is wrong with a GPU now, or since the driver loaded."""
-    found = []
-    if health.ecc_uncorrected:
-        found.append(f"{health.ecc_uncorrected} uncorrectable ECC error(s) since the driver loaded")
-    if health.remapped_uncorrectable:
-        found.append(f"{health.remapped_uncorrectable} row(s) remapped for uncorrectable errors")
+    found = [text.format(n) for name, text in COUNTED.items() if (n := getattr(health, name))]
     found += pending(health)
     slow = [name for bit, name in SLOWDOWNS.items() if (health.throttle or 0) & bit]
-    if slow:
-        found.append(f"clocks held down ({', '.join(slow)})")
-    return found
+    return found + [f"clocks held down ({', '.join(slow)})"] * bool(slow)
 
 
 def pending(health: GpuHealth) -> list[str]:
     """The faults that make a GPU unfit to start on until it is reset."""
-    found = []
-    if health.retired_pending:
-        found.append("retired pages pending (reset the GPU)")
-    if health.remap_pending:
-        found.append("row remapping pending (reset the GPU)")
-    if health.remap_failure:
-        found.append("row remapping failed (the GPU needs service)")
-    return found
+    return [text for name, text in PENDING.items() if getattr(health, name)]
 
 
 def describe(event: GpuEvent) -> str:

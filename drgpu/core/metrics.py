@@ -8,6 +8,7 @@ lines come out; where they are sent is drgpu/host/metrics_export's.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import urllib.parse
@@ -23,50 +24,35 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class Metric:
-    """One exported quantity: its Prometheus name, its InfluxDB measurement and field."""
+    """One exported quantity: its InfluxDB measurement and field, and its Prometheus name
+    (`measurement_field` unless given); bytes and counts are InfluxDB integer fields."""
 
-    name: str
     measurement: str
     field: str
     help: str
-    integer: bool = False  # an InfluxDB integer field (bytes, counts), else a float
+    name: str = ""
+    integer: bool = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.name or f"{self.measurement}_{self.field}")
+        object.__setattr__(self, "integer", self.field == "count" or "_bytes" in self.field)
 
 
-GPU_UTILIZATION = Metric(
-    "drgpu_gpu_utilization_percent", "drgpu_gpu", "utilization_percent", "GPU utilisation (0-100)"
-)
-GPU_MEMORY_USED = Metric(
-    "drgpu_gpu_memory_used_bytes", "drgpu_gpu", "memory_used_bytes", "GPU memory used", True
-)
-GPU_MEMORY_TOTAL = Metric(
-    "drgpu_gpu_memory_total_bytes", "drgpu_gpu", "memory_total_bytes", "GPU memory in all", True
-)
-GPU_TEMPERATURE = Metric(
-    "drgpu_gpu_temperature_celsius", "drgpu_gpu", "temperature_celsius", "GPU temperature"
-)
-GPU_POWER = Metric("drgpu_gpu_power_watts", "drgpu_gpu", "power_watts", "GPU power draw")
+GPU, COST = "drgpu_gpu", "drgpu_cost"
+GPU_UTILIZATION = Metric(GPU, "utilization_percent", "GPU utilisation (0-100)")
+GPU_MEMORY_USED = Metric(GPU, "memory_used_bytes", "GPU memory used")
+GPU_MEMORY_TOTAL = Metric(GPU, "memory_total_bytes", "GPU memory in all")
+GPU_TEMPERATURE = Metric(GPU, "temperature_celsius", "GPU temperature")
+GPU_POWER = Metric(GPU, "power_watts", "GPU power draw")
 PROCESS_MEMORY = Metric(
-    "drgpu_process_memory_used_bytes",
-    "drgpu_process",
-    "memory_used_bytes",
-    "GPU memory used by a service's processes on one GPU",
-    True,
+    "drgpu_process", "memory_used_bytes", "GPU memory used by a service's processes on one GPU"
 )
-VIOLATIONS = Metric(
-    "drgpu_violations", "drgpu_violations", "count", "Violations now, per kind", True
-)
-COST = "drgpu_cost"  # the cost series (core.cost): one measurement, a field each
-GPU_SECONDS = Metric("drgpu_cost_gpu_seconds", COST, "gpu_seconds", "Seconds a GPU was held")
-ENERGY = Metric("drgpu_cost_energy_joules", COST, "energy_joules", "Energy of the GPUs held")
-PEAK_MEMORY = Metric(
-    "drgpu_cost_peak_memory_bytes", COST, "peak_memory_bytes", "Peak GPU memory", True
-)
-MEAN_UTILIZATION = Metric(
-    "drgpu_cost_utilization_percent", COST, "utilization_percent", "Mean GPU utilisation"
-)
-THROTTLED = Metric(
-    "drgpu_cost_throttled_seconds", COST, "throttled_seconds", "Seconds the clocks were held down"
-)
+VIOLATIONS = Metric("drgpu_violations", "count", "Violations now, per kind", "drgpu_violations")
+GPU_SECONDS = Metric(COST, "gpu_seconds", "Seconds a GPU was held")
+ENERGY = Metric(COST, "energy_joules", "Energy of the GPUs held")
+PEAK_MEMORY = Metric(COST, "peak_memory_bytes", "Peak GPU memory")
+MEAN_UTILIZATION = Metric(COST, "utilization_percent", "Mean GPU utilisation")
+THROTTLED = Metric(COST, "throttled_seconds", "Seconds the clocks were held down")
 
 
 @dataclass(frozen=True)

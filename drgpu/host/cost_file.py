@@ -36,12 +36,6 @@ def read_ledger(path: Path) -> dict[tuple[str, str, str], Usage]:
         raise ConfigError(f"{path} is not drgpu's cost file", hint="move it away") from None
 
 
-def write_ledger(path: Path, ledger: Ledger) -> None:
-    """Replace the ledger at `path` atomically."""
-    body = json.dumps(to_json(ledger), indent=1)
-    write_owned_file(path, f"{HEADER_MARK}: GPU cost per run, service and worker\n{body}\n")
-
-
 class CostKeeper:
     """A watch's ledger: each refresh charged (a gap longer than three intervals, a refresh
     skipped, counts as three), saved now and then; a failed save is `report`ed."""
@@ -65,10 +59,12 @@ class CostKeeper:
             self.save()
 
     def save(self) -> None:
-        """Write the ledger (when there is one to keep)."""
+        """Replace the ledger file atomically (when there is a ledger to keep)."""
         self._saved = time.monotonic()
         if self._path is not None and self.ledger:
+            body = json.dumps(to_json(self.ledger), indent=1)
+            head = f"{HEADER_MARK}: GPU cost per run, service and worker"
             try:
-                write_ledger(self._path, self.ledger)
+                write_owned_file(self._path, f"{head}\n{body}\n")
             except ConfigError as exc:
                 self._report(f"GPU cost not saved: {exc.message}")
