@@ -1,13 +1,10 @@
-"""`status --watch --on-violation CMD`: which violations are new at a refresh, and which of
-them may run CMD now (rate limits), as the JSON and `DRGPU_VIOLATION_*` variables CMD gets.
+"""`status --watch --on-violation CMD`: which violations are new at a refresh and may run
+CMD now, as the JSON and `DRGPU_VIOLATION_*` variables CMD gets. Pure.
 
-Pure: the previous state, a snapshot and the time come in; a new state and the runs due
-come out. A violation is known by its message (it names the kind, PID, run, service and
-GPU); it is new when the refresh before did not have it.
-
-Rate limits: one violation runs CMD at most once every `PER_VIOLATION_S` seconds (one that
-goes and comes back sooner does not run it again), and CMD runs at most `RUNS_PER_MINUTE`
-times in any minute; what the limits hold back is counted, never queued.
+A violation is known by its message (it names the kind, PID, run, service and GPU); it is
+new when the refresh before did not have it. One runs CMD at most once every
+`PER_VIOLATION_S` seconds (coming back sooner does not run it again), and CMD runs at most
+`RUNS_PER_MINUTE` times in any minute; what the limits hold back is counted, never queued.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """GPU faults, attributed: what NVML says went wrong with a GPU, as `gpu-fault` violations
 naming the runs, services and containers on that GPU.
 
-Pure: each GPU's health (polled) and the NVML events a watch received come in; findings
-come out. A fault is one of: a critical Xid or a double-bit ECC error (events: NVML's
-event carries the GPU, never a PID, so a fault names every drgpu container holding or
-running on that GPU), uncorrectable ECC errors or remapped rows since the driver loaded,
-retired pages or row remapping pending (a reset is due), a row-remapping failure, and a
-hardware clock slowdown (thermal, power brake). `up` refuses a GPU with pages retired or
-rows remapped pending, or a remap failure (`preflight`).
+Pure: each GPU's health (polled) and the NVML events a watch received (a critical Xid, a
+double-bit ECC error) come in; findings come out. An event names its GPU, never a PID, so a
+fault names every drgpu container holding or running on that GPU. `up` refuses a GPU with
+a PENDING fault (`preflight`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The series `drgpu status --watch` exports (InfluxDB line protocol, Prometheus), from one
-snapshot: per GPU, per container process on a GPU, and the violations. docs/metrics.md
-names each one.
-
-Pure: a `core.gpu_usage.Status` comes in (and the time, for line protocol), series and
-lines come out; where they are sent is drgpu/host/metrics_export's.
+snapshot: per GPU, per container process on a GPU, and the violations (docs/metrics.md).
+Pure: where they are sent is drgpu/host/metrics_export's.
 """
 
 from __future__ import annotations
@@ -102,17 +99,16 @@ def _process_samples(status: Status) -> list[Sample]:
 
 
 def _violation_samples(status: Status) -> list[Sample]:
-    counts: dict[tuple[tuple[str, str], ...], int] = {}
-    first: dict[tuple[tuple[str, str], ...], str] = {}
+    counts: dict[tuple[tuple[str, str], ...], tuple[int, str]] = {}
     for violation in status.violations:
         key = (
             ("kind", violation.kind),
             ("run", violation.facts.get("run_id") or ""),
             ("service", violation.facts.get("service") or ""),
         )
-        counts[key] = counts.get(key, 0) + 1
-        first.setdefault(key, violation.message)
-    return [Sample(VIOLATIONS, key, float(n), first[key]) for key, n in counts.items()]
+        n, first = counts.get(key, (0, violation.message))
+        counts[key] = n + 1, first
+    return [Sample(VIOLATIONS, key, float(n), first) for key, (n, first) in counts.items()]
 
 
 # --- InfluxDB line protocol ----------------------------------------------------------

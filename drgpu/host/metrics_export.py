@@ -9,14 +9,11 @@ import collections
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from drgpu.core.metrics import InfluxTarget, Metric, Sample
 from drgpu.errors import ConfigError, DrgpuError
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 DATAGRAM_BYTES = 1400  # a UDP datagram that crosses any network unfragmented
 HTTP_TIMEOUT_S = 2.0  # the whole of one HTTP write: connecting, sending, the answer
