@@ -165,8 +165,6 @@ def describe_gpu(gpu: Gpu) -> str:
 
 def _resolve_one(selector: Selector, inventory: Inventory) -> Assignment | str:
     """The device `selector` names (an exact UUID, else every UUID it starts), or why none."""
-    if selector.kind is SelectorKind.CUDA_ORDINAL:
-        return f"{selector.text!r} is torch's device string, not a device list"
     mig = selector.kind is SelectorKind.MIG_UUID
     if selector.kind is SelectorKind.INDEX:
         matches = [Assignment(gpu) for gpu in inventory.gpus if gpu.index == selector.index]
