@@ -68,12 +68,8 @@ class DeviceSyntaxError(ValueError):
 def parse_devices(value: str) -> DeviceRequest:
     """Parse a device value, or raise `DeviceSyntaxError` saying exactly what is wrong."""
     text = value.strip()
-    if text.lower() in ("", "none", "void"):
-        return NO_GPU
-    if text.lower() == "all":
-        return DeviceRequest(all=True)
-    if text.lower() == "auto":
-        return DeviceRequest(auto=True)
+    if (word := text.lower()) in ("", "none", "void", "all", "auto"):
+        return DeviceRequest(all=word == "all", auto=word == "auto")
     tokens = [token.strip() for token in text.split(",")]
     if "" in tokens:
         cleaned = ",".join(token for token in tokens if token)
