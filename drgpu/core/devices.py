@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from drgpu.core.model import Assignment, Gpu, Inventory
-from drgpu.core.numbers import whole_number
+from drgpu.core.numbers import is_digits, whole_number
 from drgpu.core.topology import pci_bus_id
 
 
@@ -56,8 +56,6 @@ class DeviceRequest:
 NO_GPU = DeviceRequest()
 
 _CUDA_PREFIX = re.compile(r"^\s*cuda\s*:\s*(?P<rest>.*)$", re.IGNORECASE)
-_INDEX = re.compile(r"^[0-9]+$")
-_NEGATIVE = re.compile(r"^-[0-9]+$")
 _UUID = re.compile(
     r"^(?P<prefix>GPU|MIG)-(?P<body>(?:GPU-)?[0-9a-fA-F][0-9a-fA-F/-]*)$", re.IGNORECASE
 )
@@ -70,12 +68,8 @@ class DeviceSyntaxError(ValueError):
 def parse_devices(value: str) -> DeviceRequest:
     """Parse a device value, or raise `DeviceSyntaxError` saying exactly what is wrong."""
     text = value.strip()
-    if text.lower() in ("", "none", "void"):
-        return NO_GPU
-    if text.lower() == "all":
-        return DeviceRequest(all=True)
-    if text.lower() == "auto":
-        return DeviceRequest(auto=True)
+    if (word := text.lower()) in ("", "none", "void", "all", "auto"):
+        return DeviceRequest(all=word == "all", auto=word == "auto")
     tokens = [token.strip() for token in text.split(",")]
     if "" in tokens:
         cleaned = ",".join(token for token in tokens if token)
@@ -105,7 +99,7 @@ def _parse_token(token: str) -> Selector:
                 " here): write an nvidia-smi index (0, 1, ...) or a GPU UUID"
             )
         return Selector(SelectorKind.CUDA_ORDINAL, token, f"cuda:{ordinal}")
-    if _INDEX.match(token):
+    if is_digits(token):
         index = whole_number(token, 0, MAX_INDEX)
         if index is None:
             shown = token if len(token) <= 12 else f"{token[:12]}... ({len(token)} digits)"
@@ -113,7 +107,7 @@ def _parse_token(token: str) -> Selector:
                 f"{shown!r} is not a GPU index: indices go from 0 to {MAX_INDEX}"
             )
         return Selector(SelectorKind.INDEX, token, f"index:{index}")
-    if _NEGATIVE.match(token):
+    if token[:1] == "-" and is_digits(token[1:]):
         raise DeviceSyntaxError(f"{token[:12]!r}: GPU indices start at 0 and cannot be negative")
     if token.lower() in ("all", "none", "auto"):
         raise DeviceSyntaxError(f"{token!r} cannot be combined with other devices")
@@ -131,8 +125,13 @@ def _parse_token(token: str) -> Selector:
 
 def resolve(request: DeviceRequest, inventory: Inventory) -> tuple[list[Assignment], list[str]]:
     """The devices a request names on a machine (`auto`: none), and every problem found."""
-    if request.all:
-        return _everything(inventory), []
+    if request.all:  # every GPU not lost, or its MIG devices when in MIG mode
+        return [
+            Assignment(gpu, mig)
+            for gpu in inventory.gpus
+            if not gpu.lost
+            for mig in (gpu.mig_devices if gpu.mig_mode else (None,))
+        ], []
     assignments: list[Assignment] = []
     problems: list[str] = []
     for selector in request.selectors:
@@ -160,22 +159,26 @@ def describe_gpu(gpu: Gpu) -> str:
     return f"{gpu.index}: {gpu.name} ({gpu.memory_total_mib} MiB, {gpu.pci_bus_id})"
 
 
-def _everything(inventory: Inventory) -> list[Assignment]:
-    """Every GPU that is not lost, or its MIG devices when in MIG mode."""
-    return [
-        Assignment(gpu, mig)
-        for gpu in inventory.gpus
-        if not gpu.lost
-        for mig in (gpu.mig_devices if gpu.mig_mode else (None,))
-    ]
-
-
 def _resolve_one(selector: Selector, inventory: Inventory) -> Assignment | str:
-    """The device `selector` names, or why none."""
-    if selector.kind is SelectorKind.CUDA_ORDINAL:
-        return f"{selector.text!r} is torch's device string, not a device list"
+    """The device `selector` names (an exact UUID, else every UUID it starts), or why none."""
     mig = selector.kind is SelectorKind.MIG_UUID
-    matches = _matches(selector, inventory)
+    if selector.kind is SelectorKind.INDEX:
+        matches = [Assignment(gpu) for gpu in inventory.gpus if gpu.index == selector.index]
+    elif selector.kind is SelectorKind.PCI_BUS_ID:
+        matches = [Assignment(g) for g in inventory.gpus if f"pci:{g.pci_bus_id}" == selector.key]
+    else:
+        prefix = selector.text.lower()
+        matches = [
+            device
+            for gpu in inventory.gpus
+            for device in (
+                [Assignment(gpu, m) for m in gpu.mig_devices if gpu.mig_mode]
+                if mig
+                else [Assignment(gpu)]
+            )
+            if device.uuid.lower().startswith(prefix)
+        ]
+        matches = [one for one in matches if one.uuid.lower() == prefix] or matches
     if not matches:
         what = "MIG device" if mig else "GPU"
         return f"no {what} matches {selector.text!r}; {describe_inventory(inventory)}"
@@ -195,24 +198,3 @@ def _resolve_one(selector: Selector, inventory: Inventory) -> Assignment | str:
             f" ask for one of its MIG devices ({migs})"
         )
     return Assignment(gpu)
-
-
-def _matches(selector: Selector, inventory: Inventory) -> list[Assignment]:
-    """The devices `selector` names: an exact UUID, else every UUID it starts."""
-    if selector.kind is SelectorKind.INDEX:
-        return [Assignment(gpu) for gpu in inventory.gpus if gpu.index == selector.index]
-    if selector.kind is SelectorKind.PCI_BUS_ID:
-        wanted = selector.key.partition(":")[2]
-        return [Assignment(gpu) for gpu in inventory.gpus if gpu.pci_bus_id == wanted]
-    prefix = selector.text.lower()
-    found = (
-        [
-            Assignment(gpu, mig)
-            for gpu in inventory.gpus
-            for mig in (gpu.mig_devices if gpu.mig_mode else ())
-            if mig.uuid.lower().startswith(prefix)
-        ]
-        if selector.kind is SelectorKind.MIG_UUID
-        else [Assignment(gpu) for gpu in inventory.gpus if gpu.uuid.lower().startswith(prefix)]
-    )
-    return [one for one in found if one.uuid.lower() == prefix] or found
