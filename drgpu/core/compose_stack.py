@@ -40,12 +40,7 @@ class StackService:
     has_gpus_key: bool = False
     files: tuple[Path, ...] = ()
     keys: frozenset[str] = frozenset()
-    declared: str = ""  # where its compose files declare its role
-
-    @property
-    def role_source(self) -> str:
-        """How drgpu knows the role, for messages: the label or field, or the name."""
-        return self.declared or "by its name"
+    role_source: str = "by its name"  # or where its compose files declare its role
 
     @property
     def worker_slot(self) -> int | None:
@@ -181,7 +176,7 @@ def _with_declared(
     declared = label or extension
     if declared is None:
         return service
-    return replace(service, role=declared[0], declared=declared[1])
+    return replace(service, role=declared[0], role_source=declared[1])
 
 
 def _services_of(path: Path, text: str) -> dict[str, Any]:
@@ -189,7 +184,7 @@ def _services_of(path: Path, text: str) -> dict[str, Any]:
     import yaml  # PyYAML takes a while to import: only when a compose file is read
 
     class _Loader(yaml.CSafeLoader):  # libyaml's parser: ten times quicker than PyYAML's
-        """A safe loader that reads compose's merge tags as plain values."""
+        pass
 
     def _untagged(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         if isinstance(node, yaml.MappingNode):

@@ -35,13 +35,8 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
         elif not (mine or service.disabled or service.placeholder):
             problems.append(f"service {service.name} has no container")
         for container in [] if service.disabled else mine:
-            problems.extend(
-                f"{container.name}: {p}"
-                for p in (
-                    *_container_problems(service, container, plan.device_driver),
-                    *_ipc_problems(service, container, containers),
-                )
-            )
+            found = _container_problems(service, container, plan.device_driver, containers)
+            problems.extend(f"{container.name}: {p}" for p in found)
     return problems
 
 
@@ -75,48 +70,48 @@ def state_problem(service: ServicePlan, container: ContainerFacts) -> str | None
     return None
 
 
-def _ipc_problems(
-    service: ServicePlan, container: ContainerFacts, containers: list[ContainerFacts]
-) -> list[str]:
-    """An MPS client must share the IPC namespace of its daemon's container."""
-    if service.placeholder or service.ipc is None or not service.ipc.startswith("service:"):
-        return []
-    owner = service.ipc.removeprefix("service:")
-    wanted = {f"container:{c.id}" for c in containers if c.service == owner}
-    if container.ipc_mode in wanted:
-        return []
-    return [f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}"]
-
-
 def _container_problems(
-    service: ServicePlan, container: ContainerFacts, driver: DeviceDriver
+    service: ServicePlan,
+    container: ContainerFacts,
+    driver: DeviceDriver,
+    containers: list[ContainerFacts],
 ) -> list[str]:
     requests = container.device_requests
     if service.placeholder:  # its replicas run `true`: only their device requests count
         return [f"has {len(requests)} device request(s), planned none"] if requests else []
-    problems = [
-        f"{key}={container.environment.get(key, '<unset>')!r}, planned {value!r}"
-        for key, value in service.environment
-        if container.environment.get(key) != value
-    ]
-    if not service.has_gpu:
-        if requests:
-            problems.append(f"has {len(requests)} device request(s), planned none")
-        return problems
-    if len(requests) != 1:
-        return [*problems, f"has {len(requests)} device requests, planned 1"]
-    request = requests[0]
-    planned = request_ids(driver, (device.uuid for device in service.devices))
-    if request.driver != driver.value:
-        problems.append(f"device request driver {request.driver!r}, planned {driver.value!r}")
-    if request.device_ids != planned:
-        problems.append(f"device ids {list(request.device_ids)}, planned {list(planned)}")
-    if request.count:
-        problems.append(f"device request count {request.count}: count selects the first GPUs")
-    missing = set(service.capabilities) - set(request.capabilities)
-    if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
-        problems.append(f"device request lacks capabilities {sorted(missing)}")
+    problems = _unlike(service.environment, container.environment)
+    if requests and not service.has_gpu:
+        problems.append(f"has {len(requests)} device request(s), planned none")
+    elif service.has_gpu and len(requests) != 1:
+        problems.append(f"has {len(requests)} device requests, planned 1")
+    elif service.has_gpu:
+        request = requests[0]
+        planned = request_ids(driver, (device.uuid for device in service.devices))
+        if request.driver != driver.value:
+            problems.append(f"device request driver {request.driver!r}, planned {driver.value!r}")
+        if request.device_ids != planned:
+            problems.append(f"device ids {list(request.device_ids)}, planned {list(planned)}")
+        if request.count:
+            problems.append(f"device request count {request.count}: count selects the first GPUs")
+        missing = set(service.capabilities) - set(request.capabilities)
+        if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
+            problems.append(f"device request lacks capabilities {sorted(missing)}")
+    # an MPS client must share the IPC namespace of its daemon's container
+    owner = (service.ipc or "").removeprefix("service:")
+    if owner != (service.ipc or "") and container.ipc_mode not in {
+        f"container:{c.id}" for c in containers if c.service == owner
+    }:
+        problems.append(f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}")
     return problems
+
+
+def _unlike(planned: Iterable[tuple[str, str]], environment: Mapping[str, str]) -> list[str]:
+    """Each planned variable the environment lacks or holds otherwise."""
+    return [
+        f"{key}={environment.get(key, '<unset>')!r}, planned {value!r}"
+        for key, value in planned
+        if environment.get(key) != value
+    ]
 
 
 def stack_service_name(project: str, service: str) -> str:
@@ -209,12 +204,10 @@ def verify_tasks(
             for uuid in given:
                 holders.setdefault((task.node_id, uuid), []).append((service, label))
             environment = container.environment if container else task.environment
-            expected = service.environment_for(task.slot)
             problems.extend(
-                f"{label}: {key}={environment.get(key, '<unset>')!r}, planned {value!r}"
-                for key, value in expected.items()
-                if environment.get(key) != value
-                and (container or "{{" not in f"{value}{environment.get(key)}")
+                f"{label}: {problem}"
+                for problem in _unlike(service.environment_for(task.slot).items(), environment)
+                if container or "{{" not in problem  # a template not yet expanded
             )
     for (node_id, uuid), names in sorted(holders.items()):
         # the workers of one simulator service may share a GPU, no other two tasks

@@ -35,7 +35,15 @@ def render_override(plan: Plan, header_template: str | None) -> str:
     """The override YAML that gives each service of the plan exactly its devices, under the
     header `header_template` gives (`{project}`: the plan's project; None: a one-line
     header, where drgpu's installation lacks its template)."""
-    bodies = [dump_yaml(document) for document in (*_base_documents(plan), _document(plan))]
+    document: dict[str, Any] = {
+        "services": {
+            service.name: _service(service, plan.device_driver) for service in plan.services
+        }
+    }
+    if plan.tmpfs_volumes:
+        tmpfs = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
+        document["volumes"] = {name: dict(tmpfs) for name in plan.tmpfs_volumes}
+    bodies = [dump_yaml(part) for part in (*_base_documents(plan), document)]
     header = f"{HEADER_MARK} for compose project {plan.project}.\n"
     if header_template is not None:
         header = header_template.format(project=plan.project)
@@ -64,18 +72,6 @@ def dump_yaml(document: Mapping[str, Any], *, blocks: bool = False) -> str:
     if blocks:
         _Dumper.add_representer(str, _block)
     return yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
-
-
-def _document(plan: Plan) -> dict[str, Any]:
-    document: dict[str, Any] = {
-        "services": {
-            service.name: _service(service, plan.device_driver) for service in plan.services
-        }
-    }
-    if plan.tmpfs_volumes:
-        tmpfs = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
-        document["volumes"] = {name: dict(tmpfs) for name in plan.tmpfs_volumes}
-    return document
 
 
 def _base_documents(plan: Plan) -> list[dict[str, Any]]:
@@ -108,12 +104,12 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
         body["entrypoint"] = _Tagged("!override", ["true"])
         body["command"] = _Tagged("!reset", [])
         body["ports"] = _Tagged("!reset", [])
-    if service.init:
-        body["init"] = True
-    if service.network_mode is not None:
-        body["network_mode"] = service.network_mode
-    if service.ipc is not None:
-        body["ipc"] = service.ipc
+    optional = {
+        "init": service.init or None,
+        "network_mode": service.network_mode,
+        "ipc": service.ipc,
+    }
+    body.update((key, value) for key, value in optional.items() if value is not None)
     body["environment"] = {name: _literal(value) for name, value in service.environment}
     body["labels"] = {name: _literal(value) for name, value in service.labels}
     if service.volumes:
