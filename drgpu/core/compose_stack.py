@@ -19,7 +19,7 @@ from drgpu.errors import ConfigError
 
 SIMULATOR_SERVICE = "robomaker"
 MPS_DAEMON_SERVICE = "drgpu-mps"
-_SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
+_SIMULATOR = r"^robomaker(-(?P<slot>[0-9]+))?$"  # compiled when first used (`re` caches it)
 EXTENSION = "x-drgpu"
 EXTENSION_ROLE = f"{EXTENSION}.role"
 # What a compose file may declare: trainer, simulator or none, and the values drgpu itself
@@ -45,7 +45,7 @@ class StackService:
     @property
     def worker_slot(self) -> int | None:
         """N of a numbered simulator `robomaker-N`; None for any other service."""
-        match = _SIMULATOR.match(self.name)
+        match = re.match(_SIMULATOR, self.name)
         return int(match["slot"]) if match and match["slot"] else None
 
 
@@ -74,7 +74,7 @@ _NAMED_ROLES = {
 
 def role_of(name: str) -> Role:
     """The role a service plays, from DeepRacer-for-cloud's service names."""
-    return Role.SIMULATOR if _SIMULATOR.match(name) else _NAMED_ROLES.get(name, Role.OTHER)
+    return Role.SIMULATOR if re.match(_SIMULATOR, name) else _NAMED_ROLES.get(name, Role.OTHER)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""Prove a started stack matches its plan: Compose containers from what the engine says of
-each, Swarm tasks from what the engine says of each task and this node's containers."""
+"""Prove a started stack matches its plan: its Compose containers, or its Swarm tasks."""
 
 from __future__ import annotations
 
@@ -152,8 +151,7 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
 
 
 def stuck_hint(stuck: list[str]) -> str:
-    """What helps with the reasons `waiting_on` found stuck (STUCK_HINTS), else how to see
-    each task's whole error."""
+    """What helps with the reasons `waiting_on` found stuck, else how to see them whole."""
     hints = [hint for cause, hint in STUCK_HINTS if any(cause in reason for reason in stuck)]
     return "\n  ".join(hints) or "`docker service ps --no-trunc <stack>_<service>` shows why"
 
@@ -176,10 +174,7 @@ def verify_tasks(
     stack: SwarmStack, tasks: list[TaskFacts], containers: Mapping[str, ContainerFacts]
 ) -> list[str]:
     """Every way the running tasks differ from the stack; empty when they match. `containers`:
-    this node's containers of the stack by task id, what each task really got (environment
-    templates expanded, the engine's resource variable). A pinned task must run on its node,
-    hold no generic resource and name exactly its GPUs; a reserving task holds its number of
-    GPUs, none pinned for another service."""
+    this node's containers of the stack by task id, what each task really got."""
     node = stack.layout.node_id
     problems: list[str] = []
     holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
