@@ -10,8 +10,6 @@ from drgpu.core.device_driver import request_ids
 from drgpu.core.model import HEADER_MARK, Plan, ServicePlan
 from drgpu.core.modes import DeviceDriver
 
-_DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
-
 
 @dataclass(frozen=True)
 class Rendered:
@@ -122,7 +120,8 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     if service.replicas is not None:
         # `scale` and `deploy.replicas` must agree: drop any scale, set the replicas.
         body["scale"] = _Tagged("!reset", None)
-        _put(body, ("deploy", "replicas"), service.replicas)
+        body["deploy"] = {"replicas": service.replicas}
+    devices = None
     if service.has_gpu:
         # A CDI request names `nvidia.com/gpu=<UUID>`; the engine ignores its capabilities,
         # which Compose still asks for.
@@ -131,9 +130,11 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
             "device_ids": list(request_ids(driver, (device.uuid for device in service.devices))),
             "capabilities": list(service.capabilities),
         }
-        _put(body, _DEVICES_PATH, _Tagged("!override", [request]))
-    elif ".".join(_DEVICES_PATH) in service.reset_keys:
-        _put(body, _DEVICES_PATH, _Tagged("!reset", []))
+        devices = _Tagged("!override", [request])
+    elif "deploy.resources.reservations.devices" in service.reset_keys:
+        devices = _Tagged("!reset", [])
+    if devices is not None:
+        body.setdefault("deploy", {})["resources"] = {"reservations": {"devices": devices}}
     return body
 
 
@@ -141,10 +142,3 @@ def _literal(text: str) -> str:
     """A value Compose reads as written: it interpolates `$NAME` in every file it reads,
     and reads `$$` as one `$` (the values here are settled: settings already expanded)."""
     return text.replace("$", "$$")
-
-
-def _put(body: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    node = body
-    for key in path[:-1]:
-        node = node.setdefault(key, {})
-    node[path[-1]] = value
