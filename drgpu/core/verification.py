@@ -95,11 +95,10 @@ def _container_problems(
         missing = set(service.capabilities) - set(request.capabilities)
         if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
             problems.append(f"device request lacks capabilities {sorted(missing)}")
-    # an MPS client must share the IPC namespace of its daemon's container
-    owner = (service.ipc or "").removeprefix("service:")
-    if owner != (service.ipc or "") and container.ipc_mode not in {
-        f"container:{c.id}" for c in containers if c.service == owner
-    }:
+    ipc = service.ipc or ""
+    owner = ipc.removeprefix("service:")  # an MPS client shares its daemon's IPC namespace
+    wanted = {f"container:{c.id}" for c in containers if c.service == owner}
+    if owner != ipc and container.ipc_mode not in wanted:
         problems.append(f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}")
     return problems
 
