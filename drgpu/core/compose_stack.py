@@ -19,9 +19,10 @@ from drgpu.errors import ConfigError
 
 SIMULATOR_SERVICE = "robomaker"
 MPS_DAEMON_SERVICE = "drgpu-mps"
-_SIMULATOR = re.compile(r"^robomaker(-(?P<slot>[0-9]+))?$")
+_SIMULATOR = r"^robomaker(-(?P<slot>[0-9]+))?$"  # compiled when first used (`re` caches it)
 EXTENSION = "x-drgpu"
 EXTENSION_ROLE = f"{EXTENSION}.role"
+LABEL_ROLE = f"{ROLE_LABEL} label"
 # What a compose file may declare: trainer, simulator or none, and the values drgpu itself
 # writes in the `drgpu.role` label of the containers it starts (each role's value), which
 # mean the same (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
@@ -40,17 +41,12 @@ class StackService:
     has_gpus_key: bool = False
     files: tuple[Path, ...] = ()
     keys: frozenset[str] = frozenset()
-    declared: str = ""  # where its compose files declare its role
-
-    @property
-    def role_source(self) -> str:
-        """How drgpu knows the role, for messages: the label or field, or the name."""
-        return self.declared or "by its name"
+    role_source: str = "by its name"  # or where its compose files declare its role
 
     @property
     def worker_slot(self) -> int | None:
         """N of a numbered simulator `robomaker-N`; None for any other service."""
-        match = _SIMULATOR.match(self.name)
+        match = re.match(_SIMULATOR, self.name)
         return int(match["slot"]) if match and match["slot"] else None
 
 
@@ -79,7 +75,7 @@ _NAMED_ROLES = {
 
 def role_of(name: str) -> Role:
     """The role a service plays, from DeepRacer-for-cloud's service names."""
-    return Role.SIMULATOR if _SIMULATOR.match(name) else _NAMED_ROLES.get(name, Role.OTHER)
+    return Role.SIMULATOR if re.match(_SIMULATOR, name) else _NAMED_ROLES.get(name, Role.OTHER)
 
 
 @dataclass(frozen=True)
@@ -96,8 +92,7 @@ def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
     """The services of compose files, in order, merged by name as compose merges them."""
     paths: list[Path] = []
     services: dict[str, StackService] = {}
-    labelled: dict[str, Declared] = {}
-    extended: dict[str, Declared] = {}
+    declared: dict[str, dict[str, Declared]] = {}  # each service's roles, by where declared
     for file in files:
         paths.append(file.path)
         for name, written in _services_of(file.path, file.text).items():
@@ -106,9 +101,7 @@ def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
             node: Any = body  # down to deploy.resources.reservations
             for key in ("deploy", "resources", "reservations"):
                 node = node.get(key) if isinstance(node, dict) else None
-            label, extension = _declared_roles(file.path, name, body)
-            labelled.update({name: label} if label else {})
-            extended.update({name: extension} if extension else {})
+            declared.setdefault(name, {}).update(_declared_roles(file.path, name, body))
             services[name] = replace(
                 previous,
                 has_device_requests=previous.has_device_requests
@@ -119,16 +112,11 @@ def stack_from_texts(files: Iterable[ComposeText]) -> Stack:
             )
     return Stack(
         files=tuple(paths),
-        services=tuple(
-            _with_declared(service, labelled.get(name), extended.get(name))
-            for name, service in services.items()
-        ),
+        services=tuple(_with_declared(s, declared[s.name]) for s in services.values()),
     )
 
 
-def _declared_roles(
-    path: Path, name: str, body: dict[str, Any]
-) -> tuple[Declared | None, Declared | None]:
+def _declared_roles(path: Path, name: str, body: dict[str, Any]) -> dict[str, Declared]:
     """The roles one file declares for a service: by label, and by extension field."""
     labels = body.get("labels")
     if isinstance(labels, list):  # `KEY=VALUE` entries, the last of a key counts
@@ -144,16 +132,16 @@ def _declared_roles(
             f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
             " (drgpu reads only 'role')"
         )
-    return (
-        _declared(path, name, f"{ROLE_LABEL} label", labels, ROLE_LABEL),
-        _declared(path, name, EXTENSION_ROLE, extension, "role"),
-    )
+    return {
+        **_declared(path, name, LABEL_ROLE, labels, ROLE_LABEL),
+        **_declared(path, name, EXTENSION_ROLE, extension, "role"),
+    }
 
 
-def _declared(path: Path, name: str, source: str, written: Any, key: str) -> Declared | None:
-    """The role `written[key]` (a label or field) declares, checked; None when not written."""
+def _declared(path: Path, name: str, source: str, written: Any, key: str) -> dict[str, Declared]:
+    """The role `written[key]` (a label or field) declares, checked, by `source`."""
     if not isinstance(written, dict) or key not in written:
-        return None
+        return {}
     value = "" if written[key] is None else str(written[key]).strip()
     role = DECLARED_ROLES.get(value.lower())
     if role is None:
@@ -166,13 +154,12 @@ def _declared(path: Path, name: str, source: str, written: Any, key: str) -> Dec
             f"{path}: service {name}: {source} {value!r}: only drgpu's own"
             f" {MPS_DAEMON_SERVICE} service is the MPS daemon, and it has no other role"
         )
-    return role, f"{source} {value.lower()!r} ({path})"
+    return {source: (role, f"{source} {value.lower()!r} ({path})")}
 
 
-def _with_declared(
-    service: StackService, label: Declared | None, extension: Declared | None
-) -> StackService:
+def _with_declared(service: StackService, roles: dict[str, Declared]) -> StackService:
     """The service with the role its compose files declare (label and field must agree)."""
+    label, extension = roles.get(LABEL_ROLE), roles.get(EXTENSION_ROLE)
     if label and extension and label[0] is not extension[0]:
         raise ConfigError(
             f"service {service.name} has two roles: {label[1]} and {extension[1]}",
@@ -181,7 +168,7 @@ def _with_declared(
     declared = label or extension
     if declared is None:
         return service
-    return replace(service, role=declared[0], declared=declared[1])
+    return replace(service, role=declared[0], role_source=declared[1])
 
 
 def _services_of(path: Path, text: str) -> dict[str, Any]:
@@ -189,7 +176,7 @@ def _services_of(path: Path, text: str) -> dict[str, Any]:
     import yaml  # PyYAML takes a while to import: only when a compose file is read
 
     class _Loader(yaml.CSafeLoader):  # libyaml's parser: ten times quicker than PyYAML's
-        """A safe loader that reads compose's merge tags as plain values."""
+        pass
 
     def _untagged(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         if isinstance(node, yaml.MappingNode):

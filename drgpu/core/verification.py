@@ -1,5 +1,4 @@
-"""Prove a started stack matches its plan: Compose containers from what the engine says of
-each, Swarm tasks from what the engine says of each task and this node's containers."""
+"""Prove a started stack matches its plan: its Compose containers, or its Swarm tasks."""
 
 from __future__ import annotations
 
@@ -35,13 +34,8 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
         elif not (mine or service.disabled or service.placeholder):
             problems.append(f"service {service.name} has no container")
         for container in [] if service.disabled else mine:
-            problems.extend(
-                f"{container.name}: {p}"
-                for p in (
-                    *_container_problems(service, container, plan.device_driver),
-                    *_ipc_problems(service, container, containers),
-                )
-            )
+            found = _container_problems(service, container, plan.device_driver, containers)
+            problems.extend(f"{container.name}: {p}" for p in found)
     return problems
 
 
@@ -75,48 +69,47 @@ def state_problem(service: ServicePlan, container: ContainerFacts) -> str | None
     return None
 
 
-def _ipc_problems(
-    service: ServicePlan, container: ContainerFacts, containers: list[ContainerFacts]
-) -> list[str]:
-    """An MPS client must share the IPC namespace of its daemon's container."""
-    if service.placeholder or service.ipc is None or not service.ipc.startswith("service:"):
-        return []
-    owner = service.ipc.removeprefix("service:")
-    wanted = {f"container:{c.id}" for c in containers if c.service == owner}
-    if container.ipc_mode in wanted:
-        return []
-    return [f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}"]
-
-
 def _container_problems(
-    service: ServicePlan, container: ContainerFacts, driver: DeviceDriver
+    service: ServicePlan,
+    container: ContainerFacts,
+    driver: DeviceDriver,
+    containers: list[ContainerFacts],
 ) -> list[str]:
     requests = container.device_requests
     if service.placeholder:  # its replicas run `true`: only their device requests count
         return [f"has {len(requests)} device request(s), planned none"] if requests else []
-    problems = [
-        f"{key}={container.environment.get(key, '<unset>')!r}, planned {value!r}"
-        for key, value in service.environment
-        if container.environment.get(key) != value
-    ]
-    if not service.has_gpu:
-        if requests:
-            problems.append(f"has {len(requests)} device request(s), planned none")
-        return problems
-    if len(requests) != 1:
-        return [*problems, f"has {len(requests)} device requests, planned 1"]
-    request = requests[0]
-    planned = request_ids(driver, (device.uuid for device in service.devices))
-    if request.driver != driver.value:
-        problems.append(f"device request driver {request.driver!r}, planned {driver.value!r}")
-    if request.device_ids != planned:
-        problems.append(f"device ids {list(request.device_ids)}, planned {list(planned)}")
-    if request.count:
-        problems.append(f"device request count {request.count}: count selects the first GPUs")
-    missing = set(service.capabilities) - set(request.capabilities)
-    if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
-        problems.append(f"device request lacks capabilities {sorted(missing)}")
+    problems = _unlike(service.environment, container.environment)
+    if requests and not service.has_gpu:
+        problems.append(f"has {len(requests)} device request(s), planned none")
+    elif service.has_gpu and len(requests) != 1:
+        problems.append(f"has {len(requests)} device requests, planned 1")
+    elif service.has_gpu:
+        request = requests[0]
+        planned = request_ids(driver, (device.uuid for device in service.devices))
+        if request.driver != driver.value:
+            problems.append(f"device request driver {request.driver!r}, planned {driver.value!r}")
+        if request.device_ids != planned:
+            problems.append(f"device ids {list(request.device_ids)}, planned {list(planned)}")
+        if request.count:
+            problems.append(f"device request count {request.count}: count selects the first GPUs")
+        missing = set(service.capabilities) - set(request.capabilities)
+        if missing and driver is DeviceDriver.NVIDIA:  # the engine's CDI driver ignores them
+            problems.append(f"device request lacks capabilities {sorted(missing)}")
+    ipc = service.ipc or ""
+    owner = ipc.removeprefix("service:")  # an MPS client shares its daemon's IPC namespace
+    wanted = {f"container:{c.id}" for c in containers if c.service == owner}
+    if owner != ipc and container.ipc_mode not in wanted:
+        problems.append(f"IPC mode {container.ipc_mode!r}, planned the IPC namespace of {owner}")
     return problems
+
+
+def _unlike(planned: Iterable[tuple[str, str]], environment: Mapping[str, str]) -> list[str]:
+    """Each planned variable the environment lacks or holds otherwise."""
+    return [
+        f"{key}={environment.get(key, '<unset>')!r}, planned {value!r}"
+        for key, value in planned
+        if environment.get(key) != value
+    ]
 
 
 def stack_service_name(project: str, service: str) -> str:
@@ -157,8 +150,7 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
 
 
 def stuck_hint(stuck: list[str]) -> str:
-    """What helps with the reasons `waiting_on` found stuck (STUCK_HINTS), else how to see
-    each task's whole error."""
+    """What helps with the reasons `waiting_on` found stuck, else how to see them whole."""
     hints = [hint for cause, hint in STUCK_HINTS if any(cause in reason for reason in stuck)]
     return "\n  ".join(hints) or "`docker service ps --no-trunc <stack>_<service>` shows why"
 
@@ -181,10 +173,7 @@ def verify_tasks(
     stack: SwarmStack, tasks: list[TaskFacts], containers: Mapping[str, ContainerFacts]
 ) -> list[str]:
     """Every way the running tasks differ from the stack; empty when they match. `containers`:
-    this node's containers of the stack by task id, what each task really got (environment
-    templates expanded, the engine's resource variable). A pinned task must run on its node,
-    hold no generic resource and name exactly its GPUs; a reserving task holds its number of
-    GPUs, none pinned for another service."""
+    this node's containers of the stack by task id, what each task really got."""
     node = stack.layout.node_id
     problems: list[str] = []
     holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
@@ -209,12 +198,10 @@ def verify_tasks(
             for uuid in given:
                 holders.setdefault((task.node_id, uuid), []).append((service, label))
             environment = container.environment if container else task.environment
-            expected = service.environment_for(task.slot)
             problems.extend(
-                f"{label}: {key}={environment.get(key, '<unset>')!r}, planned {value!r}"
-                for key, value in expected.items()
-                if environment.get(key) != value
-                and (container or "{{" not in f"{value}{environment.get(key)}")
+                f"{label}: {problem}"
+                for problem in _unlike(service.environment_for(task.slot).items(), environment)
+                if container or "{{" not in problem  # a template not yet expanded
             )
     for (node_id, uuid), names in sorted(holders.items()):
         # the workers of one simulator service may share a GPU, no other two tasks

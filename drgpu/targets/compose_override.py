@@ -10,8 +10,6 @@ from drgpu.core.device_driver import request_ids
 from drgpu.core.model import HEADER_MARK, Plan, ServicePlan
 from drgpu.core.modes import DeviceDriver
 
-_DEVICES_PATH = ("deploy", "resources", "reservations", "devices")
-
 
 @dataclass(frozen=True)
 class Rendered:
@@ -35,7 +33,15 @@ def render_override(plan: Plan, header_template: str | None) -> str:
     """The override YAML that gives each service of the plan exactly its devices, under the
     header `header_template` gives (`{project}`: the plan's project; None: a one-line
     header, where drgpu's installation lacks its template)."""
-    bodies = [dump_yaml(document) for document in (*_base_documents(plan), _document(plan))]
+    document: dict[str, Any] = {
+        "services": {
+            service.name: _service(service, plan.device_driver) for service in plan.services
+        }
+    }
+    if plan.tmpfs_volumes:
+        tmpfs = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
+        document["volumes"] = {name: dict(tmpfs) for name in plan.tmpfs_volumes}
+    bodies = [dump_yaml(part) for part in (*_base_documents(plan), document)]
     header = f"{HEADER_MARK} for compose project {plan.project}.\n"
     if header_template is not None:
         header = header_template.format(project=plan.project)
@@ -64,18 +70,6 @@ def dump_yaml(document: Mapping[str, Any], *, blocks: bool = False) -> str:
     if blocks:
         _Dumper.add_representer(str, _block)
     return yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
-
-
-def _document(plan: Plan) -> dict[str, Any]:
-    document: dict[str, Any] = {
-        "services": {
-            service.name: _service(service, plan.device_driver) for service in plan.services
-        }
-    }
-    if plan.tmpfs_volumes:
-        tmpfs = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
-        document["volumes"] = {name: dict(tmpfs) for name in plan.tmpfs_volumes}
-    return document
 
 
 def _base_documents(plan: Plan) -> list[dict[str, Any]]:
@@ -108,12 +102,12 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
         body["entrypoint"] = _Tagged("!override", ["true"])
         body["command"] = _Tagged("!reset", [])
         body["ports"] = _Tagged("!reset", [])
-    if service.init:
-        body["init"] = True
-    if service.network_mode is not None:
-        body["network_mode"] = service.network_mode
-    if service.ipc is not None:
-        body["ipc"] = service.ipc
+    optional = {
+        "init": service.init or None,
+        "network_mode": service.network_mode,
+        "ipc": service.ipc,
+    }
+    body.update((key, value) for key, value in optional.items() if value is not None)
     body["environment"] = {name: _literal(value) for name, value in service.environment}
     body["labels"] = {name: _literal(value) for name, value in service.labels}
     if service.volumes:
@@ -126,7 +120,8 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     if service.replicas is not None:
         # `scale` and `deploy.replicas` must agree: drop any scale, set the replicas.
         body["scale"] = _Tagged("!reset", None)
-        _put(body, ("deploy", "replicas"), service.replicas)
+        body["deploy"] = {"replicas": service.replicas}
+    devices = None
     if service.has_gpu:
         # A CDI request names `nvidia.com/gpu=<UUID>`; the engine ignores its capabilities,
         # which Compose still asks for.
@@ -135,9 +130,11 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
             "device_ids": list(request_ids(driver, (device.uuid for device in service.devices))),
             "capabilities": list(service.capabilities),
         }
-        _put(body, _DEVICES_PATH, _Tagged("!override", [request]))
-    elif ".".join(_DEVICES_PATH) in service.reset_keys:
-        _put(body, _DEVICES_PATH, _Tagged("!reset", []))
+        devices = _Tagged("!override", [request])
+    elif "deploy.resources.reservations.devices" in service.reset_keys:
+        devices = _Tagged("!reset", [])
+    if devices is not None:
+        body.setdefault("deploy", {})["resources"] = {"reservations": {"devices": devices}}
     return body
 
 
@@ -145,10 +142,3 @@ def _literal(text: str) -> str:
     """A value Compose reads as written: it interpolates `$NAME` in every file it reads,
     and reads `$$` as one `$` (the values here are settled: settings already expanded)."""
     return text.replace("$", "$$")
-
-
-def _put(body: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    node = body
-    for key in path[:-1]:
-        node = node.setdefault(key, {})
-    node[path[-1]] = value
