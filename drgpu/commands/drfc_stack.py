@@ -19,7 +19,6 @@ from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.drfc_scripts import run_trainers
 from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.model import Role
 from drgpu.core.modes import DockerStyle
@@ -141,8 +140,7 @@ def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
 
 def drfc_env(*, evaluation: bool) -> str:
     """Write the override `drgpu up` would use in the activated DRfC shell (swarm-shaped in
-    swarm style) and return the exports that make DRfC's own `dr-start-*` and `dr-stop-*`
-    read it (`drfc_scripts.shell_exports`); refused outside a DRfC shell."""
+    swarm style); the exports that make DRfC's `dr-start-*` and `dr-stop-*` read it."""
     target = resolved(InputOptions(evaluation=evaluation))
     if target.checkout is None:
         raise ConfigError(
@@ -201,8 +199,7 @@ def down(config: Config, target: Inputs) -> None:
 
 
 def _checkout(target: Inputs) -> DrfcCheckout:
-    if target.checkout is None:
-        raise DockerError("not an activated DeepRacer-for-cloud shell")  # runs_scripts said so
+    assert target.checkout is not None  # runs_scripts said so
     return target.checkout
 
 
@@ -233,7 +230,9 @@ def _trainers(
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:
         return None
-    return lambda: run_trainers(engine.sagemaker_containers(), config.run_id, config.values)
+    return lambda: drfc_scripts.run_trainers(
+        engine.sagemaker_containers(), config.run_id, config.values
+    )
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:

@@ -59,14 +59,14 @@ def verified(
             progress(event)
     if not problems:
         return containers, unproven
-    raise DockerError(
-        f"the started stack does not match the plan: {'; '.join(problems)}",
-        hint="\n  ".join(
-            [
-                *stopped_logs(plan, containers),
-                "the stack was brought back down; `drgpu doctor` checks the host",
-            ]
-        ),
+    why = "the stack was brought back down; `drgpu doctor` checks the host"
+    raise _mismatch("started", problems, [*stopped_logs(plan, containers), why])
+
+
+def _mismatch(stack: str, problems: list[str], hints: list[str]) -> DockerError:
+    return DockerError(
+        f"the {stack} stack does not match the plan: {'; '.join(problems)}",
+        hint="\n  ".join(hints),
     )
 
 
@@ -93,7 +93,6 @@ def proving_inside(
     pool = ThreadPoolExecutor(max_workers=max(len(chosen), 1))
     futures = [pool.submit(_judged, c, partial(probe_in, c, _arguments(c))) for c in chosen]
     pool.shutdown(wait=False)
-
     return lambda: _sorted([future.result() for future in futures])
 
 
@@ -115,8 +114,8 @@ def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> Ch
         return judge(container, *ran())
     except DockerError as exc:
         why = Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}")
-        expected = labels.given_gpus(container)
-        return CheckResult(container.service, container.name, expected, (), (), (why,))
+        gpus = labels.given_gpus(container)
+        return CheckResult(container.service, container.name, gpus, (), (), (why,))
 
 
 def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
@@ -209,15 +208,10 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
         elsewhere, problems = proven_elsewhere(stack, remote)
         unproven += elsewhere
     if problems:
-        raise DockerError(
-            f"the deployed stack does not match the plan: {'; '.join(problems)}",
-            hint="\n  ".join(
-                [
-                    *stopped_logs(plan, containers.values()),
-                    *(_task_logs(task) for task in ended if task.id not in containers),
-                    "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
-                ]
-            ),
+        logs = [_task_logs(task) for task in ended if task.id not in containers]
+        why = "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources"
+        raise _mismatch(
+            "deployed", problems, [*stopped_logs(plan, containers.values()), *logs, why]
         )
     return running, unproven
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts
-from drgpu.core.model import Plan, ServicePlan
+from drgpu.core.model import Plan
 from drgpu.core.numbers import whole_number
 from drgpu.core.swarm_node import NODE_LABELS
 
@@ -49,21 +49,17 @@ def for_start_script(plan: Plan, checkout: DrfcCheckout) -> Plan:
     `robomaker` drgpu keeps at 0 replicas becomes the placeholder `--scale` may multiply."""
     if checkout.evaluation:
         return plan
-    return replace(plan, services=tuple(_placeholder(service) for service in plan.services))
-
-
-def _placeholder(service: ServicePlan) -> ServicePlan:
-    if service.name != SIMULATOR_SERVICE or not service.disabled:
-        return service
-    return replace(
-        service,
-        replicas=None,
-        placeholder=True,
-        note=(
-            "placeholder: each replica of DRfC's --scale robomaker=N runs `true` and exits"
-            " (removed after verification); the numbered workers are the simulators"
-        ),
+    note = (
+        "placeholder: each replica of DRfC's --scale robomaker=N runs `true` and exits"
+        " (removed after verification); the numbered workers are the simulators"
     )
+    services = [
+        replace(s, replicas=None, placeholder=True, note=note)
+        if s.name == SIMULATOR_SERVICE and s.disabled
+        else s
+        for s in plan.services
+    ]
+    return replace(plan, services=tuple(services))
 
 
 def compose_file_list(checkout: DrfcCheckout, override: Path | None) -> str:
