@@ -5,7 +5,6 @@ files they read, then proof (core.verification)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -86,9 +85,7 @@ def up(
     text = render_override(plan, override_header_template())
     write_owned_file(prepared.override_path, text, private=holds_secret(plan))
     environment = compose.compose_environment(
-        drfc_scripts.script_environment(
-            os.environ, prepared.config.values, checkout, prepared.override_path
-        )
+        drfc_scripts.script_environment(prepared.config.values, checkout, prepared.override_path)
     )
     files = (*prepared.stack.files, prepared.override_path)
     script = _name(checkout.start_script, checkout)
@@ -175,9 +172,7 @@ def down(config: Config, target: Inputs) -> None:
         checkout = _checkout(target)
         written = override.is_file() and written_by_drgpu(override)
         environment = compose.compose_environment(
-            drfc_scripts.script_environment(
-                os.environ, config.values, checkout, override if written else None
-            )
+            drfc_scripts.script_environment(config.values, checkout, override if written else None)
         )
         files = (*(target.compose_files or ()), *([override] if written else []))
         script = _name(checkout.stop_script, checkout)
@@ -297,8 +292,8 @@ def swarm_up(
     check_node(stack, facts)
     path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, stack.text)
-    environment = drfc_scripts.script_environment(
-        os.environ, prepared.config.values, checkout, path
+    environment = compose.compose_environment(
+        drfc_scripts.script_environment(prepared.config.values, checkout, path)
     )
     project = prepared.plan.project
     script = _name(checkout.start_script, checkout)

@@ -69,15 +69,12 @@ def compose_file_list(checkout: DrfcCheckout, override: Path | None) -> str:
 
 
 def script_environment(
-    environ: Mapping[str, str],
-    values: Mapping[str, str],
-    checkout: DrfcCheckout,
-    override: Path | None,
+    values: Mapping[str, str], checkout: DrfcCheckout, override: Path | None
 ) -> dict[str, str]:
-    """A start or stop script's environment: the shell's, the settings read again on top (as
-    `dr-update-env` does), the compose-file list ending with drgpu's override, orphans removed."""
+    """What a start or stop script's environment adds to the shell's: the settings read again
+    (as `dr-update-env` does), the compose-file list ending with drgpu's override, orphans
+    removed."""
     return {
-        **environ,
         **values,
         checkout.compose_variable: compose_file_list(checkout, override),
         REMOVE_ORPHANS: "1",

@@ -54,15 +54,12 @@ def test_start_files_add_what_drfcs_start_script_adds_in_its_order() -> None:
 
 def test_the_script_reads_drgpus_override_last_and_removes_orphans() -> None:
     override = ROOT / ".drgpu/deepracer-0.override.yml"
-    environment = drfc_scripts.script_environment(
-        {"PATH": "/bin", "DR_WORKERS": "1"}, {"DR_WORKERS": "3"}, checkout(), override
-    )
+    environment = drfc_scripts.script_environment({"DR_WORKERS": "3"}, checkout(), override)
     assert environment["DR_TRAIN_COMPOSE_FILE"] == (
         f"-f {TRAINING[0]} -f {TRAINING[1]} -f {override}"
     )
     assert environment["DR_WORKERS"] == "3"  # read again, as dr-start-training does
     assert environment["COMPOSE_REMOVE_ORPHANS"] == "1"
-    assert environment["PATH"] == "/bin"
     assert drfc_scripts.start_command(checkout(), ["-w"]) == [
         "bash",
         str(ROOT / "scripts/training/start.sh"),
