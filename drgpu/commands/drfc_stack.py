@@ -20,7 +20,6 @@ from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.model import Role
-from drgpu.core.modes import DockerStyle
 from drgpu.core.redaction import holds_secret
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
@@ -149,7 +148,7 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for finding in prepared.plan.warnings:
         warn(finding.message)
-    path, swarm = prepared.override_path, swarm_style(config)
+    path, swarm = prepared.override_path, config.deploys_to_swarm()
     if swarm:
         path = swarm_override_path(path, prepared.plan.project)
         text = render_swarm(prepared, swarm_engine.this_swarm()[0]).text
@@ -164,7 +163,7 @@ def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override included, then what it left of the project
     (`_take_down`), the run's SageMaker trainers, checked gone, and the override file drgpu
     wrote (under the engine-wide lock: see `run_lock`)."""
-    swarm = swarm_style(config)
+    swarm = config.deploys_to_swarm()
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
     override = swarm_override_path(override, config.project) if swarm else override
@@ -249,11 +248,6 @@ def _name(script: Path, checkout: DrfcCheckout) -> str:
 
 
 # --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
-
-
-def swarm_style(config: Config) -> bool:
-    """Whether DRfC's scripts deploy to Swarm (`DR_DOCKER_STYLE=swarm`, DRfC's default)."""
-    return config.docker_style == DockerStyle.SWARM
 
 
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
