@@ -67,7 +67,7 @@ def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
 
 def script_target(target: Inputs, config: Config) -> Inputs:
     """The target with the compose files DRfC's start script really hands Compose."""
-    files = drfc_scripts.start_files(_checkout(target), config.values)
+    files = drfc_scripts.start_files(_checkout(target), config)
     return replace(target, compose_files=files)
 
 

@@ -20,7 +20,7 @@ from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts
 from drgpu.core.model import Plan
-from drgpu.core.numbers import whole_number
+from drgpu.core.settings import Config
 from drgpu.core.swarm_node import NODE_LABELS
 
 REMOVE_ORPHANS = "COMPOSE_REMOVE_ORPHANS"
@@ -31,15 +31,13 @@ JQ = "jq"
 SAGEMAKER_NAME_PART = "algo-"
 
 
-def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path, ...]:
+def start_files(checkout: DrfcCheckout, config: Config) -> tuple[Path, ...]:
     """The compose files DRfC's start script hands Compose, in its order."""
     files = list(checkout.compose_files)
     docker = checkout.root / "docker"
-    if values.get("DR_ROBOMAKER_MOUNT_LOGS", "").strip().lower() == "true":
+    if config.values.get("DR_ROBOMAKER_MOUNT_LOGS", "").strip().lower() == "true":
         files.append(docker / "docker-compose-mount.yml")
-    workers = whole_number(values.get("DR_WORKERS", "1").strip(), 0, 999_999) or 1
-    swarm = values.get("DR_DOCKER_STYLE", "").strip().lower() == "swarm"
-    if not checkout.evaluation and workers > 1 and not swarm:
+    if not checkout.evaluation and config.workers > 1 and not config.deploys_to_swarm():
         files.append(docker / "docker-compose-robomaker-multi.yml")
     return tuple(files)
 

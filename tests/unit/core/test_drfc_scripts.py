@@ -39,17 +39,18 @@ def checkout(*, evaluation: bool = False) -> DrfcCheckout:
 
 
 def test_start_files_add_what_drfcs_start_script_adds_in_its_order() -> None:
-    assert drfc_scripts.start_files(checkout(), {"DR_WORKERS": "1"}) == TRAINING
-    assert drfc_scripts.start_files(
-        checkout(), {"DR_WORKERS": "3", "DR_ROBOMAKER_MOUNT_LOGS": "True"}
-    ) == (
+    def files(evaluation: bool = False, **values: str) -> tuple[Path, ...]:
+        config = config_from_values(values, {}, evaluation=evaluation)
+        return drfc_scripts.start_files(checkout(evaluation=evaluation), config)
+
+    assert files(DR_WORKERS="1") == TRAINING
+    assert files(DR_WORKERS="3", DR_ROBOMAKER_MOUNT_LOGS="True") == (
         *TRAINING,
         ROOT / "docker/docker-compose-mount.yml",
         ROOT / "docker/docker-compose-robomaker-multi.yml",
     )
-    swarm = {"DR_WORKERS": "3", "DR_DOCKER_STYLE": "swarm"}
-    assert drfc_scripts.start_files(checkout(), swarm) == TRAINING
-    assert drfc_scripts.start_files(checkout(evaluation=True), {"DR_WORKERS": "3"}) == TRAINING
+    assert files(DR_WORKERS="3", DR_DOCKER_STYLE="swarm") == TRAINING
+    assert files(True, DR_WORKERS="3") == TRAINING
 
 
 def test_the_script_reads_drgpus_override_last_and_removes_orphans() -> None:
