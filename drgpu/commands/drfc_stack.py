@@ -224,9 +224,7 @@ def _trainers(
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:
         return None
-    return lambda: drfc_scripts.run_trainers(
-        engine.sagemaker_containers(), config.run_id, config.values
-    )
+    return lambda: drfc_scripts.run_trainers(engine.sagemaker_containers(), config)
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:

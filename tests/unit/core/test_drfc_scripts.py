@@ -174,7 +174,7 @@ def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
     assert problem[0].startswith("this engine is no swarm manager")
 
 
-TRAINER_SETTINGS = {"DR_LOCAL_S3_MODEL_PREFIX": "rl-deepracer-sagemaker"}
+RUN_0 = config_from_values({"DR_LOCAL_S3_MODEL_PREFIX": "rl-deepracer-sagemaker"}, {})
 
 
 def trainer(name: str, state: str = "running", **environment: str) -> ContainerFacts:
@@ -187,7 +187,7 @@ def trainer(name: str, state: str = "running", **environment: str) -> ContainerF
 def test_the_runs_trainers_running_or_only_created_are_found() -> None:
     ours = trainer("tmpab12-algo-1-x9k2z-1", RUN_ID="0", MODEL_S3_PREFIX="rl-deepracer-sagemaker")
     created = trainer("tmpcd34-algo-1-q1w2e-1", state="created", RUN_ID="0")
-    assert drfc_scripts.run_trainers([ours, created], "0", TRAINER_SETTINGS) == [ours, created]
+    assert drfc_scripts.run_trainers([ours, created], RUN_0) == [ours, created]
 
 
 def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
@@ -195,7 +195,5 @@ def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
     other_model = trainer("tmpcd34-algo-1-q1w2e-1", RUN_ID="0", MODEL_S3_PREFIX="someone-else")
     look_alike = trainer("redis", RUN_ID="0")
     no_run = trainer("tmpef56-algo-2-r4t5y-1")
-    found = drfc_scripts.run_trainers(
-        [other_run, other_model, look_alike, no_run], "0", TRAINER_SETTINGS
-    )
+    found = drfc_scripts.run_trainers([other_run, other_model, look_alike, no_run], RUN_0)
     assert found == []
