@@ -107,7 +107,7 @@ def _drfc_swarm(config: Config | None, target: Inputs) -> tuple[tuple[str, str],
     from drgpu.commands import drfc_stack  # lazy: start-up time of doctor outside DRfC
     from drgpu.host import swarm_engine  # lazy: as above
 
-    if config is None or target.checkout is None or not drfc_stack.swarm_style(config):
+    if config is None or target.checkout is None or not config.deploys_to_swarm():
         return None
     facts = swarm_engine.engine_facts()
     if facts.swarm_state != "active":

@@ -23,7 +23,7 @@ def down(inputs: InputOptions, *, swarm: bool) -> None:
     except ConfigError as error:
         config = identified(target, error)
     scripts = drfc_stack.runs_scripts(target, explicit_files=inputs.compose_files is not None)
-    if scripts and (drfc_stack.swarm_style(config) or not config.deploys_to_swarm(swarm)):
+    if scripts and (config.deploys_to_swarm() or not swarm):
         drfc_stack.down(config, target)
     elif config.deploys_to_swarm(swarm):
         swarm_deploy.down(config, target)

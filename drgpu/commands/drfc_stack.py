@@ -5,7 +5,6 @@ files they read, then proof (core.verification)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -19,10 +18,8 @@ from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
 from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.drfc_scripts import run_trainers
 from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.model import Role
-from drgpu.core.modes import DockerStyle
 from drgpu.core.redaction import holds_secret
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
@@ -70,7 +67,7 @@ def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
 
 def script_target(target: Inputs, config: Config) -> Inputs:
     """The target with the compose files DRfC's start script really hands Compose."""
-    files = drfc_scripts.start_files(_checkout(target), config.values)
+    files = drfc_scripts.start_files(_checkout(target), config)
     return replace(target, compose_files=files)
 
 
@@ -87,9 +84,7 @@ def up(
     text = render_override(plan, override_header_template())
     write_owned_file(prepared.override_path, text, private=holds_secret(plan))
     environment = compose.compose_environment(
-        drfc_scripts.script_environment(
-            os.environ, prepared.config.values, checkout, prepared.override_path
-        )
+        drfc_scripts.script_environment(prepared.config.values, checkout, prepared.override_path)
     )
     files = (*prepared.stack.files, prepared.override_path)
     script = _name(checkout.start_script, checkout)
@@ -141,8 +136,7 @@ def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
 
 def drfc_env(*, evaluation: bool) -> str:
     """Write the override `drgpu up` would use in the activated DRfC shell (swarm-shaped in
-    swarm style) and return the exports that make DRfC's own `dr-start-*` and `dr-stop-*`
-    read it (`drfc_scripts.shell_exports`); refused outside a DRfC shell."""
+    swarm style); the exports that make DRfC's `dr-start-*` and `dr-stop-*` read it."""
     target = resolved(InputOptions(evaluation=evaluation))
     if target.checkout is None:
         raise ConfigError(
@@ -154,7 +148,7 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for finding in prepared.plan.warnings:
         warn(finding.message)
-    path, swarm = prepared.override_path, swarm_style(config)
+    path, swarm = prepared.override_path, config.deploys_to_swarm()
     if swarm:
         path = swarm_override_path(path, prepared.plan.project)
         text = render_swarm(prepared, swarm_engine.this_swarm()[0]).text
@@ -169,7 +163,7 @@ def down(config: Config, target: Inputs) -> None:
     """DRfC's stop script with drgpu's override included, then what it left of the project
     (`_take_down`), the run's SageMaker trainers, checked gone, and the override file drgpu
     wrote (under the engine-wide lock: see `run_lock`)."""
-    swarm = swarm_style(config)
+    swarm = config.deploys_to_swarm()
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
     override = swarm_override_path(override, config.project) if swarm else override
@@ -177,9 +171,7 @@ def down(config: Config, target: Inputs) -> None:
         checkout = _checkout(target)
         written = override.is_file() and written_by_drgpu(override)
         environment = compose.compose_environment(
-            drfc_scripts.script_environment(
-                os.environ, config.values, checkout, override if written else None
-            )
+            drfc_scripts.script_environment(config.values, checkout, override if written else None)
         )
         files = (*(target.compose_files or ()), *([override] if written else []))
         script = _name(checkout.stop_script, checkout)
@@ -201,8 +193,7 @@ def down(config: Config, target: Inputs) -> None:
 
 
 def _checkout(target: Inputs) -> DrfcCheckout:
-    if target.checkout is None:
-        raise DockerError("not an activated DeepRacer-for-cloud shell")  # runs_scripts said so
+    assert target.checkout is not None  # runs_scripts said so
     return target.checkout
 
 
@@ -233,7 +224,7 @@ def _trainers(
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:
         return None
-    return lambda: run_trainers(engine.sagemaker_containers(), config.run_id, config.values)
+    return lambda: drfc_scripts.run_trainers(engine.sagemaker_containers(), config)
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
@@ -255,11 +246,6 @@ def _name(script: Path, checkout: DrfcCheckout) -> str:
 
 
 # --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
-
-
-def swarm_style(config: Config) -> bool:
-    """Whether DRfC's scripts deploy to Swarm (`DR_DOCKER_STYLE=swarm`, DRfC's default)."""
-    return config.docker_style == DockerStyle.SWARM
 
 
 def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
@@ -298,8 +284,8 @@ def swarm_up(
     check_node(stack, facts)
     path = swarm_override_path(prepared.override_path, prepared.plan.project)
     write_owned_file(path, stack.text)
-    environment = drfc_scripts.script_environment(
-        os.environ, prepared.config.values, checkout, path
+    environment = compose.compose_environment(
+        drfc_scripts.script_environment(prepared.config.values, checkout, path)
     )
     project = prepared.plan.project
     script = _name(checkout.start_script, checkout)

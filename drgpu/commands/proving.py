@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
-from drgpu.core.cuda_verdict import CheckResult, judge, probe_arguments
+from drgpu.core.cuda_verdict import judge, probe_arguments
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
@@ -59,14 +59,14 @@ def verified(
             progress(event)
     if not problems:
         return containers, unproven
-    raise DockerError(
-        f"the started stack does not match the plan: {'; '.join(problems)}",
-        hint="\n  ".join(
-            [
-                *stopped_logs(plan, containers),
-                "the stack was brought back down; `drgpu doctor` checks the host",
-            ]
-        ),
+    why = "the stack was brought back down; `drgpu doctor` checks the host"
+    raise _mismatch("started", problems, [*stopped_logs(plan, containers), why])
+
+
+def _mismatch(stack: str, problems: list[str], hints: list[str]) -> DockerError:
+    return DockerError(
+        f"the {stack} stack does not match the plan: {'; '.join(problems)}",
+        hint="\n  ".join(hints),
     )
 
 
@@ -93,13 +93,12 @@ def proving_inside(
     pool = ThreadPoolExecutor(max_workers=max(len(chosen), 1))
     futures = [pool.submit(_judged, c, partial(probe_in, c, _arguments(c))) for c in chosen]
     pool.shutdown(wait=False)
-
     return lambda: _sorted([future.result() for future in futures])
 
 
-def _sorted(results: list[CheckResult]) -> tuple[list[Finding], list[str]]:
+def _sorted(verdicts: list[tuple[Finding, ...]]) -> tuple[list[Finding], list[str]]:
     """The warnings (not provable from inside) and the mismatches of the probes' verdicts."""
-    findings = [finding for result in results for finding in result.findings]
+    findings = [finding for verdict in verdicts for finding in verdict]
     return [f for f in findings if f.level is Level.WARN], [
         f"{f.subject}: seen from inside, {f.message}" for f in findings if f.level is Level.FAIL
     ]
@@ -109,14 +108,12 @@ def _arguments(container: ContainerFacts) -> list[str]:
     return probe_arguments(labels.given_gpus(container))
 
 
-def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> CheckResult:
+def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tuple[Finding, ...]:
     """The verdict on what the probe saw in `container`; a warning when it could not run."""
     try:
-        return judge(container, *ran())
+        return judge(container, *ran()).findings
     except DockerError as exc:
-        why = Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}")
-        expected = labels.given_gpus(container)
-        return CheckResult(container.service, container.name, expected, (), (), (why,))
+        return (Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}"),)
 
 
 def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
@@ -176,10 +173,9 @@ def _shown(name: str, tail: list[str]) -> str:
 
 
 def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[Finding]]:
-    """The running tasks of the deployed `stack`, once all run and `settle`d, verified as
-    `verified` verifies containers (from inside where each runs: `proven_elsewhere`), and
-    a warning for each not provable from inside; else a DockerError with the last log
-    lines of each task that stopped or was replaced during the settle."""
+    """The running tasks of the deployed `stack`, once all run and `settle`d, proven as
+    `verified` proves containers (from inside where each runs: `proven_elsewhere`); else a
+    DockerError with the last log lines of each task that stopped or was replaced."""
     project = plan.project
     before = {task.id for task in _wait_running(stack) if task.state == "running"}
     containers = swarm_engine.stack_containers(project)
@@ -209,15 +205,10 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
         elsewhere, problems = proven_elsewhere(stack, remote)
         unproven += elsewhere
     if problems:
-        raise DockerError(
-            f"the deployed stack does not match the plan: {'; '.join(problems)}",
-            hint="\n  ".join(
-                [
-                    *stopped_logs(plan, containers.values()),
-                    *(_task_logs(task) for task in ended if task.id not in containers),
-                    "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources",
-                ]
-            ),
+        logs = [_task_logs(task) for task in ended if task.id not in containers]
+        why = "the stack was removed; `drgpu swarm-setup` checks a node's GPU resources"
+        raise _mismatch(
+            "deployed", problems, [*stopped_logs(plan, containers.values()), *logs, why]
         )
     return running, unproven
 

@@ -68,7 +68,7 @@ def _drfc_swarm(options: RenderOptions, target: Inputs, config: Config) -> bool:
         return False
     from drgpu.commands import drfc_stack  # lazy: start-up time outside DRfC
 
-    return drfc_stack.swarm_style(config) and drfc_stack.runs_scripts(target, explicit_files=False)
+    return config.deploys_to_swarm() and drfc_stack.runs_scripts(target, explicit_files=False)
 
 
 def _swarm(

@@ -51,7 +51,7 @@ def up(
     config = settings(target)
     config.refuse_key_mistakes()
     scripts = drfc_stack.runs_scripts(target, explicit_files=inputs.compose_files is not None)
-    drfc_swarm = scripts and drfc_stack.swarm_style(config)  # DRfC's start script deploys
+    drfc_swarm = scripts and config.deploys_to_swarm()  # DRfC's start script deploys
     own_swarm = not drfc_swarm and config.deploys_to_swarm(swarm)
     scripts = scripts and not own_swarm
     if scripts:

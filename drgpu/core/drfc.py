@@ -52,16 +52,15 @@ class DrfcCheckout:
 
 def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcCheckout | None:
     """The activated checkout `environ` describes, or None outside DRfC (no `DR_DIR`)."""
-    root_text = environ.get("DR_DIR", "").strip()
-    if not root_text:
+    root = environ.get("DR_DIR", "").strip()
+    if not root:
         return None
-    root = Path(root_text)
     variable = EVAL_FILES if evaluation else TRAIN_FILES
     files, flag = split_file_list(environ.get(variable, ""), variable)
     config = environ.get("DR_CONFIG", "").strip()
     separator = environ.get("DR_DOCKER_FILE_SEP", "").strip()
     return DrfcCheckout(
-        root=root,
+        root=Path(root),
         run_env=Path(config) if config else None,
         evaluation=evaluation,
         compose_files=files,

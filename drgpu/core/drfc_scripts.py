@@ -19,8 +19,8 @@ from pathlib import Path
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
 from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts
-from drgpu.core.model import Plan, ServicePlan
-from drgpu.core.numbers import whole_number
+from drgpu.core.model import Plan
+from drgpu.core.settings import Config
 from drgpu.core.swarm_node import NODE_LABELS
 
 REMOVE_ORPHANS = "COMPOSE_REMOVE_ORPHANS"
@@ -31,15 +31,13 @@ JQ = "jq"
 SAGEMAKER_NAME_PART = "algo-"
 
 
-def start_files(checkout: DrfcCheckout, values: Mapping[str, str]) -> tuple[Path, ...]:
+def start_files(checkout: DrfcCheckout, config: Config) -> tuple[Path, ...]:
     """The compose files DRfC's start script hands Compose, in its order."""
     files = list(checkout.compose_files)
     docker = checkout.root / "docker"
-    if values.get("DR_ROBOMAKER_MOUNT_LOGS", "").strip().lower() == "true":
+    if config.values.get("DR_ROBOMAKER_MOUNT_LOGS", "").strip().lower() == "true":
         files.append(docker / "docker-compose-mount.yml")
-    workers = whole_number(values.get("DR_WORKERS", "1").strip(), 0, 999_999) or 1
-    swarm = values.get("DR_DOCKER_STYLE", "").strip().lower() == "swarm"
-    if not checkout.evaluation and workers > 1 and not swarm:
+    if not checkout.evaluation and config.workers > 1 and not config.deploys_to_swarm():
         files.append(docker / "docker-compose-robomaker-multi.yml")
     return tuple(files)
 
@@ -49,21 +47,17 @@ def for_start_script(plan: Plan, checkout: DrfcCheckout) -> Plan:
     `robomaker` drgpu keeps at 0 replicas becomes the placeholder `--scale` may multiply."""
     if checkout.evaluation:
         return plan
-    return replace(plan, services=tuple(_placeholder(service) for service in plan.services))
-
-
-def _placeholder(service: ServicePlan) -> ServicePlan:
-    if service.name != SIMULATOR_SERVICE or not service.disabled:
-        return service
-    return replace(
-        service,
-        replicas=None,
-        placeholder=True,
-        note=(
-            "placeholder: each replica of DRfC's --scale robomaker=N runs `true` and exits"
-            " (removed after verification); the numbered workers are the simulators"
-        ),
+    note = (
+        "placeholder: each replica of DRfC's --scale robomaker=N runs `true` and exits"
+        " (removed after verification); the numbered workers are the simulators"
     )
+    services = [
+        replace(s, replicas=None, placeholder=True, note=note)
+        if s.name == SIMULATOR_SERVICE and s.disabled
+        else s
+        for s in plan.services
+    ]
+    return replace(plan, services=tuple(services))
 
 
 def compose_file_list(checkout: DrfcCheckout, override: Path | None) -> str:
@@ -73,15 +67,12 @@ def compose_file_list(checkout: DrfcCheckout, override: Path | None) -> str:
 
 
 def script_environment(
-    environ: Mapping[str, str],
-    values: Mapping[str, str],
-    checkout: DrfcCheckout,
-    override: Path | None,
+    values: Mapping[str, str], checkout: DrfcCheckout, override: Path | None
 ) -> dict[str, str]:
-    """A start or stop script's environment: the shell's, the settings read again on top (as
-    `dr-update-env` does), the compose-file list ending with drgpu's override, orphans removed."""
+    """What a start or stop script's environment adds to the shell's: the settings read again
+    (as `dr-update-env` does), the compose-file list ending with drgpu's override, orphans
+    removed."""
     return {
-        **environ,
         **values,
         checkout.compose_variable: compose_file_list(checkout, override),
         REMOVE_ORPHANS: "1",
@@ -123,17 +114,15 @@ def swarm_preflight(
     return problems
 
 
-def run_trainers(
-    candidates: list[ContainerFacts], run_id: str, settings: Mapping[str, str]
-) -> list[ContainerFacts]:
-    """The SageMaker local trainers among `candidates` an rl_coach of run `run_id` started (as
-    DRfC's stop script judges them): its `RUN_ID` and, where both are set, its model prefix."""
-    prefix = settings.get("DR_LOCAL_S3_MODEL_PREFIX")
+def run_trainers(candidates: list[ContainerFacts], config: Config) -> list[ContainerFacts]:
+    """The SageMaker local trainers among `candidates` the rl_coach of `config`'s run started
+    (as DRfC's stop script judges them): its `RUN_ID` and, where both are set, its model prefix."""
+    prefix = config.values.get("DR_LOCAL_S3_MODEL_PREFIX")
     return [
         container
         for container in candidates
         if is_sagemaker_local(container)
-        and container.environment.get("RUN_ID") == run_id
+        and container.environment.get("RUN_ID") == config.run_id
         and (not prefix or container.environment.get("MODEL_S3_PREFIX") in (None, prefix))
     ]
 

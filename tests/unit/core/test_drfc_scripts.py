@@ -39,30 +39,28 @@ def checkout(*, evaluation: bool = False) -> DrfcCheckout:
 
 
 def test_start_files_add_what_drfcs_start_script_adds_in_its_order() -> None:
-    assert drfc_scripts.start_files(checkout(), {"DR_WORKERS": "1"}) == TRAINING
-    assert drfc_scripts.start_files(
-        checkout(), {"DR_WORKERS": "3", "DR_ROBOMAKER_MOUNT_LOGS": "True"}
-    ) == (
+    def files(evaluation: bool = False, **values: str) -> tuple[Path, ...]:
+        config = config_from_values(values, {}, evaluation=evaluation)
+        return drfc_scripts.start_files(checkout(evaluation=evaluation), config)
+
+    assert files(DR_WORKERS="1") == TRAINING
+    assert files(DR_WORKERS="3", DR_ROBOMAKER_MOUNT_LOGS="True") == (
         *TRAINING,
         ROOT / "docker/docker-compose-mount.yml",
         ROOT / "docker/docker-compose-robomaker-multi.yml",
     )
-    swarm = {"DR_WORKERS": "3", "DR_DOCKER_STYLE": "swarm"}
-    assert drfc_scripts.start_files(checkout(), swarm) == TRAINING
-    assert drfc_scripts.start_files(checkout(evaluation=True), {"DR_WORKERS": "3"}) == TRAINING
+    assert files(DR_WORKERS="3", DR_DOCKER_STYLE="swarm") == TRAINING
+    assert files(True, DR_WORKERS="3") == TRAINING
 
 
 def test_the_script_reads_drgpus_override_last_and_removes_orphans() -> None:
     override = ROOT / ".drgpu/deepracer-0.override.yml"
-    environment = drfc_scripts.script_environment(
-        {"PATH": "/bin", "DR_WORKERS": "1"}, {"DR_WORKERS": "3"}, checkout(), override
-    )
+    environment = drfc_scripts.script_environment({"DR_WORKERS": "3"}, checkout(), override)
     assert environment["DR_TRAIN_COMPOSE_FILE"] == (
         f"-f {TRAINING[0]} -f {TRAINING[1]} -f {override}"
     )
     assert environment["DR_WORKERS"] == "3"  # read again, as dr-start-training does
     assert environment["COMPOSE_REMOVE_ORPHANS"] == "1"
-    assert environment["PATH"] == "/bin"
     assert drfc_scripts.start_command(checkout(), ["-w"]) == [
         "bash",
         str(ROOT / "scripts/training/start.sh"),
@@ -176,7 +174,7 @@ def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
     assert problem[0].startswith("this engine is no swarm manager")
 
 
-TRAINER_SETTINGS = {"DR_LOCAL_S3_MODEL_PREFIX": "rl-deepracer-sagemaker"}
+RUN_0 = config_from_values({"DR_LOCAL_S3_MODEL_PREFIX": "rl-deepracer-sagemaker"}, {})
 
 
 def trainer(name: str, state: str = "running", **environment: str) -> ContainerFacts:
@@ -189,7 +187,7 @@ def trainer(name: str, state: str = "running", **environment: str) -> ContainerF
 def test_the_runs_trainers_running_or_only_created_are_found() -> None:
     ours = trainer("tmpab12-algo-1-x9k2z-1", RUN_ID="0", MODEL_S3_PREFIX="rl-deepracer-sagemaker")
     created = trainer("tmpcd34-algo-1-q1w2e-1", state="created", RUN_ID="0")
-    assert drfc_scripts.run_trainers([ours, created], "0", TRAINER_SETTINGS) == [ours, created]
+    assert drfc_scripts.run_trainers([ours, created], RUN_0) == [ours, created]
 
 
 def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
@@ -197,7 +195,5 @@ def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
     other_model = trainer("tmpcd34-algo-1-q1w2e-1", RUN_ID="0", MODEL_S3_PREFIX="someone-else")
     look_alike = trainer("redis", RUN_ID="0")
     no_run = trainer("tmpef56-algo-2-r4t5y-1")
-    found = drfc_scripts.run_trainers(
-        [other_run, other_model, look_alike, no_run], "0", TRAINER_SETTINGS
-    )
+    found = drfc_scripts.run_trainers([other_run, other_model, look_alike, no_run], RUN_0)
     assert found == []
