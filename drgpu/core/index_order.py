@@ -30,10 +30,6 @@ class CudaOrder:
     indices: tuple[int, ...]
     known: bool
 
-    def differs(self, inventory: Inventory) -> bool:
-        """Whether CUDA ordinal N is not NVML index N for some N."""
-        return self.indices != tuple(gpu.index for gpu in inventory.gpus)
-
     @property
     def reorders(self) -> bool:
         """Whether CUDA ranks the GPUs otherwise than nvidia-smi (not merely numbering
@@ -112,8 +108,6 @@ def index_notes(
     order the driver reported or in nvidia-smi's `chosen` (DRGPU_INDEX_ORDER=pci written);
     a warning where read in a guessed CUDA order or by default, or with `refuse` (CUDA's
     order known) a ConfigError whose hint is the fix (DRfC's meaning first where `drfc`)."""
-    if not order.differs(inventory):
-        return None, None
     meanings = [
         meaning
         for key, request in requests

@@ -79,15 +79,13 @@ def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[
     """`NVIDIA-GPU=<uuid>` for each usable GPU, or for each MIG slice of a GPU in MIG mode,
     but those the node keeps for its trainer (`kept`, GPU or MIG UUIDs): whatever a node
     advertises, the engine may give a simulator."""
-    uuids: list[str] = []
-    for gpu in inventory.gpus:
-        if gpu.lost or gpu.uuid in kept:
-            continue
-        if gpu.mig_mode:
-            uuids.extend(mig.uuid for mig in gpu.mig_devices if mig.uuid not in kept)
-        else:
-            uuids.append(gpu.uuid)
-    return tuple(f"{GPU_KIND}={uuid}" for uuid in uuids)
+    return tuple(
+        f"{GPU_KIND}={uuid}"
+        for gpu in inventory.gpus
+        if not gpu.lost and gpu.uuid not in kept
+        for uuid in ([mig.uuid for mig in gpu.mig_devices] if gpu.mig_mode else [gpu.uuid])
+        if uuid not in kept
+    )
 
 
 def runs_trainer(engine: EngineFacts | None, trainer: DeviceRequest, inventory: Inventory) -> bool:
@@ -145,33 +143,23 @@ def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 def _resource_findings(
-    subject: str, resources: tuple[str, ...], have: list[str], fix: str, kept: Collection[str]
+    subject: str, resources: tuple[str, ...], have: Iterable[str], fix: str, kept: Collection[str]
 ) -> list[Finding]:
+    """How the advertised entries `have` differ from `resources` (`fix`: for those missing)."""
     ours, misnamed = _gpu_entries(have)
-    findings = [
-        Finding(
-            subject,
-            FAIL,
-            f"{entry}: kind {entry.partition('=')[0]!r} is not {GPU_KIND!r}, the kind drgpu's"
-            f" stacks reserve and that {RESOURCE_VARIABLE} is named after",
-        )
-        for entry in misnamed
-    ]
-    missing = [entry for entry in resources if entry not in ours]
     trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
     extra = [entry for entry in ours if entry not in resources and entry not in trainers]
-    if trainers:
-        why = "the trainer's GPU; the engine may give it to a simulator: remove it"
-        findings.append(Finding(subject, FAIL, f"{', '.join(trainers)}: {why}"))
-    if missing:
-        findings.append(Finding(subject, FAIL, f"missing {', '.join(missing)}; {fix}"))
-    if extra:
-        findings.append(
-            Finding(subject, FAIL, f"{', '.join(extra)}: not a GPU of this node (full UUIDs)")
-        )
-    if not findings:
-        findings.append(Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU"))
-    return findings
+    kind = f"is not {GPU_KIND!r}, the kind drgpu's stacks reserve and that {RESOURCE_VARIABLE}"
+    rows = [  # (before, entries, after) of each difference
+        *(("", [e], f": kind {e.partition('=')[0]!r} {kind} is named after") for e in misnamed),
+        ("", trainers, ": the trainer's GPU; the engine may give it to a simulator: remove it"),
+        ("missing ", [entry for entry in resources if entry not in ours], f"; {fix}"),
+        ("", extra, ": not a GPU of this node (full UUIDs)"),
+    ]
+    differences = [f"{before}{', '.join(e)}{after}" for before, e, after in rows if e]
+    return [Finding(subject, FAIL, text) for text in differences] or [
+        Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU")
+    ]
 
 
 def _daemon_json_findings(
@@ -240,7 +228,7 @@ def _engine_findings(
     findings = _resource_findings(
         "engine: generic resources",
         resources,
-        list(engine.generic_resources),
+        engine.generic_resources,
         "dockerd advertises what daemon.json said when it started: restart dockerd",
         kept,
     )
