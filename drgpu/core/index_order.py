@@ -125,11 +125,12 @@ def index_notes(
     if chosen:
         return None, f"bare indices read in nvidia-smi's order (DRGPU_INDEX_ORDER=pci): {differs}"
     if refuse and order.known:
-        cuda, pci = "DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number')", "=pci (nvidia-smi's)"
-        fix = f"{cuda} or {pci}" if drfc else f"DRGPU_INDEX_ORDER=pci (nvidia-smi's) or {cuda[17:]}"
+        cuda, pci = "cuda (DRfC's 'CUDA number')", "pci (nvidia-smi's)"
+        first, second = (cuda, pci) if drfc else (pci, cuda)
         raise ConfigError(
             f"which GPU order do bare indices use? {differs}",
-            hint=f"write {fix} in system.env; a GPU UUID means one GPU in every order",
+            hint=f"write DRGPU_INDEX_ORDER={first} or ={second} in system.env; a GPU UUID means"
+            " one GPU in every order",
         )
     return (
         f"{differs}; drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's"

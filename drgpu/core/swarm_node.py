@@ -115,15 +115,15 @@ def report(
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
         _toolkit_finding(state, toolkit_path),
         *_toolkit_mode_findings(state.toolkit, toolkit_path),
-        *_engine_findings(resources, state.engine, state.engine_problem, kept),
+        *_engine_findings(resources, state, kept),
     ]
-    trainer = [f"{uuid} is the trainer's: not advertised to Swarm" for uuid in kept]
-    if not trainer_here:
-        trainer = [
-            "the trainer does not run on this node (a worker, or its GPUs are another"
-            " node's), so every GPU is advertised"
-        ]
-    findings.extend(Finding("trainer", NOTE, message) for message in trainer)
+    findings += [
+        Finding("trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm")
+        for uuid in kept
+    ]
+    if not trainer_here:  # then none is kept
+        every = "(a worker, or its GPUs are another node's), so every GPU is advertised"
+        findings.append(Finding("trainer", NOTE, f"the trainer does not run on this node {every}"))
     if not resources:
         findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
     wanted = _wanted_daemon_json(state.daemon_json or {}, resources)
@@ -165,9 +165,8 @@ def _resource_findings(
 def _daemon_json_findings(
     resources: tuple[str, ...], state: NodeState, path: Path, kept: Collection[str]
 ) -> list[Finding]:
-    if state.daemon_json is None:
+    if (document := state.daemon_json) is None:
         return [Finding(str(path), FAIL, state.daemon_json_problem or "cannot be read")]
-    document = state.daemon_json
     have = [str(entry) for entry in document.get("node-generic-resources") or []]
     findings = _resource_findings(
         f"{path}: node-generic-resources", resources, have, "add them", kept
@@ -218,20 +217,13 @@ def _toolkit_mode_findings(toolkit: ToolkitFacts, path: Path) -> list[Finding]:
 
 
 def _engine_findings(
-    resources: tuple[str, ...],
-    engine: EngineFacts | None,
-    problem: str | None,
-    kept: Collection[str],
+    resources: tuple[str, ...], state: NodeState, kept: Collection[str]
 ) -> list[Finding]:
-    if engine is None:
-        return [Finding("engine", FAIL, problem or "cannot reach the Docker engine")]
-    findings = _resource_findings(
-        "engine: generic resources",
-        resources,
-        engine.generic_resources,
-        "dockerd advertises what daemon.json said when it started: restart dockerd",
-        kept,
-    )
+    if (engine := state.engine) is None:
+        return [Finding("engine", FAIL, state.engine_problem or "cannot reach the Docker engine")]
+    restart = "dockerd advertises what daemon.json said when it started: restart dockerd"
+    have, subject = engine.generic_resources, "engine: generic resources"
+    findings = _resource_findings(subject, resources, have, restart, kept)
     absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
     runtime = engine.default_runtime
     findings.append(_runtime_finding("engine: default runtime", runtime, runtime + absent))
