@@ -271,13 +271,18 @@ class SwarmLayout:
     advertised: tuple[str, ...] = ()
 
 
-def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
-    """The layout `DRGPU_SWARM_GPUS` asks for on this swarm (`engine`: None when unknown).
+def swarm_layout(values: Mapping[str, str], engine: EngineFacts | None) -> SwarmLayout:
+    """The layout the settings' `DRGPU_SWARM_GPUS` (auto, the default; pin or generic) asks
+    for on this swarm (`engine`: None when unknown); read when a stack goes to Swarm only: a
+    Compose stack ignores the key.
 
     `auto` pins the simulators when no node but this one carries the simulator label
     (a one-node swarm, as DeepRacer-for-cloud's single-machine setup is), else leaves
     them to the engine's generic resources.
     """
+    mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
+    if (setting := member(SwarmGpus, mode)) is None:
+        raise ConfigError(f"{SWARM_GPUS_KEY}={mode!r}: expected one of {choices(SwarmGpus)}")
     if engine is None:
         return SwarmLayout(pin_simulators=setting != SwarmGpus.GENERIC)
     advertised = tuple(
@@ -290,13 +295,3 @@ def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     ]
     pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)
-
-
-def swarm_gpu_mode(values: Mapping[str, str]) -> SwarmGpus:
-    """`DRGPU_SWARM_GPUS` of the settings: auto (default), pin or generic. Read when a
-    stack goes to Swarm only: a Compose stack ignores the key."""
-    mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
-    chosen = member(SwarmGpus, mode)
-    if chosen is None:
-        raise ConfigError(f"{SWARM_GPUS_KEY}={mode!r}: expected one of {choices(SwarmGpus)}")
-    return chosen
