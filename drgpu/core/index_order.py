@@ -6,7 +6,7 @@ order, fastest first, which may differ. Where it does and a value uses bare indi
 drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
 
 CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file's
-`cuda_order`; when neither tells, drgpu guesses it (`guessed_order`).
+`cuda_order`; when neither tells, drgpu guesses it (`cuda_order`).
 """
 
 from __future__ import annotations
@@ -38,22 +38,19 @@ class CudaOrder:
 
 
 def cuda_order(inventory: Inventory) -> CudaOrder:
-    """CUDA's default order on the machine of `inventory`: as recorded, else guessed."""
+    """CUDA's default order on the machine of `inventory`: as recorded, else guessed as
+    CUDA ranks, fastest first: highest compute capability first, ties in PCI bus order;
+    lost GPUs left out, a GPU in MIG mode once per MIG device."""
     if inventory.cuda_order is not None:
         return CudaOrder(inventory.cuda_order, known=True)
-    return CudaOrder(guessed_order(inventory), known=False)
-
-
-def guessed_order(inventory: Inventory) -> tuple[int, ...]:
-    """CUDA's fastest-first order as drgpu guesses it: highest compute capability first,
-    ties in PCI bus order; lost GPUs left out, a GPU in MIG mode once per MIG device."""
     usable = [gpu for gpu in inventory.gpus if not gpu.lost]
     ranked = sorted(usable, key=lambda gpu: gpu.compute_capability, reverse=True)  # (stable)
-    return tuple(
+    guessed = tuple(
         gpu.index
         for gpu in ranked
         for _ in (gpu.mig_devices if gpu.mig_mode and gpu.mig_devices else (None,))
     )
+    return CudaOrder(guessed, known=False)
 
 
 def order_from_cuda_devices(
