@@ -113,8 +113,7 @@ def report(
     `trainer_here`: whether the trainer may run on this node)."""
     findings = [
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
-        _toolkit_finding(state, toolkit_path),
-        *_toolkit_mode_findings(state.toolkit, toolkit_path),
+        *_toolkit_findings(state, toolkit_path),
         *_engine_findings(resources, state, kept),
     ]
     findings += [
@@ -184,36 +183,33 @@ def _runtime_finding(subject: str, runtime: object, wrong: str) -> Finding:
     return Finding(subject, OK, RUNTIME) if runtime == RUNTIME else Finding(subject, FAIL, wrong)
 
 
-def _toolkit_finding(state: NodeState, path: Path) -> Finding:
-    subject = f"{path}: swarm-resource"
-    if state.toolkit_problem is not None:
-        return Finding(subject, FAIL, state.toolkit_problem)
-    swarm_resource = state.toolkit.swarm_resource
-    if swarm_resource is None:
-        unset = "not set (the shipped file has it commented out); add"
-        return Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
-    if RESOURCE_VARIABLE in split_list(swarm_resource):
-        return Finding(subject, OK, swarm_resource)
-    sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} (nvidia-container-toolkit#57)"
-    return Finding(subject, FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
-
-
-def _toolkit_mode_findings(toolkit: ToolkitFacts, path: Path) -> list[Finding]:
-    """The toolkit's version and runtime mode: 1.18.x in jit-cdi mode (its default) ignores
-    swarm-resource, so reserving tasks would get no GPU."""
+def _toolkit_findings(state: NodeState, path: Path) -> list[Finding]:
+    """config.toml's swarm-resource, then the toolkit's version and mode: 1.18.x in jit-cdi
+    mode (its default) ignores swarm-resource, so reserving tasks would get no GPU."""
     from drgpu.core.toolkit import generic_resources_problem  # lazy: swarm-setup's alone
 
+    subject, toolkit = f"{path}: swarm-resource", state.toolkit
+    if state.toolkit_problem is not None:
+        found = Finding(subject, FAIL, state.toolkit_problem)
+    elif (swarm_resource := toolkit.swarm_resource) is None:
+        unset = "not set (the shipped file has it commented out); add"
+        found = Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
+    elif RESOURCE_VARIABLE in split_list(swarm_resource):
+        found = Finding(subject, OK, swarm_resource)
+    else:
+        why = "nvidia-container-toolkit#57"
+        sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} ({why})"
+        found = Finding(subject, FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
     if toolkit.version is None and not toolkit.config_found:
-        return []  # no toolkit here: the swarm-resource finding says config.toml is absent
+        return [found]  # no toolkit here: the swarm-resource finding says config.toml is absent
     subject = f"{path}: mode"
     shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"
-    problem = generic_resources_problem(toolkit)
-    if problem is not None:
-        return [Finding(subject, FAIL, problem)]
+    if (problem := generic_resources_problem(toolkit)) is not None:
+        return [found, Finding(subject, FAIL, problem)]
     if toolkit.effective_mode is None:
         note = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
-        return [Finding(subject, NOTE, f"{shown}: unknown, {note}")]
-    return [Finding(subject, OK, shown)]
+        return [found, Finding(subject, NOTE, f"{shown}: unknown, {note}")]
+    return [found, Finding(subject, OK, shown)]
 
 
 def _engine_findings(
