@@ -43,6 +43,7 @@ MAX_GPUS = 1024
 MAX_MEMORY_MIB = 1 << 30  # a PiB: more than any GPU has
 MAX_PID = 1 << 22  # Linux's pid_max limit
 _PROCESS_KEYS = (("processes", "C"), ("graphics_processes", "G"))  # and their kinds
+_PLAIN_KEYS = ("index", "uuid", "name", "pci_bus_id", "memory_total_mib", "memory_used_mib")
 
 
 def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
@@ -257,12 +258,7 @@ def merge_processes(entries: Iterable[tuple[int, int, str]]) -> tuple[GpuProcess
 
 def _gpu_to_json(gpu: Gpu) -> dict[str, Any]:
     return {
-        "index": gpu.index,
-        "uuid": gpu.uuid,
-        "name": gpu.name,
-        "pci_bus_id": gpu.pci_bus_id,
-        "memory_total_mib": gpu.memory_total_mib,
-        "memory_used_mib": gpu.memory_used_mib,
+        **{key: getattr(gpu, key) for key in _PLAIN_KEYS},
         "compute_capability": list(gpu.compute_capability),
         "utilization_gpu_percent": gpu.utilization_gpu_percent,
         "mig_mode": gpu.mig_mode,
