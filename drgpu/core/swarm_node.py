@@ -33,7 +33,6 @@ RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
 NODE_LABELS = ("Sagemaker", "Robomaker")  # the trainer's node, the simulators' nodes
 TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT = (f"node.labels.{label} == true" for label in NODE_LABELS)
 RUNTIME = "nvidia"
-RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
 
@@ -239,7 +238,7 @@ def _wanted_daemon_json(existing: Mapping[str, Any], resources: tuple[str, ...])
     ours, misnamed = _gpu_entries(have)
     others = [entry for entry in have if entry not in ours and entry not in misnamed]
     runtimes = dict(existing.get("runtimes") or {})
-    runtimes.setdefault(RUNTIME, RUNTIME_ENTRY)
+    runtimes.setdefault(RUNTIME, {"path": "nvidia-container-runtime", "runtimeArgs": []})
     return {
         **existing,
         "default-runtime": RUNTIME,
