@@ -166,9 +166,8 @@ def _daemon_json_findings(
     if (document := state.daemon_json) is None:
         return [Finding(str(path), FAIL, state.daemon_json_problem or "cannot be read")]
     have = [str(entry) for entry in document.get("node-generic-resources") or []]
-    findings = _resource_findings(
-        f"{path}: node-generic-resources", resources, have, "add them", kept
-    )
+    subject = f"{path}: node-generic-resources"
+    findings = _resource_findings(subject, resources, have, "add them", kept)
     runtime = document.get("default-runtime")
     why = f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it must be"
     findings.append(_runtime_finding(f"{path}: default-runtime", runtime, f"{why} {RUNTIME!r}"))
