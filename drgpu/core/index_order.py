@@ -144,11 +144,10 @@ def _meaning(key: str, number: int, inventory: Inventory, order: CudaOrder) -> s
     cuda = by_index.get(order.indices[number]) if number < len(order.indices) else None
     if smi is cuda:
         return None
-    cuda_of = ordinals(order)
     if smi is None:
         in_smi = f"nvidia-smi has no GPU {number}"
     else:
-        again = ",".join(map(str, cuda_of.get(smi.index, ()))) or "none: CUDA cannot use it"
+        again = ",".join(map(str, ordinals(order).get(smi.index, ()))) or "none: CUDA cannot use it"
         in_smi = f"nvidia-smi's GPU {number} is {_named(smi)} (CUDA's {again})"
     if cuda is None:
         in_cuda = f"CUDA has no GPU {number}"
@@ -158,9 +157,8 @@ def _meaning(key: str, number: int, inventory: Inventory, order: CudaOrder) -> s
 
 
 def _named(gpu: Gpu) -> str:
-    return (
-        f"the {gpu.name}" if not gpu.lost else f"a lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
-    )
+    lost = f"a lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
+    return lost if gpu.lost else f"the {gpu.name}"
 
 
 def ordinals(order: CudaOrder) -> dict[int, tuple[int, ...]]:
