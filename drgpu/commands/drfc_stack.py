@@ -22,7 +22,7 @@ from drgpu.core.inputs import InputOptions, Inputs
 from drgpu.core.model import Role
 from drgpu.core.redaction import holds_secret
 from drgpu.core.service_gpus import SwarmStack
-from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
+from drgpu.core.swarm_node import swarm_layout
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, engine, process, swarm, swarm_engine
 from drgpu.host.compose_output import compose_warnings, talk_lines
@@ -258,7 +258,7 @@ def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     """The swarm-shaped override of the prepared plan, laid out for this swarm (one simulator
     for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
     config = prepared.config
-    layout = swarm_layout(swarm_gpu_mode(config.values), facts)
+    layout = swarm_layout(config.values, facts)
     names = [service.name for service in prepared.stack.services]
     workers = 1 if config.evaluation else config.workers
     services = swarm_services(prepared.plan, names, workers, layout, prepared.nodes)

@@ -133,12 +133,12 @@ def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
     request = config.simulator_devices
     if not request.selectors:
         return ()
-    from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
+    from drgpu.core.swarm_node import swarm_layout
     from drgpu.host import swarm_engine  # lazy: only a swarm's plan asks for its nodes
 
     facts, _ = swarm_engine.this_swarm()
     nodes = facts.nodes if facts else ()
-    generic = not swarm_layout(swarm_gpu_mode(config.values), facts).pin_simulators
+    generic = not swarm_layout(config.values, facts).pin_simulators
     if generic and bare_indices(request) and sum(bool(n.advertised_gpus) for n in nodes) > 1:
         raise ConfigError(
             f"{config.where(config.simulator_key)}: a bare index is ambiguous on a swarm whose"

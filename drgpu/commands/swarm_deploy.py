@@ -10,7 +10,7 @@ from drgpu.core.inputs import Inputs
 from drgpu.core.redaction import secret_values
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.settings import Config
-from drgpu.core.swarm_node import swarm_gpu_mode, swarm_layout
+from drgpu.core.swarm_node import swarm_layout
 from drgpu.errors import DockerError
 from drgpu.host import compose, process, swarm, swarm_engine
 from drgpu.host.state_files import override_path, stack_path, write_owned_file, written_by_drgpu
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     """The stack file of a prepared plan (reads the stack through `compose config`), laid
     out for the swarm the engine's `facts` describe (None: a one-node swarm, node unknown)."""
-    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
+    layout = swarm_layout(prepared.config.values, facts)
     model = compose.resolve_stack(prepared.config, prepared.stack.files)
     workers = prepared.config.workers
     services = swarm_services(prepared.plan, model["services"], workers, layout, prepared.nodes)
@@ -38,7 +38,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     """How the plan's services would get their GPUs on the swarm (this engine's, with its
     nodes on a manager, when planned on this host; else a one-node swarm)."""
     facts, blind = swarm_engine.this_swarm() if this_host else (None, None)
-    layout = swarm_layout(swarm_gpu_mode(prepared.config.values), facts)
+    layout = swarm_layout(prepared.config.values, facts)
     names = [service.name for service in prepared.stack.services]
     nodes = prepared.nodes or (facts.nodes if facts else ())
     services = swarm_services(prepared.plan, names, prepared.config.workers, layout, nodes)

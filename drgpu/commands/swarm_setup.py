@@ -10,9 +10,8 @@ from typing import Any
 
 from drgpu.commands.options import resolved, settings
 from drgpu.core.inputs import InputOptions
-from drgpu.core.model import Inventory, Role
+from drgpu.core.model import Role
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import Config
 from drgpu.core.swarm_node import NodeState, SetupReport, report, runs_trainer, wanted_resources
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import container_toolkit, files, nvml, swarm_engine
@@ -29,20 +28,13 @@ def swarm_setup(
     config = settings(target) if exists(target.env_file, file=True) else None
     state = read_node(daemon_json, toolkit_config)
     here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
-    kept = trainer_gpus(config, gpus) if config is not None and here else ()
+    kept: tuple[str, ...] = ()
+    if config is not None and here:  # the trainer's GPUs, planned as `drgpu plan` would
+        plan = make_plan(config, load_stack([base_stack_file()]), gpus)
+        trainers = [s for s in plan.services if s.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)]
+        kept = tuple(device.uuid for service in trainers for device in service.devices)
     wanted = wanted_resources(gpus, kept)
     return report(wanted, state, daemon_json, toolkit_config, kept=kept, trainer_here=here)
-
-
-def trainer_gpus(config: Config, inventory: Inventory) -> tuple[str, ...]:
-    """The trainer's GPUs (UUIDs) on this node, planned as `drgpu plan` would."""
-    plan = make_plan(config, load_stack([base_stack_file()]), inventory)
-    return tuple(
-        device.uuid
-        for service in plan.services
-        if service.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)
-        for device in service.devices
-    )
 
 
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:

@@ -6,7 +6,7 @@ order, fastest first, which may differ. Where it does and a value uses bare indi
 drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
 
 CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file's
-`cuda_order`; when neither tells, drgpu guesses it (`guessed_order`).
+`cuda_order`; when neither tells, drgpu guesses it (`cuda_order`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ class CudaOrder:
     indices: tuple[int, ...]
     known: bool
 
-    def differs(self, inventory: Inventory) -> bool:
-        """Whether CUDA ordinal N is not NVML index N for some N."""
-        return self.indices != tuple(gpu.index for gpu in inventory.gpus)
-
     @property
     def reorders(self) -> bool:
         """Whether CUDA ranks the GPUs otherwise than nvidia-smi (not merely numbering
@@ -42,22 +38,19 @@ class CudaOrder:
 
 
 def cuda_order(inventory: Inventory) -> CudaOrder:
-    """CUDA's default order on the machine of `inventory`: as recorded, else guessed."""
+    """CUDA's default order on the machine of `inventory`: as recorded, else guessed as
+    CUDA ranks, fastest first: highest compute capability first, ties in PCI bus order;
+    lost GPUs left out, a GPU in MIG mode once per MIG device."""
     if inventory.cuda_order is not None:
         return CudaOrder(inventory.cuda_order, known=True)
-    return CudaOrder(guessed_order(inventory), known=False)
-
-
-def guessed_order(inventory: Inventory) -> tuple[int, ...]:
-    """CUDA's fastest-first order as drgpu guesses it: highest compute capability first,
-    ties in PCI bus order; lost GPUs left out, a GPU in MIG mode once per MIG device."""
     usable = [gpu for gpu in inventory.gpus if not gpu.lost]
     ranked = sorted(usable, key=lambda gpu: gpu.compute_capability, reverse=True)  # (stable)
-    return tuple(
+    guessed = tuple(
         gpu.index
         for gpu in ranked
         for _ in (gpu.mig_devices if gpu.mig_mode and gpu.mig_devices else (None,))
     )
+    return CudaOrder(guessed, known=False)
 
 
 def order_from_cuda_devices(
@@ -112,8 +105,6 @@ def index_notes(
     order the driver reported or in nvidia-smi's `chosen` (DRGPU_INDEX_ORDER=pci written);
     a warning where read in a guessed CUDA order or by default, or with `refuse` (CUDA's
     order known) a ConfigError whose hint is the fix (DRfC's meaning first where `drfc`)."""
-    if not order.differs(inventory):
-        return None, None
     meanings = [
         meaning
         for key, request in requests
@@ -131,11 +122,12 @@ def index_notes(
     if chosen:
         return None, f"bare indices read in nvidia-smi's order (DRGPU_INDEX_ORDER=pci): {differs}"
     if refuse and order.known:
-        cuda, pci = "DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number')", "=pci (nvidia-smi's)"
-        fix = f"{cuda} or {pci}" if drfc else f"DRGPU_INDEX_ORDER=pci (nvidia-smi's) or {cuda[17:]}"
+        cuda, pci = "cuda (DRfC's 'CUDA number')", "pci (nvidia-smi's)"
+        first, second = (cuda, pci) if drfc else (pci, cuda)
         raise ConfigError(
             f"which GPU order do bare indices use? {differs}",
-            hint=f"write {fix} in system.env; a GPU UUID means one GPU in every order",
+            hint=f"write DRGPU_INDEX_ORDER={first} or ={second} in system.env; a GPU UUID means"
+            " one GPU in every order",
         )
     return (
         f"{differs}; drgpu reads nvidia-smi's (DRGPU_INDEX_ORDER=cuda: CUDA's, DRfC's"
@@ -152,11 +144,10 @@ def _meaning(key: str, number: int, inventory: Inventory, order: CudaOrder) -> s
     cuda = by_index.get(order.indices[number]) if number < len(order.indices) else None
     if smi is cuda:
         return None
-    cuda_of = ordinals(order)
     if smi is None:
         in_smi = f"nvidia-smi has no GPU {number}"
     else:
-        again = ",".join(map(str, cuda_of.get(smi.index, ()))) or "none: CUDA cannot use it"
+        again = ",".join(map(str, ordinals(order).get(smi.index, ()))) or "none: CUDA cannot use it"
         in_smi = f"nvidia-smi's GPU {number} is {_named(smi)} (CUDA's {again})"
     if cuda is None:
         in_cuda = f"CUDA has no GPU {number}"
@@ -166,9 +157,8 @@ def _meaning(key: str, number: int, inventory: Inventory, order: CudaOrder) -> s
 
 
 def _named(gpu: Gpu) -> str:
-    return (
-        f"the {gpu.name}" if not gpu.lost else f"a lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
-    )
+    lost = f"a lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
+    return lost if gpu.lost else f"the {gpu.name}"
 
 
 def ordinals(order: CudaOrder) -> dict[int, tuple[int, ...]]:

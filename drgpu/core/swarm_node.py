@@ -33,7 +33,6 @@ RESOURCE_VARIABLE = f"DOCKER_RESOURCE_{GPU_KIND}"
 NODE_LABELS = ("Sagemaker", "Robomaker")  # the trainer's node, the simulators' nodes
 TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT = (f"node.labels.{label} == true" for label in NODE_LABELS)
 RUNTIME = "nvidia"
-RUNTIME_ENTRY = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
 
@@ -79,15 +78,13 @@ def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[
     """`NVIDIA-GPU=<uuid>` for each usable GPU, or for each MIG slice of a GPU in MIG mode,
     but those the node keeps for its trainer (`kept`, GPU or MIG UUIDs): whatever a node
     advertises, the engine may give a simulator."""
-    uuids: list[str] = []
-    for gpu in inventory.gpus:
-        if gpu.lost or gpu.uuid in kept:
-            continue
-        if gpu.mig_mode:
-            uuids.extend(mig.uuid for mig in gpu.mig_devices if mig.uuid not in kept)
-        else:
-            uuids.append(gpu.uuid)
-    return tuple(f"{GPU_KIND}={uuid}" for uuid in uuids)
+    return tuple(
+        f"{GPU_KIND}={uuid}"
+        for gpu in inventory.gpus
+        if not gpu.lost and gpu.uuid not in kept
+        for uuid in ([mig.uuid for mig in gpu.mig_devices] if gpu.mig_mode else [gpu.uuid])
+        if uuid not in kept
+    )
 
 
 def runs_trainer(engine: EngineFacts | None, trainer: DeviceRequest, inventory: Inventory) -> bool:
@@ -115,17 +112,16 @@ def report(
     `trainer_here`: whether the trainer may run on this node)."""
     findings = [
         *_daemon_json_findings(resources, state, daemon_json_path, kept),
-        _toolkit_finding(state, toolkit_path),
-        *_toolkit_mode_findings(state.toolkit, toolkit_path),
-        *_engine_findings(resources, state.engine, state.engine_problem, kept),
+        *_toolkit_findings(state, toolkit_path),
+        *_engine_findings(resources, state, kept),
     ]
-    trainer = [f"{uuid} is the trainer's: not advertised to Swarm" for uuid in kept]
-    if not trainer_here:
-        trainer = [
-            "the trainer does not run on this node (a worker, or its GPUs are another"
-            " node's), so every GPU is advertised"
-        ]
-    findings.extend(Finding("trainer", NOTE, message) for message in trainer)
+    findings += [
+        Finding("trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm")
+        for uuid in kept
+    ]
+    if not trainer_here:  # then none is kept
+        every = "(a worker, or its GPUs are another node's), so every GPU is advertised"
+        findings.append(Finding("trainer", NOTE, f"the trainer does not run on this node {every}"))
     if not resources:
         findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
     wanted = _wanted_daemon_json(state.daemon_json or {}, resources)
@@ -145,45 +141,33 @@ def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 def _resource_findings(
-    subject: str, resources: tuple[str, ...], have: list[str], fix: str, kept: Collection[str]
+    subject: str, resources: tuple[str, ...], have: Iterable[str], fix: str, kept: Collection[str]
 ) -> list[Finding]:
+    """How the advertised entries `have` differ from `resources` (`fix`: for those missing)."""
     ours, misnamed = _gpu_entries(have)
-    findings = [
-        Finding(
-            subject,
-            FAIL,
-            f"{entry}: kind {entry.partition('=')[0]!r} is not {GPU_KIND!r}, the kind drgpu's"
-            f" stacks reserve and that {RESOURCE_VARIABLE} is named after",
-        )
-        for entry in misnamed
-    ]
-    missing = [entry for entry in resources if entry not in ours]
     trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
     extra = [entry for entry in ours if entry not in resources and entry not in trainers]
-    if trainers:
-        why = "the trainer's GPU; the engine may give it to a simulator: remove it"
-        findings.append(Finding(subject, FAIL, f"{', '.join(trainers)}: {why}"))
-    if missing:
-        findings.append(Finding(subject, FAIL, f"missing {', '.join(missing)}; {fix}"))
-    if extra:
-        findings.append(
-            Finding(subject, FAIL, f"{', '.join(extra)}: not a GPU of this node (full UUIDs)")
-        )
-    if not findings:
-        findings.append(Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU"))
-    return findings
+    kind = f"is not {GPU_KIND!r}, the kind drgpu's stacks reserve and that {RESOURCE_VARIABLE}"
+    rows = [  # (before, entries, after) of each difference
+        *(("", [e], f": kind {e.partition('=')[0]!r} {kind} is named after") for e in misnamed),
+        ("", trainers, ": the trainer's GPU; the engine may give it to a simulator: remove it"),
+        ("missing ", [entry for entry in resources if entry not in ours], f"; {fix}"),
+        ("", extra, ": not a GPU of this node (full UUIDs)"),
+    ]
+    differences = [f"{before}{', '.join(e)}{after}" for before, e, after in rows if e]
+    return [Finding(subject, FAIL, text) for text in differences] or [
+        Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU")
+    ]
 
 
 def _daemon_json_findings(
     resources: tuple[str, ...], state: NodeState, path: Path, kept: Collection[str]
 ) -> list[Finding]:
-    if state.daemon_json is None:
+    if (document := state.daemon_json) is None:
         return [Finding(str(path), FAIL, state.daemon_json_problem or "cannot be read")]
-    document = state.daemon_json
     have = [str(entry) for entry in document.get("node-generic-resources") or []]
-    findings = _resource_findings(
-        f"{path}: node-generic-resources", resources, have, "add them", kept
-    )
+    subject = f"{path}: node-generic-resources"
+    findings = _resource_findings(subject, resources, have, "add them", kept)
     runtime = document.get("default-runtime")
     why = f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it must be"
     findings.append(_runtime_finding(f"{path}: default-runtime", runtime, f"{why} {RUNTIME!r}"))
@@ -197,53 +181,43 @@ def _runtime_finding(subject: str, runtime: object, wrong: str) -> Finding:
     return Finding(subject, OK, RUNTIME) if runtime == RUNTIME else Finding(subject, FAIL, wrong)
 
 
-def _toolkit_finding(state: NodeState, path: Path) -> Finding:
-    subject = f"{path}: swarm-resource"
-    if state.toolkit_problem is not None:
-        return Finding(subject, FAIL, state.toolkit_problem)
-    swarm_resource = state.toolkit.swarm_resource
-    if swarm_resource is None:
-        unset = "not set (the shipped file has it commented out); add"
-        return Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
-    if RESOURCE_VARIABLE in split_list(swarm_resource):
-        return Finding(subject, OK, swarm_resource)
-    sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} (nvidia-container-toolkit#57)"
-    return Finding(subject, FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
-
-
-def _toolkit_mode_findings(toolkit: ToolkitFacts, path: Path) -> list[Finding]:
-    """The toolkit's version and runtime mode: 1.18.x in jit-cdi mode (its default) ignores
-    swarm-resource, so reserving tasks would get no GPU."""
+def _toolkit_findings(state: NodeState, path: Path) -> list[Finding]:
+    """config.toml's swarm-resource, then the toolkit's version and mode: 1.18.x in jit-cdi
+    mode (its default) ignores swarm-resource, so reserving tasks would get no GPU."""
     from drgpu.core.toolkit import generic_resources_problem  # lazy: swarm-setup's alone
 
+    subject, toolkit = f"{path}: swarm-resource", state.toolkit
+    if state.toolkit_problem is not None:
+        found = Finding(subject, FAIL, state.toolkit_problem)
+    elif (swarm_resource := toolkit.swarm_resource) is None:
+        unset = "not set (the shipped file has it commented out); add"
+        found = Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
+    elif RESOURCE_VARIABLE in split_list(swarm_resource):
+        found = Finding(subject, OK, swarm_resource)
+    else:
+        why = "nvidia-container-toolkit#57"
+        sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} ({why})"
+        found = Finding(subject, FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
     if toolkit.version is None and not toolkit.config_found:
-        return []  # no toolkit here: the swarm-resource finding says config.toml is absent
+        return [found]  # no toolkit here: the swarm-resource finding says config.toml is absent
     subject = f"{path}: mode"
     shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"
-    problem = generic_resources_problem(toolkit)
-    if problem is not None:
-        return [Finding(subject, FAIL, problem)]
+    if (problem := generic_resources_problem(toolkit)) is not None:
+        return [found, Finding(subject, FAIL, problem)]
     if toolkit.effective_mode is None:
         note = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
-        return [Finding(subject, NOTE, f"{shown}: unknown, {note}")]
-    return [Finding(subject, OK, shown)]
+        return [found, Finding(subject, NOTE, f"{shown}: unknown, {note}")]
+    return [found, Finding(subject, OK, shown)]
 
 
 def _engine_findings(
-    resources: tuple[str, ...],
-    engine: EngineFacts | None,
-    problem: str | None,
-    kept: Collection[str],
+    resources: tuple[str, ...], state: NodeState, kept: Collection[str]
 ) -> list[Finding]:
-    if engine is None:
-        return [Finding("engine", FAIL, problem or "cannot reach the Docker engine")]
-    findings = _resource_findings(
-        "engine: generic resources",
-        resources,
-        list(engine.generic_resources),
-        "dockerd advertises what daemon.json said when it started: restart dockerd",
-        kept,
-    )
+    if (engine := state.engine) is None:
+        return [Finding("engine", FAIL, state.engine_problem or "cannot reach the Docker engine")]
+    restart = "dockerd advertises what daemon.json said when it started: restart dockerd"
+    have, subject = engine.generic_resources, "engine: generic resources"
+    findings = _resource_findings(subject, resources, have, restart, kept)
     absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
     runtime = engine.default_runtime
     findings.append(_runtime_finding("engine: default runtime", runtime, runtime + absent))
@@ -263,7 +237,7 @@ def _wanted_daemon_json(existing: Mapping[str, Any], resources: tuple[str, ...])
     ours, misnamed = _gpu_entries(have)
     others = [entry for entry in have if entry not in ours and entry not in misnamed]
     runtimes = dict(existing.get("runtimes") or {})
-    runtimes.setdefault(RUNTIME, RUNTIME_ENTRY)
+    runtimes.setdefault(RUNTIME, {"path": "nvidia-container-runtime", "runtimeArgs": []})
     return {
         **existing,
         "default-runtime": RUNTIME,
@@ -291,13 +265,18 @@ class SwarmLayout:
     advertised: tuple[str, ...] = ()
 
 
-def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
-    """The layout `DRGPU_SWARM_GPUS` asks for on this swarm (`engine`: None when unknown).
+def swarm_layout(values: Mapping[str, str], engine: EngineFacts | None) -> SwarmLayout:
+    """The layout the settings' `DRGPU_SWARM_GPUS` (auto, the default; pin or generic) asks
+    for on this swarm (`engine`: None when unknown); read when a stack goes to Swarm only: a
+    Compose stack ignores the key.
 
     `auto` pins the simulators when no node but this one carries the simulator label
     (a one-node swarm, as DeepRacer-for-cloud's single-machine setup is), else leaves
     them to the engine's generic resources.
     """
+    mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
+    if (setting := member(SwarmGpus, mode)) is None:
+        raise ConfigError(f"{SWARM_GPUS_KEY}={mode!r}: expected one of {choices(SwarmGpus)}")
     if engine is None:
         return SwarmLayout(pin_simulators=setting != SwarmGpus.GENERIC)
     advertised = tuple(
@@ -310,13 +289,3 @@ def swarm_layout(setting: SwarmGpus, engine: EngineFacts | None) -> SwarmLayout:
     ]
     pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)
-
-
-def swarm_gpu_mode(values: Mapping[str, str]) -> SwarmGpus:
-    """`DRGPU_SWARM_GPUS` of the settings: auto (default), pin or generic. Read when a
-    stack goes to Swarm only: a Compose stack ignores the key."""
-    mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
-    chosen = member(SwarmGpus, mode)
-    if chosen is None:
-        raise ConfigError(f"{SWARM_GPUS_KEY}={mode!r}: expected one of {choices(SwarmGpus)}")
-    return chosen

@@ -43,6 +43,7 @@ MAX_GPUS = 1024
 MAX_MEMORY_MIB = 1 << 30  # a PiB: more than any GPU has
 MAX_PID = 1 << 22  # Linux's pid_max limit
 _PROCESS_KEYS = (("processes", "C"), ("graphics_processes", "G"))  # and their kinds
+_PLAIN_KEYS = ("index", "uuid", "name", "pci_bus_id", "memory_total_mib", "memory_used_mib")
 
 
 def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
@@ -65,25 +66,20 @@ def inventory_from_json(data: Any, source: str = "inventory") -> Inventory:
     for key in ("driver_version", "init_error"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise ConfigError(f"{source}: {key} must be text")
-    indexed = tuple(replace(gpu, index=index) for index, gpu in enumerate(gpus))
-    return Inventory(
-        gpus=indexed,
-        driver_version=data.get("driver_version"),
-        cuda_driver_version=cuda,
-        init_error=data.get("init_error"),
-        cuda_order=_cuda_order(data.get("cuda_order"), len(indexed), source),
-    )
-
-
-def _cuda_order(data: Any, count: int, source: str) -> tuple[int, ...] | None:
-    """The optional `cuda_order`: the NVML index of each CUDA ordinal, in CUDA's order."""
-    if data is None:
-        return None
-    if not isinstance(data, list) or not all(_is_whole(index, 0, count - 1) for index in data):
+    order, count = data.get("cuda_order"), len(gpus)  # the NVML index of each CUDA ordinal
+    if order is not None and (
+        not isinstance(order, list) or not all(_is_whole(index, 0, count - 1) for index in order)
+    ):
         raise ConfigError(
             f"{source}: cuda_order must list NVML indices (0 to {count - 1}) in CUDA's order"
         )
-    return tuple(data)
+    return Inventory(
+        gpus=tuple(replace(gpu, index=index) for index, gpu in enumerate(gpus)),
+        driver_version=data.get("driver_version"),
+        cuda_driver_version=cuda,
+        init_error=data.get("init_error"),
+        cuda_order=None if order is None else tuple(order),
+    )
 
 
 def _check_unique(gpus: list[Gpu], source: str) -> None:
@@ -262,12 +258,7 @@ def merge_processes(entries: Iterable[tuple[int, int, str]]) -> tuple[GpuProcess
 
 def _gpu_to_json(gpu: Gpu) -> dict[str, Any]:
     return {
-        "index": gpu.index,
-        "uuid": gpu.uuid,
-        "name": gpu.name,
-        "pci_bus_id": gpu.pci_bus_id,
-        "memory_total_mib": gpu.memory_total_mib,
-        "memory_used_mib": gpu.memory_used_mib,
+        **{key: getattr(gpu, key) for key in _PLAIN_KEYS},
         "compute_capability": list(gpu.compute_capability),
         "utilization_gpu_percent": gpu.utilization_gpu_percent,
         "mig_mode": gpu.mig_mode,

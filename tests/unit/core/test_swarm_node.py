@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from drgpu.core.facts import EngineFacts, NodeFacts
 from drgpu.core.findings import failed
-from drgpu.core.modes import SwarmGpus
 from drgpu.core.swarm_node import (
     FAIL,
     GPU_KIND,
@@ -21,6 +22,7 @@ from drgpu.core.swarm_node import (
     wanted_resources,
 )
 from drgpu.core.toolkit import ToolkitFacts
+from drgpu.errors import ConfigError
 from drgpu.host.files import load_inventory
 
 REPO = Path(__file__).resolve().parents[3]
@@ -137,9 +139,15 @@ def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
             ),
         )
 
-    alone = swarm_layout(SwarmGpus.AUTO, engine({"me": {"Robomaker": "true"}}))
+    alone = swarm_layout({}, engine({"me": {"Robomaker": "true"}}))
     assert alone == SwarmLayout(pin_simulators=True, node_id="me", advertised=(GTX1650,))
-    many = swarm_layout(SwarmGpus.AUTO, engine({"me": {}, "other": {"Robomaker": "true"}}))
+    many = swarm_layout({}, engine({"me": {}, "other": {"Robomaker": "true"}}))
     assert not many.pin_simulators
-    assert swarm_layout(SwarmGpus.PIN, engine({"other": {"Robomaker": "true"}})).pin_simulators
-    assert swarm_layout(SwarmGpus.GENERIC, None) == SwarmLayout(pin_simulators=False)
+    pinned = swarm_layout({"DRGPU_SWARM_GPUS": "pin"}, engine({"other": {"Robomaker": "true"}}))
+    assert pinned.pin_simulators
+    assert swarm_layout({"DRGPU_SWARM_GPUS": "generic"}, None) == SwarmLayout(pin_simulators=False)
+
+
+def test_an_unknown_swarm_gpus_mode_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"DRGPU_SWARM_GPUS='spread': expected one of auto"):
+        swarm_layout({"DRGPU_SWARM_GPUS": " Spread "}, None)
