@@ -12,6 +12,7 @@ import contextlib
 import io
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -63,7 +64,9 @@ def start_drgpu(
 ) -> subprocess.Popen[str]:
     """`drgpu ARGS` in a child process, not waited for; its stdout and stderr are text
     pipes. `env` is the whole environment (None: this one); `popen`: more Popen options
-    (user, group, ...)."""
+    (user, group, ...). The signals drgpu catches start at their defaults, as in a terminal:
+    a test run started with nohup or `&` ignores SIGHUP or SIGINT, and drgpu leaves a signal
+    it was started ignoring ignored."""
     return subprocess.Popen(
         [*DRGPU_ARGV, *(os.fspath(arg) for arg in args)],
         env=env,
@@ -72,8 +75,14 @@ def start_drgpu(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_signals_at_their_defaults,  # noqa: PLW1509 (three calls, no threads)
         **popen,
     )
+
+
+def _signals_at_their_defaults() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def run_drgpu(

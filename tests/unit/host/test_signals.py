@@ -32,3 +32,17 @@ def test_a_shielded_block_runs_to_its_end_and_tells_of_each_signal() -> None:
         finished = True
     assert finished
     assert told == ["SIGHUP"]
+
+
+def test_a_signal_ignored_when_drgpu_starts_stays_ignored() -> None:
+    """Started with nohup (or in the background: SIGINT), drgpu does not catch it."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with signals.caught():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: this test lives on
+            time.sleep(0.1)
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
