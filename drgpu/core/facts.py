@@ -122,7 +122,6 @@ class NodeFacts:
     hostname: str
     role: str
     state: str  # ready, down, unknown, disconnected
-    availability: str  # active, pause, drain
     labels: Mapping[str, str] = field(default_factory=dict)
     advertised_gpus: tuple[str, ...] = ()  # its NVIDIA-GPU generic resources
 

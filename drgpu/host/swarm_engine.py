@@ -262,7 +262,6 @@ def _node_facts(node: Mapping[str, Any]) -> NodeFacts:
         hostname=str(description.get("Hostname") or "?"),
         role=str(spec.get("Role") or ""),
         state=str((node.get("Status") or {}).get("State") or "unknown"),
-        availability=str(spec.get("Availability") or ""),
         labels=spec.get("Labels") or {},
         advertised_gpus=tuple(
             value for kind, value in _named_resources(resources) if kind == GPU_KIND

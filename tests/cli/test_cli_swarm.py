@@ -72,7 +72,7 @@ def test_plan_on_a_manager_says_which_gpus_each_node_advertises(
     from drgpu.host import swarm_engine
 
     (tmp_path / "system.env").write_text("DR_DOCKER_STYLE=swarm\nDR_WORKERS=2\n")
-    worker = NodeFacts("w" * 25, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,))
+    worker = NodeFacts("w" * 25, "bed", "worker", "ready", {"Robomaker": "true"}, (G,))
     manager = replace(GOOD_ENGINE, node_id="m" * 25, nodes=(worker,))
     monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))
     monkeypatch.setattr(nvml, "read_inventory", lambda: load_inventory(GTX_M40))
@@ -96,8 +96,8 @@ def _two_nodes(
     )
     m, w = "m" * 25, "w" * 25
     nodes = (
-        NodeFacts(m, "bed", "manager", "ready", "active", {}, (GTX1650,) if manager_gpus else ()),
-        NodeFacts(w, "bed", "worker", "ready", "active", {"Robomaker": "true"}, (G,)),
+        NodeFacts(m, "bed", "manager", "ready", {}, (GTX1650,) if manager_gpus else ()),
+        NodeFacts(w, "bed", "worker", "ready", {"Robomaker": "true"}, (G,)),
     )
     manager = replace(GOOD_ENGINE, node_id=m, nodes=nodes)
     monkeypatch.setattr(swarm_engine, "this_swarm", lambda: (manager, None))

@@ -75,8 +75,8 @@ def test_on_a_swarm_manager_a_snapshot_judges_the_whole_swarm(
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
     monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
-    here = NodeFacts("m" * 25, "bed", "manager", "ready", "active", advertised_gpus=(G0,))
-    lost = NodeFacts("w" * 25, "bed", "worker", "down", "active")
+    here = NodeFacts("m" * 25, "bed", "manager", "ready", advertised_gpus=(G0,))
+    lost = NodeFacts("w" * 25, "bed", "worker", "down")
     swarm = SwarmState((here, lost), (), (here.id,))
     reader = status.Reader(object(), Engine(), None, lambda: swarm)  # type: ignore[arg-type]
     judged = reader.snapshot()
@@ -95,7 +95,7 @@ def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
 
     monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
     monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
-    lost = NodeFacts("w" * 25, "bed", "worker", "down", "active")
+    lost = NodeFacts("w" * 25, "bed", "worker", "down")
     task = TaskFacts("t" * 25, "deepracer-0_robomaker", 1, lost.id, "running", "running", "")
     swarm = SwarmState((lost,), (replace(task, run_id="0"),), ())
     judged = status.Reader(object(), Engine(), None, lambda: swarm).snapshot()  # type: ignore[arg-type]
@@ -115,8 +115,8 @@ def test_other_nodes_are_read_on_the_node_at_most_once_a_round(
     from drgpu.core.swarm_view import SwarmState
     from drgpu.host import swarm_engine
 
-    here = NodeFacts("m" * 25, "bed", "manager", "ready", "active")
-    worker = NodeFacts("w" * 25, "bed", "worker", "ready", "active", advertised_gpus=(G0,))
+    here = NodeFacts("m" * 25, "bed", "manager", "ready")
+    worker = NodeFacts("w" * 25, "bed", "worker", "ready", advertised_gpus=(G0,))
     task = TaskFacts("t" * 25, "r", 1, worker.id, "running", "running", "", run_id="0")
     swarm = SwarmState((here, worker), (replace(task, image="img"),), (here.id,))
     clock, rounds = [100.0], list[dict[str, str]]()

@@ -151,7 +151,7 @@ def test_swarm_exports_append_the_override_to_the_c_list_without_orphans() -> No
 
 def swarm(**labels: str) -> EngineFacts:
     """A one-node swarm (n1) with these labels, or (none) this engine on a worker node."""
-    node = NodeFacts("n1", "host", "manager", "ready", "active", labels)
+    node = NodeFacts("n1", "host", "manager", "ready", labels)
     return EngineFacts("27.0", "runc", ("runc",), node_id="n1", nodes=(node,) if labels else ())
 
 

@@ -238,7 +238,7 @@ def test_in_a_swarm_a_gpu_no_one_has_hints_once_at_every_nodes_gpus(
     """Each problem carries its fix; the error's hint says each fix once."""
     from drgpu.core.facts import NodeFacts, advertised
 
-    node = NodeFacts("node2", "bed", "worker", "ready", "active", {}, ("GPU-2",))
+    node = NodeFacts("node2", "bed", "worker", "ready", {}, ("GPU-2",))
     config = make_config(DR_SAGEMAKER_CUDA_DEVICES="5", DR_ROBOMAKER_CUDA_DEVICES="GPU-7")
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, gtx_m40, nodes=[node])

@@ -134,7 +134,7 @@ def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
             swarm_state="active",
             node_id="me",
             nodes=tuple(
-                NodeFacts(id_, id_, "worker", "ready", "active", node_labels)
+                NodeFacts(id_, id_, "worker", "ready", node_labels)
                 for id_, node_labels in labels.items()
             ),
         )

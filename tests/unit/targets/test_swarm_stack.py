@@ -378,7 +378,7 @@ def test_simulators_on_another_nodes_gpu_are_pinned_there_and_proven_there(
     remote = "GPU-22222222-0000-4000-8000-000000000000"
     env_file = tmp_path / "system.env"
     env_file.write_text(f"DR_WORKERS=2\nDR_ROBOMAKER_CUDA_DEVICES={remote}\n")
-    nodes = [NodeFacts("node2", "bed", "worker", "ready", "active", {}, (remote,))]
+    nodes = [NodeFacts("node2", "bed", "worker", "ready", {}, (remote,))]
     config, stack = read_settings(Inputs(env_file)), load_stack([base_stack_file()])
     plan = make_plan(config, stack, load_inventory(GTX_M40), nodes=nodes)
     services = swarm_services(plan, [s.name for s in stack.services], 2, GENERIC, nodes)
