@@ -168,16 +168,12 @@ def _resolve_one(selector: Selector, inventory: Inventory) -> Assignment | str:
         matches = [Assignment(g) for g in inventory.gpus if f"pci:{g.pci_bus_id}" == selector.key]
     else:
         prefix = selector.text.lower()
-        matches = [
-            device
-            for gpu in inventory.gpus
-            for device in (
-                [Assignment(gpu, m) for m in gpu.mig_devices if gpu.mig_mode]
-                if mig
-                else [Assignment(gpu)]
-            )
-            if device.uuid.lower().startswith(prefix)
-        ]
+        candidates = (
+            [Assignment(gpu, m) for gpu in inventory.gpus if gpu.mig_mode for m in gpu.mig_devices]
+            if mig
+            else [Assignment(gpu) for gpu in inventory.gpus]
+        )
+        matches = [one for one in candidates if one.uuid.lower().startswith(prefix)]
         matches = [one for one in matches if one.uuid.lower() == prefix] or matches
     if not matches:
         what = "MIG device" if mig else "GPU"
@@ -197,4 +193,4 @@ def _resolve_one(selector: Selector, inventory: Inventory) -> Assignment | str:
             f"GPU {gpu.index} ({gpu.name}) is in MIG mode and cannot be given whole:"
             f" ask for one of its MIG devices ({migs})"
         )
-    return Assignment(gpu)
+    return matches[0]

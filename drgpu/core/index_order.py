@@ -6,7 +6,7 @@ order, fastest first, which may differ. Where it does and a value uses bare indi
 drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
 
 CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file's
-`cuda_order`; when neither tells, drgpu guesses it (`cuda_order`).
+`cuda_order`; when neither tells, drgpu guesses it as CUDA ranks (fastest first).
 """
 
 from __future__ import annotations

@@ -59,5 +59,5 @@ def resolve_inputs(options: InputOptions, environ: Mapping[str, str]) -> Inputs:
         files = checkout.compose_files or None
     if checkout is None or env_file is not None:
         return Inputs(env_file or DEFAULT_ENV_FILE, run_env, files, evaluation, checkout)
-    system_env, drfc_run_env = checkout.root / "system.env", run_env or checkout.run_env
+    system_env, drfc_run_env = checkout.root / DEFAULT_ENV_FILE, run_env or checkout.run_env
     return Inputs(system_env, drfc_run_env, files, evaluation, checkout, run_env is None)

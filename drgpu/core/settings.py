@@ -325,8 +325,8 @@ def config_from_values(
         must name the same GPUs)."""
         if alias in values and key in values:
             try:
-                same = devices(key) == devices(alias)
-            except ConfigError:
+                same = parse_devices(values[key]) == parse_devices(values[alias])
+            except DeviceSyntaxError:
                 same = values[key].strip() == values[alias].strip()
             if not same:
                 raise fail(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -62,7 +61,7 @@ def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, s
     found = inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
     if found is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
         return listed.labels
-    return labels.with_engine_choice(replace(listed, environment=found.environment))
+    return labels.with_engine_choice(found)
 
 
 def project_resources(project: str) -> tuple[int, int]:
