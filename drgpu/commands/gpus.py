@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import holders_by_gpu
 from drgpu.errors import DockerError
-from drgpu.host import engine, nvml
+from drgpu.host import engine, nvml, process
 from drgpu.host.cuda import default_order
 from drgpu.ui.talk import warn
 
@@ -36,12 +35,10 @@ def gpus() -> GpusResult:
         except DockerError as exc:
             found.append(exc)
 
-    asking = threading.Thread(target=ask_engine, daemon=True)
-    asking.start()
-    inventory = nvml.read_inventory()  # NVML failing is said at once, not after the engine
-    if inventory.gpus:
-        inventory = replace(inventory, cuda_order=default_order(inventory))
-    asking.join()
+    with process.meanwhile(ask_engine):  # NVML failing is said at once, not after the engine
+        inventory = nvml.read_inventory()
+        if inventory.gpus:
+            inventory = replace(inventory, cuda_order=default_order(inventory))
     if isinstance(found[0], DockerError):
         warn(f"{found[0].message.splitlines()[0]}; not showing which run holds each GPU")
         return GpusResult(inventory, None)

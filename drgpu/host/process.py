@@ -250,10 +250,9 @@ def run_tail(
 @contextlib.contextmanager
 def meanwhile(work: Callable[[], object]) -> Iterator[None]:
     """Run `work` in a thread while the block runs (e.g. an import while a step waits on
-    the engine); the block ends when both are done."""
+    the engine); the block ends when both are done. A failing block does not wait for
+    `work` (a hung engine must not hold up an error, a Ctrl-C or a rollback)."""
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
+    yield
+    thread.join()

@@ -84,3 +84,19 @@ def test_a_stopped_script_takes_the_programs_it_started_along() -> None:
     with pytest.raises(DockerError, match="did not finish"):
         process.run(["bash", "-c", "sleep 30; echo done"], timeout=0.5)
     assert time.monotonic() - began < 10
+
+
+def test_meanwhile_waits_for_its_work_unless_the_block_fails() -> None:
+    done: list[str] = []
+
+    def work() -> None:
+        time.sleep(0.2)
+        done.append("work")
+
+    with process.meanwhile(work):
+        pass
+    assert done == ["work"]
+    started = time.monotonic()
+    with pytest.raises(DockerError), process.meanwhile(lambda: time.sleep(30)):
+        raise DockerError("failed")
+    assert time.monotonic() - started < 5
