@@ -59,16 +59,21 @@ def masked_plan(plan: Plan, secrets: Iterable[str] = ()) -> Plan:
 
 
 def masked_data(data: Any, secrets: Iterable[str]) -> Any:
-    """A document (mappings, lists, text) with each of `secrets` masked in its texts, before
-    YAML or JSON escapes a value (`\\xE4`) where a search of the encoded text would miss it."""
-    found = tuple(secrets)
-    if isinstance(data, str):
-        return redact(data, found)
-    if isinstance(data, Mapping):
-        return {key: masked_data(value, found) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [masked_data(item, found) for item in data]
-    return data
+    """A document (mappings, lists, text) with each of `secrets` masked in its texts (the
+    longest first: a secret inside another is not left half shown), before YAML or JSON
+    escapes a value (`\\xE4`) where a search of the encoded text would miss it."""
+    found = tuple(sorted(set(secrets), key=len, reverse=True))
+
+    def masked_in(data: Any) -> Any:
+        if isinstance(data, str):
+            return redact(data, found)
+        if isinstance(data, Mapping):
+            return {key: masked_in(value) for key, value in data.items()}
+        if isinstance(data, list | tuple):
+            return [masked_in(item) for item in data]
+        return data
+
+    return masked_in(data)
 
 
 def holds_secret(plan: Plan) -> bool:

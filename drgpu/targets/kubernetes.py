@@ -90,8 +90,7 @@ def render_manifests(
         if document["kind"] == "Secret"
         for key, value in document["stringData"].items()
     }
-    found = {*secrets, *service_secrets(bodies), *secret_values(own)}
-    hidden = tuple(sorted(found, key=len, reverse=True))
+    hidden = (*secrets, *service_secrets(bodies), *secret_values(own))
     text = "---\n".join([header, *(_text(part, None) for part in parts)])
     shown = "---\n".join([header, *(_text(part, hidden) for part in parts)])
     return Rendered(shown, text, tuple(warnings))

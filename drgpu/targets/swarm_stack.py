@@ -196,7 +196,7 @@ def render_stack(
     header = HEADER.format(project=plan.project, how=how)
     text = header + dump_yaml(compose_text(document))
     services_shown = {name: _masked_service(body) for name, body in document["services"].items()}
-    hidden = sorted((*secrets, *service_secrets(document["services"])), key=len, reverse=True)
+    hidden = (*secrets, *service_secrets(document["services"]))
     safe = masked_data({**document, "services": services_shown}, hidden)
     shown = header + dump_yaml(compose_text(safe))
     return SwarmStack(

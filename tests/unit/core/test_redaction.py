@@ -97,3 +97,7 @@ def test_a_document_is_masked_in_its_data_before_any_encoding() -> None:
         "n": 3,
         "list": [f"{MASK}-tail"],
     }
+
+
+def test_masked_data_masks_the_longer_of_two_nested_secrets_whatever_their_order() -> None:
+    assert masked_data({"v": ["token-abcd-efgh"]}, ("abcd", "token-abcd-efgh")) == {"v": [MASK]}
