@@ -22,7 +22,7 @@ MPS_DAEMON_SERVICE = "drgpu-mps"
 _SIMULATOR = r"^robomaker(-(?P<slot>[0-9]+))?$"  # compiled when first used (`re` caches it)
 EXTENSION = "x-drgpu"
 EXTENSION_ROLE = f"{EXTENSION}.role"
-LABEL_ROLE = f"{ROLE_LABEL} label"
+_LABEL_SOURCE = f"{ROLE_LABEL} label"
 # What a compose file may declare: trainer, simulator or none, and the values drgpu itself
 # writes in the `drgpu.role` label of the containers it starts (each role's value), which
 # mean the same (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
@@ -133,7 +133,7 @@ def _declared_roles(path: Path, name: str, body: dict[str, Any]) -> dict[str, De
             " (drgpu reads only 'role')"
         )
     return {
-        **_declared(path, name, LABEL_ROLE, labels, ROLE_LABEL),
+        **_declared(path, name, _LABEL_SOURCE, labels, ROLE_LABEL),
         **_declared(path, name, EXTENSION_ROLE, extension, "role"),
     }
 
@@ -159,7 +159,7 @@ def _declared(path: Path, name: str, source: str, written: Any, key: str) -> dic
 
 def _with_declared(service: StackService, roles: dict[str, Declared]) -> StackService:
     """The service with the role its compose files declare (label and field must agree)."""
-    label, extension = roles.get(LABEL_ROLE), roles.get(EXTENSION_ROLE)
+    label, extension = roles.get(_LABEL_SOURCE), roles.get(EXTENSION_ROLE)
     if label and extension and label[0] is not extension[0]:
         raise ConfigError(
             f"service {service.name} has two roles: {label[1]} and {extension[1]}",
