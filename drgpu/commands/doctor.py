@@ -104,7 +104,9 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
 
 def _drfc_swarm(config: Config | None, target: Inputs) -> tuple[tuple[str, str], ...] | None:
     """In a swarm-style DRfC shell, what would stop DRfC's swarm start (`jq`, node labels)."""
-    from drgpu.commands import drfc_stack  # lazy: start-up time of doctor outside DRfC
+    import shutil  # lazy: start-up time of doctor outside DRfC
+
+    from drgpu.core import drfc_scripts  # lazy: as above
     from drgpu.host import swarm_engine  # lazy: as above
 
     if config is None or target.checkout is None or not config.deploys_to_swarm():
@@ -112,7 +114,8 @@ def _drfc_swarm(config: Config | None, target: Inputs) -> tuple[tuple[str, str],
     facts = swarm_engine.engine_facts()
     if facts.swarm_state != "active":
         raise DockerError("this engine is in no swarm")
-    return tuple(drfc_stack.swarm_preflight(target.checkout, facts))
+    jq_found = shutil.which(drfc_scripts.JQ) is not None
+    return tuple(drfc_scripts.swarm_preflight(target.checkout, facts, jq_found=jq_found))
 
 
 def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...], str | None]:

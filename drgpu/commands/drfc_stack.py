@@ -248,12 +248,6 @@ def _name(script: Path, checkout: DrfcCheckout) -> str:
 # --- swarm style (DR_DOCKER_STYLE=swarm): `docker stack deploy -c ... -c <override>` ---------
 
 
-def swarm_preflight(checkout: DrfcCheckout, facts: EngineFacts) -> list[tuple[str, str]]:
-    """What would stop DRfC's swarm start script (`jq`, the node labels), each with its fix."""
-    jq_found = shutil.which(drfc_scripts.JQ) is not None
-    return drfc_scripts.swarm_preflight(checkout, facts, jq_found=jq_found)
-
-
 def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     """The swarm-shaped override of the prepared plan, laid out for this swarm (one simulator
     for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
@@ -273,7 +267,8 @@ def swarm_up(
     cleanup, remove the stack. Refused before anything starts when `swarm_preflight` objects."""
     checkout = _checkout(prepared.target)
     facts = swarm_engine.engine_facts()
-    if problems := swarm_preflight(checkout, facts):
+    jq_found = shutil.which(drfc_scripts.JQ) is not None
+    if problems := drfc_scripts.swarm_preflight(checkout, facts, jq_found=jq_found):
         raise DockerError(
             "; ".join(problem for problem, _fix in problems),
             hint="\n  ".join(fix for _problem, fix in problems),
