@@ -53,7 +53,7 @@ FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", 
 def _finding(kind: str, message: str, **facts: Any) -> Finding:
     """A status finding (a warning of the processes-* kinds, else a violation) about its
     process, else its container, else its GPU; its facts are always the FACTS keys."""
-    level = Level.WARN if kind.startswith("processes-") else Level.FAIL
+    level = Level.WARN if kind in ("processes-unknown", "processes-vanished") else Level.FAIL
     facts = {**dict.fromkeys(FACTS), **facts}
     pid, container = facts["pid"], facts["container"]
     subject = f"PID {pid}" if pid is not None else container or f"GPU {facts['gpu_index']}"
@@ -138,10 +138,13 @@ def trainer_checks(
     live = _live_launchers(launchers)
     checks = []
     for trainer in candidates if live else ():
+        if trainer.state != "running" or not is_sagemaker_local(trainer):
+            continue
         visible = labels.split_list(trainer.environment.get("CUDA_VISIBLE_DEVICES"))
         owners = _launchers_of(trainer, live, visible.__eq__)
-        if trainer.state != "running" or not is_sagemaker_local(trainer) or owners is None:
+        if owners is None:  # its run has no live rl_coach of drgpu's: a stray of it
             continue
+        # several of no named run, and none forwarding its GPUs: no launcher
         one = len(owners) == 1 or "RUN_ID" in trainer.environment
         launcher = owners[0] if one or forwarded_uuids(owners[0]) == visible else None
         planned = forwarded_uuids(launcher) if launcher else ()
