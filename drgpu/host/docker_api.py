@@ -404,9 +404,15 @@ def _tls_context(address: Address) -> ssl.SSLContext:
     return context
 
 
+def address() -> Address:
+    """drgpu's engine: `engine_address` of the environment with system.env's engine
+    settings on top (`use_settings`), as Compose reads them."""
+    return engine_address({**os.environ, **_settings})
+
+
 def connected() -> closing[Connection]:
-    """A connection to `engine_address` (system.env's engine settings on top), closed after."""
-    return closing(Connection(engine_address({**os.environ, **_settings})))
+    """A connection to drgpu's engine (`address`), closed after."""
+    return closing(Connection(address()))
 
 
 def call(method: str, path: str) -> Answer:

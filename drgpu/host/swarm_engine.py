@@ -164,7 +164,7 @@ def _job(
     from drgpu.probe import LAUNCHER, SOURCE_VARIABLE
 
     proc = {"Type": "bind", "Source": "/proc", "Target": "/host/proc", "ReadOnly": True}
-    path = os.environ.get("DRGPU_NODE_SOCKET") or docker_api.engine_address(os.environ).socket_path
+    path = os.environ.get("DRGPU_NODE_SOCKET") or docker_api.address().socket_path
     return {
         "Name": f"drgpu-{name}-{node[:12]}",
         "Labels": {"drgpu.proof": name},

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from drgpu.errors import DockerError
-from drgpu.host import docker_api
+from drgpu.host import docker_api, swarm_engine
 from drgpu.host.docker_api import Address, Connection, engine_address
 
 
@@ -95,6 +95,21 @@ def test_programs_are_handed_the_same_engine_and_no_context(tmp_path: Path) -> N
     assert "DOCKER_CONTEXT" not in handed
     assert handed["DOCKER_HOST"] == "tcp://10.1.2.3:2376"
     assert (handed["DOCKER_TLS_VERIFY"], handed["DOCKER_CERT_PATH"]) == ("1", str(tls_dir))
+
+
+def test_system_env_names_the_engine_of_every_call_and_of_the_swarm_proof_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/shell.sock")
+    monkeypatch.delenv("DRGPU_NODE_SOCKET", raising=False)
+    docker_api.use_settings({"DOCKER_HOST": "unix:///run/system-env.sock"})
+    try:
+        assert docker_api.address().socket_path == "/run/system-env.sock"
+        job = swarm_engine._job("p", "probe", "node1", "image", [], [])
+        socket_mount = job["TaskTemplate"]["ContainerSpec"]["Mounts"][0]
+        assert socket_mount["Source"] == "/run/system-env.sock"
+    finally:
+        docker_api.use_settings({})
 
 
 def test_an_ssh_host_is_refused_with_a_sentence() -> None:
