@@ -256,7 +256,7 @@ class Connection:
 
     def _exchange(self, request: bytes) -> Answer:
         """Send `request`, read the answer; again on a new connection when the engine had closed
-        the kept one (a new one that closes at once: the engine is not there)."""
+        the kept one (a new one that fails says why: refused, closed at once)."""
         reused = self._socket is not None
         try:
             return self._send_and_read(request)
@@ -264,7 +264,7 @@ class Connection:
             self.close()
             if reused:
                 return self._exchange(request)
-            raise ConnectionResetError("the engine closed the connection") from None
+            raise
 
     def _send_and_read(self, request: bytes) -> Answer:
         if self._socket is None:

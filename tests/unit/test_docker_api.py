@@ -179,6 +179,14 @@ def test_an_engine_that_is_not_there_is_a_sentence(tmp_path: Path) -> None:
         connection.call("GET", "/info")
 
 
+def test_an_engine_socket_nobody_listens_on_is_refused_not_closed(tmp_path: Path) -> None:
+    stale = socket.socket(socket.AF_UNIX)  # bound, never listening: dockerd died
+    stale.bind(str(tmp_path / "stale.sock"))
+    connection = Connection(Address(socket_path=str(tmp_path / "stale.sock")))
+    with stale, pytest.raises(DockerError, match=r"stale\.sock: Connection refused$"):
+        connection.call("GET", "/info")
+
+
 def test_a_multiplexed_stream_is_unframed_in_order_and_a_raw_one_kept() -> None:
     def frame(stream: int, payload: bytes) -> bytes:
         return bytes([stream, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
