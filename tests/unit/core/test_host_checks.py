@@ -96,6 +96,12 @@ def test_settings_pass_or_fail_with_the_config_error_and_its_hint() -> None:
     assert "DR_WORKERS" in failed.message
 
 
+def test_facts_never_gathered_fail_as_not_read() -> None:
+    judged = run_checks(HostFacts(Path("system.env")))
+    assert {(f.kind, f.level) for f in judged} >= {("settings", FAIL), ("nvml", FAIL)}
+    assert only(check_settings(host())).message == "not read"
+
+
 def test_nvml_passes_with_driver_and_cuda_versions() -> None:
     [check, *_] = check_nvml(host(**NVML))
     assert check.level == PASS
