@@ -97,6 +97,9 @@ def test_three_up_down_cycles_run_drfcs_swarm_start_with_exact_gpus(
     project = "deepracer-0"
     override = checkout.root / ".drgpu" / f"{project}.swarm-override.yml"
     for cycle in range(3):
+        if cycle == 2:  # system.env names the engine, the shell another: system.env's counts
+            checkout.set("system.env", DOCKER_HOST=swarm_bed.docker_host)
+            shell = {**shell, "DOCKER_HOST": "unix:///nowhere/docker.sock"}
         # DRfC's start refuses a model prefix that exists (the first cycle made it): -w.
         started = checkout.drgpu(shell, "up", "--", "-w")
 
