@@ -26,12 +26,15 @@ def compose_warnings(text: str) -> tuple[str, ...]:
 
 
 def _warning(line: str) -> str | None:
-    """The message of a warning line of Compose's (None for any other line)."""
-    logrus = re.search(_LOGRUS, line)
-    if logrus:
-        return re.sub(r"\\(.)", r"\1", logrus["msg"]).strip()
-    short = re.match(_SHORT, line)
-    return short["msg"].strip() if short else None
+    """The message of a warning line of Compose's (None for any other line), without the
+    "Warning: " some messages begin with (drgpu says "warning" itself)."""
+    if logrus := re.search(_LOGRUS, line):
+        message = re.sub(r"\\(.)", r"\1", logrus["msg"])
+    elif short := re.match(_SHORT, line):
+        message = short["msg"]
+    else:
+        return None
+    return re.sub(r"^\s*warning:\s*", "", message, flags=re.IGNORECASE).strip()
 
 
 def talk_lines(stdout: str, stderr: str) -> tuple[str, ...]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from drgpu.host.compose_output import compose_warnings, failure_hint, talk_lines
 
 UNSET = 'time="2026-11-22T19:25:24Z" level=warning msg="The \\"X\\" variable is not set."\n'
+NOTHING = 'time="2026-11-26T08:24:01Z" level=warning msg="Warning: No resource found"\n'
 STDERR = (
     (UNSET * 2)
+    + NOTHING
     + """\
 WARN[0000] /x/docker-compose.yml: the attribute `version` is obsolete
  Container deepracer-0-rl_coach-1  Creating
@@ -21,6 +23,7 @@ Error response from daemon: something broke
 def test_compose_warnings_are_unescaped_deduplicated_and_in_order() -> None:
     assert compose_warnings(STDERR) == (
         'The "X" variable is not set.',
+        "No resource found",
         "/x/docker-compose.yml: the attribute `version` is obsolete",
     )
 
