@@ -6,6 +6,8 @@
   cuCtxCreate, cuMemAlloc) is seen by `drgpu status --json` as a host process on its GPU,
   with its PID and memory;
 - the probe's CUDA order and its mapping of CUDA ordinals to NVML indices;
+- a full UUID in CUDA_VISIBLE_DEVICES, as drgpu renders it, is that one GPU to CUDA and
+  torch;
 - doctor's NVML checks;
 - the fake NVML's fidelity: one query script (nvml_fields.py) over the real driver and over
   the fake with a topology written from this machine's `gpus --json` agree field by field,
@@ -187,6 +189,43 @@ def test_the_probe_maps_cuda_to_nvml_in_both_orders(hardware_out: Path, empty_en
     )
     assert expecting["exit_code"] == 0, expecting["expectations"]
     assert expecting["gpu_injection"] in (None, "runtime")  # no container: nothing injected
+
+
+def test_a_rendered_uuid_is_one_device_to_cuda_and_torch(
+    hardware_out: Path, empty_engine: str
+) -> None:
+    """What drgpu's override sets, CUDA_VISIBLE_DEVICES=<full UUID> with CUDA_DEVICE_ORDER=
+    PCI_BUS_ID, gives CUDA and torch exactly that GPU (torch multiplies on it); a UUID of no
+    GPU here gives CUDA none, and the probe says so."""
+    listed = json.loads(
+        drgpu(
+            hardware_out, "gpus-for-uuids.json", "gpus", "--json", DOCKER_HOST=empty_engine
+        ).stdout
+    )
+    for gpu in (gpu for gpu in listed["gpus"] if not gpu["mig_mode"]):
+        seen = probe(
+            hardware_out,
+            f"probe-uuid-{gpu['index']}.json",
+            "--frameworks",
+            "torch",
+            CUDA_VISIBLE_DEVICES=gpu["uuid"],
+            CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        )
+        assert [device["uuid"] for device in seen["cuda"]["devices"]] == [gpu["uuid"]]
+        torch = seen["frameworks"]["torch"]
+        if torch["installed"]:
+            assert torch["device_count"] == 1, torch
+            assert torch["devices"][0]["uuid"] in gpu["uuid"], torch
+            assert torch["devices"][0]["matmul"]["ok"], torch
+    absent = "GPU-00000000-0000-0000-0000-000000000000"
+    nothing = probe(
+        hardware_out,
+        "probe-uuid-absent.json",
+        CUDA_VISIBLE_DEVICES=absent,
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+    )
+    assert nothing["cuda"]["devices"] == []
+    assert any("CUDA_ERROR_NO_DEVICE" in finding for finding in nothing["findings"])
 
 
 def test_doctors_nvml_checks_pass(hardware_out: Path, tmp_path: Path) -> None:
