@@ -7,14 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drgpu.commands.options import resolved, run_id_of
-from drgpu.commands.proving import probe_in
+from drgpu.commands.proving import probe_in, probes_elsewhere
 from drgpu.core import labels
-from drgpu.core.cuda_verdict import CheckResult, judge, judge_trainer, probe_arguments, select
+from drgpu.core.cuda_verdict import (
+    CheckResult,
+    judge,
+    judge_trainer,
+    probe_arguments,
+    select,
+    task_stand_in,
+)
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
 from drgpu.errors import CheckFailedError, DockerError
-from drgpu.host import engine
+from drgpu.host import engine, swarm_engine
+from drgpu.ui.talk import warn
 
 
 @dataclass(frozen=True)
@@ -42,19 +50,28 @@ def check_stack(
 ) -> CudaCheckResult:
     """Run the probe, from the host, in `service`'s running container, or every GPU
     service's and SageMaker trainer's with `all_services`, of run `run_id` (None: DR_RUN_ID
-    of `env_file`) or its evaluation; judge what it saw there."""
+    of `env_file`) or its evaluation; judge what it saw there. A Swarm stack's tasks on
+    other nodes are probed there by a one-shot job each node (as `up` proves them)."""
     target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
     project = project_name(run_id or run_id_of(target), evaluation=evaluation)
     containers = engine.project_containers(project)
-    if not containers:
+    elsewhere = swarm_engine.stack_tasks_elsewhere(project)
+    if elsewhere is None and any(labels.SWARM_TASK_NAME in c.labels for c in containers):
+        warn(f"this node is no swarm manager: {project}'s tasks on other nodes are not checked")
+    tasks = {task.id: task for task in elsewhere or ()}
+    stand_ins = [task_stand_in(project, task) for task in tasks.values()]
+    if not containers and not stand_ins:
         raise DockerError(f"no containers of {project}: is the stack up?")
-    chosen = select(containers, service)
+    chosen = select([*containers, *stand_ins], service)
     for container in chosen:
         if container.state != "running":
             raise DockerError(
                 f"{container.name} is {container.state}, not running: start the stack first"
             )
-    results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in chosen]
+    here = [c for c in chosen if c.id not in tasks]
+    results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in here]
+    remote = [tasks[c.id] for c in chosen if c.id in tasks]
+    results += [judge(c, *ran()) for c, ran in probes_elsewhere(project, remote)]
     # The SageMaker trainers this project's rl_coach started, matched among every drgpu
     # run's rl_coach (so another run's trainer is never taken for this one's).
     mine = {c.id for c in containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}

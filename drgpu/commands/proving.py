@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 
 from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
-from drgpu.core.cuda_verdict import judge, probe_arguments
+from drgpu.core.cuda_verdict import judge, probe_arguments, task_stand_in
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
-from drgpu.core.swarm_node import GPU_KIND
 from drgpu.core.verification import (
     stack_service_name,
     stopped_badly,
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from drgpu.core.compose_progress import ProgressEvent
-    from drgpu.core.service_gpus import SwarmService, SwarmStack
+    from drgpu.core.service_gpus import SwarmStack
 
 
 LOG_TAIL_LINES = 5
@@ -116,19 +115,24 @@ def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tu
         return (Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}"),)
 
 
-def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
-    """The probe's verdicts on GPU tasks that run on other nodes than this one, run beside
-    them by a one-shot Swarm job per node (`swarm_engine.proofs_on_nodes`)."""
+def proven_elsewhere(project: str, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
+    """The probe's verdicts on GPU tasks that run on other nodes than this one."""
+    return _sorted([_judged(task, ran) for task, ran in probes_elsewhere(project, tasks)])
+
+
+def probes_elsewhere(
+    project: str, tasks: list[TaskFacts]
+) -> list[tuple[ContainerFacts, Callable[[], tuple[int, str]]]]:
+    """Each task on another node than this one as a container (`task_stand_in`), with what
+    drgpu's probe saw beside it, run by a one-shot Swarm job per node
+    (`swarm_engine.proofs_on_nodes`): (exit code, output), or a DockerError saying why not."""
     if not tasks:
-        return [], []
-    services = {stack_service_name(stack.project, s.name): s for s in stack.services}
-    stand_ins = {task.id: _stand_in(stack.project, services[task.service], task) for task in tasks}
+        return []
+    stand_ins = {task.id: task_stand_in(project, task) for task in tasks}
     wanted: dict[str, dict[str, list[str]]] = {}
     for task in tasks:
         wanted.setdefault(task.node_id, {})[task.id] = _arguments(stand_ins[task.id])
-    seen, failures = swarm_engine.proofs_on_nodes(
-        stack.project, tasks[0].image, probe_source(), wanted
-    )
+    seen, failures = swarm_engine.proofs_on_nodes(project, tasks[0].image, probe_source(), wanted)
 
     def ran(task: TaskFacts) -> tuple[int, str]:
         if task.id in seen:
@@ -136,22 +140,7 @@ def proven_elsewhere(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[Fi
         why = failures.get(task.node_id) or "the proof job found no container of it there"
         raise DockerError(why)
 
-    return _sorted([_judged(stand_ins[t.id], partial(ran, t)) for t in tasks])
-
-
-def _stand_in(project: str, service: SwarmService, task: TaskFacts) -> ContainerFacts:
-    """A task on another node as the probe's verdict needs it: its name and planned GPUs."""
-    reserved = [value for kind, value in task.generic_resources if kind == GPU_KIND]
-    gpus = service.pinned_for(task.slot) or reserved
-    name = f"{_name(task)} on node {task.node_id[:12]}"
-    return ContainerFacts(
-        id=task.id,
-        name=name,
-        service=service.name,
-        project=project,
-        state="running",
-        labels={labels.GPUS: ",".join(gpus)},
-    )
+    return [(stand_ins[task.id], partial(ran, task)) for task in tasks]
 
 
 def probe_in(container: ContainerFacts, arguments: list[str]) -> tuple[int, str]:
@@ -202,7 +191,7 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
     running = [task for task in tasks if task.state == "running"]
     if not problems:
         remote = [t for t in running if t.service in gpu and t.id not in containers]
-        elsewhere, problems = proven_elsewhere(stack, remote)
+        elsewhere, problems = proven_elsewhere(project, remote)
         unproven += elsewhere
     if problems:
         logs = [_task_logs(task) for task in ended if task.id not in containers]

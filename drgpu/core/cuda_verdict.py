@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level, failed
+from drgpu.core.swarm_node import GPU_KIND
 from drgpu.errors import ConfigError, DockerError
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ class CheckResult:
     seen_cuda: tuple[str, ...]
     findings: tuple[Finding, ...] = ()
     injection: str | None = None  # how its GPUs came: "cdi", "runtime" (the probe says)
+    replica: str = ""  # a Compose container's number, a Swarm task's slot
+    node: str = ""  # a Swarm task's node id
 
     @property
     def ok(self) -> bool:
@@ -84,6 +87,33 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
         seen_cuda=_seen(report, "cuda"),
         findings=_findings(container.name, problems, notes),
         injection=injection,
+        replica=_replica(container),
+        node=container.labels.get(labels.SWARM_NODE_ID, ""),
+    )
+
+
+def _replica(container: ContainerFacts) -> str:
+    """Its replica number: a Swarm task's slot (task name `<service>.<slot>.<id>`), a
+    Compose container's number (`deepracer-0-robomaker-2`); "" where it has none."""
+    task = container.labels.get(labels.SWARM_TASK_NAME, "")
+    number = task.split(".")[-2] if task.count(".") >= 2 else container.name.rpartition("-")[2]
+    return number if number.isdigit() else ""
+
+
+def task_stand_in(project: str, task: TaskFacts) -> ContainerFacts:
+    """A running task on another node as `judge` sees a container there: named by its slot
+    and node, with its spec's labels and environment, Swarm's task labels, and the GPUs the
+    engine reserved for it in the engine's variable (DOCKER_RESOURCE_NVIDIA-GPU)."""
+    reserved = ",".join(value for kind, value in task.generic_resources if kind == GPU_KIND)
+    swarm = {labels.SWARM_TASK_NAME: f"{task.service}.{task.slot}.{task.id}"}
+    return ContainerFacts(
+        id=task.id,
+        name=f"{task.service}.{task.slot} on node {task.node_id[:12]}",
+        service=task.service.removeprefix(f"{project}_"),
+        project=project,
+        state=task.state,
+        labels={**task.labels, **swarm, labels.SWARM_NODE_ID: task.node_id},
+        environment={**task.environment, labels.SWARM_RESOURCE_VARIABLE: reserved},
     )
 
 

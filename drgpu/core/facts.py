@@ -63,6 +63,7 @@ class TaskFacts:
     environment: Mapping[str, str] = field(default_factory=dict)
     generic_resources: tuple[tuple[str, str], ...] = ()
     run_id: str = ""  # drgpu's run label of its container spec
+    labels: Mapping[str, str] = field(default_factory=dict)  # of its container spec
     started: bool = False  # its node reported a container process (ContainerStatus.PID)
     image: str = ""
     container_id: str = ""  # its container's, as its node reported it

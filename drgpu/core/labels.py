@@ -21,6 +21,7 @@ SWARM_GPUS = "drgpu.swarm_gpus"
 GPUS_BY_SLOT = "drgpu.gpus_by_slot"
 SWARM_SERVICE = "com.docker.swarm.service.name"
 SWARM_TASK_NAME = "com.docker.swarm.task.name"
+SWARM_NODE_ID = "com.docker.swarm.node.id"
 SWARM_RESOURCE_VARIABLE = "DOCKER_RESOURCE_NVIDIA-GPU"
 _GONE = ("exited", "dead", "removing")
 

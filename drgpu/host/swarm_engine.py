@@ -49,6 +49,16 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
     return sorted(tasks, key=lambda task: (task.service, task.slot, task.id))
 
 
+def stack_tasks_elsewhere(namespace: str) -> list[TaskFacts] | None:
+    """The running tasks of a Swarm stack on other nodes than this one; None where this
+    engine is no swarm manager, which cannot see other nodes' tasks."""
+    swarm = docker_api.call("GET", "/info").checked("say what it is", 200).get("Swarm") or {}
+    if not swarm.get("ControlAvailable"):
+        return None
+    here = swarm.get("NodeID")
+    return [t for t in stack_tasks(namespace) if t.state == "running" and t.node_id != here]
+
+
 def task_log_tail(task_id: str, lines: int) -> list[str]:
     """A task's last log lines as the manager gathers them from its node (`docker service
     logs --tail`); none when they cannot be read."""
@@ -225,6 +235,7 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         environment=environment(spec.get("Env")),
         generic_resources=_named_resources(task.get("GenericResources") or []),
         run_id=(spec.get("Labels") or {}).get(labels.RUN_ID, ""),
+        labels=dict(spec.get("Labels") or {}),
         started=bool(container.get("PID")),
         image=str(spec.get("Image") or ""),
         container_id=str(container.get("ContainerID") or ""),

@@ -208,7 +208,8 @@ def console(piped_width: int = 240) -> Console:
 
 def check_table(project: str, results: list[CheckResult]) -> None:
     """The verdict of `cuda-check` per container; a service with several (the workers) names
-    each by its replica number (`robomaker 2`, of container deepracer-0-robomaker-2)."""
+    each by its replica number (`robomaker 2`, of container deepracer-0-robomaker-2, or a
+    Swarm task's slot), and a Swarm task its node."""
     table = _table(
         f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
     )
@@ -216,11 +217,11 @@ def check_table(project: str, results: list[CheckResult]) -> None:
     for result in results:
         problems = [f.message for f in result.findings if f.level == Level.FAIL]
         verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
-        number = result.container.rpartition("-")[2]
-        several = services.count(result.service) > 1 and number.isdigit()
+        several = services.count(result.service) > 1 and result.replica
+        name = f"{result.service} {result.replica}" if several else result.service
         _row(
             table,
-            f"{result.service} {number}" if several else result.service,
+            f"{name} on node {result.node[:12]}" if result.node else name,
             "\n".join(result.expected) or "no GPU",
             "\n".join(result.seen_nvml) or "none",
             "\n".join(result.seen_cuda) or "none",

@@ -1,7 +1,8 @@
 """`up` proves each GPU task from inside where it runs, on every node of a multi-node
 swarm (the `two_node_swarm` fixture of the multi-node bed: tests/support/swarm_nodes):
 tasks on the worker node through a one-shot global job beside them. A worker whose toolkit
-ignores the Swarm resource fails `up`, named by its node."""
+ignores the Swarm resource fails `up`, named by its node. `cuda-check --all` on the manager
+checks the worker's tasks the same way."""
 
 from __future__ import annotations
 
@@ -41,6 +42,21 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
     assert started.returncode == 0, started.stderr
     assert worker.node_id[:12] in started.stdout  # tasks ran there
     assert "not provable" not in started.stdout + started.stderr
+    # cuda-check on the manager checks every task where it runs, the worker's too.
+    flags = ("--all", "--run-id", "proof", "--env-file", str(env_file))
+    checked = run_drgpu("cuda-check", *flags, "--json", env=env)
+    assert checked.returncode == 0, checked.stderr
+    results = json.loads(checked.stdout)["results"]
+    nodes = sorted(r["node"] for r in results if r["service"] == "robomaker")
+    assert nodes == sorted([manager.node_id] * 2 + [worker.node_id] * 2), results
+    assert all(r["ok"] and r["seen_cuda"] == r["expected"] for r in results), results
+    table = run_drgpu("cuda-check", *flags, env=env).stdout
+    assert f"on node {worker.node_id[:12]}" in table
+    # On the worker (no manager): its own tasks, and a warning that the others are not.
+    on_worker = run_drgpu("cuda-check", *flags, "--json", env=worker.bed.env())
+    assert on_worker.returncode == 0, on_worker.stderr
+    assert "tasks on other nodes are not checked" in on_worker.stderr
+    assert {r["node"] for r in json.loads(on_worker.stdout)["results"]} == {worker.node_id}
     stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=env)
     assert stopped.returncode == 0, stopped.stderr
 

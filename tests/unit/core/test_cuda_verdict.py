@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from drgpu import probe
-from drgpu.core.cuda_verdict import judge
-from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
+from drgpu.core.cuda_verdict import judge, task_stand_in
+from drgpu.core.facts import ContainerFacts, DeviceRequestFacts, TaskFacts
 from drgpu.ui.documents import cuda_check_document
 
 GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
@@ -56,3 +57,22 @@ def test_an_nvidia_request_served_through_cdi_is_said_not_failed() -> None:
     runtime = judge(container("nvidia"), 0, probe_output(GPU))
     assert runtime.injection == "runtime"
     assert not any("through CDI" in f.message for f in runtime.findings)
+
+
+def test_a_task_on_another_node_is_judged_as_its_container_would_be() -> None:
+    """Its GPUs as the engine reserved them (engine's choice) or its slot's pinned entry,
+    its slot as the replica and its node named, as for a task container on this node."""
+    chosen = TaskFacts(
+        "t2", "deepracer-7_robomaker", 2, "worker-node-id-1", "running", "running", "",
+        generic_resources=(("NVIDIA-GPU", GPU),),
+        labels={"drgpu.run_id": "7", "drgpu.swarm_gpus": "1"},
+    )  # fmt: skip
+    pinned = replace(chosen, labels={"drgpu.swarm_gpus": "1", "drgpu.gpus_by_slot": f"2={GPU}"})
+    for task in (chosen, pinned):
+        stand_in = task_stand_in("deepracer-7", task)
+        assert stand_in.name == "deepracer-7_robomaker.2 on node worker-node-"
+        assert stand_in.service == "robomaker"
+        result = judge(stand_in, 0, probe_output(GPU))
+        assert (result.expected, result.replica, result.node) == ((GPU,), "2", task.node_id)
+        assert result.ok
+    assert judge(container("nvidia"), 0, probe_output(GPU)).replica == "1"  # Compose's number

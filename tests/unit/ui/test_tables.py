@@ -31,16 +31,16 @@ def test_gpus_says_so_where_cuda_ranks_the_gpus_otherwise(
 
 def test_cuda_check_names_each_worker_by_its_replica(capsys: pytest.CaptureFixture[str]) -> None:
     results = [
-        CheckResult(service, container, ("GPU-a",), ("GPU-a",), ("GPU-a",))
-        for service, container in [
-            ("sagemaker", "deepracer-0-sagemaker-1"),
-            ("robomaker", "deepracer-0-robomaker-1"),
-            ("robomaker", "deepracer-0-robomaker-2"),
+        CheckResult(service, "", ("GPU-a",), ("GPU-a",), ("GPU-a",), replica=number, node=node)
+        for service, number, node in [
+            ("sagemaker", "1", ""),
+            ("robomaker", "1", ""),
+            ("robomaker", "2", "worker-node-id-1"),  # a Swarm task on another node
         ]
     ]
     check_table("deepracer-0", results)
     rows = capsys.readouterr().out
-    assert "robomaker 1" in rows and "robomaker 2" in rows
+    assert "robomaker 1 " in rows and "robomaker 2 on node worker-node-" in rows
     assert "sagemaker 1" not in rows and "sagemaker" in rows
 
 
