@@ -8,8 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from drgpu.core import labels
+from drgpu.core.cuda_verdict import task_stand_in
+from drgpu.core.facts import TaskFacts
 from drgpu.core.gpu_usage import ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
+from drgpu.core.swarm_node import GPU_KIND
+from drgpu.core.swarm_view import SwarmState
 
 _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
@@ -57,12 +61,14 @@ def memory_percent(gpu: Gpu) -> int:
 
 @dataclass(frozen=True)
 class Board:
-    """Every GPU row, and every violation in full (`problems`)."""
+    """Every GPU row, a line per other node of a swarm, and every violation in full
+    (`problems`)."""
 
     scope: str
     gpus: tuple[GpuRow, ...]
     problems: tuple[str, ...]
     notes: tuple[str, ...]  # `WARNING: ...` (said, no violation), then `note: ...`
+    nodes: tuple[str, ...] = ()
 
 
 def build_board(status: Status, history: History | None = None) -> Board:
@@ -80,7 +86,32 @@ def build_board(status: Status, history: History | None = None) -> Board:
             *(f"WARNING: {w.message}" for w in status.warnings),
             *(f"note: {note}" for note in status.notes),
         ),
+        nodes=_node_lines(status.swarm, status.run_id) if status.swarm else (),
     )
+
+
+def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
+    """A line per other node of the swarm: its role and state, whether its GPUs were read
+    there (a warning says why not), and the running tasks of drgpu's runs with their GPUs."""
+    lines = []
+    for node in (node for node in swarm.nodes if node.id != swarm.here):
+        tasks = [
+            f"{task.service}.{task.slot} on {','.join(_task_gpus(task)) or 'no GPU'}"
+            for task in swarm.tasks
+            if task.node_id == node.id and task.state == "running" and run_id in (None, task.run_id)
+        ]
+        read = "GPUs read there" if node.id in swarm.seen else "GPUs not read"
+        lines.append(
+            f"{node.name}, {node.role}, {node.state}, {read}: "
+            + ("; ".join(tasks) or "no task of a run")
+        )
+    return tuple(lines)
+
+
+def _task_gpus(task: TaskFacts) -> tuple[str, ...]:
+    """The GPUs a task holds: those the engine reserved for it, else those drgpu pinned."""
+    reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
+    return reserved or labels.given_gpus(task_stand_in("", task))
 
 
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:

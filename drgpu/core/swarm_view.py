@@ -28,6 +28,7 @@ class SwarmState:
     seen: tuple[str, ...]
     node_findings: tuple[Finding, ...] = ()
     unseen_why: Mapping[str, str] = field(default_factory=dict)
+    here: str = ""  # this node's id
 
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:

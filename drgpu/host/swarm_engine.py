@@ -254,7 +254,8 @@ def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
         _task_facts(names.get(task.get("ServiceID"), ""), task)
         for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list)
     ]
-    return SwarmState(tuple(nodes), tuple(task for task in tasks if task.run_id), (here,))
+    ours = tuple(task for task in tasks if task.run_id)
+    return SwarmState(tuple(nodes), ours, (here,), here=here)
 
 
 def _nodes(engine: Connection) -> list[NodeFacts] | None:

@@ -152,8 +152,9 @@ class BoardView:
 
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
     """The board in fixed columns, no line longer than `width`: a header (a watch's names
-    its `interval_s`), a line per GPU and per occupant under it, then every violation in
-    full; what is wrong in bold red. One Text, cheap to redraw every tick."""
+    its `interval_s`), a line per GPU and per occupant under it, a line per other node of
+    a swarm, then every violation in full; what is wrong in bold red. One Text, cheap to
+    redraw every tick."""
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
@@ -175,6 +176,8 @@ def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int
     for row in board.gpus:
         _append_gpu(view, row, grid, form)
     view.append("\n")
+    for node in board.nodes:
+        view.append(_wrapped(node, width))
     for problem in board.problems:
         view.append(_wrapped(f"VIOLATION: {problem}", width), _ALERT)
     for note in board.notes:
@@ -323,7 +326,7 @@ def _append_health(view: Text, row: GpuRow, room: int) -> None:
 
 def board_lines(board: Board, *, stamp: str) -> list[str]:
     """The board as plain lines: one per GPU, one per occupant under it (`!` marks what is
-    wrong), then every violation and note."""
+    wrong), one per other node of a swarm, then every violation and note."""
     lines = []
     for row in board.gpus:
         gpu = row.gpu
@@ -338,6 +341,7 @@ def board_lines(board: Board, *, stamp: str) -> list[str]:
             memory = "" if occupant.memory_mib is None else f" {occupant.memory_mib} MiB"
             problem = f" {occupant.problem}" if occupant.problem else ""
             lines.append(f"{stamp}   {mark} {occupant.names[0]}{pid}{memory}{problem}")
+    lines += [f"{stamp} {node}" for node in board.nodes]
     lines += [f"{stamp} VIOLATION: {problem}" for problem in board.problems]
     lines += [f"{stamp} {note}" for note in board.notes]
     lines.append(f"{stamp} {len(board.problems)} violation(s)")

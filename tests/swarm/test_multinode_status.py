@@ -41,6 +41,10 @@ def test_status_covers_every_node_and_says_a_lost_worker(two_node_swarm: Any) ->
         assert time.monotonic() < deadline, "the worker's task never ran"
         time.sleep(0.5)
     read = json.loads(run_drgpu("status", "--json", env=env).stdout)
+    said = run_drgpu("status", env=env).stdout  # the worker's line: read, its task's GPU
+    assert (
+        f"({lost.node_id[:12]}), worker, ready, GPUs read there: drgpu-on-worker.1 on GPU-" in said
+    )
     assert {n["id"]: n["gpus_seen"] for n in read["swarm"]["nodes"]}[lost.node_id] is True
     assert not [f for f in read["findings"] if f["kind"] == "node-unseen"], read["findings"]
     topology = json.loads(lost.bed.topology_path.read_text())

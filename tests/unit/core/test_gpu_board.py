@@ -3,12 +3,14 @@ and the shared-GPU violation behind it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from drgpu.core.facts import ContainerFacts, ProcessFacts
+from drgpu.core.facts import ContainerFacts, NodeFacts, ProcessFacts, TaskFacts
 from drgpu.core.gpu_board import GpuRow, build_board, memory_percent
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
+from drgpu.core.swarm_view import SwarmState
 from drgpu.ui.live import board_lines
 
 G0, G1, G2 = (f"GPU-{n}0000000-0000-4000-8000-00000000000{n}" for n in range(3))
@@ -179,3 +181,23 @@ def test_with_several_lost_gpus_the_row_says_which_it_may_have_been() -> None:
     (trainer,) = board.gpus[1].occupants
     assert trainer.problem.endswith("(one of GPUs 1, 2)")
     assert board.gpus[2].occupants == ()
+
+
+def test_a_swarm_managers_board_has_a_line_per_other_node_with_its_tasks_gpus() -> None:
+    here = NodeFacts("manager-node-id", "box", "manager", "ready")
+    worker = NodeFacts("worker-node-id1", "gpu2", "worker", "ready")
+    down = NodeFacts("worker-node-id2", "gpu3", "worker", "down")
+    task = TaskFacts(
+        "t2", "deepracer-7_robomaker", 2, worker.id, "running", "running", "",
+        generic_resources=(("NVIDIA-GPU", G1),), run_id="7",
+        labels={"drgpu.run_id": "7", "drgpu.swarm_gpus": "1"},
+    )  # fmt: skip
+    other_run = replace(task, id="t3", run_id="8", generic_resources=(("NVIDIA-GPU", G2),))
+    swarm = SwarmState((here, worker, down), (task, other_run), (here.id,), here=here.id)
+    status = replace(build_status(Inventory((gpu(0, G0),)), [], [], {}), swarm=swarm, run_id="7")
+    lines = build_board(status).nodes
+    assert lines == (
+        f"node gpu2 (worker-node-), worker, ready, GPUs not read: deepracer-7_robomaker.2 on {G1}",
+        "node gpu3 (worker-node-), worker, down, GPUs not read: no task of a run",
+    )
+    assert lines[0] in "\n".join(board_lines(build_board(status), stamp="12:00:00"))
