@@ -3,6 +3,7 @@ judges what it saw against the container's plan."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from drgpu.core.cuda_verdict import (
     select,
     task_stand_in,
 )
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
@@ -71,7 +73,7 @@ def check_stack(
     here = [c for c in chosen if c.id not in tasks]
     results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in here]
     remote = [tasks[c.id] for c in chosen if c.id in tasks]
-    results += [judge(c, *ran()) for c, ran in probes_elsewhere(project, remote)]
+    results += [judge(c, *_seen_there(c, ran)) for c, ran in probes_elsewhere(project, remote)]
     # The SageMaker trainers this project's rl_coach started, matched among every drgpu
     # run's rl_coach (so another run's trainer is never taken for this one's).
     mine = {c.id for c in containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
@@ -80,3 +82,15 @@ def check_stack(
         trainers = [t for t in checks if t.launcher and t.launcher.id in mine]
         results += [judge_trainer(t, *probe_in(t.container, ["--json"])) for t in trainers]
     return CudaCheckResult(project, results)
+
+
+def _seen_there(task: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tuple[int, str]:
+    """What the probe saw beside a task on another node; why not, named by the task."""
+    try:
+        return ran()
+    except DockerError as exc:
+        raise DockerError(
+            f"{task.name} cannot be checked there: {exc.message}",
+            hint="the job mounts each node's engine socket, /var/run/docker.sock or where"
+            " DRGPU_NODE_SOCKET says (docs/swarm.md)",
+        ) from None

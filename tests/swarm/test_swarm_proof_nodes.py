@@ -52,6 +52,11 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
     assert all(r["ok"] and r["seen_cuda"] == r["expected"] for r in results), results
     table = run_drgpu("cuda-check", *flags, env=env).stdout
     assert f"on node {worker.node_id[:12]}" in table
+    # Without DRGPU_NODE_SOCKET the worker's job mounts the manager's socket path: said.
+    blind = run_drgpu("cuda-check", *flags, env=manager.bed.env())
+    assert blind.returncode == 5, blind.stderr
+    assert f"on node {worker.node_id[:12]} cannot be checked there: " in blind.stderr
+    assert "DRGPU_NODE_SOCKET" in blind.stderr
     # On the worker (no manager): its own tasks, and a warning that the others are not.
     on_worker = run_drgpu("cuda-check", *flags, "--json", env=worker.bed.env())
     assert on_worker.returncode == 0, on_worker.stderr
