@@ -15,7 +15,7 @@ from drgpu.core.devices import SelectorKind
 from drgpu.core.facts import NodeFacts
 from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
-from drgpu.core.labels import claims
+from drgpu.core.labels import claims, trainerless, trainerless_message
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan, service_requests, warning
@@ -94,7 +94,23 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
         override = override_path(target.env_file, config.project)
         written = stack_path(override, config.project) if swarm else override
         with removed_on_failure(written):  # under the lock: no other up's file
-            yield prepare_with(config, target, None, stack=stack, strict=not swarm, swarm=swarm)
+            prepared = prepare_with(
+                config, target, None, stack=stack, strict=not swarm, swarm=swarm
+            )
+            _refuse_leftover_workers(config.project)
+            yield prepared
+
+
+def _refuse_leftover_workers(project: str) -> None:
+    """Refuse to start where a stop without drgpu's override left the simulators running:
+    Compose would keep them, beside a new trainer they never met."""
+    from drgpu.host import engine  # lazy: start-up time of a plan on a file
+
+    if left := trainerless(engine.project_containers(project)).get(project):
+        raise DockerError(
+            trainerless_message(left),
+            hint="then `drgpu up` again: a start now would reuse them with a new trainer",
+        )
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:

@@ -126,6 +126,7 @@ def test_planning_against_this_host_respects_other_runs(
     monkeypatch.setattr("drgpu.host.nvml.read_inventory", lambda: load_inventory(GTX_M40))
     monkeypatch.setattr("drgpu.host.engine.drgpu_labels", lambda: held)
     monkeypatch.setattr("drgpu.commands.run_lock.locked", lambda *a, **k: contextlib.nullcontext())
+    monkeypatch.setattr("drgpu.host.engine.project_containers", lambda project: [])
     env = settings(tmp_path, DR_SAGEMAKER_CUDA_DEVICES="auto")
     prepared = preparation.prepare_with(read_settings(Inputs(env)), Inputs(env), None)
     assert [d.uuid for d in prepared.plan.service("sagemaker").devices] == [GTX1650]
