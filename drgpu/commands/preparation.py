@@ -15,7 +15,7 @@ from drgpu.core.devices import SelectorKind
 from drgpu.core.facts import NodeFacts
 from drgpu.core.index_order import bare_indices
 from drgpu.core.inputs import Inputs
-from drgpu.core.labels import claims, trainerless, trainerless_message
+from drgpu.core.labels import claims
 from drgpu.core.model import Claim, Inventory, Plan
 from drgpu.core.modes import DeviceDriver
 from drgpu.core.planning import make_plan, service_requests, warning
@@ -97,19 +97,19 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
             prepared = prepare_with(
                 config, target, None, stack=stack, strict=not swarm, swarm=swarm
             )
-            _refuse_leftover_workers(config.project)
+            _refuse_leftover_workers(prepared.plan)
             yield prepared
 
 
-def _refuse_leftover_workers(project: str) -> None:
-    """Refuse to start where a stop without drgpu's override left the simulators running:
-    Compose would keep them, beside a new trainer they never met."""
+def _refuse_leftover_workers(plan: Plan) -> None:
+    """Refuse to start where a stop without drgpu's override left the simulators running."""
+    from drgpu.core.verification import left_without_trainer  # lazy: only `up` needs it
     from drgpu.host import engine  # lazy: start-up time of a plan on a file
 
-    if left := trainerless(engine.project_containers(project)).get(project):
+    if why := left_without_trainer(plan, engine.project_containers(plan.project)):
         raise DockerError(
-            trainerless_message(left),
-            hint="then `drgpu up` again: a start now would reuse them with a new trainer",
+            why,
+            hint="`drgpu down` removes them; a start now would keep them beside a new trainer",
         )
 
 

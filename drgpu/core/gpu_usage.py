@@ -48,13 +48,12 @@ class Verdict(StrEnum):
 
 IDLE_NOTE_S = 600.0
 FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", "service")
-_WARNING_KINDS = ("processes-unknown", "processes-vanished", "workers-without-trainer")
 
 
 def _finding(kind: str, message: str, **facts: Any) -> Finding:
     """A status finding (a warning of the processes-* kinds, else a violation) about its
     process, else its container, else its GPU; its facts are always the FACTS keys."""
-    level = Level.WARN if kind in _WARNING_KINDS else Level.FAIL
+    level = Level.WARN if kind in ("processes-unknown", "processes-vanished") else Level.FAIL
     facts = {**dict.fromkeys(FACTS), **facts}
     pid, container = facts["pid"], facts["container"]
     subject = f"PID {pid}" if pid is not None else container or f"GPU {facts['gpu_index']}"
@@ -275,7 +274,6 @@ def build_status(
     findings += _shared_gpus(inventory, holders, ours)
     vanished, idle = _silent(inventory, ours, processes, had_processes, now)
     findings += _unknown_processes(inventory) + vanished
-    findings += [_trainerless_warning(left) for left in labels.trainerless(ours).values()]
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
@@ -499,10 +497,6 @@ def _violation(p: ProcessStatus) -> Finding:
         container_id=p.container_id,
         service=p.service or p.container,
     )
-
-
-def _trainerless_warning(left: list[ContainerFacts]) -> Finding:
-    return _finding("workers-without-trainer", labels.trainerless_message(left), **_of(left[0]))
 
 
 def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Finding]:

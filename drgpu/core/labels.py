@@ -82,39 +82,6 @@ def with_engine_choice(container: ContainerFacts) -> dict[str, str]:
     return {**container.labels, GPUS: ",".join(given_gpus(container))}
 
 
-def trainerless(containers: Iterable[ContainerFacts]) -> dict[str, list[ContainerFacts]]:
-    """By Compose project: drgpu's workers (simulators it numbered, DOCKER_REPLICA_SLOT)
-    still running where none of the project's containers is its trainer or rl_coach any
-    more, as a stop without drgpu's override leaves them (Compose's orphans: DRfC's
-    dr-stop-training). A new start would reuse them."""
-    projects: dict[str, list[ContainerFacts]] = {}
-    for container in containers:
-        if SERVICE in container.labels:  # a Swarm stack is removed whole
-            projects.setdefault(container.project, []).append(container)
-    trainers = {Role.TRAINER.value, Role.TRAINER_LAUNCHER.value}
-    left = {
-        project: [c for c in members if _running_worker(c)]
-        for project, members in projects.items()
-        if not trainers & {c.labels.get(ROLE) for c in members}
-    }
-    return {project: found for project, found in sorted(left.items()) if found}
-
-
-def _running_worker(container: ContainerFacts) -> bool:
-    simulator = container.labels.get(ROLE) == Role.SIMULATOR
-    return simulator and "DOCKER_REPLICA_SLOT" in container.environment and not container.stopped
-
-
-def trainerless_message(left: list[ContainerFacts]) -> str:
-    """What `trainerless` found in one project, and what it means."""
-    names = ", ".join(c.service for c in left)
-    return (
-        f"{left[0].project}: {names} still run without the run's trainer, left by a stop"
-        " without drgpu's override (as DRfC's dr-stop-training leaves drgpu's workers);"
-        " `drgpu down` removes them"
-    )
-
-
 def split_list(text: str | None) -> tuple[str, ...]:
     """The non-empty items of a comma-separated list, stripped."""
     return tuple(part.strip() for part in (text or "").split(",") if part.strip())

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from drgpu.core.device_driver import request_ids
 from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
-from drgpu.core.labels import split_list
+from drgpu.core.labels import ROLE, SERVICE, split_list
 from drgpu.core.model import Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver, Sharing
 from drgpu.core.service_gpus import SwarmService, SwarmStack
@@ -37,6 +37,25 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
             found = _container_problems(service, container, plan.device_driver, containers)
             problems.extend(f"{container.name}: {p}" for p in found)
     return problems
+
+
+def left_without_trainer(plan: Plan, containers: Iterable[ContainerFacts]) -> str | None:
+    """Why the plan cannot start over its Compose project's containers: simulators still
+    run there while none of the plan's trainers has a container any more, as a stop
+    without drgpu's override (DRfC's dr-stop-training) leaves drgpu's workers; Compose
+    would keep them beside a new trainer. None: nothing is left over."""
+    trainers = {s.name for s in plan.services if s.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)}
+    compose = [c for c in containers if SERVICE in c.labels]  # a Swarm stack goes whole
+    if not trainers or any(c.service in trainers for c in compose):
+        return None
+    left = [c.service for c in compose if c.labels.get(ROLE) == Role.SIMULATOR and not c.stopped]
+    if not left:
+        return None
+    return (
+        f"{plan.project}: {', '.join(left)} still run without {', '.join(sorted(trainers))},"
+        " left by a stop without drgpu's override (as DRfC's dr-stop-training leaves"
+        " drgpu's workers)"
+    )
 
 
 def stopped_badly(

@@ -199,14 +199,12 @@ def test_three_workers_on_two_gpus_survive_drfc_scale(bed: Any, checkout: Checko
         )
         assert any(m["Destination"] == "/mnt/comms" for m in worker["Mounts"])
     # DRfC's own stop without drgpu's exports leaves drgpu's workers (Compose's orphans):
-    # status says so, and an up refuses to start a new trainer beside them.
+    # an up refuses to start a new trainer beside them.
     assert checkout.bash(shell, "dr-stop-training").returncode == 0
     assert sorted(services(bed, "deepracer-0")) == ["robomaker-1", "robomaker-2", "robomaker-3"]
-    status = json.loads(checkout.drgpu(shell, "status", "--json").stdout)
-    assert [f["kind"] for f in status["findings"]] == ["workers-without-trainer"]
     refused = checkout.drgpu(shell, "up", "--", "-w")
     assert refused.returncode == 5, refused.stderr
-    assert "robomaker-1, robomaker-2, robomaker-3 still run without" in refused.stderr
+    assert "robomaker-1, robomaker-2, robomaker-3 still run without rl_coach" in refused.stderr
     assert sorted(services(bed, "deepracer-0")) == ["robomaker-1", "robomaker-2", "robomaker-3"]
     stopped = checkout.drgpu(shell, "down")
     assert stopped.returncode == 0, stopped.stderr

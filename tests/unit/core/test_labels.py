@@ -3,9 +3,6 @@ back from them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.labels import claims, run_labels
 from drgpu.core.model import Claim, Role
@@ -62,20 +59,3 @@ def test_a_swarm_task_the_engine_chose_gpus_for_claims_them() -> None:
     task = ContainerFacts("t", "t", "x", "p", "running", reserving, environment)
     held = claims([("running", with_engine_choice(task)), ("running", pinned)])
     assert [(claim.run_id, claim.uuids) for claim in held] == [("g", (GTX1650,)), ("p", (M40,))]
-
-
-def test_workers_a_stop_without_the_override_left_are_found_by_project() -> None:
-    def one(service: str, role: str, **environment: str) -> ContainerFacts:
-        tags = {"drgpu.run_id": "0", "drgpu.role": role, "com.docker.compose.service": service}
-        return ContainerFacts(
-            service, f"deepracer-0-{service}-1", service, "deepracer-0", "running", tags,
-            environment,
-        )  # fmt: skip
-
-    workers = [one(f"robomaker-{n}", "simulator", DOCKER_REPLICA_SLOT=str(n)) for n in (1, 2)]
-    assert labels.trainerless(workers) == {"deepracer-0": workers}
-    assert "robomaker-1, robomaker-2 still run without" in labels.trainerless_message(workers)
-    assert labels.trainerless([*workers, one("rl_coach", "trainer-launcher")]) == {}
-    assert labels.trainerless([one("robomaker", "simulator")]) == {}  # not a worker of drgpu's
-    swarm = [replace(w, labels={"drgpu.role": "simulator"}) for w in workers]
-    assert labels.trainerless(swarm) == {}  # a Swarm stack is removed whole

@@ -10,7 +10,7 @@ import pytest
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
 from drgpu.core.model import Assignment, Gpu, Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver
-from drgpu.core.verification import stopped_badly, stuck_hint, verify
+from drgpu.core.verification import left_without_trainer, stopped_badly, stuck_hint, verify
 
 
 def planned(name: str, *, ipc: str | None = None, replicas: int | None = None) -> ServicePlan:
@@ -156,3 +156,28 @@ def test_a_stuck_tasks_hint_matches_its_cause() -> None:
     assert "swarm-setup" not in mount and "label" not in mount
     assert mount.startswith("a bind mount's source is missing on the task's node")
     assert "swarm-setup" not in stuck_hint(["rl_coach: task failed: its command ended"])
+
+
+def test_simulators_left_running_without_their_trainer_refuse_a_start() -> None:
+    """DRfC's own stop removes what its files name, rl_coach, and leaves drgpu's workers."""
+    services = (
+        replace(planned("rl_coach"), role=Role.TRAINER_LAUNCHER),
+        gpu_service("robomaker-1"),
+    )
+    plan = Plan(project="p", run_id="0", services=services)
+
+    def compose(service: str, role: str) -> ContainerFacts:
+        tags = {"com.docker.compose.service": service, "drgpu.role": role}
+        return replace(container(service), labels=tags)
+
+    worker = compose("robomaker-1", "simulator")
+    assert left_without_trainer(plan, [worker]) == (
+        "p: robomaker-1 still run without rl_coach, left by a stop without drgpu's override"
+        " (as DRfC's dr-stop-training leaves drgpu's workers)"
+    )
+    assert left_without_trainer(plan, [worker, compose("rl_coach", "trainer-launcher")]) is None
+    assert left_without_trainer(plan, []) is None
+    assert left_without_trainer(plan, [replace(worker, state="exited")]) is None
+    alone = Plan(project="p", run_id="0", services=(gpu_service("robomaker-1"),))
+    assert left_without_trainer(alone, [worker]) is None  # a stack of simulators alone
+    assert left_without_trainer(plan, [replace(worker, labels={"drgpu.role": "simulator"})]) is None
