@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drgpu.commands.options import resolved, settings
-from drgpu.commands.preparation import Prepared, preload_proof, prepare_with
+from drgpu.commands.preparation import Prepared, leftovers, preload_proof, prepare_with
 from drgpu.commands.rollback import left_of, remove_strays, rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
@@ -148,6 +148,8 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for finding in prepared.plan.warnings:
         warn(finding.message)
+    if why := leftovers(prepared.plan):  # dr-stop-training with these exports removes them
+        warn(f"{why}: dr-start-training would keep them; dr-stop-training now removes them")
     path, swarm = prepared.override_path, config.deploys_to_swarm()
     if swarm:
         path = swarm_override_path(path, prepared.plan.project)

@@ -97,20 +97,18 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
             prepared = prepare_with(
                 config, target, None, stack=stack, strict=not swarm, swarm=swarm
             )
-            _refuse_leftover_workers(prepared.plan)
+            if why := leftovers(prepared.plan):
+                raise DockerError(why, hint="`drgpu down` removes them: a start would keep them")
             yield prepared
 
 
-def _refuse_leftover_workers(plan: Plan) -> None:
-    """Refuse to start where a stop without drgpu's override left the simulators running."""
-    from drgpu.core.verification import left_without_trainer  # lazy: only `up` needs it
+def leftovers(plan: Plan) -> str | None:
+    """Why the plan should not start now: its project's simulators left running without
+    its trainer (`left_without_trainer`); None when nothing is left over."""
+    from drgpu.core.verification import left_without_trainer  # lazy: not for plan, render
     from drgpu.host import engine  # lazy: start-up time of a plan on a file
 
-    if why := left_without_trainer(plan, engine.project_containers(plan.project)):
-        raise DockerError(
-            why,
-            hint="`drgpu down` removes them; a start now would keep them beside a new trainer",
-        )
+    return left_without_trainer(plan, engine.project_containers(plan.project))
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:

@@ -205,6 +205,8 @@ def test_three_workers_on_two_gpus_survive_drfc_scale(bed: Any, checkout: Checko
     refused = checkout.drgpu(shell, "up", "--", "-w")
     assert refused.returncode == 5, refused.stderr
     assert "robomaker-1, robomaker-2, robomaker-3 still run without rl_coach" in refused.stderr
+    exports = checkout.drgpu(shell, "drfc-env")  # for DRfC's own start: said, not refused
+    assert exports.returncode == 0 and "dr-start-training would keep them" in exports.stderr
     assert sorted(services(bed, "deepracer-0")) == ["robomaker-1", "robomaker-2", "robomaker-3"]
     stopped = checkout.drgpu(shell, "down")
     assert stopped.returncode == 0, stopped.stderr
