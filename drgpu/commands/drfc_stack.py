@@ -148,9 +148,10 @@ def drfc_env(*, evaluation: bool) -> str:
     prepared = prepare_with(config, script_target(target, config), None)
     for finding in prepared.plan.warnings:
         warn(finding.message)
-    if why := leftovers(prepared.plan):  # dr-stop-training with these exports removes them
-        warn(f"{why}: dr-start-training would keep them; dr-stop-training now removes them")
     path, swarm = prepared.override_path, config.deploys_to_swarm()
+    with contextlib.suppress(DockerError):  # no engine: the plan's warnings said so
+        if not swarm and (why := leftovers(prepared.plan)):
+            warn(f"{why}: dr-start-training would keep them; dr-stop-training now removes them")
     if swarm:
         path = swarm_override_path(path, prepared.plan.project)
         text = render_swarm(prepared, swarm_engine.this_swarm()[0]).text
