@@ -42,7 +42,10 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     names = [service.name for service in prepared.stack.services]
     nodes = prepared.nodes or (facts.nodes if facts else ())
     services = swarm_services(prepared.plan, names, prepared.config.workers, layout, nodes)
-    return SwarmView(services, layout, (blind,) if blind else (), nodes)
+    from drgpu.core.verification import short_of_gpus  # lazy: as `up`'s check_node
+
+    said = (blind, short_of_gpus(services, nodes))
+    return SwarmView(services, layout, tuple(text for text in said if text), nodes)
 
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from drgpu.core.device_driver import request_ids
-from drgpu.core.facts import ContainerFacts, EngineFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts, NodeFacts, TaskFacts
 from drgpu.core.labels import ROLE, SERVICE, split_list
 from drgpu.core.model import Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver, Sharing
 from drgpu.core.service_gpus import SwarmService, SwarmStack
 from drgpu.core.swarm_node import (
     GPU_KIND,
+    NODE_LABELS,
     PINNED_VARIABLE,
     RESOURCE_VARIABLE,
     RUNTIME,
@@ -272,6 +273,26 @@ def _task_gpus(
     return pinned, problems
 
 
+def short_of_gpus(services: Collection[SwarmService], nodes: Collection[NodeFacts]) -> str | None:
+    """Why the reserving tasks cannot all start: they need more GPUs than the ready nodes
+    labelled for simulators advertise in all (Swarm would leave the rest pending); None
+    when they fit, or when no nodes are known (this engine is no manager)."""
+    wanted = sum(s.gpus * (s.replicas or 1) for s in services if s.reserves)
+    label = NODE_LABELS[1]
+    room = sum(
+        len(n.advertised_gpus)
+        for n in nodes
+        if n.state == "ready" and n.labels.get(label) == "true"
+    )
+    if not nodes or wanted <= room:
+        return None
+    names = ", ".join(s.name for s in services if s.reserves)
+    return (
+        f"{names}: {wanted} {GPU_KIND} resource(s) reserved in all, but the ready nodes"
+        f" labelled {label} advertise {room}"
+    )
+
+
 def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> list[str]:
     """GPUs pinned for a service that this node also advertises while simulators reserve
     generic resources: the engine could give a simulator one of them."""
@@ -292,14 +313,22 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
 
 
 def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
-    """Refuse a stack this node would not isolate: pinned GPUs need the nvidia default
-    runtime, and none may be exposed to the simulators (`exposed_gpus`)."""
+    """Refuse a stack this node would not isolate, or the swarm cannot place: pinned GPUs
+    need the nvidia default runtime, none may be exposed to the simulators
+    (`exposed_gpus`), and the reserving tasks need no more GPUs than the ready simulator
+    nodes advertise in all (`short_of_gpus`)."""
     exposed = exposed_gpus(stack.services, stack.layout)
     if exposed:
         raise GpuValidationError(
             exposed,
             hint="`drgpu swarm-setup` prints node-generic-resources without the trainer's GPU"
             f" (then restart dockerd), or {SWARM_GPUS_KEY}=pin runs the simulators on this node",
+        )
+    if short := short_of_gpus(stack.services, facts.nodes):
+        raise GpuValidationError(
+            [short],
+            hint="fewer workers (DR_WORKERS), or more nodes advertising GPUs: `drgpu"
+            f" swarm-setup` on each, and `docker node update --label-add {NODE_LABELS[1]}=true`",
         )
     pinned = [s.name for s in stack.services if s.pinned]
     # On a node in no swarm, `docker stack deploy` itself says so: that is the error to give.

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts, EngineFacts, NodeFacts, TaskFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.planning import make_plan
 from drgpu.core.service_gpus import ONE_NODE, SwarmStack
@@ -23,7 +23,13 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
-from drgpu.core.verification import exposed_gpus, verify_tasks, waiting_on
+from drgpu.core.verification import (
+    check_node,
+    exposed_gpus,
+    short_of_gpus,
+    verify_tasks,
+    waiting_on,
+)
 from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_inventory, load_stack, read_settings
@@ -396,3 +402,24 @@ def test_simulators_on_another_nodes_gpu_are_pinned_there_and_proven_there(
     with pytest.raises(GpuValidationError, match="must all be on one node"):
         env_file.write_text(f"DR_WORKERS=2\nDR_ROBOMAKER_CUDA_DEVICES={remote},{GTX}\n")
         make_plan(read_settings(Inputs(env_file)), stack, load_inventory(GTX_M40), nodes=nodes)
+
+
+def test_reserving_tasks_beyond_what_the_simulator_nodes_advertise_are_refused(
+    tmp_path: Path,
+) -> None:
+    stack = stack_for("workers-generic", tmp_path, GENERIC)
+    wanted = sum(s.gpus * (s.replicas or 1) for s in stack.services if s.reserves)
+    node = NodeFacts("node1", "box", "manager", "ready", {"Robomaker": "true"}, ("GPU-a",))
+    facts = EngineFacts("28.2.2", "nvidia", ("nvidia",), nodes=(node,))
+    short = short_of_gpus(stack.services, facts.nodes)
+    assert short is not None and short.endswith(
+        f"{wanted} NVIDIA-GPU resource(s) reserved in all, but the ready nodes labelled"
+        " Robomaker advertise 1"
+    )
+    with pytest.raises(GpuValidationError, match="advertise 1"):
+        check_node(stack, facts)
+    roomy = replace(node, advertised_gpus=tuple(f"GPU-{n}" for n in range(wanted)))
+    assert short_of_gpus(stack.services, (roomy,)) is None
+    unlabelled = replace(roomy, labels={})  # Swarm places no simulator there
+    assert short_of_gpus(stack.services, (unlabelled,)) is not None
+    assert short_of_gpus(stack.services, ()) is None  # no manager: not known
