@@ -289,7 +289,7 @@ def short_of_gpus(services: Collection[SwarmService], nodes: Collection[NodeFact
     names = ", ".join(s.name for s in services if s.reserves)
     return (
         f"{names}: {wanted} {GPU_KIND} resource(s) reserved in all, but the ready nodes"
-        f" labelled {label} advertise {room}"
+        f" labelled {label} advertise {room} by UUID"
     )
 
 

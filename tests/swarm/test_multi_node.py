@@ -66,7 +66,7 @@ def test_drfcs_swarm_style_spans_two_nodes_each_worker_on_its_nodes_gpu(
         # Five simulators on four advertised GPUs: refused before DRfC's start runs.
         checkout.set("system.env", DR_WORKERS="5")
         planned = checkout.drgpu(checkout.activated(), "plan")
-        assert planned.returncode == 0 and "advertise 4" in planned.stderr, planned.stderr
+        assert planned.returncode == 0 and "advertise 4 by UUID" in planned.stderr, planned.stderr
         too_many = checkout.drgpu(checkout.activated(), "up")
         assert too_many.returncode == 3, too_many.stderr
         assert "5 NVIDIA-GPU resource(s) reserved in all" in too_many.stderr

@@ -414,7 +414,7 @@ def test_reserving_tasks_beyond_what_the_simulator_nodes_advertise_are_refused(
     short = short_of_gpus(stack.services, facts.nodes)
     assert short is not None and short.endswith(
         f"{wanted} NVIDIA-GPU resource(s) reserved in all, but the ready nodes labelled"
-        " Robomaker advertise 1"
+        " Robomaker advertise 1 by UUID"
     )
     with pytest.raises(GpuValidationError, match="advertise 1"):
         check_node(stack, facts)
