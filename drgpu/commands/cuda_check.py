@@ -53,7 +53,7 @@ def check_stack(
     """Run the probe, from the host, in `service`'s running container, or every GPU
     service's and SageMaker trainer's with `all_services`, of run `run_id` (None: DR_RUN_ID
     of `env_file`) or its evaluation; judge what it saw there. A Swarm stack's tasks on
-    other nodes are probed there by a one-shot job each node (as `up` proves them)."""
+    other nodes are probed there, by a one-shot job per node (as `up` proves them)."""
     target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
     project = project_name(run_id or run_id_of(target), evaluation=evaluation)
     containers = engine.project_containers(project)
@@ -84,13 +84,13 @@ def check_stack(
     return CudaCheckResult(project, results)
 
 
-def _seen_there(task: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tuple[int, str]:
+def _seen_there(stand_in: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tuple[int, str]:
     """What the probe saw beside a task on another node; why not, named by the task."""
     try:
         return ran()
     except DockerError as exc:
         raise DockerError(
-            f"{task.name} cannot be checked there: {exc.message}",
+            f"{stand_in.name} cannot be checked there: {exc.message}",
             hint="the job mounts each node's engine socket, /var/run/docker.sock or where"
             " DRGPU_NODE_SOCKET says (docs/swarm.md)",
         ) from None
