@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from drgpu.core.alerts import Alert
 from drgpu.errors import ConfigError, DrgpuError
-from drgpu.host import process
+from drgpu.host import docker_api, process
 
 TIMEOUT_S = 30.0
 WAIT_AT_END_S = 5.0  # how long the end of a watch waits for a CMD still running
@@ -72,7 +72,7 @@ class ViolationCommand:
             try:
                 done = process.run_tail(
                     self._args,
-                    env={**os.environ, **variables},
+                    env=docker_api.program_environment({**os.environ, **variables}),
                     timeout=TIMEOUT_S,
                     stdin=json.dumps(alert.document()) + "\n",
                     keep=OUTPUT_KEPT,

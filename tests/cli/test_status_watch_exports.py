@@ -131,14 +131,16 @@ def test_the_first_refresh_still_fails(cli: Cli, monkeypatch: pytest.MonkeyPatch
 
 
 def test_on_violation_runs_the_command_once_per_new_violation(
-    cli: Cli, snapshots: list[Any], tmp_path: Path
+    cli: Cli, snapshots: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     snapshots.extend([a_status(G0), a_status("GPU-elsewhere")])  # then the violation stays
+    monkeypatch.setattr(docker_api, "_settings", {"DOCKER_HOST": "unix:///drgpus.sock"})
     record = tmp_path / "ran"
     hook = tmp_path / "hook.py"
-    hook.write_text(
+    hook.write_text(  # its `docker` would speak to drgpu's engine
         "import os, sys\n"
         f"with open({str(record)!r}, 'a') as out:\n"
+        "    assert os.environ['DOCKER_HOST'] == 'unix:///drgpus.sock'\n"
         "    out.write(os.environ['DRGPU_VIOLATION_KIND'] + ' ' + sys.stdin.read())\n"
     )
     code, _, err = cli(
