@@ -15,6 +15,7 @@ from drgpu.core.findings import Finding, failed
 from drgpu.core.model import Assignment, Plan
 
 if TYPE_CHECKING:
+    from drgpu.core.cost import Ledger
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.swarm_node import SetupReport
     from drgpu.targets.swarm_stack import SwarmView
@@ -143,3 +144,22 @@ def swarm_setup_document(setup: SetupReport) -> dict[str, Any]:
         },
         node_labels=[f"{label}=true" for label in node.NODE_LABELS],
     )
+
+
+def report_document(ledger: Ledger, path: str) -> dict[str, Any]:
+    """The `drgpu report --json` document: each run's services, and its workers."""
+    from drgpu.core import cost  # lazy: only `report` needs it
+
+    workers = cost.to_json(ledger)
+    runs = [
+        {
+            "run": run,
+            "services": [
+                {"service": name, **cost.usage_json(usage)}
+                for name, usage in cost.by_service(ledger, run).items()
+            ],
+            "workers": [worker for worker in workers if worker["run"] == run],
+        }
+        for run in sorted({run for run, _, _ in ledger})
+    ]
+    return document((), path=path, runs=runs)

@@ -9,7 +9,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from drgpu.ui import tables
-from drgpu.ui.documents import cuda_check_document, document, plan_document, swarm_setup_document
+from drgpu.ui.documents import (
+    cuda_check_document,
+    document,
+    plan_document,
+    report_document,
+    swarm_setup_document,
+)
 from drgpu.ui.talk import note
 
 if TYPE_CHECKING:
@@ -20,7 +26,6 @@ if TYPE_CHECKING:
     from drgpu.commands.report import Report
     from drgpu.commands.status import StatusResult
     from drgpu.commands.up import Deployed, Started
-    from drgpu.core.cost import Usage
     from drgpu.core.swarm_node import SetupReport
     from drgpu.targets.compose_override import Rendered
 
@@ -117,47 +122,12 @@ def show_swarm_setup(setup: SetupReport, *, json_output: bool) -> None:
     sys.stdout.write("\n".join(lines) + "\n")
 
 
-_COST_COLUMNS = ("Service", "GPU hours", "Energy", "Peak memory", "Mean util", "Throttled")
-
-
 def show_report(report: Report, *, json_output: bool) -> None:
     """`drgpu report`: a table per run (its services, then the run in all), or JSON (its
     workers too)."""
-    from drgpu.core import cost  # lazy: start-up time
-
-    runs = sorted({run for run, _, _ in report.ledger})
     if json_output:
-        runs_json = [
-            {
-                "run": run,
-                "services": [
-                    {"service": name, **cost.usage_json(usage)}
-                    for name, usage in cost.by_service(report.ledger, run).items()
-                ],
-                "workers": [w for w in cost.to_json(report.ledger) if w["run"] == run],
-            }
-            for run in runs
-        ]
-        tables.print_json(document((), path=str(report.path), runs=runs_json))
-        return
-    if not runs:
+        tables.print_json(report_document(report.ledger, str(report.path)))
+    elif not report.ledger:
         note(f"no GPU cost kept yet in {report.path}: `drgpu status --watch` keeps it")
-    for run in runs:
-        table = tables._table(f"GPU cost of run {run}", *_COST_COLUMNS)
-        total = cost.Usage()
-        for service, usage in cost.by_service(report.ledger, run).items():
-            tables._row(table, service, *_cost_cells(usage))
-            total = total.plus(usage)
-        tables._row(table, "(run)", *_cost_cells(total))
-        tables.console().print(table)
-
-
-def _cost_cells(usage: Usage) -> list[str]:
-    mean = usage.mean_utilization
-    return [
-        f"{usage.gpu_seconds / 3600:.2f}",
-        f"{usage.energy_j / 3600:.1f} Wh",
-        f"{usage.peak_memory_mib} MiB",
-        "n/a" if mean is None else f"{mean:.0f} %",
-        f"{usage.throttled_seconds:.0f} s",
-    ]
+    else:
+        tables.cost_tables(report.ledger)

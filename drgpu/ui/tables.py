@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from drgpu.core.cost import Ledger, Usage
     from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import ContainerFacts, TaskFacts
     from drgpu.core.gpu_usage import Holder
@@ -277,3 +278,31 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Fin
         " number of them (engine's choice); none holds another's",
         unproven,
     )
+
+
+def cost_tables(ledger: Ledger) -> None:
+    """`drgpu report`: a table per run, its services, then the run in all."""
+    from drgpu.core import cost  # lazy: only `report` needs it
+
+    for run in sorted({run for run, _, _ in ledger}):
+        table = _table(f"GPU cost of run {run}", *_COST_COLUMNS)
+        total = cost.Usage()
+        for service, usage in cost.by_service(ledger, run).items():
+            _row(table, service, *_cost_cells(usage))
+            total = total.plus(usage)
+        _row(table, "(run)", *_cost_cells(total))
+        console().print(table)
+
+
+_COST_COLUMNS = ("Service", "GPU hours", "Energy", "Peak memory", "Mean util", "Throttled")
+
+
+def _cost_cells(usage: Usage) -> list[str]:
+    mean = usage.mean_utilization
+    return [
+        f"{usage.gpu_seconds / 3600:.2f}",
+        f"{usage.energy_j / 3600:.1f} Wh",
+        f"{usage.peak_memory_mib} MiB",
+        "n/a" if mean is None else f"{mean:.0f} %",
+        f"{usage.throttled_seconds:.0f} s",
+    ]
