@@ -149,9 +149,9 @@ def drfc_env(*, evaluation: bool) -> str:
     for finding in prepared.plan.warnings:
         warn(finding.message)
     path, swarm = prepared.override_path, config.deploys_to_swarm()
-    with contextlib.suppress(DockerError):  # no engine: the plan's warnings said so
+    with contextlib.suppress(DockerError):  # no engine to ask: nothing to say here
         if not swarm and (why := leftovers(prepared.plan)):
-            warn(f"{why}: dr-start-training would keep them; dr-stop-training now removes them")
+            warn(f"{why}: DRfC's start would keep them; its stop, with these exports, removes them")
     if swarm:
         path = swarm_override_path(path, prepared.plan.project)
         text = render_swarm(prepared, swarm_engine.this_swarm()[0]).text

@@ -80,7 +80,9 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
     """`prepare_with` for `up`, under the engine-wide lock until the block ends: no other
     `drgpu up` or `down` can read or change the runs between this plan and its proof. A
     failure inside removes the file this `up` writes (the compose override, or with
-    `swarm` drgpu's Swarm stack file, planned as `plan` does) and a `.drgpu` it made."""
+    `swarm` drgpu's Swarm stack file, planned as `plan` does) and a `.drgpu` it made.
+    Refused where the project's simulators were left running without its trainer
+    (`leftovers`)."""
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
     from drgpu.host.process import meanwhile

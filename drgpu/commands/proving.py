@@ -132,7 +132,8 @@ def probes_elsewhere(
     wanted: dict[str, dict[str, list[str]]] = {}
     for task in tasks:
         wanted.setdefault(task.node_id, {})[task.id] = _arguments(stand_ins[task.id])
-    seen, failures = swarm_engine.proofs_on_nodes(project, tasks[0].image, probe_source(), wanted)
+    images = {task.node_id: task.image for task in tasks}  # a task's own image on each node
+    seen, failures = swarm_engine.proofs_on_nodes(project, probe_source(), wanted, images)
 
     def ran(task: TaskFacts) -> tuple[int, str]:
         if task.id in seen:

@@ -101,14 +101,16 @@ def _replica(container: ContainerFacts) -> str:
 
 
 def task_stand_in(project: str, task: TaskFacts) -> ContainerFacts:
-    """A running task on another node as `judge` sees a container there: named by its slot
-    and node, with its spec's labels and environment, Swarm's task labels, and the GPUs the
-    engine reserved for it in the engine's variable (DOCKER_RESOURCE_NVIDIA-GPU)."""
+    """A task on another node (or on none yet) as `judge` sees a container there: named by
+    its slot and node, with its spec's labels and environment, Swarm's task labels, its
+    state, and the GPUs the engine reserved for it in the engine's variable
+    (DOCKER_RESOURCE_NVIDIA-GPU)."""
     reserved = ",".join(value for kind, value in task.generic_resources if kind == GPU_KIND)
     swarm = {labels.SWARM_TASK_NAME: f"{task.service}.{task.slot}.{task.id}"}
+    where = f"on node {task.node_id[:12]}" if task.node_id else "on no node yet"
     return ContainerFacts(
         id=task.id,
-        name=f"{task.service}.{task.slot} on node {task.node_id[:12]}",
+        name=f"{task.service}.{task.slot} {where}",
         service=task.service.removeprefix(f"{project}_"),
         project=project,
         state=task.state,

@@ -125,6 +125,7 @@ class NodeFacts:
     state: str  # ready, down, unknown, disconnected
     labels: Mapping[str, str] = field(default_factory=dict)
     advertised_gpus: tuple[str, ...] = ()  # its NVIDIA-GPU generic resources
+    availability: str = "active"  # active, pause, drain: whether it takes new tasks
 
     @property
     def name(self) -> str:

@@ -92,7 +92,7 @@ def build_board(status: Status, history: History | None = None) -> Board:
 
 def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
     """A line per other node of the swarm: its role and state, whether its GPUs were read
-    there (a warning says why not), and the running tasks of drgpu's runs with their GPUs."""
+    there (why not, when known), and the running tasks of drgpu's runs with their GPUs."""
     lines = []
     for node in (node for node in swarm.nodes if node.id != swarm.here):
         tasks = [
@@ -100,7 +100,9 @@ def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
             for task in swarm.tasks
             if task.node_id == node.id and task.state == "running" and run_id in (None, task.run_id)
         ]
+        why = swarm.unseen_why.get(node.id)
         read = "GPUs read there" if node.id in swarm.seen else "GPUs not read"
+        read += f" ({why})" if why and node.id not in swarm.seen else ""
         lines.append(
             f"{node.name}, {node.role}, {node.state}, {read}: "
             + ("; ".join(tasks) or "no task of a run")

@@ -72,7 +72,8 @@ def _check(kind: str, level: Level, message: str, fix: str | None = None) -> Fin
 
 
 def _unanswered(facts: HostFacts, kind: str, label: str, fix: str | None = None) -> list[Finding]:
-    """The check `kind` failed: what did not answer, and why (its hint, unless `fix`)."""
+    """The check `kind` failed: what did not answer, and why (its hint, unless `fix`); facts
+    never gathered are "not read"."""
     message, hint = facts.errors.get(kind, ("not read", None))
     return [_check(kind, FAIL, f"{label}{message}", fix or hint)]
 

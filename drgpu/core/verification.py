@@ -274,22 +274,19 @@ def _task_gpus(
 
 
 def short_of_gpus(services: Collection[SwarmService], nodes: Collection[NodeFacts]) -> str | None:
-    """Why the reserving tasks cannot all start: they need more GPUs than the ready nodes
-    labelled for simulators advertise in all (Swarm would leave the rest pending); None
-    when they fit, or when no nodes are known (this engine is no manager)."""
+    """Why the reserving tasks cannot all start: they need more GPUs than the ready, active
+    nodes labelled for simulators advertise in all (Swarm would leave the rest pending);
+    None when they fit, or when no nodes are known (this engine is no manager)."""
     wanted = sum(s.gpus * (s.replicas or 1) for s in services if s.reserves)
     label = NODE_LABELS[1]
-    room = sum(
-        len(n.advertised_gpus)
-        for n in nodes
-        if n.state == "ready" and n.labels.get(label) == "true"
-    )
+    taking = (n for n in nodes if n.state == "ready" and n.availability == "active")
+    room = sum(len(n.advertised_gpus) for n in taking if n.labels.get(label) == "true")
     if not nodes or wanted <= room:
         return None
     names = ", ".join(s.name for s in services if s.reserves)
     return (
-        f"{names}: {wanted} {GPU_KIND} resource(s) reserved in all, but the ready nodes"
-        f" labelled {label} advertise {room} by UUID"
+        f"{names}: {wanted} {GPU_KIND} resource(s) reserved in all, but the ready, active"
+        f" nodes labelled {label} advertise {room} by UUID"
     )
 
 

@@ -50,13 +50,15 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
 
 
 def stack_tasks_elsewhere(namespace: str) -> list[TaskFacts] | None:
-    """The running tasks of a Swarm stack on other nodes than this one; None where this
-    engine is no swarm manager, which cannot see other nodes' tasks."""
+    """The tasks of a Swarm stack that should run (running or not yet) on other nodes than
+    this one, or on none yet; None where this engine is no swarm manager, which cannot see
+    other nodes' tasks."""
     swarm = docker_api.call("GET", "/info").checked("say what it is", 200).get("Swarm") or {}
     if not swarm.get("ControlAvailable"):
         return None
     here = swarm.get("NodeID")
-    return [t for t in stack_tasks(namespace) if t.state == "running" and t.node_id != here]
+    tasks = stack_tasks(namespace)
+    return [t for t in tasks if t.desired_state == "running" and t.node_id != here]
 
 
 def task_log_tail(task_id: str, lines: int) -> list[str]:
@@ -70,15 +72,23 @@ def task_log_tail(task_id: str, lines: int) -> list[str]:
 
 
 def proofs_on_nodes(
-    namespace: str, image: str, source: str, wanted: Mapping[str, Mapping[str, list[str]]]
+    namespace: str,
+    source: str,
+    wanted: Mapping[str, Mapping[str, list[str]]],
+    images: Mapping[str, str],
 ) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
     """The probe's (`source`) (exit code, output) by task id beside the stack's tasks on other
-    nodes (`wanted`: node id: task id: its arguments), and why each failed node's job failed."""
+    nodes (`wanted`: node id: task id: its arguments), each node's job in the image of one of
+    its tasks (`images`), and why each failed node's job failed."""
     results: dict[str, tuple[int, str]] = {}
     failures: dict[str, str] = {}
     env = "NVIDIA_VISIBLE_DEVICES=void"  # the job itself holds no GPU
     jobs = {
-        node: (image, ["--on-node", namespace, node], [env, f"DRGPU_TASKS={json.dumps(tasks)}"])
+        node: (
+            images[node],
+            ["--on-node", namespace, node],
+            [env, f"DRGPU_TASKS={json.dumps(tasks)}"],
+        )
         for node, tasks in wanted.items()
     }
     for node, (said, failed) in on_nodes(f"proof-{namespace}", source, jobs).items():
@@ -275,6 +285,7 @@ def _node_facts(node: Mapping[str, Any]) -> NodeFacts:
         role=str(spec.get("Role") or ""),
         state=str((node.get("Status") or {}).get("State") or "unknown"),
         labels=spec.get("Labels") or {},
+        availability=str(spec.get("Availability") or "active"),
         advertised_gpus=tuple(
             value for kind, value in _named_resources(resources) if kind == GPU_KIND
         ),

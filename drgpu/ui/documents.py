@@ -120,6 +120,7 @@ def cuda_check_document(project: str, results: Iterable[CheckResult]) -> dict[st
             "seen_cuda": list(r.seen_cuda),
             "ok": r.ok,
             "gpu_injection": r.injection,
+            "replica": r.replica or None,
             "node": r.node or None,
         }
         for r in checked

@@ -96,7 +96,8 @@ def test_a_global_job_probes_each_task_where_it_runs_and_is_removed(
     }
     source = Path(probe.__file__).read_text()
 
-    seen, failures = swarm_engine.proofs_on_nodes(project, robomaker.image, source, wanted)
+    images = {robomaker.node_id: robomaker.image}
+    seen, failures = swarm_engine.proofs_on_nodes(project, source, wanted, images)
 
     assert failures == {}
     assert seen[robomaker.id][0] == 0, seen[robomaker.id][1]

@@ -413,8 +413,8 @@ def test_reserving_tasks_beyond_what_the_simulator_nodes_advertise_are_refused(
     facts = EngineFacts("28.2.2", "nvidia", ("nvidia",), nodes=(node,))
     short = short_of_gpus(stack.services, facts.nodes)
     assert short is not None and short.endswith(
-        f"{wanted} NVIDIA-GPU resource(s) reserved in all, but the ready nodes labelled"
-        " Robomaker advertise 1 by UUID"
+        f"{wanted} NVIDIA-GPU resource(s) reserved in all, but the ready, active nodes"
+        " labelled Robomaker advertise 1 by UUID"
     )
     with pytest.raises(GpuValidationError, match="advertise 1"):
         check_node(stack, facts)
@@ -422,4 +422,5 @@ def test_reserving_tasks_beyond_what_the_simulator_nodes_advertise_are_refused(
     assert short_of_gpus(stack.services, (roomy,)) is None
     unlabelled = replace(roomy, labels={})  # Swarm places no simulator there
     assert short_of_gpus(stack.services, (unlabelled,)) is not None
+    assert short_of_gpus(stack.services, (replace(roomy, availability="drain"),)) is not None
     assert short_of_gpus(stack.services, ()) is None  # no manager: not known
