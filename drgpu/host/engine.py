@@ -70,12 +70,6 @@ def project_resources(project: str) -> tuple[int, int]:
         return len(listing(engine, _of(project))), len(_project_networks(engine, project))
 
 
-def project_exists(project: str) -> bool:
-    """Whether a compose project has any container (running or not): one quick call."""
-    with docker_api.connected() as engine:
-        return bool(listing(engine, _of(project)))
-
-
 def listing(engine: Connection, wanted: Mapping[str, str] | None = None) -> list[ContainerFacts]:
     """Every container matching the filters `wanted`: ids, names, states and labels only."""
     query = f"&filters={filters(wanted)}" if wanted else ""

@@ -117,12 +117,15 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert results["SageMaker trainer"]["seen_cuda"] == [GPU2]
     assert results["robomaker"]["seen_cuda"] == [GPU0]
 
-    # DRfC's start script refuses to train over the model again (without -w): up fails,
-    # and the running stack stays as it was.
-    again = checkout.drgpu(shell, "up")
-    assert again.returncode == 5
-    assert "use -w option" in again.stderr and "drgpu up -- -w" in again.stderr
+    # An up while the run is up is refused before DRfC's start script runs: its rl_coach
+    # would start a second trainer, and -w would wipe the model the first one trains.
+    for wipe in ((), ("--", "-w")):
+        again = checkout.drgpu(shell, "up", *wipe)
+        assert again.returncode == 5, again.stderr
+        assert "deepracer-0 has containers already" in again.stderr
+        assert "start.sh" not in again.stderr
     assert {c["Id"] for c in containers(bed, "deepracer-0")} == {coach["Id"], simulator["Id"]}
+    assert len(sagemaker_trainers(bed)) == 1
 
     # A second run asking for the GPU run 0's trainer holds is refused, and run 0 stays.
     checkout.set("run-1.env", **{"DR_RUN_ID": "1"})
@@ -179,6 +182,13 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     assert containers(bed, "deepracer-0") == []
     assert "drgpu: removed " in stopped.stderr and " of deepracer-0\n" in stopped.stderr
     assert sagemaker_trainers(bed) == []  # DRfC's stop script stops rl_coach's trainer
+    # DRfC's start refuses to train over the model it made (without -w): said, with how.
+    run_env = checkout.root / "run.env"
+    run_env.write_text(run_env.read_text().replace("DRGPU_SHARNG=timeslice\n", ""))
+    over = checkout.drgpu(shell, "up")
+    assert over.returncode == 5
+    assert "use -w option" in over.stderr and "drgpu up -- -w" in over.stderr
+    assert containers(bed, "deepracer-0") == []
     assert not (checkout.root / ".drgpu").exists()
 
 
@@ -206,7 +216,7 @@ def test_three_workers_on_two_gpus_survive_drfc_scale(bed: Any, checkout: Checko
     assert refused.returncode == 5, refused.stderr
     assert "robomaker-1, robomaker-2, robomaker-3 still run without rl_coach" in refused.stderr
     exports = checkout.drgpu(shell, "drfc-env")  # for DRfC's own start: said, not refused
-    assert exports.returncode == 0 and "dr-start-training would keep them" in exports.stderr
+    assert exports.returncode == 0 and "DRfC's start would keep them" in exports.stderr
     assert sorted(services(bed, "deepracer-0")) == ["robomaker-1", "robomaker-2", "robomaker-3"]
     stopped = checkout.drgpu(shell, "down")
     assert stopped.returncode == 0, stopped.stderr
