@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -136,47 +137,54 @@ def engine_lock(
     here = this_process()
     deadline = time.monotonic() + timeout_s
     told = False
-    while True:
-        volumes = volumes_before()
-        mine = Holder(
-            process=here,
-            user=_user(),
-            command=command,
-            project=project,
-            since=datetime.now(timezone.utc).strftime(SINCE_FORMAT),
-            volumes_before=volumes,
-        )
-        lock_id = _create_lock(holder_labels(mine))
-        if lock_id is not None:
-            if volumes_before() == volumes:
-                break
-            _remove_lock(lock_id)  # a volume came or went meanwhile: write it again
-            continue
-        answer = docker_api.call("GET", f"/containers/{LOCK_NAME}/json")
-        if answer.status == 404:
-            continue  # released between the two calls
-        found = answer.checked("read drgpu's lock", 200)
-        other_id = str(found["Id"])
-        holder = holder_from_labels((found.get("Config") or {}).get("Labels") or {})
-        if holder is not None and is_stale(holder, here, start_ticks(holder.process.pid)):
-            on_stale(holder)
-            _remove_lock(other_id)
-            continue
-        who = holder.describe() if holder else f"an unknown holder (container {other_id[:12]})"
-        if time.monotonic() >= deadline:
-            raise DockerError(
-                f"gave up after {timeout_s:.0f}s waiting for {who}",
-                hint=(
-                    f"if that process is gone, `docker rm {LOCK_NAME}` frees the lock;"
-                    f" {TIMEOUT_KEY} sets how long drgpu waits"
-                ),
-            )
-        if not told:
-            on_wait(f"waiting for {who} to finish")
-            told = True
-        time.sleep(POLL_S)
+    lock_id: str | None = None
+    came: list[str] = []  # a signal while the lock is made: it comes once the lock is ours
     try:
+        while lock_id is None:
+            volumes = volumes_before()
+            mine = Holder(
+                process=here,
+                user=_user(),
+                command=command,
+                project=project,
+                since=datetime.now(timezone.utc).strftime(SINCE_FORMAT),
+                volumes_before=volumes,
+            )
+            with shielded(came.append):  # made and noted together, never one alone
+                lock_id = _create_lock(holder_labels(mine))
+                if lock_id is not None and volumes_before() != volumes:
+                    _remove_lock(lock_id)  # a volume came or went meanwhile: write it again
+                    lock_id = None
+            if came or lock_id is not None:
+                break
+            answer = docker_api.call("GET", f"/containers/{LOCK_NAME}/json")
+            if answer.status == 404:
+                continue  # released between the two calls
+            found = answer.checked("read drgpu's lock", 200)
+            other_id = str(found["Id"])
+            holder = holder_from_labels((found.get("Config") or {}).get("Labels") or {})
+            if holder is not None and is_stale(holder, here, start_ticks(holder.process.pid)):
+                on_stale(holder)
+                _remove_lock(other_id)
+                continue
+            unknown = f"an unknown holder (container {other_id[:12]})"
+            who = holder.describe() if holder else unknown
+            if time.monotonic() >= deadline:
+                raise DockerError(
+                    f"gave up after {timeout_s:.0f}s waiting for {who}",
+                    hint=(
+                        f"if that process is gone, `docker rm {LOCK_NAME}` frees the lock;"
+                        f" {TIMEOUT_KEY} sets how long drgpu waits"
+                    ),
+                )
+            if not told:
+                on_wait(f"waiting for {who} to finish")
+                told = True
+            time.sleep(POLL_S)
+        if came:
+            signal.raise_signal(signal.Signals[came[0]])  # now: the lock is removed below
         yield mine
     finally:  # a signal now must not leave a live run's lock to be taken for a killed one
-        with shielded(lambda name: None):
-            _remove_lock(lock_id)
+        if lock_id is not None:
+            with shielded(lambda name: None):
+                _remove_lock(lock_id)

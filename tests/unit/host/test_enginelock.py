@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from drgpu.host import enginelock
+import pytest
+
+from drgpu.host import enginelock, signals
 from drgpu.host.enginelock import start_ticks, this_process
 
 
@@ -45,3 +48,30 @@ def test_booted_is_btime_in_the_locks_format(tmp_path: Path) -> None:
     assert enginelock.booted(tmp_path / "absent") == ""
     now = datetime.now(timezone.utc).strftime(enginelock.SINCE_FORMAT)
     assert "" < enginelock.this_process().booted <= now
+
+
+def test_a_signal_while_the_lock_is_made_comes_once_it_is_kept_and_removes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    removed: list[str] = []
+
+    def create(labels: object) -> str:  # the engine makes the lock while Ctrl-C comes
+        signal.raise_signal(signal.SIGINT)
+        return "lock-1"
+
+    monkeypatch.setattr(enginelock, "_create_lock", create)
+    monkeypatch.setattr(enginelock, "_remove_lock", removed.append)
+    before = {signum: signal.getsignal(signum) for signum in signals.CAUGHT}
+    try:
+        with (
+            signals.caught(),
+            pytest.raises(signals.Interrupted),
+            enginelock.engine_lock(
+                "up", "p", on_wait=print, on_stale=print, timeout_s=1, volumes_before=tuple
+            ),
+        ):
+            pytest.fail("the block ran")
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert removed == ["lock-1"]
