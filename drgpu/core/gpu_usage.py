@@ -28,6 +28,7 @@ from drgpu.core.cgroup_owner import owner_from_cgroup
 from drgpu.core.drfc_scripts import is_sagemaker_local
 from drgpu.core.facts import ContainerFacts, ProcessFacts
 from drgpu.core.findings import Finding, Level
+from drgpu.core.index_order import cuda_order
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
 from drgpu.core.modes import Sharing, StrEnum
 from drgpu.core.swarm_view import SwarmState
@@ -312,11 +313,23 @@ def build_status(
 
 def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
     """A trainer told other GPUs than its rl_coach forwards, with the GPU it was told; each
-    GPU named as the plan names it (`1: NVIDIA GeForce RTX 3090`), not by its UUID."""
+    GPU named as the plan names it (`1: NVIDIA GeForce RTX 3090`), not by its UUID, and a
+    bare number told as the GPU it is in the trainer's CUDA order."""
     gpu = next(filter(None, (gpu_of(inventory, uuid) for uuid in check.visible)), None)
     message = check.message
     for known in (g for g in inventory.gpus if g.uuid):
         message = message.replace(known.uuid, f"{known.index}: {known.name}")
+    pci = check.container.environment.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+    order = tuple(g.index for g in inventory.gpus) if pci else cuda_order(inventory).indices
+    named = {g.index: g for g in inventory.gpus}
+    meant = [
+        f"its {number} is {named[index].index}: {named[index].name}"
+        for number in check.visible
+        if number.isdigit() and int(number) < len(order) and (index := order[int(number)]) in named
+    ]
+    if meant:
+        which = "PCI bus" if pci else "CUDA's fastest-first"
+        message += f" ({'; '.join(meant)}, in {which} order)"
     return _finding(
         "trainer-gpu",
         message,

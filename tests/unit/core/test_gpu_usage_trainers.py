@@ -4,6 +4,7 @@ cuda-check check that its CUDA_VISIBLE_DEVICES names exactly the forwarded GPU."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from drgpu.core import labels
 from drgpu.core.cuda_verdict import judge_trainer
@@ -80,6 +81,32 @@ def test_with_one_rl_coach_a_wrong_trainer_is_its_violation() -> None:
     )
     [seen] = status_document(status)["sagemaker_trainers"]
     assert (seen["run_id"], seen["forwarded_gpus"], seen["ok"]) == ("0", ["GPU-aaaa"], False)
+
+
+def test_a_trainer_told_a_bare_number_is_told_which_gpu_that_is_in_its_order() -> None:
+    """CUDA ranks GPU 1 (compute capability 8.9) first: the trainer's `0` is GPU 1."""
+    gpus = tuple(
+        Gpu(
+            index=n,
+            uuid=u,
+            name=name,
+            pci_bus_id=f"0:{n}",
+            memory_total_mib=1,
+            compute_capability=cc,
+        )
+        for n, (u, name, cc) in enumerate(((A, "Tesla M40", (5, 2)), (B, "NVIDIA L4", (8, 9))))
+    )
+    told = trainer("t-algo-1-x1-1", "0")
+    status = build_status(Inventory(gpus=gpus), [coach("0", A)], [], {}, sagemaker=[told])
+    [violation] = [v for v in status.violations if v.kind == "trainer-gpu"]
+    assert violation.message.endswith(
+        "has CUDA_VISIBLE_DEVICES=0, but deepracer-0-rl_coach-1 forwards 0: Tesla M40"
+        " (its 0 is 1: NVIDIA L4, in CUDA's fastest-first order)"
+    )
+    pci = replace(told, environment={**told.environment, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    status = build_status(Inventory(gpus=gpus), [coach("0", A)], [], {}, sagemaker=[pci])
+    [violation] = [v for v in status.violations if v.kind == "trainer-gpu"]
+    assert violation.message.endswith("(its 0 is 0: Tesla M40, in PCI bus order)")
 
 
 def test_cuda_must_show_exactly_the_forwarded_gpu_in_the_trainer() -> None:
