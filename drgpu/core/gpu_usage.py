@@ -440,7 +440,7 @@ def _judge(
     if len(owners) != 1:
         return _stray(base, other, f"in SageMaker trainer {other.name}, no rl_coach's")
     coach = owners[0]
-    who = f"the SageMaker trainer {other.name} of run {coach.labels[labels.RUN_ID]} {coach.service}"
+    who = f"the SageMaker trainer of run {coach.labels[labels.RUN_ID]}'s {coach.service}"
     base = replace(base, role=Role.TRAINER.value, service=f"{coach.service}/{other.name}")
     return _placed(inventory, base, other, coach, who, "forwarded", forwarded_uuids(coach))
 

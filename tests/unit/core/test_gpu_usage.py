@@ -185,7 +185,7 @@ def test_a_sagemaker_trainer_that_got_every_gpu_is_caught_on_the_wrong_one() -> 
     inventory = Inventory(gpus=(gpu(0, G0, GpuProcess(500, 8000)), gpu(1, G1, GpuProcess(500, 9))))
     status = build_status(inventory, stack, [TRAINER_JOB_CONTAINER], CGROUPS)
     assert verdicts(status) == {(500, 0): "ok", (500, 1): "wrong-gpu"}
-    assert "SageMaker trainer tmpa1b2c3_algo-1-x7k2p_1 of run 0 rl_coach" in (
+    assert "SageMaker trainer of run 0's rl_coach (tmpa1b2c3_algo-1-x7k2p_1)" in (
         status.violations[0].message
     )
     assert status.violations[0].message.endswith("but was forwarded GPU 0")
