@@ -299,6 +299,8 @@ def build_status(
             or (pid is None and f.facts["run_id"] is None and f.facts["gpu_index"] in mine)
         ]
         trainers = tuple(check for check in trainers if check.run_id == run_id)
+        if not ours:
+            notes.append(f"no container of run {run_id} is on this engine")
     return Status(
         inventory=inventory,
         holders=holders,

@@ -201,3 +201,9 @@ def test_a_swarm_managers_board_has_a_line_per_other_node_with_its_tasks_gpus() 
         "node gpu3 (worker-node-), worker, down, GPUs not read: no task of a run",
     )
     assert lines[0] in "\n".join(board_lines(build_board(status), stamp="12:00:00"))
+
+
+def test_a_run_with_no_container_here_is_said() -> None:
+    status = build_status(Inventory((gpu(0, G0),)), STACK, [], {}, run_id="5")
+    assert status.notes == ("no container of run 5 is on this engine",)
+    assert build_status(Inventory((gpu(0, G0),)), STACK, [], {}, run_id="0").notes == ()
