@@ -39,7 +39,7 @@ class CudaCheckResult:
         """Exit 6 when a container does not see what it was given."""
         if all(result.ok for result in self.results):
             return None
-        return CheckFailedError("a container does not see what it was given (see above)")
+        return CheckFailedError("a container does not see what it was given (its result says)")
 
 
 def check_stack(
