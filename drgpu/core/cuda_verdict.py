@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level, failed
-from drgpu.core.swarm_node import GPU_KIND
+from drgpu.core.swarm_node import reserved_gpus
 from drgpu.errors import ConfigError, DockerError
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def task_stand_in(project: str, task: TaskFacts) -> ContainerFacts:
     its slot and node, with its spec's labels and environment, Swarm's task labels, its
     state, and the GPUs the engine reserved for it in the engine's variable
     (DOCKER_RESOURCE_NVIDIA-GPU)."""
-    reserved = ",".join(value for kind, value in task.generic_resources if kind == GPU_KIND)
+    reserved = ",".join(reserved_gpus(task))
     swarm = {labels.SWARM_TASK_NAME: f"{task.service}.{task.slot}.{task.id}"}
     where = f"on node {task.node_id[:12]}" if task.node_id else "on no node yet"
     return ContainerFacts(

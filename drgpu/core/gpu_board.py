@@ -12,7 +12,7 @@ from drgpu.core.cuda_verdict import task_stand_in
 from drgpu.core.facts import TaskFacts
 from drgpu.core.gpu_usage import ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
-from drgpu.core.swarm_node import GPU_KIND
+from drgpu.core.swarm_node import reserved_gpus
 from drgpu.core.swarm_view import SwarmState
 
 _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
@@ -112,8 +112,7 @@ def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
 
 def _task_gpus(task: TaskFacts) -> tuple[str, ...]:
     """The GPUs a task holds: those the engine reserved for it, else those drgpu pinned."""
-    reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
-    return reserved or labels.given_gpus(task_stand_in("", task))
+    return reserved_gpus(task) or labels.given_gpus(task_stand_in("", task))
 
 
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:

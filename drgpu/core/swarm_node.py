@@ -24,7 +24,7 @@ from drgpu.core.placement import locate
 from drgpu.errors import CheckFailedError, ConfigError
 
 if TYPE_CHECKING:
-    from drgpu.core.facts import EngineFacts
+    from drgpu.core.facts import EngineFacts, TaskFacts
     from drgpu.core.toolkit import ToolkitFacts
 
 # Swarm's GPU conventions: the resource kind, the variable the engine sets, the node labels.
@@ -35,6 +35,11 @@ TRAINER_CONSTRAINT, SIMULATOR_CONSTRAINT = (f"node.labels.{label} == true" for l
 RUNTIME = "nvidia"
 TOOLKIT_LINE = f'swarm-resource = "{RESOURCE_VARIABLE}"'
 MODE_LINES = ("[nvidia-container-runtime]", 'mode = "legacy"')
+
+
+def reserved_gpus(task: TaskFacts) -> tuple[str, ...]:
+    """The GPUs the engine reserved for a task (its NVIDIA-GPU generic resources)."""
+    return tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
 
 
 OK, FAIL, NOTE = Level.OK, Level.FAIL, Level.NOTE  # FAIL: the node differs, and must change

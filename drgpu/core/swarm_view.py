@@ -13,7 +13,7 @@ from typing import Any
 from drgpu.core import labels
 from drgpu.core.facts import ContainerFacts, NodeFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
-from drgpu.core.swarm_node import GPU_KIND
+from drgpu.core.swarm_node import reserved_gpus
 
 RUNNING = "running"
 
@@ -96,7 +96,7 @@ def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
             state=RUNNING,
             labels={
                 labels.RUN_ID: task.run_id,
-                labels.GPUS: ",".join(v for k, v in task.generic_resources if k == GPU_KIND),
+                labels.GPUS: ",".join(reserved_gpus(task)),
             },
         )
         for task in swarm.tasks

@@ -18,6 +18,7 @@ from drgpu.core.swarm_node import (
     RUNTIME,
     SWARM_GPUS_KEY,
     SwarmLayout,
+    reserved_gpus,
 )
 from drgpu.errors import DockerError, GpuValidationError
 
@@ -237,7 +238,7 @@ def _task_gpus(
     service: SwarmService, task: TaskFacts, container: ContainerFacts | None, node: str | None
 ) -> tuple[tuple[str, ...], list[str]]:
     """The GPUs a task really got, and what is wrong with them."""
-    reserved = tuple(value for kind, value in task.generic_resources if kind == GPU_KIND)
+    reserved = reserved_gpus(task)
     problems: list[str] = []
     pinned = service.pinned_for(task.slot)
     if service.reserves:

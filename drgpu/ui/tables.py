@@ -256,7 +256,7 @@ def doctor_table(checks: list[Finding]) -> None:
 def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Finding]) -> None:
     """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
     # lazy: only the swarm tables need them
-    from drgpu.core.swarm_node import GPU_KIND
+    from drgpu.core.swarm_node import reserved_gpus
     from drgpu.core.verification import stack_service_name
 
     services = {stack_service_name(stack.project, s.name): s for s in stack.services}
@@ -265,7 +265,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Fin
     for task in tasks:
         service = services.get(task.service)
         pinned = service.pinned_for(task.slot) if service else None
-        chosen = [value for kind, value in task.generic_resources if kind == GPU_KIND]
+        chosen = reserved_gpus(task)
         gpus = [f"{uuid} (pinned)" for uuid in pinned or ()] + [
             f"{uuid} (engine's choice)" for uuid in chosen
         ]
