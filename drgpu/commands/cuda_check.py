@@ -16,12 +16,12 @@ from drgpu.core.cuda_verdict import (
     judge_trainer,
     probe_arguments,
     select,
-    task_stand_in,
 )
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
+from drgpu.core.swarm_view import task_stand_in
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine, swarm_engine
 from drgpu.ui.talk import warn

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from drgpu.core import labels
 from drgpu.core.compose_progress import verification_events
-from drgpu.core.cuda_verdict import judge, probe_arguments, task_stand_in
+from drgpu.core.cuda_verdict import judge, probe_arguments
 from drgpu.core.facts import ContainerFacts, TaskFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.model import Plan
+from drgpu.core.swarm_view import task_stand_in
 from drgpu.core.verification import (
     stack_service_name,
     stopped_badly,

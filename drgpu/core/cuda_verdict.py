@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core import labels
-from drgpu.core.facts import ContainerFacts, TaskFacts
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.findings import Finding, Level, failed
-from drgpu.core.swarm_node import reserved_gpus
 from drgpu.errors import ConfigError, DockerError
 
 if TYPE_CHECKING:
@@ -98,25 +97,6 @@ def _replica(container: ContainerFacts) -> str:
     task = container.labels.get(labels.SWARM_TASK_NAME, "")
     number = task.split(".")[-2] if task.count(".") >= 2 else container.name.rpartition("-")[2]
     return number if number.isdigit() else ""
-
-
-def task_stand_in(project: str, task: TaskFacts) -> ContainerFacts:
-    """A task on another node (or on none yet) as `judge` sees a container there: named by
-    its slot and node, with its spec's labels and environment, Swarm's task labels, its
-    state, and the GPUs the engine reserved for it in the engine's variable
-    (DOCKER_RESOURCE_NVIDIA-GPU)."""
-    reserved = ",".join(reserved_gpus(task))
-    swarm = {labels.SWARM_TASK_NAME: f"{task.service}.{task.slot}.{task.id}"}
-    where = f"on node {task.node_id[:12]}" if task.node_id else "on no node yet"
-    return ContainerFacts(
-        id=task.id,
-        name=f"{task.service}.{task.slot} {where}",
-        service=task.service.removeprefix(f"{project}_"),
-        project=project,
-        state=task.state,
-        labels={**task.labels, **swarm, labels.SWARM_NODE_ID: task.node_id},
-        environment={**task.environment, labels.SWARM_RESOURCE_VARIABLE: reserved},
-    )
 
 
 def _findings(container: str, problems: list[str], notes: Iterable[str]) -> tuple[Finding, ...]:

@@ -8,12 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from drgpu.core import labels
-from drgpu.core.cuda_verdict import task_stand_in
-from drgpu.core.facts import TaskFacts
 from drgpu.core.gpu_usage import ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
-from drgpu.core.swarm_node import reserved_gpus
-from drgpu.core.swarm_view import SwarmState
+from drgpu.core.swarm_view import SwarmState, task_gpus
 
 _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
@@ -96,7 +93,7 @@ def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
     lines = []
     for node in (node for node in swarm.nodes if node.id != swarm.here):
         tasks = [
-            f"{task.service}.{task.slot} on {','.join(_task_gpus(task)) or 'no GPU'}"
+            f"{task.service}.{task.slot} on {','.join(task_gpus(task)) or 'no GPU'}"
             for task in swarm.tasks
             if task.node_id == node.id and task.state == "running" and run_id in (None, task.run_id)
         ]
@@ -108,11 +105,6 @@ def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
             + ("; ".join(tasks) or "no task of a run")
         )
     return tuple(lines)
-
-
-def _task_gpus(task: TaskFacts) -> tuple[str, ...]:
-    """The GPUs a task holds: those the engine reserved for it, else those drgpu pinned."""
-    return reserved_gpus(task) or labels.given_gpus(task_stand_in("", task))
 
 
 def _row(status: Status, gpu: Gpu, roles: Mapping[str, str], history: History) -> GpuRow:

@@ -86,7 +86,8 @@ def _task_finding(task: TaskFacts, node: NodeFacts | None, message: str, kind: s
 
 def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
     """The tasks of drgpu's runs that may run on a node, as containers (their GPUs: what
-    the engine reserved for them), so that its GPUs are judged like this node's."""
+    the engine reserved for them, or drgpu pinned), so that its GPUs are judged like this
+    node's."""
     return [
         ContainerFacts(
             id=task.container_id,
@@ -96,12 +97,36 @@ def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
             state=RUNNING,
             labels={
                 labels.RUN_ID: task.run_id,
-                labels.GPUS: ",".join(reserved_gpus(task)),
+                labels.GPUS: ",".join(task_gpus(task)),
             },
         )
         for task in swarm.tasks
         if task.node_id == node_id and task.container_id and _may_run(task)
     ]
+
+
+def task_stand_in(project: str, task: TaskFacts) -> ContainerFacts:
+    """A task on another node (or on none yet) as `judge` sees a container there: named by
+    its slot and node, with its spec's labels and environment, Swarm's task labels, its
+    state, and the GPUs the engine reserved for it in the engine's variable
+    (DOCKER_RESOURCE_NVIDIA-GPU)."""
+    reserved = ",".join(reserved_gpus(task))
+    swarm = {labels.SWARM_TASK_NAME: f"{task.service}.{task.slot}.{task.id}"}
+    where = f"on node {task.node_id[:12]}" if task.node_id else "on no node yet"
+    return ContainerFacts(
+        id=task.id,
+        name=f"{task.service}.{task.slot} {where}",
+        service=task.service.removeprefix(f"{project}_"),
+        project=project,
+        state=task.state,
+        labels={**task.labels, **swarm, labels.SWARM_NODE_ID: task.node_id},
+        environment={**task.environment, labels.SWARM_RESOURCE_VARIABLE: reserved},
+    )
+
+
+def task_gpus(task: TaskFacts) -> tuple[str, ...]:
+    """The GPUs a task holds: those the engine reserved for it, else those drgpu pinned."""
+    return reserved_gpus(task) or labels.given_gpus(task_stand_in("", task))
 
 
 def swarm_reasons(

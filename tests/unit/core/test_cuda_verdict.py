@@ -6,8 +6,9 @@ import json
 from dataclasses import replace
 
 from drgpu import probe
-from drgpu.core.cuda_verdict import judge, task_stand_in
+from drgpu.core.cuda_verdict import judge
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts, TaskFacts
+from drgpu.core.swarm_view import task_stand_in
 from drgpu.ui.documents import cuda_check_document
 
 GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"

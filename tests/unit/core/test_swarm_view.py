@@ -5,10 +5,12 @@ swarm_picture reads them: here recorded answers of a 2.x engine's /nodes, /servi
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+from drgpu.core.facts import TaskFacts
 from drgpu.core.findings import Level
-from drgpu.core.swarm_view import swarm_findings, swarm_reasons
+from drgpu.core.swarm_view import SwarmState, swarm_findings, swarm_reasons, task_containers
 from drgpu.host import swarm_engine
 from drgpu.host.docker_api import Answer
 
@@ -132,3 +134,17 @@ def test_reserving_services_lose_their_per_gpu_reasons_and_an_explicit_setting_i
     )
     assert said[0].startswith("DR_ROBOMAKER_CUDA_DEVICES=1 is not how the simulators get")
     assert swarm_reasons(reasons, [], setting) == (reasons, ())  # all pinned: all apply
+
+
+def test_tasks_on_another_node_hold_what_the_engine_reserved_or_drgpu_pinned() -> None:
+    reserving = TaskFacts(
+        "t1", "deepracer-0_robomaker", 1, WORKER, "running", "running", "", run_id="0",
+        generic_resources=(("NVIDIA-GPU", G_W),), container_id="c1",
+    )  # fmt: skip
+    pinned = replace(  # DR_ROBOMAKER_CUDA_DEVICES naming the worker's GPU: pinned there
+        reserving, id="t2", slot=2, generic_resources=(), container_id="c2",
+        labels={"drgpu.run_id": "0", "drgpu.gpus": G_M},
+    )  # fmt: skip
+    swarm = SwarmState((), (reserving, pinned), ())
+    held = {c.id: c.labels["drgpu.gpus"] for c in task_containers(swarm, WORKER)}
+    assert held == {"c1": G_W, "c2": G_M}
