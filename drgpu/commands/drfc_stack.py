@@ -78,17 +78,9 @@ def up(
 ) -> tuple[Plan, list[ContainerFacts], list[Finding]]:
     """Run DRfC's start script with drgpu's override and verify every container; on any
     failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again. `progress`
-    hears each service's state from Compose's lines, then its verification. Refused where
-    the run's project has containers already (its rl_coach would start a second trainer)."""
+    hears each service's state from Compose's lines, then its verification."""
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
-    if there := engine.project_containers(plan.project):
-        raise DockerError(
-            f"{plan.project} has containers already ({', '.join(c.name for c in there)}):"
-            " DRfC's start script would start a second SageMaker trainer beside its own"
-            " (and -w would wipe the model it trains)",
-            hint="`drgpu down` first; `drgpu status` shows the run",
-        )
     text = render_override(plan, override_header_template())
     write_owned_file(prepared.override_path, text, private=holds_secret(plan))
     environment = compose.compose_environment(

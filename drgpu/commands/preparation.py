@@ -76,13 +76,15 @@ def prepare_with(
 
 
 @contextmanager
-def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> Iterator[Prepared]:
+def prepare_locked(
+    config: Config, target: Inputs, *, swarm: bool = False, by_script: bool = False
+) -> Iterator[Prepared]:
     """`prepare_with` for `up`, under the engine-wide lock until the block ends: no other
     `drgpu up` or `down` can read or change the runs between this plan and its proof. A
     failure inside removes the file this `up` writes (the compose override, or with
     `swarm` drgpu's Swarm stack file, planned as `plan` does) and a `.drgpu` it made.
-    Refused where the project's simulators were left running without its trainer
-    (`leftovers`)."""
+    Refused where its project's containers are in the way (`leftovers`; `by_script`: DRfC's
+    start script starts it)."""
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
     from drgpu.host.process import meanwhile
@@ -99,18 +101,20 @@ def prepare_locked(config: Config, target: Inputs, *, swarm: bool = False) -> It
             prepared = prepare_with(
                 config, target, None, stack=stack, strict=not swarm, swarm=swarm
             )
-            if why := leftovers(prepared.plan):
-                raise DockerError(why, hint="`drgpu down` removes them: a start would keep them")
+            if why := leftovers(prepared.plan, by_script=by_script):
+                raise DockerError(
+                    why, hint="`drgpu down` removes them; `drgpu status` shows the run"
+                )
             yield prepared
 
 
-def leftovers(plan: Plan) -> str | None:
-    """Why the plan should not start now: its project's simulators left running without
-    its trainer (`left_without_trainer`); None when nothing is left over."""
-    from drgpu.core.verification import left_without_trainer  # lazy: not for plan, render
+def leftovers(plan: Plan, *, by_script: bool = False) -> str | None:
+    """Why the plan should not start now over its project's containers (`start_refused`);
+    None when nothing is in the way."""
+    from drgpu.core.verification import start_refused  # lazy: not for plan, render
     from drgpu.host import engine  # lazy: start-up time of a plan on a file
 
-    return left_without_trainer(plan, engine.project_containers(plan.project))
+    return start_refused(plan, engine.project_containers(plan.project), by_script=by_script)
 
 
 def _checked_stack(config: Config, target: Inputs) -> Stack:

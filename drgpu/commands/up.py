@@ -61,7 +61,8 @@ def up(
             f"unexpected argument {script_args[0]!r}",
             hint="arguments after `--` are for DRfC's start script, in an activated DRfC shell",
         )
-    with prepare_locked(config, target, swarm=own_swarm) as prepared:
+    by_script = scripts and not drfc_swarm  # DRfC's Compose-style start
+    with prepare_locked(config, target, swarm=own_swarm, by_script=by_script) as prepared:
         for finding in prepared.plan.warnings:
             warn(finding.message)
         _preflight(prepared.plan)

@@ -41,23 +41,31 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     return problems
 
 
-def left_without_trainer(plan: Plan, containers: Iterable[ContainerFacts]) -> str | None:
-    """Why the plan cannot start over its Compose project's containers: simulators still
-    run there while none of the plan's trainers has a container any more, as a stop
-    without drgpu's override (DRfC's dr-stop-training) leaves drgpu's workers; Compose
-    would keep them beside a new trainer. None: nothing is left over."""
+def start_refused(
+    plan: Plan, containers: Iterable[ContainerFacts], *, by_script: bool
+) -> str | None:
+    """Why the plan must not start over its Compose project's containers (None: nothing is
+    in the way): simulators still running there while none of the plan's trainers has a
+    container any more, as a stop without drgpu's override (DRfC's dr-stop-training)
+    leaves drgpu's workers, which Compose would keep beside a new trainer; or, where
+    DRfC's start script starts it (`by_script`), any container: its rl_coach would start a
+    second SageMaker trainer beside the running one (and -w wipe the model it trains)."""
     trainers = {s.name for s in plan.services if s.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)}
     compose = [c for c in containers if SERVICE in c.labels]  # a Swarm stack goes whole
-    if not trainers or any(c.service in trainers for c in compose):
-        return None
     left = [c.service for c in compose if c.labels.get(ROLE) == Role.SIMULATOR and not c.stopped]
-    if not left:
-        return None
-    return (
-        f"{plan.project}: {', '.join(left)} still run without {', '.join(sorted(trainers))},"
-        " left by a stop without drgpu's override (as DRfC's dr-stop-training leaves"
-        " drgpu's workers)"
-    )
+    if trainers and left and not any(c.service in trainers for c in compose):
+        return (
+            f"{plan.project}: {', '.join(left)} still run without {', '.join(sorted(trainers))},"
+            " left by a stop without drgpu's override (as DRfC's dr-stop-training leaves"
+            " drgpu's workers)"
+        )
+    if by_script and compose:
+        return (
+            f"{plan.project} has containers already ({', '.join(c.name for c in compose)}):"
+            " DRfC's start script would start a second SageMaker trainer beside its own"
+            " (and -w would wipe the model it trains)"
+        )
+    return None
 
 
 def stopped_badly(

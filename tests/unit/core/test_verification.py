@@ -10,7 +10,7 @@ import pytest
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts
 from drgpu.core.model import Assignment, Gpu, Plan, Role, ServicePlan
 from drgpu.core.modes import DeviceDriver
-from drgpu.core.verification import left_without_trainer, stopped_badly, stuck_hint, verify
+from drgpu.core.verification import start_refused, stopped_badly, stuck_hint, verify
 
 
 def planned(name: str, *, ipc: str | None = None, replicas: int | None = None) -> ServicePlan:
@@ -171,13 +171,29 @@ def test_simulators_left_running_without_their_trainer_refuse_a_start() -> None:
         return replace(container(service), labels=tags)
 
     worker = compose("robomaker-1", "simulator")
-    assert left_without_trainer(plan, [worker]) == (
+    assert start_refused(plan, [worker], by_script=False) == (
         "p: robomaker-1 still run without rl_coach, left by a stop without drgpu's override"
         " (as DRfC's dr-stop-training leaves drgpu's workers)"
     )
-    assert left_without_trainer(plan, [worker, compose("rl_coach", "trainer-launcher")]) is None
-    assert left_without_trainer(plan, []) is None
-    assert left_without_trainer(plan, [replace(worker, state="exited")]) is None
+    assert (
+        start_refused(plan, [worker, compose("rl_coach", "trainer-launcher")], by_script=False)
+        is None
+    )
+    assert start_refused(plan, [], by_script=False) is None
+    assert start_refused(plan, [replace(worker, state="exited")], by_script=False) is None
     alone = Plan(project="p", run_id="0", services=(gpu_service("robomaker-1"),))
-    assert left_without_trainer(alone, [worker]) is None  # a stack of simulators alone
-    assert left_without_trainer(plan, [replace(worker, labels={"drgpu.role": "simulator"})]) is None
+    assert start_refused(alone, [worker], by_script=False) is None  # a stack of simulators alone
+    # DRfC's start script would start a second trainer beside any container of the run.
+    coach = compose("rl_coach", "trainer-launcher")
+    assert start_refused(plan, [coach, worker], by_script=True) == (
+        "p has containers already (p-rl_coach-1, p-robomaker-1-1): DRfC's start script would"
+        " start a second SageMaker trainer beside its own (and -w would wipe the model it trains)"
+    )
+    assert start_refused(plan, [worker], by_script=True) == start_refused(
+        plan, [worker], by_script=False
+    )
+    assert start_refused(plan, [], by_script=True) is None
+    assert (
+        start_refused(plan, [replace(worker, labels={"drgpu.role": "simulator"})], by_script=False)
+        is None
+    )
