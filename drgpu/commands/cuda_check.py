@@ -89,10 +89,9 @@ def _seen_there(stand_in: ContainerFacts, ran: Callable[[], tuple[int, str]]) ->
     try:
         return ran()
     except DockerError as exc:
-        socket = "the job mounts each node's engine socket, /var/run/docker.sock or where"
-        raise DockerError(
-            f"{stand_in.name} cannot be checked there: {exc.message}",
-            hint=f"{socket} DRGPU_NODE_SOCKET says (docs/swarm.md)"
-            if "socket" in exc.message
-            else "docs/swarm.md says how a task on another node is checked there",
-        ) from None
+        hint = "docs/swarm.md says how a task on another node is checked there"
+        if "socket" in exc.message:
+            hint = "the job mounts each node's engine socket, /var/run/docker.sock or where"
+            hint += " DRGPU_NODE_SOCKET says (docs/swarm.md)"
+        why = f"{stand_in.name} cannot be checked there: {exc.message}"
+        raise DockerError(why, hint=hint) from None
