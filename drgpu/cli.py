@@ -177,10 +177,11 @@ def plan(
     With --swarm (or DR_DOCKER_STYLE=swarm): which GPUs are pinned, which the engine chooses.
     """
     from drgpu.commands import plan as plan_command  # lazy: start-up time
-    from drgpu.ui.results import show_plan  # lazy: start-up time
+    from drgpu.ui.results import refusal_shown, show_plan  # lazy: start-up time
 
     inputs = _inputs(env_file, run_env, file, evaluation=evaluation)
-    show_plan(plan_command.plan(inputs, inventory, swarm=swarm), json_output=json_output)
+    with refusal_shown(json_output=json_output):
+        show_plan(plan_command.plan(inputs, inventory, swarm=swarm), json_output=json_output)
 
 
 @_command(examples=("drgpu render -o my-override.yml", "drgpu render --k8s --inventory box.json"))

@@ -3,7 +3,12 @@ only the CLI turns one into a message (`drgpu.cli.main`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from drgpu.core.findings import Finding
 
 
 class ExitCode(IntEnum):
@@ -39,13 +44,16 @@ class ConfigError(DrgpuError):
 
 
 class GpuValidationError(DrgpuError):
-    """The requested GPUs do not fit the machine: every problem, reported at once."""
+    """The requested GPUs do not fit the machine: every problem, reported at once; a
+    refused plan's `findings` are what `plan --json` prints."""
 
     exit_code = ExitCode.GPU_VALIDATION
 
-    def __init__(self, problems: list[str], *, hint: str | None = None) -> None:
+    def __init__(
+        self, problems: Sequence[str], *, hint: str | None = None, findings: Sequence[Finding] = ()
+    ) -> None:
         super().__init__("; ".join(problems), hint=hint)
-        self.problems = problems
+        self.findings = tuple(findings)
 
 
 class NvmlUnavailableError(DrgpuError):

@@ -86,6 +86,7 @@ class _Notes:
             raise GpuValidationError(
                 [problem.message for problem in self.problems],
                 hint="; or ".join(fixes) or fallback,
+                findings=self.problems,
             )
 
 

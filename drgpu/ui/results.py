@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from drgpu.errors import GpuValidationError
 from drgpu.ui import tables
 from drgpu.ui.documents import (
     cuda_check_document,
@@ -37,6 +40,18 @@ def show_plan(result: PlanResult, *, json_output: bool) -> None:
     else:
         tables.plan_table(result.plan, result.swarm_view)
     tables.warnings(finding.message for finding in result.warnings)
+
+
+@contextmanager
+def refusal_shown(*, json_output: bool) -> Iterator[None]:
+    """A refused plan under `--json`: its problems as a document on stdout, then the error
+    (its line on stderr, exit 3), so a script reading stdout learns why."""
+    try:
+        yield
+    except GpuValidationError as refused:
+        if json_output and refused.findings:
+            tables.print_json(document(refused.findings))
+        raise
 
 
 def show_rendered(result: Rendered, *, to_stdout: bool) -> None:

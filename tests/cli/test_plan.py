@@ -66,6 +66,18 @@ def test_plan_warnings_go_to_stderr_and_into_the_json(cli: Cli, settings: Settin
     assert "under 8 GiB" in result.err
 
 
+def test_a_refused_plan_json_gives_every_problem_as_a_finding(cli: Cli, settings: Settings) -> None:
+    env = settings(DR_SAGEMAKER_CUDA_DEVICES="7", DR_ROBOMAKER_CUDA_DEVICES="9")
+    result = cli("plan", "--env-file", env, "--inventory", GTX_M40, "--json")
+    document = json.loads(result.out)
+    assert (result.code, document["ok"]) == (3, False)
+    problems = [(f["kind"], f["level"], f["message"]) for f in document["findings"]]
+    assert [(kind, level) for kind, level, _ in problems] == [("plan-problem", "fail")] * 2
+    assert result.err.splitlines()[0] == "drgpu: error: " + "; ".join(m for *_, m in problems)
+    assert "DR_SAGEMAKER_CUDA_DEVICES" in problems[0][2]
+    assert all(f["fix"] for f in document["findings"])
+
+
 def test_plan_table_warnings_go_to_stderr_only(cli: Cli, settings: Settings) -> None:
     env = settings(DR_SAGEMAKER_CUDA_DEVICES="1")
     result = cli("plan", "--env-file", env, "--inventory", GTX_M40)

@@ -44,7 +44,7 @@ def problems(config: Config, stack: Stack, inventory: Inventory) -> list[str]:
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, stack, inventory)
     assert caught.value.exit_code is ExitCode.GPU_VALIDATION
-    return caught.value.problems
+    return [f.message for f in caught.value.findings]
 
 
 def env(plan_: Plan, service: str) -> dict[str, str]:
@@ -242,7 +242,7 @@ def test_in_a_swarm_a_gpu_no_one_has_hints_once_at_every_nodes_gpus(
     config = make_config(DR_SAGEMAKER_CUDA_DEVICES="5", DR_ROBOMAKER_CUDA_DEVICES="GPU-7")
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, gtx_m40, nodes=[node])
-    assert len(caught.value.problems) == 2
+    assert len([f.message for f in caught.value.findings]) == 2
     assert caught.value.hint == (
         "`drgpu gpus` lists this machine's GPUs; a bare index is nvidia-smi's; or the swarm's"
         f" nodes: {advertised([node])[0]}"

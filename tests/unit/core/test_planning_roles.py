@@ -342,7 +342,7 @@ def test_a_service_gpu_is_exclusive_like_the_trainers(
     settings = config(**{**DONE_WHEN, "DRGPU_DEVICES_EVALUATOR": "2"})
     with pytest.raises(GpuValidationError) as caught:
         make_plan(settings, write_stack(LEARNER_STACK), mixed_box)
-    assert caught.value.problems == [
+    assert [f.message for f in caught.value.findings] == [
         "2: Tesla M40 24GB (22912 MiB, 00000000:81:00.0) is asked for by both the trainer"
         " (DRGPU_TRAINER_DEVICES) and service evaluator (DRGPU_DEVICES_EVALUATOR);"
         " DRGPU_SHARING=exclusive gives each GPU to one of them"

@@ -35,7 +35,7 @@ def test_exclusive_refuses_a_gpu_another_run_holds_and_names_it(
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, gtx_m40, [Claim("a", "sagemaker", (M40,))])
     assert caught.value.exit_code is ExitCode.GPU_VALIDATION
-    assert caught.value.problems == [
+    assert [f.message for f in caught.value.findings] == [
         "0: Tesla M40 24GB (22912 MiB, 00000000:03:00.0), planned for sagemaker, is held by"
         " run 'a' (sagemaker); DRGPU_SHARING=exclusive does not share GPUs between runs"
     ]
@@ -67,7 +67,7 @@ def test_timeslice_does_not_take_a_gpu_from_an_exclusive_run(
     config = make_config(DR_RUN_ID="b", DR_SAGEMAKER_CUDA_DEVICES="0", DRGPU_SHARING="timeslice")
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, gtx_m40, [Claim("a", "robomaker-2", (M40,))])
-    assert caught.value.problems[0].endswith(
+    assert caught.value.findings[0].message.endswith(
         "is held by run 'a' (robomaker-2), which does not share it (DRGPU_SHARING=exclusive there)"
     )
 
@@ -108,9 +108,12 @@ def test_every_held_gpu_is_reported_once_per_run(
     ]
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, gtx_m40, held)
-    assert [p.split(" is held by ")[1][:7] for p in caught.value.problems] == ["run 'a'", "run 'b'"]
-    assert "(sagemaker, robomaker)" in caught.value.problems[0]
-    assert "planned for robomaker-1, robomaker-2" in caught.value.problems[1]
+    assert [p.split(" is held by ")[1][:7] for p in [f.message for f in caught.value.findings]] == [
+        "run 'a'",
+        "run 'b'",
+    ]
+    assert "(sagemaker, robomaker)" in caught.value.findings[0].message
+    assert "planned for robomaker-1, robomaker-2" in caught.value.findings[1].message
 
 
 def test_rl_coachs_forwarded_trainer_gpu_counts_as_held(

@@ -271,7 +271,7 @@ def test_auto_with_no_free_gpu_left_for_the_simulators_is_refused_when_exclusive
     config = make_config(DR_SAGEMAKER_CUDA_DEVICES="0,1", DR_ROBOMAKER_CUDA_DEVICES="auto")
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, gtx_m40)
-    assert caught.value.problems == [
+    assert [f.message for f in caught.value.findings] == [
         "DR_ROBOMAKER_CUDA_DEVICES: auto found no free GPU for the simulators:"
         " GPU 0 (the other role's), GPU 1 (the other role's)"
     ]
@@ -295,7 +295,7 @@ def test_auto_on_a_machine_without_gpus_is_refused(
 ) -> None:
     with pytest.raises(GpuValidationError) as caught:
         make_plan(make_config(DR_SAGEMAKER_CUDA_DEVICES="auto"), base_stack, Inventory(gpus=()))
-    assert caught.value.problems == [
+    assert [f.message for f in caught.value.findings] == [
         "DR_SAGEMAKER_CUDA_DEVICES: auto found no GPU for the trainer: this machine has none"
     ]
 

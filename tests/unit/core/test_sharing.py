@@ -226,7 +226,7 @@ def test_mps_is_not_run_on_mig_devices(
     )
     with pytest.raises(GpuValidationError) as caught:
         make_plan(config, base_stack, mig_l4)
-    assert caught.value.problems[0] == (
+    assert caught.value.findings[0].message == (
         f"sagemaker gets MIG device {A100_MIG_1}: drgpu does not run MPS on MIG devices"
     )
 
