@@ -203,3 +203,45 @@ def test_pure_path_work_is_no_read_of_the_world() -> None:
         "config = dataclasses.replace(config, warnings=())\n"
     )
     assert world_reads(source) == []
+
+
+# The commands (drgpu/commands/__init__.py names them); the other modules there are steps
+# they share, which import no command either.
+COMMANDS = frozenset(
+    [
+        "plan",
+        "rendering",
+        "up",
+        "down",
+        "gpus",
+        "status",
+        "report",
+        "doctor",
+        "cuda_check",
+        "swarm_setup",
+    ]
+)
+
+
+def commands_imported(source: str) -> set[str]:
+    """The command modules `source` imports (`from drgpu.commands[.x] import ...`)."""
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "drgpu.commands":
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("drgpu.commands."):
+            named.add((node.module or "").rsplit(".", 1)[1])
+    return named & COMMANDS
+
+
+def test_no_command_module_imports_a_command() -> None:
+    found = {
+        path.stem: sorted(commands_imported(path.read_text()) - {path.stem})
+        for path in sorted((REPO / "drgpu" / "commands").glob("*.py"))
+    }
+    assert {name: names for name, names in found.items() if names} == {}
+
+
+def test_a_command_importing_another_is_found() -> None:
+    source = "from drgpu.commands import status, options\nfrom drgpu.commands.up import up\n"
+    assert commands_imported(source) == {"status", "up"}
