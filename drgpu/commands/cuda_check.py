@@ -21,7 +21,7 @@ from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
-from drgpu.core.swarm_view import task_stand_in
+from drgpu.core.swarm_view import given_up, task_stand_in
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine, swarm_engine
 from drgpu.ui.talk import warn
@@ -57,10 +57,16 @@ def check_stack(
     target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
     project = project_name(run_id or run_id_of(target), evaluation=evaluation)
     containers = engine.project_containers(project)
-    elsewhere = swarm_engine.stack_tasks_elsewhere(project)
-    if elsewhere is None and any(labels.SWARM_TASK_NAME in c.labels for c in containers):
+    managed = swarm_engine.managed_tasks(project)
+    if managed is None and any(labels.SWARM_TASK_NAME in c.labels for c in containers):
         warn(f"this node is no swarm manager: {project}'s tasks on other nodes are not checked")
-    tasks = {task.id: task for task in elsewhere or ()}
+    every, this_node = managed or ([], "")
+    # Those that should run on other nodes (or on none yet), and each slot Swarm gave up
+    # whose container is not here to be judged.
+    listed = {c.id for c in containers}
+    wanted = [t for t in every if t.desired_state == "running" and t.node_id != this_node]
+    wanted += [t for t in given_up(every) if t.container_id not in listed]
+    tasks = {task.id: task for task in wanted}
     stand_ins = [task_stand_in(project, task) for task in tasks.values()]
     if not containers and not stand_ins:
         raise DockerError(f"no containers of {project}: is the stack up?")
@@ -68,7 +74,8 @@ def check_stack(
     for container in chosen:
         if container.state != "running":
             raise DockerError(
-                f"{container.name} is {container.state}, not running: start the stack first"
+                f"{container.name} is {container.state}, not running",
+                hint="`drgpu status` says why; `drgpu down` then `drgpu up` starts it again",
             )
     here = [c for c in chosen if c.id not in tasks]
     results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in here]

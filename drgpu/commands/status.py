@@ -144,9 +144,12 @@ class Reader:
         launcher = any(c.labels.get(labels.ROLE) == LAUNCHER_ROLE for c in mine)
         running = [c for c in listed if c.state == "running"]
         trainers = [c for c in running if launcher and is_sagemaker_local(c)]
-        # Each new container is inspected (one gone meanwhile left out).
+        # Each new container, or one whose state changed, is inspected (one gone meanwhile
+        # left out): a stopped one's exit code is read once.
         seen = {
-            c.id: self._known.get(c.id) or engine.inspected(self._engine, c.id)
+            c.id: known
+            if (known := self._known.get(c.id)) and known.state == c.state
+            else engine.inspected(self._engine, c.id)
             for c in mine + trainers
         }
         self._known = {id_: facts for id_, facts in seen.items() if facts is not None}

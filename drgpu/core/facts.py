@@ -39,6 +39,19 @@ class ContainerFacts:
         """Whether the container is not running any more (or never ran)."""
         return self.state in ("exited", "dead", "created", "restarting", "removing")
 
+    def stop_problem(self, has_gpu: bool) -> str | None:
+        """Why its state is wrong, or None: it never started, died or keeps restarting,
+        exited non-zero, or exited at all with a GPU (`has_gpu`) to work on."""
+        if not self.stopped:
+            return None
+        if self.state != "exited":
+            return f"is {self.state}, not running"
+        if self.exit_code is None:
+            return "exited"
+        if self.exit_code != 0:
+            return f"exited with status {self.exit_code}"
+        return "exited (status 0), but it was given a GPU to work on" if has_gpu else None
+
 
 @dataclass(frozen=True)
 class ImageFacts:

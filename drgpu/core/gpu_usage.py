@@ -7,12 +7,14 @@ labels, so nothing goes stale when a stack is changed by hand.
 Each violation and warning is a `core.findings.Finding`, its `kind` one of those below
 (docs/commands.md and docs/nvidia-stack.md say when each is given), its `facts` the FACTS
 keys. Violations (FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu,
-trainer-gpu, shared-gpu. Warnings (WARN: not `ok`, yet no exit 6, as nothing drgpu set up
-is wrong): processes-unknown (a GPU whose processes NVML cannot list) and
-processes-vanished (a container whose GPU processes of an earlier refresh of a watch are
-gone). Not flagged: a graphics-only process on the host, a PID this process cannot see, and
-a GPU container idle for IDLE_NOTE_S since it started (a note: one-shot status cannot know
-what ran before, and a simulator between episodes is idle too).
+trainer-gpu, shared-gpu, service-stopped (a run's container died, exited non-zero, or never
+started). Warnings (WARN: not `ok`, yet no exit 6, as nothing drgpu set up is wrong):
+processes-unknown (a GPU whose processes NVML cannot list), processes-vanished (a container
+whose GPU processes of an earlier refresh of a watch are gone) and service-ended (a GPU
+service's container exited with status 0). Not flagged: a graphics-only process on the
+host, a PID this process cannot see, and a GPU container idle for IDLE_NOTE_S since it
+started (a note: one-shot status cannot know what ran before, and a simulator between
+episodes is idle too).
 """
 
 from __future__ import annotations
@@ -54,7 +56,11 @@ FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", 
 def _finding(kind: str, message: str, **facts: Any) -> Finding:
     """A status finding (a warning of the processes-* kinds, else a violation) about its
     process, else its container, else its GPU; its facts are always the FACTS keys."""
-    level = Level.WARN if kind in ("processes-unknown", "processes-vanished") else Level.FAIL
+    level = (
+        Level.WARN
+        if kind in ("processes-unknown", "processes-vanished", "service-ended")
+        else Level.FAIL
+    )
     facts = {**dict.fromkeys(FACTS), **facts}
     pid, container = facts["pid"], facts["container"]
     subject = f"PID {pid}" if pid is not None else container or f"GPU {facts['gpu_index']}"
@@ -269,7 +275,7 @@ def build_status(
         for proc in gpu.processes
     ]
     findings = [_violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)]
-    findings += _missing_gpus(inventory, ours)
+    findings += _missing_gpus(inventory, ours) + _stopped(ours)
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
@@ -526,6 +532,21 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
         for c in _live(containers)
         for uuid in labels.given_gpus(c) + forwarded_uuids(c)
         if gpu_of(inventory, uuid) is None
+    ]
+
+
+def _stopped(containers: list[ContainerFacts]) -> list[Finding]:
+    """A run's container that stopped: a failure, but a GPU service's exit with status 0 (its
+    work may have ended) is a warning. A Swarm task's is judged as a task (`swarm_view`)."""
+    return [
+        _finding(
+            "service-ended" if c.exit_code == 0 else "service-stopped",
+            f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) {why}",
+            **_of(c),
+        )
+        for c in containers
+        if labels.SWARM_TASK_NAME not in c.labels
+        and (why := c.stop_problem(bool(labels.given_gpus(c) or forwarded_uuids(c))))
     ]
 
 

@@ -6,8 +6,8 @@ read (this node's through NVML, others' by a job on each), the others are said t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from drgpu.core import labels
@@ -33,7 +33,8 @@ class SwarmState:
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:
     """A node not ready (FAIL when it holds a run's tasks), its tasks that may still run, a
-    task pending, a node whose GPUs were not read. `run_id`: only its tasks (None: all)."""
+    task pending, a slot Swarm gave up (`given_up`: FAIL, but a WARN where its task ended
+    with status 0), a node whose GPUs were not read. `run_id`: only its tasks (None: all)."""
     ours = [t for t in swarm.tasks if run_id is None or t.run_id == run_id]
     named = {node.id: node for node in swarm.nodes}
     findings = [
@@ -43,6 +44,16 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         for t in ours
         if t.desired_state in _WANTED and t.state in ("new", "pending", "assigned")
     ]
+    ready = {node.id for node in swarm.nodes if node.state == "ready"}
+    for task in given_up(ours):
+        if _may_run(task) and task.node_id not in ready:
+            continue  # a lost node's task, said below
+        why = f"is {task.state} ({task.error or 'no error given'}); {GIVEN_UP}"
+        if task.state == "complete":  # exit status 0: its work may have ended
+            ended = _task_finding(task, named.get(task.node_id), why, "task-ended")
+            findings.append(replace(ended, level=Level.WARN))
+        else:
+            findings.append(_task_finding(task, named.get(task.node_id), why, "task-stopped"))
     findings += swarm.node_findings
     for node in swarm.nodes:
         held = [
@@ -68,6 +79,21 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
 
 
 _WANTED = ("ready", RUNNING)  # a new task's desired state is ready, then running
+GIVEN_UP = "Swarm runs no task in its place (its restart condition, or no node for it)"
+
+
+def given_up(tasks: Iterable[TaskFacts]) -> list[TaskFacts]:
+    """A task for each slot (a global service's: each node) that Swarm neither runs nor
+    replaces any more: none of its tasks is wanted, nor removed on purpose (a scale down);
+    the task said is one that failed, where one did."""
+    slots: dict[tuple[str, int | str], list[TaskFacts]] = {}
+    for task in tasks:
+        slots.setdefault((task.service, task.slot or task.node_id), []).append(task)
+    return [
+        min(slot, key=lambda t: t.state not in ("failed", "rejected"))
+        for slot in slots.values()
+        if all(t.desired_state not in (*_WANTED, "remove") for t in slot)
+    ]
 
 
 def _may_run(task: TaskFacts) -> bool:

@@ -30,7 +30,7 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
     problems: list[str] = []
     for service in plan.services:
         mine = [container for container in containers if container.service == service.name]
-        problems.extend(f"{c.name}: {p}" for c in mine if (p := state_problem(service, c)))
+        problems.extend(f"{c.name}: {p}" for c in mine if (p := c.stop_problem(service.has_gpu)))
         if service.disabled and mine:
             problems.append(f"service {service.name} has {len(mine)} container(s), planned 0")
         elif not (mine or service.disabled or service.placeholder):
@@ -77,25 +77,8 @@ def stopped_badly(
         (container, problem)
         for container in containers
         if container.service in planned
-        and (problem := state_problem(planned[container.service], container))
+        and (problem := container.stop_problem(planned[container.service].has_gpu))
     ]
-
-
-def state_problem(service: ServicePlan, container: ContainerFacts) -> str | None:
-    """Why a container's state fails verification, or None: it never started, died or keeps
-    restarting, exited non-zero, or exited at all with a GPU to work on."""
-    if not container.stopped:
-        return None
-    if container.state != "exited":
-        return f"is {container.state}, not running"
-    status = container.exit_code
-    if status is None:
-        return "exited"
-    if status != 0:
-        return f"exited with status {status}"
-    if service.has_gpu:
-        return "exited (status 0), but it was given a GPU to work on"
-    return None
 
 
 def _container_problems(

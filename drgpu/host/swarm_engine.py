@@ -49,16 +49,13 @@ def stack_tasks(namespace: str) -> list[TaskFacts]:
     return sorted(tasks, key=lambda task: (task.service, task.slot, task.id))
 
 
-def stack_tasks_elsewhere(namespace: str) -> list[TaskFacts] | None:
-    """The tasks of a Swarm stack that should run (running or not yet) on other nodes than
-    this one, or on none yet; None where this engine is no swarm manager, which cannot see
-    other nodes' tasks."""
+def managed_tasks(namespace: str) -> tuple[list[TaskFacts], str] | None:
+    """Every task of a Swarm stack, and this node's id; None where this engine is no swarm
+    manager, which cannot see other nodes' tasks."""
     swarm = docker_api.call("GET", "/info").checked("say what it is", 200).get("Swarm") or {}
     if not swarm.get("ControlAvailable"):
         return None
-    here = swarm.get("NodeID")
-    tasks = stack_tasks(namespace)
-    return [t for t in tasks if t.desired_state == "running" and t.node_id != here]
+    return stack_tasks(namespace), str(swarm.get("NodeID") or "")
 
 
 def task_log_tail(task_id: str, lines: int) -> list[str]:

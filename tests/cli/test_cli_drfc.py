@@ -263,7 +263,7 @@ def test_cuda_check_from_the_host_checks_the_activated_project(
 
     enter(monkeypatch, activated(checkout))
     monkeypatch.setattr("drgpu.host.engine.project_containers", containers)
-    monkeypatch.setattr("drgpu.host.swarm_engine.stack_tasks_elsewhere", lambda name: None)
+    monkeypatch.setattr("drgpu.host.swarm_engine.managed_tasks", lambda name: None)
     result = cli("cuda-check", "--all", *flags)
     assert result.code == 5
     assert seen == [project]

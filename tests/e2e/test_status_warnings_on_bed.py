@@ -1,5 +1,6 @@
 """`drgpu status` on the bed when NVML cannot list a GPU's processes: the GPU's processes
-are unknown, said, and never read as "no process"; a warning, not exit 6."""
+are unknown, said, and never read as "no process"; a warning, not exit 6. A simulator
+killed while `status --watch` runs is a violation of the refresh after, with its status."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.e2e.helpers import (
     write_env,
     write_stack,
 )
-from tests.support.runners import run_drgpu
+from tests.support.runners import read_until, run_drgpu, start_drgpu
 
 pytestmark = pytest.mark.docker
 
@@ -69,3 +70,21 @@ def test_a_gpu_whose_processes_nvml_cannot_list_is_a_warning(bed: Any, stack: Pa
     table = run_drgpu("status", "--run-id", RUN_ID, env={**bed.env(), "COLUMNS": "200"})
     assert table.returncode == 0, table.stderr
     assert "WARNING: status cannot list processes on GPU 0" in table.stdout
+
+
+def test_a_simulator_killed_under_a_watch_is_a_violation(bed: Any, stack: Path) -> None:
+    bed.set_topology(THREE_GPUS)
+    flags = ("--json", "--run-id", RUN_ID, "--interval", "1", "--count", "3")
+    with start_drgpu("status", "--watch", *flags, env=bed.env()) as watching:
+        first = read_until(watching.stdout, "\n")  # the first refresh, before the kill
+        bed.docker("kill", container_of(bed, PROJECT, "robomaker")["Id"])
+        rest, _ = watching.communicate(timeout=60)
+    frames = [json.loads(line) for line in (first + rest).splitlines()]
+    assert frames[0]["ok"] is True and watching.returncode == 6
+    [stopped] = frames[-1]["findings"]
+    assert (stopped["kind"], stopped["level"], stopped["service"]) == (
+        "service-stopped",
+        "fail",
+        "robomaker",
+    )
+    assert stopped["message"].endswith("exited with status 137")  # read again once stopped

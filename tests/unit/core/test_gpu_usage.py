@@ -244,11 +244,12 @@ def test_a_lost_gpu_is_noted_and_a_service_given_it_is_flagged() -> None:
     assert status_document(status)["gpus"][0]["lost"] is True
 
 
-def test_stopped_containers_hold_nothing() -> None:
+def test_stopped_containers_hold_nothing_and_are_said() -> None:
     stopped = [container(SAGEMAKER, "sagemaker", G0, state="exited")]
     inventory = Inventory(gpus=(gpu(0, G0),))
     assert holders_by_gpu(inventory, stopped) == {}
-    assert build_status(inventory, stopped, [], {}).ok
+    found = build_status(inventory, stopped, [], {}).findings
+    assert [(f.kind, f.facts["service"]) for f in found] == [("service-stopped", "sagemaker")]
 
 
 def test_holders_name_run_service_and_forwarding() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from drgpu.core.facts import ContainerFacts
+from drgpu.core.findings import Level
 from drgpu.core.gpu_board import build_board
 from drgpu.core.gpu_usage import IDLE_NOTE_S, build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
@@ -59,10 +60,28 @@ def test_processes_that_vanish_from_a_running_container_are_marked() -> None:
     assert "cuda-check --service robomaker" in warning.message
     [row] = build_board(later).gpus
     assert [o.problem for o in row.occupants] == ["GPU PROCESSES VANISHED"]
-    # a container that stopped is no vanishing: verification and its state say so
+    # a container that stopped is no vanishing: its own violation says so
     stopped = replace(SIMULATOR, state="exited")
     gone = build_status(Inventory(gpus=(idle,)), [stopped], [], {}, had_processes={SIM_ID})
-    assert gone.warnings == ()
+    assert (gone.warnings, [v.kind for v in gone.violations]) == ((), ["service-stopped"])
+
+
+def test_a_run_container_that_stopped_is_a_violation_and_an_ended_one_a_warning() -> None:
+    idle = Inventory(gpus=(replace(WORKING, processes=()),))
+    killed = replace(SIMULATOR, state="exited", exit_code=137)
+    status = build_status(idle, [killed], [], {})
+    [violation] = status.violations
+    assert (violation.kind, violation.facts["container"]) == ("service-stopped", SIMULATOR.name)
+    assert violation.message == (
+        "run 0 service robomaker (deepracer-0-robomaker-1) exited with status 137"
+    )
+    ended = build_status(idle, [replace(killed, exit_code=0)], [], {})
+    assert [(w.kind, w.level) for w in ended.warnings] == [("service-ended", Level.WARN)]
+    assert ended.violations == ()
+    no_gpu = replace(killed, exit_code=0, labels={"drgpu.run_id": "0", "drgpu.role": "other"})
+    task = {**SIMULATOR.labels, "com.docker.swarm.task.name": "deepracer-0_robomaker.1.x"}
+    for quiet in (no_gpu, replace(killed, labels=task)):  # a Swarm task's is judged as a task
+        assert build_status(idle, [quiet], [], {}).findings == ()
 
 
 def test_one_shot_status_notes_a_long_idle_gpu_container() -> None:

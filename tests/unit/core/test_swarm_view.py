@@ -94,7 +94,36 @@ def test_a_task_the_manager_rejected_on_a_lost_node_may_still_run() -> None:
     )
     assert findings[1].message == f"node bed ({WORKER[:12]}) is down, holding 1 task(s) of a run"
     never_started = task("t1", WORKER, "rejected", desired="shutdown", err=gone)
-    assert [f.level for f in judged(nodes, [never_started])] == [Level.WARN]  # node-down
+    assert [(f.level, f.kind) for f in judged(nodes, [never_started])] == [
+        (Level.FAIL, "task-stopped"),  # nothing replaces it
+        (Level.WARN, "node-down"),
+    ]
+
+
+def test_a_slot_swarm_gave_up_is_a_violation_and_a_replaced_one_is_not() -> None:
+    """As a 2-node bed's manager recorded a simulator killed on the worker: DRfC's restart
+    condition none leaves its slot empty."""
+    nodes = [node(MANAGER, "ready", G_M, "manager"), node(WORKER, "ready", G_W)]
+    err = "task: non-zero exit (137)"
+    killed = task("t1", WORKER, "failed", desired="shutdown", err=err)
+    found = [f for f in judged(nodes, [killed]) if f.kind != "node-unseen"]
+    assert [(f.level, f.kind, f.facts["task"]) for f in found] == [
+        (Level.FAIL, "task-stopped", "t1")
+    ]
+    assert found[0].message == (
+        f"task deepracer-0_robomaker.1 (t1) on node bed ({WORKER[:12]}) is failed ({err});"
+        " Swarm runs no task in its place (its restart condition, or no node for it)"
+    )
+    replaced = [killed, task("t2", MANAGER, "running")]
+    ended = task("t3", WORKER, "complete", desired="shutdown")
+    scaled_down = task("t4", WORKER, "shutdown", desired="remove")
+    assert [f.kind for f in judged(nodes, replaced)] == ["node-unseen"]
+    assert [(f.level, f.kind) for f in judged(nodes, [ended])] == [
+        (Level.WARN, "task-ended"),
+        (Level.WARN, "node-unseen"),
+    ]
+    assert [f.kind for f in judged(nodes, [scaled_down])] == ["node-unseen"]
+    assert [f.kind for f in judged(nodes, [killed], run_id="1")] == ["node-unseen"]
 
 
 def test_a_down_node_without_tasks_is_a_warning() -> None:
