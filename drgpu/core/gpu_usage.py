@@ -256,7 +256,8 @@ def build_status(
 ) -> Status:
     """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
     not readable); `run_id` narrows the view to one run, its GPUs and their processes;
-    `sagemaker` are the SageMaker local-mode trainers, with their environment; `commands`
+    `sagemaker` are the SageMaker local-mode trainers, with their environment (which
+    names their run: these facts replace `other_containers`' of the same id); `commands`
     each PID's command line and user, where /proc shows them; `had_processes`: the
     containers with GPU processes in an earlier refresh (a watch); `now`: the time, for
     the note on long-idle containers (None: no such note)."""
@@ -265,7 +266,8 @@ def build_status(
         key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
     )
     by_id = {c.id: c for c in ours}
-    others = {c.id: c for c in other_containers if c.id not in by_id}
+    sagemaker = tuple(sagemaker)
+    others = {c.id: c for c in (*other_containers, *sagemaker) if c.id not in by_id}
     holders = holders_by_gpu(inventory, ours)
     world = (inventory, by_id, others, _live_launchers(ours))
     processes = [

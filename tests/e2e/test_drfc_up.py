@@ -3,6 +3,7 @@ start and stop scripts, drgpu's GPUs, and proof (issue 10's "Done when")."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Iterator
@@ -155,6 +156,16 @@ def test_up_runs_drfc_start_with_exact_gpus_and_down_leaves_nothing(
     runs = {t["container"]: t["run_id"] for t in document["sagemaker_trainers"]}
     assert runs["tmpwrong0-algo-2-wrong-1"] == "0"
     assert "tmpleft1-algo-1-left1-1" not in runs  # run 1's: not judged as run 0's
+    # Its process on the GPU run 0's rl_coach forwards is run 1's stray, not run 0's.
+    pid = int(bed.docker("inspect", "-f", "{{.State.Pid}}", "tmpleft1-algo-1-left1-1").stdout)
+    topology = copy.deepcopy(THREE_GPUS)
+    [forwarded] = [gpu for gpu in topology["gpus"] if gpu["uuid"] == GPU2]
+    forwarded["processes"] = [{"pid": pid, "used_memory_mib": 700}]
+    bed.set_topology(topology)
+    document = json.loads(checkout.drgpu(shell, "status", "--json").stdout)
+    [process] = [p for p in document["processes"] if p["pid"] == pid]
+    assert (process["verdict"], process["run_id"]) == ("stray", "1")
+    bed.set_topology(THREE_GPUS)
     bed.docker("rm", "-f", "tmpleft1-algo-1-left1-1")
     checked = checkout.drgpu(shell, "cuda-check", "--all")
     assert checked.returncode == 6, checked.stderr + checked.stdout

@@ -232,6 +232,29 @@ def test_a_sagemaker_trainer_belongs_to_the_run_its_environment_names() -> None:
     assert [c.run_id for c in both.trainers] == ["1"]
 
 
+def test_two_runs_trainers_are_judged_by_the_run_their_inspected_environment_names() -> None:
+    """The engine's listing has no environment: the trainers' inspected facts (`sagemaker`)
+    name their runs, so run 1's trainer on run 0's GPU and run 0's on GPU 2 are wrong-gpu
+    of their own runs (not run 0's ok, nor a stray of no stack)."""
+    coach1 = container("coach1", "rl_coach", "", run_id="1", role="trainer-launcher",
+                       **{"drgpu.forwarded_gpus": G1})  # fmt: skip
+    listed = [TRAINER_JOB_CONTAINER, replace(TRAINER_JOB_CONTAINER, id=OTHER_RUN, name="t0")]
+    inspected = [
+        replace(listed[0], environment={"RUN_ID": "1", "CUDA_VISIBLE_DEVICES": G1}),
+        replace(listed[1], environment={"RUN_ID": "0", "CUDA_VISIBLE_DEVICES": G0}),
+    ]
+    inventory = Inventory(
+        gpus=(gpu(0, G0, GpuProcess(500, 700)), gpu(1, G1), gpu(2, G2, GpuProcess(700, 9)))
+    )
+    stack = [COACH_CONTAINER, coach1]
+    status = build_status(inventory, stack, listed, CGROUPS, sagemaker=inspected)
+    assert [(p.pid, p.verdict, p.run_id) for p in status.processes] == [
+        (500, "wrong-gpu", "1"),
+        (700, "wrong-gpu", "0"),
+    ]
+    assert "SageMaker trainer of run 1's rl_coach" in status.violations[0].message
+
+
 def test_a_lost_gpu_is_noted_and_a_service_given_it_is_flagged() -> None:
     lost = Gpu(index=0, uuid="", name="", pci_bus_id="", memory_total_mib=0, error="gpu_is_lost")
     inventory = Inventory(gpus=(lost, gpu(1, G1, GpuProcess(200, 10))))
