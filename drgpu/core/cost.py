@@ -5,7 +5,8 @@ At each refresh every drgpu container holding a GPU is charged the seconds since
 refresh before, its even share of the GPU's energy-counter delta (a counter that went back,
 a driver reload, adds nothing), the GPU's utilisation over those seconds, those seconds
 again when the hardware held its clocks down, and its processes' memory (the peak is
-kept). The ledger keeps the `MAX_RUNS` runs seen last.
+kept; an rl_coach's includes its SageMaker trainer's). The ledger keeps the `MAX_RUNS`
+runs seen last.
 """
 
 from __future__ import annotations
@@ -69,9 +70,18 @@ def charge(
     found = dict(ledger)
     by_index = {h.index: h for h in health}
     memory: dict[Key, int] = {}
+    coaches = {
+        (h.run_id, h.service): h.container
+        for hs in status.holders.values()
+        for h in hs
+        if h.forwarded
+    }
     for p in status.processes:
         if p.run_id is not None and p.container:
-            key = (p.run_id, p.service or p.container, p.container)
+            # A SageMaker trainer's (service `rl_coach/<its container>`) is its rl_coach's.
+            service, _, trainer = (p.service or p.container).partition("/")
+            container = coaches.get((p.run_id, service), p.container) if trainer else p.container
+            key = (p.run_id, service, container)
             memory[key] = memory.get(key, 0) + p.used_memory_mib
     for gpu in status.inventory.gpus:
         holders = {(h.run_id, h.service, h.container) for h in status.holders.get(gpu.index, ())}

@@ -58,6 +58,24 @@ def test_each_refresh_is_charged_to_the_holders_of_each_gpu() -> None:
     assert "drgpu_cost_energy_joules" in names and "drgpu_cost_throttled_seconds" in names
 
 
+def test_a_sagemaker_trainers_memory_is_its_rl_coachs() -> None:
+    coach = replace(
+        TRAINER,
+        id="c" * 64,
+        name="deepracer-0-rl_coach-1",
+        service="rl_coach",
+        labels={"drgpu.run_id": "0", "drgpu.role": "trainer-launcher", "drgpu.forwarded_gpus": G0},
+    )
+    trainer = ContainerFacts(
+        "d" * 64, "tmpqbaos4kg-algo-1-x7k2p-1", "algo-1-x7k2p", "tmp", "running"
+    )
+    inventory = Inventory(gpus=(replace(GPU0, processes=(GpuProcess(8, 700),)),))
+    status = build_status(inventory, [coach], [trainer], {8: f"0::/docker/{trainer.id}\n"})
+    ledger = charge({}, status, (), {}, 1.0, 1000.0)
+    assert list(ledger) == [("0", "rl_coach", coach.name)]
+    assert ledger[("0", "rl_coach", coach.name)].peak_memory_mib == 700
+
+
 def test_the_ledger_keeps_the_runs_seen_last() -> None:
     ledger = {(str(n), "s", "c"): Usage(1.0, last_seen=float(n)) for n in range(cost.MAX_RUNS + 5)}
     kept = charge(ledger, STATUS, (), {}, 0.0, 0.0)
