@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from drgpu.core.inputs import InputOptions, Inputs, resolve_inputs
-from drgpu.core.redaction import secret_values
 from drgpu.core.settings import Config
 from drgpu.host import docker_api
 from drgpu.host.files import exists, read_settings
@@ -24,7 +23,7 @@ def settings(target: Inputs, *, quiet: bool = False) -> Config:
     reading them noticed goes to stderr at once (`quiet`: not at all)."""
     config = read_settings(target)
     docker_api.use_settings(config.values)
-    hide(secret_values(config.values))
+    hide(config.secrets)
     for message in () if quiet else config.warnings:
         warn(message)
     return config

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from drgpu.commands.options import resolved, settings
 from drgpu.commands.preparation import Prepared, inventory_file_offered, prepare_with
 from drgpu.core.inputs import InputOptions, Inputs
-from drgpu.core.redaction import masked_plan, secret_values
+from drgpu.core.redaction import masked_plan
 from drgpu.core.seal import is_sealed, sealed
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError
@@ -106,7 +106,7 @@ def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
     swarm, k8s, dra = options.swarm, options.k8s, options.dra
     if swarm and k8s:
         raise ConfigError("--swarm and --k8s exclude each other")
-    secrets = secret_values(prepared.config.values)  # masked in the data, before encoding
+    secrets = prepared.config.secrets  # masked in the data, before encoding
     if dra and not k8s:
         raise ConfigError("--dra goes with --k8s (Kubernetes dynamic resource allocation)")
     if k8s:

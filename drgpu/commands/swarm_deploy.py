@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from drgpu.core.inputs import Inputs
-from drgpu.core.redaction import secret_values
 from drgpu.core.service_gpus import SwarmStack
 from drgpu.core.settings import Config
 from drgpu.core.swarm_node import swarm_layout
@@ -30,7 +29,7 @@ def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     model = compose.resolve_stack(prepared.config, prepared.stack.files)
     workers = prepared.config.workers
     services = swarm_services(prepared.plan, model["services"], workers, layout, prepared.nodes)
-    secrets = secret_values(prepared.config.values)
+    secrets = prepared.config.secrets
     return render_stack(prepared.plan, model, services, layout, secrets)
 
 

@@ -82,11 +82,13 @@ class _Unreadable(Exception):
 
 def read_env_texts(
     texts: list[tuple[Path, str]], environ: Mapping[str, str]
-) -> tuple[dict[str, str], dict[str, Origin], tuple[str, ...]]:
-    """The values, their origins and warnings of settings files evaluated in order, later
-    ones on top, as `dr-update-env` does: a reference sees the keys set above it, then
+) -> tuple[dict[str, str], dict[str, Origin], tuple[str, ...], tuple[str, ...]]:
+    """The values, their origins, warnings and secret values (`secret_values` of every value
+    each key held, also one a later line replaced) of settings files evaluated in order,
+    later ones on top, as `dr-update-env` does: a reference sees the keys set above it, then
     `environ`. Raises `ConfigError` naming `file:line` for a line drgpu cannot read."""
     values: dict[str, str] = {}
+    held: dict[str, str] = {}  # every assignment, keyed `<n>_<key>`
     origins: dict[str, Origin] = {}
     warnings: list[str] = []
     expanded = 0
@@ -98,7 +100,7 @@ def read_env_texts(
             try:
                 found = _read_line(line, lambda name: values.get(name, environ.get(name)))
             except _Unreadable as exc:
-                shown = redact(f"{origin}: {exc}", _written_secrets(texts, values))
+                shown = redact(f"{origin}: {exc}", _written_secrets(texts, held))
                 raise ConfigError(shown, hint=exc.hint) from None
             if found is None:
                 continue
@@ -111,21 +113,22 @@ def read_env_texts(
                     hint="Compose could not be started with an environment that large anyway",
                 )
             values[key] = value
+            held[f"{len(held)}_{key}"] = value
             origins[key] = origin
             if warning:
                 warnings.append(f"{origin}: {warning}")
-    return values, origins, tuple(warnings)
+    return values, origins, tuple(warnings), secret_values(held)
 
 
-def _written_secrets(texts: list[tuple[Path, str]], values: Mapping[str, str]) -> list[str]:
-    """The secret values read so far and every one the files write (quotes stripped): an
+def _written_secrets(texts: list[tuple[Path, str]], held: Mapping[str, str]) -> list[str]:
+    """The secret values held so far and every one the files write (quotes stripped): an
     error quoting a line (`DR_X=a <secret>`) shows none of them."""
     words = (word for _, text in texts for word in text.split())
     written = {
         f"{n}_{key}": value.strip("'\"")
         for n, (key, _, value) in enumerate(word.partition("=") for word in words)
     }
-    return sorted({*secret_values(values), *secret_values(written)}, key=len, reverse=True)
+    return sorted({*secret_values(held), *secret_values(written)}, key=len, reverse=True)
 
 
 def _read_line(

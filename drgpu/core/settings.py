@@ -170,6 +170,7 @@ class Config:
 
     values: Mapping[str, str]
     origins: Mapping[str, Origin]
+    secrets: tuple[str, ...]  # the values never printed, also those a later line replaced
     run_id: str
     workers: int
     host_x: bool
@@ -270,7 +271,7 @@ def config_from_texts(
     `$VAR` sees earlier keys, then `environ` (never changed); `warnings` come first. With
     `drfc` (an activated shell) its exported `DR_*` keys count where the files set none,
     and `activation_exports` derives its keys again."""
-    values, read_origins, read_warnings = read_env_texts(list(texts), environ)
+    values, read_origins, read_warnings, held = read_env_texts(list(texts), environ)
     if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
         values["DRGPU_INDEX_ORDER"] = environ["DRGPU_INDEX_ORDER"]  # may be set in the shell
     inherited = [k for k in environ if drfc and k.startswith("DR_") and k not in values]
@@ -279,7 +280,9 @@ def config_from_texts(
         values.update(activation_exports(values))
     origins = {**dict.fromkeys(inherited, ENVIRONMENT), **read_origins}
     warned = (*warnings, *read_warnings)
-    return config_from_values(values, origins, evaluation=evaluation, warnings=warned)
+    return config_from_values(
+        values, origins, evaluation=evaluation, warnings=warned, held_secrets=held
+    )
 
 
 def config_from_values(
@@ -288,10 +291,11 @@ def config_from_values(
     *,
     evaluation: bool = False,
     warnings: tuple[str, ...] = (),
+    held_secrets: tuple[str, ...] = (),
 ) -> Config:
     """Check and parse settings, key by key of `SETTINGS`; the first problem becomes a
-    `ConfigError` naming its line."""
-    secrets = secret_values(values)
+    `ConfigError` naming its line. `held_secrets`: secret values a later line replaced."""
+    secrets = tuple(sorted({*secret_values(values), *held_secrets}, key=len, reverse=True))
 
     def fail(key: str, message: str, hint: str | None = None) -> ConfigError:
         where = f"{origins[key]}: " if key in origins else ""
@@ -341,6 +345,7 @@ def config_from_values(
     return Config(
         values=MappingProxyType(dict(values)),
         origins=MappingProxyType(dict(origins)),
+        secrets=secrets,
         **parsed,
         trainer_devices=devices(trainer_key) if trainer_key in values else DeviceRequest(auto=True),
         simulator_devices=devices(simulator_key),

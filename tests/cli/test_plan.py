@@ -100,3 +100,17 @@ def test_plan_reads_a_users_compose_file(cli: Cli, settings: Settings, tmp_path:
 def test_plan_of_the_example_settings(cli: Cli) -> None:
     result = cli("plan", "--env-file", REPO / "system.env.example", "--inventory", GTX_M40)
     assert result.code == 0
+
+
+def test_a_secret_a_later_line_replaced_is_never_printed(cli: Cli, settings: Settings) -> None:
+    """run.env repeats system.env's secret under another key, then sets the secret anew:
+    the error quotes neither value."""
+    env = settings(DR_LOCAL_SECRET_ACCESS_KEY="wJalrXUtnFEMIsecretvalue99")
+    run_env = env.with_name("run.env")
+    run_env.write_text(
+        "DR_SAGEMAKER_CUDA_DEVICES=$DR_LOCAL_SECRET_ACCESS_KEY\nDR_LOCAL_SECRET_ACCESS_KEY=hunter2x\n"
+    )
+    result = cli("plan", "--env-file", env, "--run-env", run_env, "--inventory", GTX_M40)
+    assert result.code == 2
+    assert "DR_SAGEMAKER_CUDA_DEVICES: '****' is not a device" in result.err
+    assert "secretvalue" not in result.out + result.err and "hunter2x" not in result.err
