@@ -85,6 +85,21 @@ def test_process_memory_is_summed_per_run_service_role_and_gpu() -> None:
     assert found == {trainer: 1000 * 1024 * 1024, stray: 2048 * 1024 * 1024}
 
 
+def test_a_sagemaker_trainers_service_is_its_rl_coach_and_container_name() -> None:
+    """docs/metrics.md: `rl_coach/<its container>`, as the engine names the container."""
+    coach = ContainerFacts(OTHER_ID, "deepracer-0-rl_coach-1", "rl_coach", "deepracer-0",
+                           "running", labels={"drgpu.run_id": "0", "drgpu.role": "trainer-launcher",
+                                              "drgpu.forwarded_gpus": G0})  # fmt: skip
+    algo = "tmphfwaa1dw-algo-1-lt2tk-1"
+    trainer = ContainerFacts(TRAINER_ID, algo, "algo-1-lt2tk", "tmphfwaa1dw", "running")
+    gpu = Gpu(0, G0, "Tesla T4", "00000000:01:00.0", 15360, processes=(GpuProcess(7, 700),))
+    cgroups: dict[int, str | None] = {7: f"0::/docker/{TRAINER_ID}\n"}
+    status = gpu_usage.build_status(Inventory(gpus=(gpu,)), [coach], [trainer], cgroups)
+    found = by_name(metrics.samples(status), "drgpu_process_memory_used_bytes")
+    tags = (("run", "0"), ("service", f"rl_coach/{algo}"), ("role", "trainer"), ("gpu_uuid", G0))
+    assert found == {tags: 700 * 1024 * 1024}
+
+
 def test_violations_are_counted_per_kind_run_and_service() -> None:
     found = [s for s in metrics.samples(a_status()) if s.metric is metrics.VIOLATIONS]
     assert [(s.labels, s.value) for s in found] == [
