@@ -1038,7 +1038,7 @@ def main(
 
 
 def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]) -> None:
-    """`drgpu up`'s proof on the Swarm node `node` (a one-shot global job with the node's
+    """`drgpu up`'s proof on the Swarm node `node` (a one-shot service with the node's
     engine socket mounted): this probe run in each container of the stack `namespace` whose
     task is `wanted` (task id: the probe's arguments); one JSON line each (task, exit code,
     output), or one `{"error": ...}` line when the engine is another node's."""
@@ -1088,7 +1088,7 @@ def on_node(namespace: str, node: str, source: str, wanted: dict[str, list[str]]
 
 
 def node_gpus() -> None:
-    """`drgpu status`'s reading of a Swarm node (a one-shot global job that sees every GPU,
+    """`drgpu status`'s reading of a Swarm node (a one-shot service that sees every GPU,
     the host's /proc at /host/proc): one JSON line, NVML's view with each GPU's processes,
     and each process's cgroup file (none: not visible)."""
     nvml = probe_nvml(processes=True)

@@ -185,7 +185,9 @@ def _job(
     return {
         "Name": f"drgpu-{name}-{node[:12]}",
         "Labels": {"drgpu.proof": name},
-        "Mode": {"GlobalJob": {}},
+        # a service, not a job: Docker < 24 never removes a deleted job's tasks and
+        # containers (moby/moby#44312); one replica that is not restarted runs once
+        "Mode": {"Replicated": {"Replicas": 1}},
         "TaskTemplate": {
             "ContainerSpec": {
                 "Image": image,

@@ -1,4 +1,4 @@
-"""`up`'s proof beside a task on its own node: a one-shot Swarm global job, constrained to
+"""`up`'s proof beside a task on its own node: a one-shot Swarm service, constrained to
 the node, runs drgpu's probe in the stack's task containers there through the node's own
 engine (here the one-node swarm's manager, asked as another node would be)."""
 

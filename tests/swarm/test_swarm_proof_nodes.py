@@ -1,8 +1,9 @@
 """`up` proves each GPU task from inside where it runs, on every node of a multi-node
 swarm (the `two_node_swarm` fixture of the multi-node bed: tests/support/swarm_nodes):
-tasks on the worker node through a one-shot global job beside them. A worker whose toolkit
-ignores the Swarm resource fails `up`, named by its node. `cuda-check --all` on the manager
-checks the worker's tasks the same way."""
+tasks on the worker node through a one-shot job beside them. A worker whose toolkit ignores
+the Swarm resource fails `up`, named by its node. `cuda-check --all` on the manager checks
+the worker's tasks the same way, and `status` reads the worker's GPUs there; none of their
+jobs leaves a container on any node."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support.runners import run_drgpu
+from tests.support.swarm_nodes import wait_for
 from tests.swarm.test_swarm_up import service, settings
 
 pytestmark = pytest.mark.docker
@@ -62,6 +64,15 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
     assert on_worker.returncode == 0, on_worker.stderr
     assert "tasks on other nodes are not checked" in on_worker.stderr
     assert {r["node"] for r in json.loads(on_worker.stdout)["results"]} == {worker.node_id}
+    assert run_drgpu("status", env=env).returncode == 0  # reads the worker's GPUs there
+
+    def jobs_left() -> str:
+        listed = [
+            n.bed.docker("ps", "-a", "--filter", "name=drgpu-", "-q") for n in (manager, worker)
+        ]
+        return "".join(done.stdout for done in listed)
+
+    wait_for(lambda: not jobs_left(), 20, "the proof and status jobs left containers behind")
     stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=env)
     assert stopped.returncode == 0, stopped.stderr
 
