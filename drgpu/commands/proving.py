@@ -109,11 +109,14 @@ def _arguments(container: ContainerFacts) -> list[str]:
 
 
 def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tuple[Finding, ...]:
-    """The verdict on what the probe saw in `container`; a warning when it could not run."""
+    """The verdict on what the probe saw in `container`; a warning when it could not run
+    (its fact `task`: the Swarm task's name, `<service>.<slot>.<id>`, where it is one)."""
     try:
         return judge(container, *ran()).findings
     except DockerError as exc:
-        return (Finding(container.name, Level.WARN, f"not provable from inside: {exc.message}"),)
+        task = container.labels.get(labels.SWARM_TASK_NAME)
+        why = f"not provable from inside: {exc.message}"
+        return (Finding(container.name, Level.WARN, why, facts={"task": task} if task else {}),)
 
 
 def proven_elsewhere(project: str, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:

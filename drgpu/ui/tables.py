@@ -260,7 +260,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Fin
     from drgpu.core.verification import stack_service_name
 
     services = {stack_service_name(stack.project, s.name): s for s in stack.services}
-    why = {finding.subject: finding.message for finding in unproven}
+    why = {finding.facts.get("task"): finding.message for finding in unproven}
     table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
     for task in tasks:
         service = services.get(task.service)
@@ -270,7 +270,7 @@ def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Fin
             f"{uuid} (engine's choice)" for uuid in chosen
         ]
         name = f"{task.service}.{task.slot}"
-        verdict = why.get(name, "ok")
+        verdict = why.get(f"{name}.{task.id}", "ok")
         _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", verdict)
     console().print(table)
     _proven(

@@ -1,4 +1,5 @@
-"""What the tables say: GPU order, and which container each cuda-check row is."""
+"""What the tables say: GPU order, which container each cuda-check row is, and which Swarm
+task `up` could not prove."""
 
 from __future__ import annotations
 
@@ -61,3 +62,27 @@ def test_fields_nvml_could_not_give_are_na(capsys: pytest.CaptureFixture[str]) -
     assert " mem n/a" in capsys.readouterr().out
     names = {s.metric.name for s in metrics.samples(status)}
     assert not names & {"drgpu_gpu_memory_used_bytes", "drgpu_gpu_memory_total_bytes"}
+
+
+def test_swarm_up_marks_a_task_not_proven_from_another_node_in_its_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from drgpu.commands.proving import _judged
+    from drgpu.core.facts import TaskFacts
+    from drgpu.core.service_gpus import SwarmStack
+    from drgpu.core.swarm_view import task_stand_in
+    from drgpu.errors import DockerError
+    from drgpu.ui.tables import swarm_up_table
+
+    def unreadable() -> tuple[int, str]:
+        raise DockerError("the proof job failed")
+
+    there, here = (
+        TaskFacts(f"task{slot}", "deepracer-7_robomaker", slot, node, "running", "running", "")
+        for slot, node in ((1, "5oeuy38bigkyworker"), (2, "managernode01"))
+    )
+    unproven = list(_judged(task_stand_in("deepracer-7", there), unreadable))
+    swarm_up_table(SwarmStack("deepracer-7", "", (), ()), [there, here], unproven)
+    rows = [line for line in capsys.readouterr().out.splitlines() if "robomaker." in line]
+    assert "not provable" in rows[0] and "ok" not in rows[0], rows
+    assert rows[1].rstrip(" │").endswith("ok"), rows
