@@ -21,7 +21,6 @@ from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts
 from drgpu.core.model import Plan
 from drgpu.core.settings import Config
-from drgpu.core.swarm_node import NODE_LABELS
 
 REMOVE_ORPHANS = "COMPOSE_REMOVE_ORPHANS"
 JQ = "jq"
@@ -95,8 +94,9 @@ def shell_exports(checkout: DrfcCheckout, override: Path, *, swarm: bool = False
 def swarm_preflight(
     checkout: DrfcCheckout, facts: EngineFacts, *, jq_found: bool
 ) -> list[tuple[str, str]]:
-    """What stops DRfC's swarm start script before it deploys, each with its fix: no `jq`, or
-    (training) no node of the swarm labelled `Robomaker=true` or `Sagemaker=true`."""
+    """What stops DRfC's swarm start script, or the stack, before it deploys, each with its
+    fix: no `jq`, or (training) no node of the swarm labelled `Robomaker=true`, or this
+    node (where drgpu pins rl_coach) not labelled `Sagemaker=true`."""
     problems: list[tuple[str, str]] = []
     if not jq_found:
         why = f"{JQ} is not installed: DRfC's swarm start checks the node labels with it"
@@ -106,11 +106,14 @@ def swarm_preflight(
     if not facts.nodes:
         why = "this engine is no swarm manager: DRfC's stacks deploy from one"
         return [*problems, (why, "docker swarm init (or run it on a manager node)")]
-    for label in sorted(NODE_LABELS):  # Robomaker, then Sagemaker, as DRfC checks
-        if not any(node.labels.get(label) == "true" for node in facts.nodes):
-            why = f"no swarm node is labelled {label}=true: DRfC's start script refuses"
+    here = [node for node in facts.nodes if node.id == facts.node_id]
+    for label, nodes, why in (  # Robomaker, then Sagemaker, as DRfC checks
+        ("Robomaker", facts.nodes, "no swarm node is labelled {}: DRfC's start script refuses"),
+        ("Sagemaker", here, "this node is not labelled {}: rl_coach, pinned here, cannot run"),
+    ):
+        if not any(node.labels.get(label) == "true" for node in nodes):
             fix = f"docker node update --label-add {label}=true {facts.node_id or '<node>'}"
-            problems.append((why, fix))
+            problems.append((why.format(f"{label}=true"), fix))
     return problems
 
 

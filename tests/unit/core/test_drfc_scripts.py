@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,17 @@ def test_swarm_preflight_names_jq_and_each_missing_label_with_its_fix() -> None:
     )
     (problem,) = drfc_scripts.swarm_preflight(swarm_checkout(), swarm(), jq_found=True)
     assert problem[0].startswith("this engine is no swarm manager")
+
+
+def test_swarm_preflight_wants_sagemaker_on_this_node_not_on_another() -> None:
+    """drgpu pins rl_coach to this node: a Sagemaker label on a worker alone leaves it
+    no node."""
+    labelled = swarm(Robomaker="true")
+    worker = NodeFacts("n2", "host", "worker", "ready", {"Sagemaker": "true"})
+    facts = replace(labelled, nodes=(*labelled.nodes, worker))
+    [(why, fix)] = drfc_scripts.swarm_preflight(swarm_checkout(), facts, jq_found=True)
+    assert why.startswith("this node is not labelled Sagemaker=true")
+    assert fix == "docker node update --label-add Sagemaker=true n1"
 
 
 RUN_0 = config_from_values({"DR_LOCAL_S3_MODEL_PREFIX": "rl-deepracer-sagemaker"}, {})
