@@ -54,6 +54,7 @@ ENVIRONMENT_VARIABLES = (
     "CUDA_DEVICE_ORDER",
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
+    "DOCKER_RESOURCE_NVIDIA-GPU",  # a Swarm task's GPUs the engine chose (generic resources)
 )
 _FRAMEWORK_ALIASES = {
     "torch": "torch",
@@ -808,13 +809,17 @@ def _shown(nvml: Section, cuda: Section) -> tuple[int, int]:
 
 
 def gpu_injection(env: dict[str, str | None], nvml: Section, cuda: Section) -> str | None:
-    """How the container got the GPUs it shows: "cdi" when NVIDIA_VISIBLE_DEVICES hides
-    every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime" when
-    the variable names them, None when it shows none or the variable is unset."""
+    """How the container got the GPUs it shows: "swarm-resource" when NVIDIA_VISIBLE_DEVICES
+    hides every GPU yet the engine named some in DOCKER_RESOURCE_NVIDIA-GPU (a Swarm task
+    that reserves them: the runtime reads that variable in its place), else "cdi" when it
+    hides every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime"
+    when the variable names them, None when it shows none or the variable is unset."""
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
     if visible is None or not any(_shown(nvml, cuda)):
         return None
-    return "cdi" if visible.strip().lower() in _NO_GPU_VALUES else "runtime"
+    if visible.strip().lower() not in _NO_GPU_VALUES:
+        return "runtime"
+    return "swarm-resource" if env.get("DOCKER_RESOURCE_NVIDIA-GPU") else "cdi"
 
 
 def visibility_findings(env: dict[str, str | None], nvml: Section, cuda: Section) -> list[str]:
@@ -824,6 +829,8 @@ def visibility_findings(env: dict[str, str | None], nvml: Section, cuda: Section
     if visible is None or visible.strip().lower() not in _NO_GPU_VALUES:
         return []
     nvml_count, cuda_count = _shown(nvml, cuda)
+    if gpu_injection(env, nvml, cuda) == "swarm-resource":  # as the engine chose: no news
+        return []
     if nvml_count or cuda_count:  # injected through CDI: see gpu_injection
         return [
             f"NVIDIA_VISIBLE_DEVICES={visible!r}, yet NVML shows {nvml_count} GPU(s) and"

@@ -213,6 +213,7 @@ def test_nvml_devices_in_pci_order_with_uuids(fake_libs: Path) -> None:
         "CUDA_DEVICE_ORDER": None,
         "NVIDIA_VISIBLE_DEVICES": None,
         "NVIDIA_DRIVER_CAPABILITIES": None,
+        "DOCKER_RESOURCE_NVIDIA-GPU": None,
     }
     assert doc["expectations"] == {
         "expect": None,
@@ -427,6 +428,20 @@ def test_void_with_gpus_shown_is_cdi_injection(fake_cuda: Path) -> None:
     [finding] = [f for f in run.findings if "NVIDIA_VISIBLE_DEVICES" in f]
     assert "NVML shows 2 GPU(s) and CUDA 2" in finding and "through CDI" in finding
     assert not any("no GPU" in f for f in run.findings)
+
+
+def test_void_beside_the_engines_swarm_resource_is_no_cdi(fake_cuda: Path) -> None:
+    """A Swarm task that reserves GPUs has NVIDIA_VISIBLE_DEVICES=void by design and its GPUs
+    in DOCKER_RESOURCE_NVIDIA-GPU, which the runtime reads instead: said so, no finding."""
+    chosen: dict[str, Any] = {
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "DOCKER_RESOURCE_NVIDIA-GPU": f"{M40},{GTX}",
+    }
+    run = probe(fake_cuda, GTX_M40, "--expect", "2", **chosen)
+    assert run.rc == 0
+    assert run.doc["environment"]["DOCKER_RESOURCE_NVIDIA-GPU"] == f"{M40},{GTX}"
+    assert run.doc["gpu_injection"] == "swarm-resource"
+    assert not any("NVIDIA_VISIBLE_DEVICES" in f or "CDI" in f for f in run.findings)
 
 
 def test_void_with_no_gpu_shown_says_none_was_given(fake_cuda: Path, tmp_path: Path) -> None:
