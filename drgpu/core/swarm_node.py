@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,14 +122,18 @@ def report(
         *_engine_findings(resources, state, kept),
     ]
     findings += [
-        Finding("trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm")
+        Finding(
+            "trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm", kind="trainer"
+        )
         for uuid in kept
     ]
     if not trainer_here:  # then none is kept
         every = "(a worker, or its GPUs are another node's), so every GPU is advertised"
-        findings.append(Finding("trainer", NOTE, f"the trainer does not run on this node {every}"))
+        elsewhere = f"the trainer does not run on this node {every}"
+        findings.append(Finding("trainer", NOTE, elsewhere, kind="trainer"))
     if not resources:
-        findings.insert(0, Finding("GPUs", FAIL, "this node has no usable GPU to advertise"))
+        none = "this node has no usable GPU to advertise"
+        findings.insert(0, Finding("GPUs", FAIL, none, kind="node-gpus"))
     wanted = _wanted_daemon_json(state.daemon_json or {}, resources)
     return SetupReport(resources, daemon_json_path, wanted, toolkit_path, tuple(findings))
 
@@ -146,22 +151,28 @@ def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 def _resource_findings(
-    subject: str, resources: tuple[str, ...], have: Iterable[str], fix: str, kept: Collection[str]
+    where: tuple[str, str],
+    resources: tuple[str, ...],
+    have: Iterable[str],
+    fix: str,
+    kept: Collection[str],
 ) -> list[Finding]:
-    """How the advertised entries `have` differ from `resources` (`fix`: for those missing)."""
+    """How the advertised entries `have` differ from `resources` (`where`: the findings'
+    subject and kind; `fix`: for those missing)."""
+    subject, kind = where
     ours, misnamed = _gpu_entries(have)
     trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
     extra = [entry for entry in ours if entry not in resources and entry not in trainers]
-    kind = f"is not {GPU_KIND!r}, the kind drgpu's stacks reserve and that {RESOURCE_VARIABLE}"
+    wrong = f"is not {GPU_KIND!r}, the kind drgpu's stacks reserve and that {RESOURCE_VARIABLE}"
     rows = [  # (before, entries, after) of each difference
-        *(("", [e], f": kind {e.partition('=')[0]!r} {kind} is named after") for e in misnamed),
+        *(("", [e], f": kind {e.partition('=')[0]!r} {wrong} is named after") for e in misnamed),
         ("", trainers, ": the trainer's GPU; the engine may give it to a simulator: remove it"),
         ("missing ", [entry for entry in resources if entry not in ours], f"; {fix}"),
         ("", extra, ": not a GPU of this node (full UUIDs)"),
     ]
     differences = [f"{before}{', '.join(e)}{after}" for before, e, after in rows if e]
-    return [Finding(subject, FAIL, text) for text in differences] or [
-        Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU")
+    return [Finding(subject, FAIL, text, kind=kind) for text in differences] or [
+        Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU", kind=kind)
     ]
 
 
@@ -169,70 +180,80 @@ def _daemon_json_findings(
     resources: tuple[str, ...], state: NodeState, path: Path, kept: Collection[str]
 ) -> list[Finding]:
     if (document := state.daemon_json) is None:
-        return [Finding(str(path), FAIL, state.daemon_json_problem or "cannot be read")]
+        why = state.daemon_json_problem or "cannot be read"
+        return [Finding(str(path), FAIL, why, kind="daemon-json")]
     have = [str(entry) for entry in document.get("node-generic-resources") or []]
-    subject = f"{path}: node-generic-resources"
-    findings = _resource_findings(subject, resources, have, "add them", kept)
+    where = (f"{path}: node-generic-resources", "daemon-json-resources")
+    findings = _resource_findings(where, resources, have, "add them", kept)
     runtime = document.get("default-runtime")
     why = f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it must be"
-    findings.append(_runtime_finding(f"{path}: default-runtime", runtime, f"{why} {RUNTIME!r}"))
+    where = (f"{path}: default-runtime", "daemon-json-runtime")
+    findings.append(_runtime_finding(where, runtime, f"{why} {RUNTIME!r}"))
     if RUNTIME not in (document.get("runtimes") or {}):
-        findings.append(Finding(f"{path}: runtimes", FAIL, f"no {RUNTIME!r} runtime entry"))
+        missing = f"no {RUNTIME!r} runtime entry"
+        findings.append(Finding(f"{path}: runtimes", FAIL, missing, kind="daemon-json-runtimes"))
     return findings
 
 
-def _runtime_finding(subject: str, runtime: object, wrong: str) -> Finding:
-    """OK where `runtime` is the NVIDIA runtime, else FAIL saying what is `wrong`."""
-    return Finding(subject, OK, RUNTIME) if runtime == RUNTIME else Finding(subject, FAIL, wrong)
+def _runtime_finding(where: tuple[str, str], runtime: object, wrong: str) -> Finding:
+    """OK where `runtime` is the NVIDIA runtime, else FAIL saying what is `wrong` (`where`:
+    the finding's subject and kind)."""
+    subject, kind = where
+    if runtime == RUNTIME:
+        return Finding(subject, OK, RUNTIME, kind=kind)
+    return Finding(subject, FAIL, wrong, kind=kind)
 
 
 def _toolkit_findings(state: NodeState, path: Path) -> list[Finding]:
     """config.toml's swarm-resource, then the toolkit's version and mode: 1.18.x in jit-cdi
     mode (its default) ignores swarm-resource, so reserving tasks would get no GPU."""
-    from drgpu.core.toolkit import generic_resources_problem  # lazy: swarm-setup's alone
+    from drgpu.core.toolkit import MODE_FIX, generic_resources_problem  # lazy: swarm-setup's
 
-    subject, toolkit = f"{path}: swarm-resource", state.toolkit
+    toolkit = state.toolkit
+    said = partial(Finding, f"{path}: swarm-resource", kind="toolkit-swarm-resource")
     if state.toolkit_problem is not None:
-        found = Finding(subject, FAIL, state.toolkit_problem)
+        found = said(FAIL, state.toolkit_problem)
     elif (swarm_resource := toolkit.swarm_resource) is None:
-        unset = "not set (the shipped file has it commented out); add"
-        found = Finding(subject, FAIL, f"{unset} {TOOLKIT_LINE}")
+        found = said(FAIL, f"not set (the shipped file has it commented out); add {TOOLKIT_LINE}")
     elif RESOURCE_VARIABLE in split_list(swarm_resource):
-        found = Finding(subject, OK, swarm_resource)
+        found = said(OK, swarm_resource)
     else:
         why = "nvidia-container-toolkit#57"
         sets = f"the engine sets {RESOURCE_VARIABLE} for kind {GPU_KIND} ({why})"
-        found = Finding(subject, FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
+        found = said(FAIL, f"{swarm_resource!r}: {sets}; write {TOOLKIT_LINE}")
     if toolkit.version is None and not toolkit.config_found:
         return [found]  # no toolkit here: the swarm-resource finding says config.toml is absent
-    subject = f"{path}: mode"
-    shown = f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode or '?'}"
+    mode = partial(Finding, f"{path}: mode", kind="toolkit-mode")
     if (problem := generic_resources_problem(toolkit)) is not None:
-        return [found, Finding(subject, FAIL, problem)]
-    if toolkit.effective_mode is None:
-        note = 'mode = "legacy" (or toolkit 1.19+) makes swarm-resource count in every version'
-        return [found, Finding(subject, NOTE, f"{shown}: unknown, {note}")]
-    return [found, Finding(subject, OK, shown)]
+        return [found, mode(FAIL, problem)]
+    if toolkit.effective_mode is None:  # neither version nor mode known
+        unknown = "the toolkit's version is unknown, so is the runtime's mode (1.18.x runs"
+        note = f"{unknown} jit-cdi where no mode is written, ignoring swarm-resource)"
+        return [found, mode(NOTE, f"{note}: to be sure, {MODE_FIX}, or use toolkit 1.19+")]
+    return [found, mode(OK, f"toolkit {toolkit.version_text}, mode {toolkit.effective_mode}")]
 
 
 def _engine_findings(
     resources: tuple[str, ...], state: NodeState, kept: Collection[str]
 ) -> list[Finding]:
     if (engine := state.engine) is None:
-        return [Finding("engine", FAIL, state.engine_problem or "cannot reach the Docker engine")]
+        why = state.engine_problem or "cannot reach the Docker engine"
+        return [Finding("engine", FAIL, why, kind="engine")]
     restart = "dockerd advertises what daemon.json said when it started: restart dockerd"
-    have, subject = engine.generic_resources, "engine: generic resources"
-    findings = _resource_findings(subject, resources, have, restart, kept)
+    where = ("engine: generic resources", "engine-resources")
+    findings = _resource_findings(where, resources, engine.generic_resources, restart, kept)
     absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
     runtime = engine.default_runtime
-    findings.append(_runtime_finding("engine: default runtime", runtime, runtime + absent))
+    where = ("engine: default runtime", "engine-runtime")
+    findings.append(_runtime_finding(where, runtime, runtime + absent))
     if engine.swarm_state != "active":
         joined = f"{engine.swarm_state}: `docker swarm init` or `join`"
-        findings.append(Finding("engine: swarm", FAIL, joined))
+        findings.append(Finding("engine: swarm", FAIL, joined, kind="engine-swarm"))
     elif engine.node_labels is not None:
         found = [f"{k}={engine.node_labels[k]}" for k in NODE_LABELS if k in engine.node_labels]
         none = f"no {' or '.join(NODE_LABELS)} label: no drgpu service is placed here"
-        findings.append(Finding("engine: node labels", NOTE, ", ".join(found) or none))
+        labelled = ", ".join(found) or none
+        findings.append(Finding("engine: node labels", NOTE, labelled, kind="node-labels"))
     return findings
 
 

@@ -151,3 +151,18 @@ def test_auto_pins_on_a_one_node_swarm_and_reserves_on_several() -> None:
 def test_an_unknown_swarm_gpus_mode_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"DRGPU_SWARM_GPUS='spread': expected one of auto"):
         swarm_layout({"DRGPU_SWARM_GPUS": " Spread "}, None)
+
+
+def test_every_finding_has_a_kind_and_an_unknown_mode_reads_well() -> None:
+    broken = replace(
+        GOOD,
+        daemon_json={},
+        toolkit=ToolkitFacts(None, None, "DOCKER_RESOURCE_GPU"),
+        engine=replace(GOOD_ENGINE, swarm_state="inactive", default_runtime="runc"),
+    )
+    for state in (GOOD, broken, replace(GOOD, daemon_json=None, engine=None)):
+        findings = report(RESOURCES, state, DAEMON, TOOLKIT, kept=(M40,)).findings
+        assert all(f.kind for f in findings), [f for f in findings if not f.kind]
+    [mode] = [f for f in check(broken).findings if f.kind == "toolkit-mode"]
+    assert mode.message.startswith("the toolkit's version is unknown, so is the runtime's mode")
+    assert "?" not in mode.message
