@@ -153,7 +153,10 @@ def describe_inventory(inventory: Inventory) -> str:
 
 
 def describe_gpu(gpu: Gpu) -> str:
-    """`1: Tesla M40 24GB (22912 MiB, 00000000:81:00.0)`."""
+    """`1: Tesla M40 24GB (22912 MiB, 00000000:81:00.0)`; another Swarm node's (index -1,
+    named after its node): `GPU-... on node vm (5oeuy38bigky)`."""
+    if gpu.index < 0:
+        return f"{gpu.uuid} {gpu.name}"
     if gpu.lost:
         return f"{gpu.index}: lost GPU ({gpu.pci_bus_id or 'bus id unknown'})"
     return f"{gpu.index}: {gpu.name} ({gpu.memory_total_mib} MiB, {gpu.pci_bus_id})"

@@ -246,6 +246,18 @@ def test_unknown_index_lists_what_exists(gtx_m40: Inventory) -> None:
     ]
 
 
+def test_an_unknown_uuid_lists_another_nodes_gpus_by_uuid_and_node(gtx_m40: Inventory) -> None:
+    """A swarm plan's inventory holds the GPUs other nodes advertise (as planning adds them:
+    index -1, named after their node, nothing else known)."""
+    there = Gpu(-1, "GPU-00000002-0000-4000-8000-000000000001", "on node vm (5oeuy38bigky)", "", 0)
+    swarm = Inventory(gpus=(*gtx_m40.gpus, there))
+    [problem] = problems_of("GPU-9999", swarm)
+    assert problem.endswith(
+        "1: NVIDIA GeForce GTX 1650 (4096 MiB, 00000000:81:00.0),"
+        " GPU-00000002-0000-4000-8000-000000000001 on node vm (5oeuy38bigky)"
+    )
+
+
 def test_an_index_with_thousands_of_leading_zeros_resolves(gtx_m40: Inventory) -> None:
     assert resolved_uuids("0" * 5000 + "1", gtx_m40) == resolved_uuids("1", gtx_m40)
 
