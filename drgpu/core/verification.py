@@ -20,6 +20,7 @@ from drgpu.core.swarm_node import (
     SwarmLayout,
     reserved_gpus,
 )
+from drgpu.core.swarm_view import given_up
 from drgpu.errors import DockerError, GpuValidationError
 
 CONSTRAINT_RACE = "no longer meets constraints"
@@ -151,10 +152,12 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
         )
         ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
         ended = [task for task in own if task.state in ended_states]
+        # Stuck: a slot Swarm gave up (its restart condition none), or every task ended.
+        ended = [t for t in given_up(own) if t in ended] or ([] if running else ended)
         # Docker 20.10 rejects a task whose node "no longer meets constraints" while the
         # node's own failure is the real one: name that, the race is noise.
         real = [t for t in ended if CONSTRAINT_RACE not in t.error] or ended
-        if ended and not running:
+        if ended:
             stuck.append(
                 f"{service.name}: task {real[-1].state}: {real[-1].error or 'its command ended'}"
             )
@@ -172,6 +175,11 @@ STUCK_HINTS = (
         "no suitable node",
         "each GPU task needs a node with the label and free NVIDIA-GPU resources:"
         " `drgpu swarm-setup` on each node, `docker node update --label-add`",
+    ),
+    (
+        CONSTRAINT_RACE,
+        "Docker 20.10 rejects a GPU task as its node first joins the stack's network, and a"
+        " restart condition none never replaces it: `drgpu up` again (the node has joined)",
     ),
     (
         "bind source path does not exist",

@@ -3,11 +3,13 @@ swarm (the `two_node_swarm` fixture of the multi-node bed: tests/support/swarm_n
 tasks on the worker node through a one-shot job beside them. A worker whose toolkit ignores
 the Swarm resource fails `up`, named by its node. `cuda-check --all` on the manager checks
 the worker's tasks the same way, and `status` reads the worker's GPUs there; none of their
-jobs leaves a container on any node."""
+jobs leaves a container on any node. A simulator killed there, which nothing replaces,
+fails both `status` and `cuda-check`."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,20 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
     manager, worker = two_node_swarm.nodes
     stack = tmp_path / "stack.yml"
     names = ("sagemaker", "robomaker")
-    stack.write_text(yaml.safe_dump({"services": {n: service(manager.bed) for n in names}}))
+    services = {n: service(manager.bed) for n in names}
+    services["robomaker"]["deploy"] = {"restart_policy": {"condition": "none"}}  # as DRfC's
+    # As DRfC's sagemaker-local: a network every node joined beforehand, so that Docker
+    # 20.10's constraint race rejects no task (which nothing would replace).
+    network = {"default": {"name": "proof-net", "external": True}}
+    stack.write_text(yaml.safe_dump({"services": services, "networks": network}))
+    manager.bed.docker("network", "create", "-d", "overlay", "--attachable", "proof-net")
+    manager.bed.docker(
+        "service", "create", "-d", "--name", "attached", "--mode", "global",
+        "--network", "proof-net", "-e", "NVIDIA_VISIBLE_DEVICES=void",
+        manager.bed.image, "sleep", "infinity",
+    )  # fmt: skip
+    replicas = ("service", "ls", "--filter", "name=attached", "--format", "{{.Replicas}}")
+    wait_for(lambda: manager.bed.docker(*replicas).stdout.strip() == "2/2", 60, "not attached")
     # Four simulators on four advertised GPUs: two on each node.
     extra = "DRGPU_SWARM_GPUS=generic\n"
     env_file = settings(tmp_path, "proof", workers=4, simulator="auto", extra=extra)
@@ -73,8 +88,23 @@ def test_tasks_on_the_worker_node_are_proven_from_inside_and_a_broken_toolkit_fa
         return "".join(done.stdout for done in listed)
 
     wait_for(lambda: not jobs_left(), 20, "the proof and status jobs left containers behind")
+    # A simulator killed on the worker: nothing replaces it, and both commands say so.
+    task = "label=com.docker.swarm.service.name=deepracer-proof_robomaker"
+    victim = worker.bed.docker("ps", "-q", "--filter", task).stdout.split()[0]
+    worker.bed.docker("kill", victim)
+    deadline, found = time.monotonic() + 30, list[Any]()
+    while not found:
+        assert time.monotonic() < deadline, "the manager never recorded the task failed"
+        said = run_drgpu("status", "--json", "--run-id", "proof", env=env)
+        found = [f for f in json.loads(said.stdout)["findings"] if f["kind"] == "task-stopped"]
+    assert said.returncode == 6 and found[0]["node"] == worker.node_id, found
+    assert "non-zero exit (137)" in found[0]["message"]
+    failed = run_drgpu("cuda-check", *flags, env=env)
+    assert failed.returncode == 5, failed.stderr
+    assert f"on node {worker.node_id[:12]} is failed, not running" in failed.stderr
     stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=env)
     assert stopped.returncode == 0, stopped.stderr
+    manager.bed.docker("service", "rm", "attached")
 
     topology = json.loads(worker.bed.topology_path.read_text())
     worker.bed.set_topology({**topology, "hook_ignores_requests": True})

@@ -27,6 +27,7 @@ from drgpu.core.verification import (
     check_node,
     exposed_gpus,
     short_of_gpus,
+    stuck_hint,
     verify_tasks,
     waiting_on,
 )
@@ -354,7 +355,26 @@ def test_a_service_without_gpus_may_end_well_a_gpu_service_may_not(pinned: Swarm
     ]
     waiting, stuck = waiting_on(pinned, stopped)
     assert waiting == ["robomaker: 2/3 running"]
-    assert stuck == []  # two replicas still run: the engine may start another
+    assert stuck == ["robomaker: task complete: its command ended"]  # nothing replaces it
+    again = task("robomaker", 2, id="robomaker2b", state="pending", desired_state="ready")
+    assert waiting_on(pinned, [*stopped, again])[1] == []  # the engine starts another
+
+
+def test_a_slot_rejected_by_the_constraint_race_is_stuck_with_its_hint(
+    pinned: SwarmStack,
+) -> None:
+    """DRfC's restart condition none leaves a slot Docker 20.10 rejected empty for good,
+    while the other replicas run: said at once, not after the start timeout."""
+    race = "assigned node no longer meets constraints"
+    tasks = [
+        replace(t, state="rejected", desired_state="shutdown", error=race)
+        if t.id == "robomaker2"
+        else t
+        for t in matching(pinned)[0]
+    ]
+    _waiting, stuck = waiting_on(pinned, tasks)
+    assert stuck == [f"robomaker: task rejected: {race}"]
+    assert "`drgpu up` again" in stuck_hint(stuck)
 
 
 def test_a_stuck_deploy_names_the_tasks_own_error_not_the_constraint_race(
