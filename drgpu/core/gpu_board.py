@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from drgpu.core import labels
 from drgpu.core.gpu_usage import ProcessStatus, Status, Verdict
 from drgpu.core.model import Gpu
-from drgpu.core.swarm_view import SwarmState, task_gpus
+from drgpu.core.swarm_view import SwarmState, may_run, task_gpus
 
 _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visible here)"}
 
@@ -88,20 +88,24 @@ def build_board(status: Status, history: History | None = None) -> Board:
 
 
 def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
-    """A line per other node of the swarm: its role and state, whether its GPUs were read
-    there (why not, when known), and the running tasks of drgpu's runs with their GPUs."""
+    """A line per other node of the swarm: its role, state (and availability, unless
+    active), whether its GPUs were read there (why not, when known), and the tasks of
+    drgpu's runs that may run there (`may_run`: on a lost node too) with their GPUs."""
     lines = []
     for node in (node for node in swarm.nodes if node.id != swarm.here):
         tasks = [
             f"{task.service}.{task.slot} on {','.join(task_gpus(task)) or 'no GPU'}"
             for task in swarm.tasks
-            if task.node_id == node.id and task.state == "running" and run_id in (None, task.run_id)
+            if task.node_id == node.id and may_run(task) and run_id in (None, task.run_id)
         ]
         why = swarm.unseen_why.get(node.id)
         read = "GPUs read there" if node.id in swarm.seen else "GPUs not read"
         read += f" ({why})" if why and node.id not in swarm.seen else ""
+        state = (
+            node.state if node.availability == "active" else f"{node.state}, {node.availability}"
+        )
         lines.append(
-            f"{node.name}, {node.role}, {node.state}, {read}: "
+            f"{node.name}, {node.role}, {state}, {read}: "
             + ("; ".join(tasks) or "no task of a run")
         )
     return tuple(lines)

@@ -46,7 +46,7 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
     ]
     ready = {node.id for node in swarm.nodes if node.state == "ready"}
     for task in given_up(ours):
-        if _may_run(task) and task.node_id not in ready:
+        if may_run(task) and task.node_id not in ready:
             continue  # a lost node's task, said below
         why = f"is {task.state} ({task.error or 'no error given'}); {GIVEN_UP}"
         if task.state == "complete":  # exit status 0: its work may have ended
@@ -57,7 +57,7 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
     findings += swarm.node_findings
     for node in swarm.nodes:
         held = [
-            t for t in ours if t.node_id == node.id and (t.desired_state in _WANTED or _may_run(t))
+            t for t in ours if t.node_id == node.id and (t.desired_state in _WANTED or may_run(t))
         ]
         facts = {"node": node.id, "state": node.state}
         if node.state != "ready":
@@ -69,7 +69,7 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
             findings.extend(
                 _task_finding(t, node, f"is {t.state}, but {lost}", "task-on-lost-node")
                 for t in held
-                if _may_run(t)
+                if may_run(t)
             )
         elif node.id not in swarm.seen and (held or node.advertised_gpus):
             why = swarm.unseen_why.get(node.id, "only the manager's records of its tasks read")
@@ -96,7 +96,7 @@ def given_up(tasks: Iterable[TaskFacts]) -> list[TaskFacts]:
     ]
 
 
-def _may_run(task: TaskFacts) -> bool:
+def may_run(task: TaskFacts) -> bool:
     """Whether its container may still run: running, or started and then marked by the
     manager alone (rejected, orphaned: what a lost node's tasks become)."""
     return task.state == RUNNING or (task.started and task.state in ("rejected", "orphaned"))
@@ -127,7 +127,7 @@ def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
             },
         )
         for task in swarm.tasks
-        if task.node_id == node_id and task.container_id and _may_run(task)
+        if task.node_id == node_id and task.container_id and may_run(task)
     ]
 
 

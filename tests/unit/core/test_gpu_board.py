@@ -201,6 +201,14 @@ def test_a_swarm_managers_board_has_a_line_per_other_node_with_its_tasks_gpus() 
         "node gpu3 (worker-node-), worker, down, GPUs not read: no task of a run",
     )
     assert lines[0] in "\n".join(board_lines(build_board(status), stamp="12:00:00"))
+    # A lost node's task that may still run is on its line; a drained node says so.
+    lost = replace(task, id="t4", node_id=down.id, state="rejected", started=True)
+    drained = replace(worker, availability="drain")
+    swarm = SwarmState((here, drained, down), (lost,), (here.id,), here=here.id)
+    assert build_board(replace(status, swarm=swarm)).nodes == (
+        "node gpu2 (worker-node-), worker, ready, drain, GPUs not read: no task of a run",
+        f"node gpu3 (worker-node-), worker, down, GPUs not read: deepracer-7_robomaker.2 on {G1}",
+    )
 
 
 def test_a_run_with_no_container_here_is_said() -> None:
