@@ -226,7 +226,8 @@ def _trainers(
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:
         return None
-    return lambda: drfc_scripts.run_trainers(engine.sagemaker_containers(), config)
+    prefix = config.values.get("DR_LOCAL_S3_MODEL_PREFIX")
+    return lambda: drfc_scripts.run_trainers(engine.sagemaker_containers(), config.run_id, prefix)
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:

@@ -94,7 +94,7 @@ def prepare_locked(
         # The NVML binding takes a while to import: do it while the engine creates the lock.
         with meanwhile(nvml.preload):
             stack = _checked_stack(config, target)  # bad input: no lock
-            held.enter_context(run_lock.locked("up", config.project, config.values))
+            held.enter_context(run_lock.locked("up", config))
         override = override_path(target.env_file, config.project)
         written = stack_path(override, config.project) if swarm else override
         with removed_on_failure(written):  # under the lock: no other up's file

@@ -4,13 +4,16 @@ and the rule that a later `down` wins over an earlier `up` still waiting."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 
+from drgpu.commands.rollback import remove_strays
+from drgpu.core.drfc_scripts import run_trainers
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.numbers import whole_seconds
-from drgpu.core.settings import DEFAULTS, Config
+from drgpu.core.settings import DEFAULTS, Config, training_run
 from drgpu.errors import DockerError
 from drgpu.host import compose, engine, swarm
 from drgpu.host.enginelock import TIMEOUT_KEY, engine_lock
@@ -21,13 +24,14 @@ MAX_TIMEOUT_S = 86400
 
 
 @contextmanager
-def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[Holder]:
-    """Hold the engine's lock for `drgpu COMMAND PROJECT` (see drgpu.host.enginelock).
+def locked(command: str, config: Config) -> Iterator[Holder]:
+    """Hold the engine's lock for `drgpu COMMAND` of `config`'s run (drgpu.host.enginelock).
 
     A `down` leaves its mark in the engine; an `up` that began before that `down` and got
     the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
     """
-    text = (settings.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
+    project = config.project
+    text = (config.values.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
     timeout_s = whole_seconds(TIMEOUT_KEY, text or DEFAULTS[TIMEOUT_KEY], 0, MAX_TIMEOUT_S)
     with engine_lock(
         command,
@@ -48,10 +52,18 @@ def locked(command: str, project: str, settings: Mapping[str, str]) -> Iterator[
 
 
 def _clean_after(holder: Holder) -> None:
-    """Remove what a killed `drgpu up` or `down` left of its run: never verified."""
+    """Remove what a killed `drgpu up` or `down` left of its run: never verified; a
+    training's SageMaker trainers too (its rl_coach may have started one)."""
     environment = compose.compose_environment({})
     removed = {"services": swarm.remove_stale_stack(holder.project, environment)}
     removed.update(engine.remove_run(holder.project, holder.volumes_before))
+    if (run_id := training_run(holder.project)) is not None:
+
+        def trainers() -> list[ContainerFacts]:
+            return run_trainers(engine.sagemaker_containers(), run_id)
+
+        removed["SageMaker trainers"] = len(trainers())
+        remove_strays(trainers)
     left = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
     warn(
         f"{holder.describe()} was killed: its lock is removed"
@@ -64,7 +76,7 @@ def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) ->
     """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its `.drgpu`
     folder checked first; with `say_removed`, say what the block removed (when it succeeds)."""
     state_dir(target.env_file, create=False)
-    with locked("down", config.project, config.values):
+    with locked("down", config):
         before = engine.project_resources(config.project) if say_removed else None
         yield
         if before is not None:

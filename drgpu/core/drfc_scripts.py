@@ -117,15 +117,17 @@ def swarm_preflight(
     return problems
 
 
-def run_trainers(candidates: list[ContainerFacts], config: Config) -> list[ContainerFacts]:
-    """The SageMaker local trainers among `candidates` the rl_coach of `config`'s run started
-    (as DRfC's stop script judges them): its `RUN_ID` and, where both are set, its model prefix."""
-    prefix = config.values.get("DR_LOCAL_S3_MODEL_PREFIX")
+def run_trainers(
+    candidates: list[ContainerFacts], run_id: str, prefix: str | None = None
+) -> list[ContainerFacts]:
+    """The SageMaker local trainers among `candidates` the rl_coach of run `run_id` started
+    (as DRfC's stop script judges them): its `RUN_ID` and, where both are set, its model
+    prefix (DR_LOCAL_S3_MODEL_PREFIX)."""
     return [
         container
         for container in candidates
         if is_sagemaker_local(container)
-        and container.environment.get("RUN_ID") == config.run_id
+        and container.environment.get("RUN_ID") == run_id
         and (not prefix or container.environment.get("MODEL_S3_PREFIX") in (None, prefix))
     ]
 

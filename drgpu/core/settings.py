@@ -159,6 +159,14 @@ def project_name(run_id: str, *, evaluation: bool) -> str:
     return f"deepracer-eval-{run_id}" if evaluation else f"deepracer-{run_id}"
 
 
+def training_run(project: str) -> str | None:
+    """The run id in a training's project name (`project_name`'s inverse); None for an
+    evaluation's, or another name."""
+    if project.startswith("deepracer-eval-") or not project.startswith("deepracer-"):
+        return None
+    return project.removeprefix("deepracer-")
+
+
 def run_key(run_id: str, *, evaluation: bool) -> str:
     """A run as drgpu's labels name it: its evaluation is `eval-<id>`."""
     return f"{EVALUATION_PREFIX}{run_id}" if evaluation else run_id

@@ -259,6 +259,9 @@ def test_kill_9_during_up_is_cleaned_by_the_next_command(
     running.kill()
     running.wait(timeout=30)
     assert project_leftovers(bed, project)["containers"], "kill -9 left nothing to clean"
+    # The SageMaker trainers its rl_coach would have started, and another run's.
+    for name, run in (("tmpk9-algo-1-abcde-1", run_id), ("tmpkeep-algo-1-fghij-1", "keep")):
+        bed.docker("run", "-d", "--name", name, "-e", f"RUN_ID={run}", bed.image, "sleep", "inf")
 
     other = new_run("other")
     stack = write_stack(tmp_path, {"sagemaker": service(bed)})
@@ -274,8 +277,11 @@ def test_kill_9_during_up_is_cleaned_by_the_next_command(
 
     assert taker.returncode == 0, stderr
     assert f"drgpu up {project} (pid {running.pid}" in stderr
-    assert "was killed" in stderr
+    assert "was killed" in stderr and "1 SageMaker trainers" in stderr
     assert project_leftovers(bed, project) == NOTHING
+    names = bed.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert "tmpk9-algo-1-abcde-1" not in names and "tmpkeep-algo-1-fghij-1" in names
+    bed.docker("rm", "-f", "tmpkeep-algo-1-fghij-1")
 
 
 def test_down_started_with_up_ends_with_nothing_running(

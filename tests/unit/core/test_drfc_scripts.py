@@ -16,7 +16,7 @@ from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts, NodeFacts
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
-from drgpu.core.settings import Config, config_from_values
+from drgpu.core.settings import Config, config_from_values, training_run
 from drgpu.host.files import base_stack_file, load_stack, override_header_template
 from drgpu.targets.compose_override import render_override
 
@@ -199,7 +199,9 @@ def trainer(name: str, state: str = "running", **environment: str) -> ContainerF
 def test_the_runs_trainers_running_or_only_created_are_found() -> None:
     ours = trainer("tmpab12-algo-1-x9k2z-1", RUN_ID="0", MODEL_S3_PREFIX="rl-deepracer-sagemaker")
     created = trainer("tmpcd34-algo-1-q1w2e-1", state="created", RUN_ID="0")
-    assert drfc_scripts.run_trainers([ours, created], RUN_0) == [ours, created]
+    assert drfc_scripts.run_trainers(
+        [ours, created], RUN_0.run_id, RUN_0.values.get("DR_LOCAL_S3_MODEL_PREFIX")
+    ) == [ours, created]
 
 
 def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
@@ -207,5 +209,17 @@ def test_another_runs_model_or_a_look_alike_is_left_alone() -> None:
     other_model = trainer("tmpcd34-algo-1-q1w2e-1", RUN_ID="0", MODEL_S3_PREFIX="someone-else")
     look_alike = trainer("redis", RUN_ID="0")
     no_run = trainer("tmpef56-algo-2-r4t5y-1")
-    found = drfc_scripts.run_trainers([other_run, other_model, look_alike, no_run], RUN_0)
+    found = drfc_scripts.run_trainers(
+        [other_run, other_model, look_alike, no_run],
+        RUN_0.run_id,
+        RUN_0.values.get("DR_LOCAL_S3_MODEL_PREFIX"),
+    )
     assert found == []
+
+
+def test_a_training_project_names_its_run_an_evaluation_none() -> None:
+    assert [training_run(p) for p in ("deepracer-0", "deepracer-eval-0", "web-0")] == [
+        "0",
+        None,
+        None,
+    ]
