@@ -53,8 +53,9 @@ def start_refused(
     second SageMaker trainer beside the running one (and -w wipe the model it trains)."""
     trainers = {s.name for s in plan.services if s.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)}
     compose = [c for c in containers if SERVICE in c.labels]  # a Swarm stack goes whole
-    left = [c.service for c in compose if c.labels.get(ROLE) == Role.SIMULATOR and not c.stopped]
-    if trainers and left and not any(c.service in trainers for c in compose):
+    left = [c.service for c in compose if not c.stopped]  # the MPS daemon too, where it runs
+    simulators = any(c.labels.get(ROLE) == Role.SIMULATOR and not c.stopped for c in compose)
+    if trainers and simulators and not any(c.service in trainers for c in compose):
         return (
             f"{plan.project}: {', '.join(left)} still run without {', '.join(sorted(trainers))},"
             " left by a stop without drgpu's override (as DRfC's dr-stop-training leaves"

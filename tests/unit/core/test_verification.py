@@ -181,6 +181,11 @@ def test_simulators_left_running_without_their_trainer_refuse_a_start() -> None:
     )
     assert start_refused(plan, [], by_script=False) is None
     assert start_refused(plan, [replace(worker, state="exited")], by_script=False) is None
+    daemon = compose("drgpu-mps", "mps-daemon")  # holds the GPU too: named
+    assert str(start_refused(plan, [worker, daemon], by_script=False)).startswith(
+        "p: robomaker-1, drgpu-mps still run without rl_coach"
+    )
+    assert start_refused(plan, [daemon], by_script=False) is None
     alone = Plan(project="p", run_id="0", services=(gpu_service("robomaker-1"),))
     assert start_refused(alone, [worker], by_script=False) is None  # a stack of simulators alone
     # DRfC's start script would start a second trainer beside any container of the run.
