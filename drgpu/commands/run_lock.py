@@ -14,6 +14,7 @@ from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.numbers import whole_seconds
 from drgpu.core.settings import DEFAULTS, Config, training_run
+from drgpu.core.sharing import MPS_LOG_VOLUME, MPS_PIPE_VOLUME
 from drgpu.errors import DockerError
 from drgpu.host import compose, engine, swarm
 from drgpu.host.enginelock import TIMEOUT_KEY, engine_lock
@@ -74,11 +75,15 @@ def _clean_after(holder: Holder) -> None:
 @contextmanager
 def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) -> Iterator[None]:
     """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its `.drgpu`
-    folder checked first; with `say_removed`, say what the block removed (when it succeeds)."""
+    folder checked first; when the block succeeds, remove the MPS volumes drgpu made and,
+    with `say_removed`, say what the block removed."""
     state_dir(target.env_file, create=False)
     with locked("down", config):
         before = engine.project_resources(config.project) if say_removed else None
         yield
+        # the MPS daemon's tmpfs volumes, which drgpu's override made (a stop keeps volumes)
+        made = {f"{config.project}_{volume}" for volume in (MPS_PIPE_VOLUME, MPS_LOG_VOLUME)}
+        engine.remove_volumes(made.intersection(engine.project_volumes(config.project)))
         if before is not None:
             note(removed_note(config.project, before, engine.project_resources(config.project)))
 

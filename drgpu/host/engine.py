@@ -299,6 +299,12 @@ def project_volumes(project: str) -> tuple[str, ...]:
         return _project_volumes(engine, project)
 
 
+def remove_volumes(names: Iterable[str]) -> int:
+    """Remove the volumes `names` (one gone already is no error): how many were."""
+    with docker_api.connected() as engine:
+        return _deleted(engine, "volume", names)
+
+
 def _project_volumes(engine: Connection, project: str) -> tuple[str, ...]:
     answer = engine.call("GET", f"/volumes?filters={filters(_of(project))}")
     volumes = answer.checked("list volumes", 200).get("Volumes") or []

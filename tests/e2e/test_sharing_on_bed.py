@@ -166,3 +166,7 @@ def test_mps_clients_start_after_the_daemon_and_share_its_ipc_and_pipes(
     assert env_of(container_of(bed, name, "robomaker-1"))["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == (
         f"{SIMULATOR}=2G"
     )
+    stopped = run_drgpu("down", "--env-file", str(env_file), "-f", str(stack), env=bed.env())
+    assert stopped.returncode == 0, stopped.stderr
+    volumes = ("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={name}")
+    assert bed.docker(*volumes).stdout.split() == []  # the MPS daemon's too
