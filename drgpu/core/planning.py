@@ -125,9 +125,13 @@ def make_plan(
     notes = _Notes(config.project, lookup_fix)
     index_note = CUDA_ORDER_NOTE if config.index_order == IndexOrder.CUDA else ORDER_NOTE
     notes.warn(*config.key_mistakes)
-    if any(bare_indices(request) for _who, _key, request in requests):
+    has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
+    trains = has_trainer and not config.evaluation
+    # the keys in use: the trainer's (the first) only where a trainer trains
+    asked = [(key, request) for n, (_who, key, request) in enumerate(requests) if n or trains]
+    if any(bare_indices(request) for _key, request in asked):
         warned, explained = index_notes(
-            [(key, request) for _who, key, request in requests],
+            asked,
             inventory,
             cuda_order(inventory),
             config.index_order,
@@ -139,9 +143,8 @@ def make_plan(
             notes.warn(warned)
         if explained:
             notes.explanations.append(explained)
-    has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
     trainer, simulator, owned = _devices(
-        config, inventory, claims, nodes, own, notes, trains=has_trainer and not config.evaluation
+        config, inventory, claims, nodes, own, notes, trains=trains
     )
     chosen = zip(requests, (trainer, simulator, *owned.values()), strict=True)
     _check_overlaps(config, [(who, key, devices) for (who, key, _), devices in chosen], notes)

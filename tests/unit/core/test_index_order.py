@@ -144,6 +144,19 @@ def test_planning_in_cuda_order_gives_cudas_gpu(gtx_m40: Inventory) -> None:
         make_plan(too_far, base_stack, gtx_m40)
 
 
+def test_an_evaluation_says_nothing_of_the_unused_trainer_key(gtx_m40: Inventory) -> None:
+    base_stack, known = load_stack([base_stack_file()]), replace(gtx_m40, cuda_order=(1, 0))
+    values = {"DR_SAGEMAKER_CUDA_DEVICES": "1", "DR_ROBOMAKER_CUDA_DEVICES": M40}
+    plan = make_plan(config_from_values(values, {}, evaluation=True), base_stack, known)
+    assert not [e for e in plan.explanations if "DR_SAGEMAKER_CUDA_DEVICES=1" in e]
+    # nor is it refused for an order it does not choose
+    make_plan(
+        config_from_values(values, {}, evaluation=True), base_stack, known, refuse_unordered=True
+    )
+    with pytest.raises(ConfigError, match="DR_SAGEMAKER_CUDA_DEVICES=1"):  # training: it is
+        make_plan(config_from_values(values, {}), base_stack, known, refuse_unordered=True)
+
+
 def test_index_order_must_be_pci_or_cuda() -> None:
     with pytest.raises(ConfigError, match="DRGPU_INDEX_ORDER: 'nvml' is not one of pci, cuda"):
         config_from_values({"DRGPU_INDEX_ORDER": "nvml"}, {})
