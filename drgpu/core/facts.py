@@ -80,6 +80,7 @@ class TaskFacts:
     started: bool = False  # its node reported a container process (ContainerStatus.PID)
     image: str = ""
     container_id: str = ""  # its container's, as its node reported it
+    version: int = 0  # the manager's version of its record: the newest is the highest
 
 
 @dataclass(frozen=True)

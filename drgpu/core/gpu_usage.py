@@ -7,8 +7,8 @@ labels, so nothing goes stale when a stack is changed by hand.
 Each violation and warning is a `core.findings.Finding`, its `kind` one of those below
 (docs/commands.md and docs/nvidia-stack.md say when each is given), its `facts` the FACTS
 keys. Violations (FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu,
-trainer-gpu, shared-gpu, service-stopped (a run's container died, exited non-zero, or never
-started). Warnings (WARN: not `ok`, yet no exit 6, as nothing drgpu set up is wrong):
+trainer-gpu, shared-gpu, service-stopped (a run's container died, exited non-zero, or
+keeps restarting). Warnings (WARN: not `ok`, yet no exit 6, as nothing drgpu set up is wrong):
 processes-unknown (a GPU whose processes NVML cannot list), processes-vanished (a container
 whose GPU processes of an earlier refresh of a watch are gone) and service-ended (a GPU
 service's container exited with status 0). Not flagged: a graphics-only process on the
@@ -54,8 +54,9 @@ FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", 
 
 
 def _finding(kind: str, message: str, **facts: Any) -> Finding:
-    """A status finding (a warning of the processes-* kinds, else a violation) about its
-    process, else its container, else its GPU; its facts are always the FACTS keys."""
+    """A status finding (a warning of the processes-* and service-ended kinds, else a
+    violation) about its process, else its container, else its GPU; its facts are always
+    the FACTS keys."""
     level = (
         Level.WARN
         if kind in ("processes-unknown", "processes-vanished", "service-ended")
@@ -539,15 +540,17 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
 
 def _stopped(containers: list[ContainerFacts]) -> list[Finding]:
     """A run's container that stopped: a failure, but a GPU service's exit with status 0 (its
-    work may have ended) is a warning. A Swarm task's is judged as a task (`swarm_view`)."""
+    work may have ended) is a warning. A Swarm task's is judged as a task (`swarm_view`);
+    one created (still starting) or being removed is passing."""
     return [
         _finding(
-            "service-ended" if c.exit_code == 0 else "service-stopped",
+            "service-ended" if (c.state, c.exit_code) == ("exited", 0) else "service-stopped",
             f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) {why}",
             **_of(c),
         )
         for c in containers
         if labels.SWARM_TASK_NAME not in c.labels
+        and c.state not in ("created", "removing")
         and (why := c.stop_problem(bool(labels.given_gpus(c) or forwarded_uuids(c))))
     ]
 

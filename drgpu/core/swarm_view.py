@@ -7,7 +7,7 @@ read (this node's through NVML, others' by a job on each), the others are said t
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from drgpu.core import labels
@@ -33,8 +33,9 @@ class SwarmState:
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:
     """A node not ready (FAIL when it holds a run's tasks), its tasks that may still run, a
-    task pending, a slot Swarm gave up (`given_up`: FAIL, but a WARN where its task ended
-    with status 0), a node whose GPUs were not read. `run_id`: only its tasks (None: all)."""
+    task pending, a slot Swarm gave up (`given_up`: FAIL, but a WARN where a GPU task's
+    ended with status 0, none for another's), a node whose GPUs were not read. `run_id`:
+    only its tasks (None: all)."""
     ours = [t for t in swarm.tasks if run_id is None or t.run_id == run_id]
     named = {node.id: node for node in swarm.nodes}
     findings = [
@@ -44,16 +45,16 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         for t in ours
         if t.desired_state in _WANTED and t.state in ("new", "pending", "assigned")
     ]
-    ready = {node.id for node in swarm.nodes if node.state == "ready"}
+    not_ready = {node.id for node in swarm.nodes if node.state != "ready"}
     for task in given_up(ours):
-        if may_run(task) and task.node_id not in ready:
+        if may_run(task) and task.node_id in not_ready:
             continue  # a lost node's task, said below
         why = f"is {task.state} ({task.error or 'no error given'}); {GIVEN_UP}"
-        if task.state == "complete":  # exit status 0: its work may have ended
-            ended = _task_finding(task, named.get(task.node_id), why, "task-ended")
-            findings.append(replace(ended, level=Level.WARN))
-        else:
-            findings.append(_task_finding(task, named.get(task.node_id), why, "task-stopped"))
+        node = named.get(task.node_id)
+        if task.state != "complete":
+            findings.append(_task_finding(task, node, why, "task-stopped"))
+        elif task_gpus(task) or task.labels.get(labels.FORWARDED_GPUS):  # its work may be done
+            findings.append(_task_finding(task, node, why, "task-ended", Level.WARN))
     findings += swarm.node_findings
     for node in swarm.nodes:
         held = [
@@ -83,17 +84,22 @@ GIVEN_UP = "Swarm runs no task in its place (its restart condition, or no node f
 
 
 def given_up(tasks: Iterable[TaskFacts]) -> list[TaskFacts]:
-    """A task for each slot (a global service's: each node) that Swarm neither runs nor
-    replaces any more: none of its tasks is wanted, nor removed on purpose (a scale down);
-    the task said is one that failed, where one did."""
+    """The newest task of each slot (a global service's: each node) that Swarm neither runs
+    nor replaces any more: none of its tasks is wanted, nor removed on purpose (a scale
+    down)."""
     slots: dict[tuple[str, int | str], list[TaskFacts]] = {}
     for task in tasks:
-        slots.setdefault((task.service, task.slot or task.node_id), []).append(task)
+        slots.setdefault(slot_of(task), []).append(task)
     return [
-        min(slot, key=lambda t: t.state not in ("failed", "rejected"))
+        max(slot, key=lambda t: t.version)
         for slot in slots.values()
         if all(t.desired_state not in (*_WANTED, "remove") for t in slot)
     ]
+
+
+def slot_of(task: TaskFacts) -> tuple[str, int | str]:
+    """The slot a task fills: its service's replica number (a global service's: its node)."""
+    return task.service, task.slot or task.node_id
 
 
 def may_run(task: TaskFacts) -> bool:
@@ -102,12 +108,14 @@ def may_run(task: TaskFacts) -> bool:
     return task.state == RUNNING or (task.started and task.state in ("rejected", "orphaned"))
 
 
-def _task_finding(task: TaskFacts, node: NodeFacts | None, message: str, kind: str) -> Finding:
+def _task_finding(
+    task: TaskFacts, node: NodeFacts | None, message: str, kind: str, level: Level = Level.FAIL
+) -> Finding:
     facts: dict[str, Any] = {"task": task.id, "node": task.node_id, "run_id": task.run_id}
     facts.update(gpus=[value for _, value in task.generic_resources], service=task.service)
     where = node.name if node else "no node"
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"
-    return Finding(subject, Level.FAIL, f"{subject} {message}", kind=kind, facts=facts)
+    return Finding(subject, level, f"{subject} {message}", kind=kind, facts=facts)
 
 
 def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:

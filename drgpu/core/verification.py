@@ -20,7 +20,7 @@ from drgpu.core.swarm_node import (
     SwarmLayout,
     reserved_gpus,
 )
-from drgpu.core.swarm_view import given_up
+from drgpu.core.swarm_view import given_up, slot_of
 from drgpu.errors import DockerError, GpuValidationError
 
 CONSTRAINT_RACE = "no longer meets constraints"
@@ -152,9 +152,10 @@ def waiting_on(stack: SwarmStack, tasks: list[TaskFacts]) -> tuple[list[str], li
             if task.state == "pending" and task.error.startswith("no suitable node")
         )
         ended_states = ("failed", "rejected", *(("complete",) if service.gpus else ()))
-        ended = [task for task in own if task.state in ended_states]
+        ended = sorted((t for t in own if t.state in ended_states), key=lambda t: t.version)
         # Stuck: a slot Swarm gave up (its restart condition none), or every task ended.
-        ended = [t for t in given_up(own) if t in ended] or ([] if running else ended)
+        gave_up = {slot_of(task) for task in given_up(own)}
+        ended = [t for t in ended if slot_of(t) in gave_up] or ([] if running else ended)
         # Docker 20.10 rejects a task whose node "no longer meets constraints" while the
         # node's own failure is the real one: name that, the race is noise.
         real = [t for t in ended if CONSTRAINT_RACE not in t.error] or ended

@@ -248,6 +248,7 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         started=bool(container.get("PID")),
         image=str(spec.get("Image") or ""),
         container_id=str(container.get("ContainerID") or ""),
+        version=int((task.get("Version") or {}).get("Index") or 0),
     )
 
 

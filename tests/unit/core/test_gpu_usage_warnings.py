@@ -80,8 +80,11 @@ def test_a_run_container_that_stopped_is_a_violation_and_an_ended_one_a_warning(
     assert ended.violations == ()
     no_gpu = replace(killed, exit_code=0, labels={"drgpu.run_id": "0", "drgpu.role": "other"})
     task = {**SIMULATOR.labels, "com.docker.swarm.task.name": "deepracer-0_robomaker.1.x"}
-    for quiet in (no_gpu, replace(killed, labels=task)):  # a Swarm task's is judged as a task
+    starting = replace(killed, state="created", exit_code=0)  # as the engine reports it
+    for quiet in (no_gpu, replace(killed, labels=task), starting):  # a task: judged as a task
         assert build_status(idle, [quiet], [], {}).findings == ()
+    looping = build_status(idle, [replace(starting, state="restarting")], [], {})
+    assert [v.kind for v in looping.violations] == ["service-stopped"]
 
 
 def test_one_shot_status_notes_a_long_idle_gpu_container() -> None:

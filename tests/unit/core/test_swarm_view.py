@@ -123,6 +123,12 @@ def test_a_slot_swarm_gave_up_is_a_violation_and_a_replaced_one_is_not() -> None
         (Level.WARN, "node-unseen"),
     ]
     assert [f.kind for f in judged(nodes, [scaled_down])] == ["node-unseen"]
+    done = task("t5", WORKER, "complete", desired="shutdown")  # DRfC's evaluation rl_coach
+    del done["GenericResources"]
+    assert [f.kind for f in judged(nodes, [done])] == ["node-unseen"]
+    # the slot's newest task tells: failed, then replaced by one that completed
+    killed["Version"], ended["Version"] = {"Index": 10}, {"Index": 12}
+    assert [f.kind for f in judged(nodes, [ended, killed])] == ["task-ended", "node-unseen"]
     assert [f.kind for f in judged(nodes, [killed], run_id="1")] == ["node-unseen"]
 
 
