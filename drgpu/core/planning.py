@@ -127,8 +127,8 @@ def make_plan(
     notes.warn(*config.key_mistakes)
     has_trainer = bool(stack.names(Role.TRAINER) or stack.names(Role.TRAINER_LAUNCHER))
     trains = has_trainer and not config.evaluation
-    # the keys in use: the trainer's (the first) only where a trainer trains
-    asked = [(key, request) for n, (_who, key, request) in enumerate(requests) if n or trains]
+    # the keys in use: the trainer's only where a trainer trains
+    asked = [(key, ask) for _who, key, ask in requests if trains or key != config.trainer_key]
     if any(bare_indices(request) for _key, request in asked):
         warned, explained = index_notes(
             asked,
