@@ -36,11 +36,13 @@ class Usage:
     throttled_seconds: float = 0.0
     first_seen: float = 0.0  # seconds since the epoch
     last_seen: float = 0.0
+    measured_seconds: float = 0.0  # the GPU-seconds whose utilisation NVML read
 
     @property
     def mean_utilization(self) -> float | None:
-        """Mean GPU utilisation (0-100) over its GPU-seconds; None where never measured."""
-        return 100 * self.busy_seconds / self.gpu_seconds if self.busy_seconds else None
+        """Mean GPU utilisation (0-100) over its measured GPU-seconds; None where never
+        measured (a GPU measured idle: 0)."""
+        return 100 * self.busy_seconds / self.measured_seconds if self.measured_seconds else None
 
     def plus(self, other: Usage) -> Usage:
         """Two accounts together (peaks: the larger; times: the span of both)."""
@@ -52,6 +54,7 @@ class Usage:
             self.throttled_seconds + other.throttled_seconds,
             min(self.first_seen or other.first_seen, other.first_seen or self.first_seen),
             max(self.last_seen, other.last_seen),
+            self.measured_seconds + other.measured_seconds,
         )
 
 
@@ -89,9 +92,11 @@ def charge(
         now_mj, before_mj = gpu_health.energy_mj, energy_before.get(gpu.uuid)
         joules = (now_mj - before_mj) / 1000 if now_mj and before_mj and now_mj > before_mj else 0
         busy = (gpu.utilization_gpu_percent or 0) * seconds / 100
+        measured = 0 if gpu.utilization_gpu_percent is None else seconds
         held = seconds * throttled(gpu_health)
         for key in holders:
-            charged = Usage(seconds, joules / len(holders), memory.get(key, 0), busy, held, 0, now)
+            share = joules / len(holders)
+            charged = Usage(seconds, share, memory.get(key, 0), busy, held, 0, now, measured)
             found[key] = (found.get(key) or Usage(first_seen=now)).plus(charged)
     last: dict[str, float] = {}
     for (run, _, _), usage in found.items():

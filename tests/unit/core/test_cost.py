@@ -43,8 +43,22 @@ def test_each_refresh_is_charged_to_the_holders_of_each_gpu() -> None:
     health = [GpuHealth(0, G0, energy_mj=1_100_000, throttle=0x40), GpuHealth(1, G1, 2_060_000)]
     ledger = charge({}, STATUS, health, before, 2.0, 1000.0)
     trainer = ledger[("0", "sagemaker", TRAINER.name)]
-    assert trainer == Usage(2.0, 100.0, 900, 1.0, 2.0, 1000.0, 1000.0)
+    assert trainer == Usage(2.0, 100.0, 900, 1.0, 2.0, 1000.0, 1000.0, 2.0)
     assert trainer.mean_utilization == 50
+    idle = charge(
+        {},
+        replace(STATUS, inventory=Inventory(gpus=(replace(GPU0, utilization_gpu_percent=0),))),
+        health,
+        before,
+        2.0,
+        1000.0,
+    )
+    assert idle[("0", "sagemaker", TRAINER.name)].mean_utilization == 0  # measured idle
+    unread = replace(GPU0, utilization_gpu_percent=None)
+    blind = charge(
+        {}, replace(STATUS, inventory=Inventory(gpus=(unread,))), health, before, 2.0, 1000.0
+    )
+    assert blind[("0", "sagemaker", TRAINER.name)].mean_utilization is None  # never read
     worker = ledger[("0", "robomaker", "deepracer-0-robomaker-1")]
     assert (worker.energy_j, worker.busy_seconds, worker.throttled_seconds) == (30.0, 2.0, 0.0)
     services = by_service(ledger, "0")
