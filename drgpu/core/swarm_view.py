@@ -112,7 +112,10 @@ def _task_finding(
     task: TaskFacts, node: NodeFacts | None, message: str, kind: str, level: Level = Level.FAIL
 ) -> Finding:
     facts: dict[str, Any] = {"task": task.id, "node": task.node_id, "run_id": task.run_id}
-    facts.update(gpus=[value for _, value in task.generic_resources], service=task.service)
+    gpus = list(task_gpus(task))
+    # its compose service, as the other findings name it (the stack's is `<stack>_<service>`)
+    facts.update(gpus=gpus, service=task.service.partition("_")[2] or task.service)
+    facts.update(gpu_uuid=gpus[0] if len(gpus) == 1 else None)
     where = node.name if node else "no node"
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"
     return Finding(subject, level, f"{subject} {message}", kind=kind, facts=facts)

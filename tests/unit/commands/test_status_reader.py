@@ -103,7 +103,7 @@ def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
     counted = {dict(s.labels)["kind"]: s.value for s in samples(judged) if s.metric == VIOLATIONS}
     assert counted == {"node-down": 1.0, "task-on-lost-node": 1.0}
     alert = Alert(judged.violations[1], 0.0).document()
-    assert (alert["run"], alert["service"], alert["pid"]) == ("0", "deepracer-0_robomaker", None)
+    assert (alert["run"], alert["service"], alert["pid"]) == ("0", "robomaker", None)
 
 
 def test_other_nodes_are_read_on_the_node_at_most_once_a_round(
