@@ -288,10 +288,16 @@ def drfc_env(evaluation: Evaluation = False) -> None:
     Plans now (checked like `drgpu plan`), writes the override `drgpu up` would use, and
     prints `export DR_TRAIN_COMPOSE_FILE='... -f <override>'` and COMPOSE_REMOVE_ORPHANS=1.
     Run it again after changing system.env or run.env; `drgpu up` also proves the result.
+    On an error it prints `false`, so that the eval fails too.
     """
     from drgpu.commands import drfc_stack  # lazy: start-up time
 
-    sys.stdout.write(drfc_stack.drfc_env(evaluation=evaluation))
+    try:
+        exports = drfc_stack.drfc_env(evaluation=evaluation)
+    except BaseException:
+        sys.stdout.write("false\n")  # what the shell evaluates fails: `&& dr-start-...` stops
+        raise
+    sys.stdout.write(exports)
 
 
 @_command(examples=("drgpu gpus --full", "drgpu gpus --json > box.json"))
