@@ -12,6 +12,7 @@ from pathlib import Path
 from drgpu.core.cost import Ledger, Usage, charge, energies, from_json, to_json
 from drgpu.core.gpu_usage import Status
 from drgpu.core.model import HEADER_MARK, GpuHealth
+from drgpu.core.swarm_view import may_run
 from drgpu.errors import ConfigError
 from drgpu.host.files import Bound, read_text_bounded
 from drgpu.host.state_files import state_dir, write_owned_file
@@ -48,9 +49,20 @@ class CostKeeper:
         self._saved = time.monotonic()
         self._longest = 3 * max(interval_s, 0.1)
         self._report = report
+        self._said_elsewhere = False
 
     def charge(self, status: Status, health: Sequence[GpuHealth]) -> None:
-        """Charge one refresh."""
+        """Charge one refresh (this node's GPUs: what runs on other nodes is said once)."""
+        swarm = status.swarm
+        elsewhere = (
+            [t for t in swarm.tasks if t.node_id != swarm.here and may_run(t)] if swarm else []
+        )
+        if elsewhere and not self._said_elsewhere:
+            self._said_elsewhere = True
+            self._report(
+                f"GPU cost counts this node's GPUs: {len(elsewhere)} task(s) on other nodes are"
+                " not in `drgpu report` (a watch on each node keeps its own)"
+            )
         now = time.monotonic()
         seconds = 0.0 if self._last is None else min(now - self._last, self._longest)
         self.ledger = charge(self.ledger, status, health, self._energy, seconds, time.time())

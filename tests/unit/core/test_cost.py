@@ -9,9 +9,10 @@ from pathlib import Path
 
 from drgpu.core import cost
 from drgpu.core.cost import Usage, by_service, charge, energies
-from drgpu.core.facts import ContainerFacts
+from drgpu.core.facts import ContainerFacts, NodeFacts, TaskFacts
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuHealth, GpuProcess, Inventory
+from drgpu.core.swarm_view import SwarmState
 from drgpu.host.cost_file import CostKeeper, ledger_path, read_ledger
 from tests.support.runners import Cli
 from tests.unit.core.test_faults import G0, G1, TRAINER
@@ -117,3 +118,20 @@ def test_the_file_survives_a_restart_and_report_reads_it(cli: Cli, tmp_path: Pat
     assert table.code == 0 and "GPU cost of run 0" in table.out and "sagemaker" in table.out
     missing = cli("report", "--run", "9")
     assert missing.code == 2 and "no GPU cost kept for run 9" in missing.err
+
+
+def test_a_watch_on_a_swarm_manager_says_once_that_other_nodes_are_not_charged() -> None:
+    here, there = (
+        NodeFacts("m", "box", "manager", "ready"),
+        NodeFacts("w", "gpu2", "worker", "ready"),
+    )
+    task = TaskFacts("t", "deepracer-0_robomaker", 1, there.id, "running", "running", "")
+    swarm = SwarmState((here, there), (task,), (here.id,), here=here.id)
+    said: list[str] = []
+    keeper = CostKeeper(None, 1.0, said.append)
+    for _ in range(2):
+        keeper.charge(replace(STATUS, swarm=swarm), [])
+    assert said == [
+        "GPU cost counts this node's GPUs: 1 task(s) on other nodes are not in `drgpu report`"
+        " (a watch on each node keeps its own)"
+    ]
