@@ -257,8 +257,7 @@ def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     config = prepared.config
     layout = swarm_layout(config.values, facts)
     names = [service.name for service in prepared.stack.services]
-    workers = 1 if config.evaluation else config.workers
-    services = swarm_services(prepared.plan, names, workers, layout, prepared.nodes)
+    services = swarm_services(prepared.plan, names, config.simulators, layout, prepared.nodes)
     return render_swarm_override(prepared.plan, services, layout)
 
 

@@ -117,7 +117,7 @@ def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
         return render_manifests(
             prepared.plan,
             model,
-            workers=prepared.config.workers,
+            workers=prepared.config.simulators,
             sharing=prepared.config.sharing,
             dra=dra,
             secrets=secrets,

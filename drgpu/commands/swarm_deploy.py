@@ -27,7 +27,7 @@ def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     out for the swarm the engine's `facts` describe (None: a one-node swarm, node unknown)."""
     layout = swarm_layout(prepared.config.values, facts)
     model = compose.resolve_stack(prepared.config, prepared.stack.files)
-    workers = prepared.config.workers
+    workers = prepared.config.simulators
     services = swarm_services(prepared.plan, model["services"], workers, layout, prepared.nodes)
     secrets = prepared.config.secrets
     return render_stack(prepared.plan, model, services, layout, secrets)
@@ -40,7 +40,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
     layout = swarm_layout(prepared.config.values, facts)
     names = [service.name for service in prepared.stack.services]
     nodes = prepared.nodes or (facts.nodes if facts else ())
-    services = swarm_services(prepared.plan, names, prepared.config.workers, layout, nodes)
+    services = swarm_services(prepared.plan, names, prepared.config.simulators, layout, nodes)
     from drgpu.core.verification import short_of_gpus  # lazy: as `up`'s check_node
 
     said = (blind, short_of_gpus(services, nodes))

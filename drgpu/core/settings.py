@@ -213,6 +213,11 @@ class Config:
         """The run as drgpu's labels name it (see `run_key`)."""
         return run_key(self.run_id, evaluation=self.evaluation)
 
+    @property
+    def simulators(self) -> int:
+        """How many simulators run: DR_WORKERS, but one for an evaluation (as DRfC's)."""
+        return 1 if self.evaluation else self.workers
+
     def where(self, key: str) -> str:
         """`KEY (file:line)` for messages, or just `KEY` when it was not written."""
         origin = self.origins.get(key)

@@ -345,7 +345,7 @@ def test_an_evaluation_in_swarm_style_waits_for_one_simulator_whatever_dr_worker
     checkout: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DRfC's evaluation stack runs one robomaker replica: `up --eval` waits for one."""
-    from drgpu.commands import drfc_stack
+    from drgpu.commands import drfc_stack, swarm_deploy
     from drgpu.commands.options import resolved, settings
     from drgpu.commands.preparation import prepare_with
     from drgpu.core.inputs import InputOptions
@@ -359,6 +359,9 @@ def test_an_evaluation_in_swarm_style_waits_for_one_simulator_whatever_dr_worker
         prepared = prepare_with(config, drfc_stack.script_target(target, config), GTX_M40)
         services = drfc_stack.render_swarm(prepared, None).services
         assert [s.replicas for s in services if s.name == "robomaker"] == [replicas]
+        # and `plan` says as much (before: DR_WORKERS replicas for an evaluation too)
+        view = swarm_deploy.plan_view(prepared, this_host=False).services
+        assert [s.replicas for s in view if s.name == "robomaker"] == [replicas]
 
 
 def test_down_with_an_unreadable_setting_warns_and_stops_the_run_the_shell_names(
