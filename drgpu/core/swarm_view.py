@@ -50,6 +50,8 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         if may_run(task) and task.node_id in not_ready:
             continue  # a lost node's task, said below
         why = f"is {task.state} ({task.error or 'no error given'}); {GIVEN_UP}"
+        if task.state == RUNNING:  # a node back after the manager gave its task up
+            why = "is running, but Swarm is shutting it down and runs no task in its place"
         node = named.get(task.node_id)
         if task.state != "complete":
             findings.append(_task_finding(task, node, why, "task-stopped"))

@@ -130,6 +130,11 @@ def test_a_slot_swarm_gave_up_is_a_violation_and_a_replaced_one_is_not() -> None
     killed["Version"], ended["Version"] = {"Index": 10}, {"Index": 12}
     assert [f.kind for f in judged(nodes, [ended, killed])] == ["task-ended", "node-unseen"]
     assert [f.kind for f in judged(nodes, [killed], run_id="1")] == ["node-unseen"]
+    back = task("t6", WORKER, "running", desired="shutdown")  # its node came back
+    [stopping] = [f for f in judged(nodes, [back]) if f.kind == "task-stopped"]
+    assert stopping.message.endswith(
+        "is running, but Swarm is shutting it down and runs no task in its place"
+    )
 
 
 def test_a_down_node_without_tasks_is_a_warning() -> None:
