@@ -116,7 +116,8 @@ def with_faults(
 
 
 def _on_gpu(status: Status, index: int) -> list[tuple[str | None, str | None, str | None]]:
-    """(run, service, container) of each drgpu container holding or running on a GPU."""
+    """(run, service, container) of each drgpu container holding or running on a GPU (on
+    the one lost GPU: each container given a GPU NVML does not list)."""
     found: set[tuple[str | None, str | None, str | None]]
     found = {(h.run_id, h.service, h.container) for h in status.holders.get(index, ())}
     found |= {
@@ -124,6 +125,13 @@ def _on_gpu(status: Status, index: int) -> list[tuple[str | None, str | None, st
         for p in status.processes
         if p.gpu.index == index and p.run_id is not None
     }
+    if [g.index for g in status.inventory.gpus if g.lost] == [index]:  # its holders' GPU,
+        # which NVML no longer names: the containers given a GPU it does not list
+        found |= {
+            (f.facts["run_id"], f.facts["service"], f.facts["container"])
+            for f in status.findings
+            if f.kind == "missing-gpu"
+        }
     return sorted(found, key=str) or [(None, None, None)]
 
 

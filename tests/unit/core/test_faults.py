@@ -63,6 +63,14 @@ def test_an_xid_is_a_violation_of_the_run_and_service_on_that_gpu() -> None:
     assert alerts[0].document()["kind"] == "gpu-fault"
 
 
+def test_an_xid_on_a_gpu_lost_since_stays_its_holders() -> None:
+    lost = Gpu(0, "", "", "", 0, error="gpu_is_lost")  # NVML no longer names it
+    status = build_status(Inventory(gpus=(lost, GPUS[1])), [TRAINER], [], {})
+    judged = with_faults(status, (), [GpuEvent(0, G0, XID_EVENT, 79, 0.0)])
+    (fault,) = [v for v in judged.violations if v.kind == "gpu-fault"]
+    assert (fault.facts["run_id"], fault.facts["service"]) == ("0", "sagemaker")
+
+
 def test_a_fault_on_a_gpu_no_run_holds_has_no_run() -> None:
     health = GpuHealth(1, G1, ecc_uncorrected=2, remap_pending=True, throttle=0x40)
     found = with_faults(STATUS, [health], [GpuEvent(1, G1, ECC_EVENT, 0, 0.0)]).violations
