@@ -372,15 +372,18 @@ def _silent(
     had_processes: Collection[str],
     now: float | None,
 ) -> tuple[list[Finding], list[str]]:
-    """Of the running drgpu containers holding a GPU (whose processes NVML lists) with no
-    process, a warning for each with processes in an earlier refresh, and a note for each
-    else idle for IDLE_NOTE_S since it started (`now` None: no such note)."""
+    """Of the running drgpu containers holding a GPU (whose processes NVML lists, each seen
+    here) with no process, a warning for each with processes in an earlier refresh, and a
+    note for each else idle for IDLE_NOTE_S since it started (`now` None: no such note)."""
     busy = {p.container_id for p in processes}
+    unseen = {p.gpu.index for p in processes if p.verdict == Verdict.UNKNOWN}
 
     def listed(container: ContainerFacts) -> bool:
         gpus = [gpu_of(inventory, uuid) for uuid in labels.given_gpus(container)]
         known = [gpu for gpu in gpus if gpu is not None and not gpu.lost]
-        return bool(known) and all(not gpu.processes_unknown for gpu in known)
+        return bool(known) and all(
+            not gpu.processes_unknown and gpu.index not in unseen for gpu in known
+        )
 
     silent = [c for c in containers if c.state == "running" and c.id not in busy and listed(c)]
     vanished = [

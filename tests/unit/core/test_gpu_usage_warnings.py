@@ -87,6 +87,16 @@ def test_a_run_container_that_stopped_is_a_violation_and_an_ended_one_a_warning(
     assert [v.kind for v in looping.violations] == ["service-stopped"]
 
 
+def test_a_gpu_whose_process_is_not_visible_here_is_no_idle_one() -> None:
+    hidden = {4321: None}  # its cgroup not readable: drgpu runs in another PID namespace
+    status = build_status(Inventory(gpus=(WORKING,)), [SIMULATOR], [], hidden, now=STARTED + 3600)
+    assert not [n for n in status.notes if "has run no GPU process" in n]
+    later = build_status(
+        Inventory(gpus=(WORKING,)), [SIMULATOR], [], hidden, had_processes={SIM_ID}
+    )
+    assert later.warnings == ()  # nor did its processes vanish
+
+
 def test_one_shot_status_notes_a_long_idle_gpu_container() -> None:
     idle = Inventory(gpus=(replace(WORKING, processes=()),))
     soon = build_status(idle, [SIMULATOR], [], {}, now=STARTED + 60)
