@@ -13,7 +13,7 @@ from drgpu.core import host_checks as checks
 from drgpu.core.facts import ImageFacts
 from drgpu.core.findings import Finding, Level
 from drgpu.core.inputs import InputOptions, Inputs
-from drgpu.core.model import Inventory
+from drgpu.core.model import GpuHealth, Inventory
 from drgpu.core.settings import Config
 from drgpu.errors import (
     CheckFailedError,
@@ -66,7 +66,7 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
             return None
 
     config = ask("settings", ConfigError, lambda: settings(target, quiet=True))
-    inventory, persistence = ask("nvml", NvmlUnavailableError, _ask_nvml) or (None, ())
+    inventory, persistence, health = ask("nvml", NvmlUnavailableError, _ask_nvml) or (None, (), ())
     hook = files.hook_installed()
     daemon = ask("docker", DockerError, engine.daemon_facts)
     values = dict(config.values) if config is not None else {}
@@ -99,6 +99,7 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         char_links=files.char_links(),
         drfc_swarm=ask("drfc-swarm", DockerError, lambda: _drfc_swarm(config, target)),
         errors=errors,
+        health=health,
     )
 
 
@@ -134,9 +135,11 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
     return (), None
 
 
-def _ask_nvml() -> tuple[Inventory, tuple[bool | None, ...]]:
+def _ask_nvml() -> tuple[Inventory, tuple[bool | None, ...], tuple[GpuHealth, ...]]:
     with nvml.nvml_session() as session:
-        return nvml.inventory_from_nvml(session), nvml.persistence_modes(session)
+        inventory = nvml.inventory_from_nvml(session)
+        health = nvml.health_from_nvml(session, len(inventory.gpus))
+        return inventory, nvml.persistence_modes(session), health
 
 
 def _compose_version(values: dict[str, str]) -> str:

@@ -14,9 +14,10 @@ from drgpu.core.compose_stack import role_of
 from drgpu.core.device_driver import DriverChoice, choose, nvidia_cdi_devices, unnamed_in_spec
 from drgpu.core.devices import resolve
 from drgpu.core.facts import EngineFacts, ImageFacts
+from drgpu.core.faults import pending, standing
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import bare_indices, cuda_order, in_cuda_order
-from drgpu.core.model import Inventory, Role
+from drgpu.core.model import GpuHealth, Inventory, Role
 from drgpu.core.modes import DeviceDriver, IndexOrder
 from drgpu.core.planning import x_server_text, x_server_warning
 from drgpu.core.settings import DEFAULTS, Config
@@ -64,6 +65,7 @@ class HostFacts:
     char_links: frozenset[str] = frozenset()  # the `major:minor` links in /dev/char
     drfc_swarm: tuple[tuple[str, str], ...] | None = None  # swarm-style DRfC: (problem, fix)
     errors: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    health: tuple[GpuHealth, ...] = ()  # NVML's health of each GPU (faults, slowdowns)
 
 
 def _check(kind: str, level: Level, message: str, fix: str | None = None) -> Finding:
@@ -137,6 +139,13 @@ def check_nvml(facts: HostFacts) -> list[Finding]:
         found.append(_check("gpus", FAIL, message, fix))
     else:
         found.append(_check("gpus", PASS, "every GPU answers NVML"))
+    for health in facts.health:  # as `up` judges them: pending a reset fails, the rest warns
+        if wrong := standing(health):
+            level = FAIL if pending(health) else WARN
+            message = f"GPU {health.index}: {'; '.join(wrong)}"
+            fix = "see `nvidia-smi -q -d PERFORMANCE,ECC,PAGE_RETIREMENT,ROW_REMAPPER`"
+            fix += "; `up` refuses it until a reset (`sudo nvidia-smi -r -i N`)" * (level == FAIL)
+            found.append(_check("gpu-health", level, message, fix))
     if off := [str(index) for index, mode in enumerate(facts.persistence) if mode is False]:
         message = (
             f"persistence mode is off on GPU {', '.join(off)}: every container start"

@@ -29,7 +29,7 @@ from drgpu.core.host_checks import (
     run_checks,
     stack_images,
 )
-from drgpu.core.model import Gpu, Inventory
+from drgpu.core.model import Gpu, GpuHealth, Inventory
 from drgpu.core.settings import config_from_values
 from drgpu.ui.documents import document
 
@@ -134,6 +134,19 @@ def test_persistence_off_warns_and_unknown_is_skipped() -> None:
     unknown = check_nvml(host(inventory=TWO_GPUS, persistence=(None, None)))
     assert [c.kind for c in unknown] == ["nvml", "gpus"]
     assert check_nvml(host(**NVML))[-1].level == PASS
+
+
+def test_a_gpu_up_would_refuse_fails_and_a_slowed_one_warns() -> None:
+    """As `up` judges them (core.faults): pages pending a reset, and clocks held down."""
+    health = (GpuHealth(0, "GPU-a", retired_pending=True), GpuHealth(1, "GPU-b", throttle=0x40))
+    found = [
+        c for c in check_nvml(host(inventory=TWO_GPUS, health=health)) if c.kind == "gpu-health"
+    ]
+    assert [(c.level, c.message) for c in found] == [
+        (FAIL, "GPU 0: retired pages pending (reset the GPU)"),
+        (WARN, "GPU 1: clocks held down (hardware thermal slowdown)"),
+    ]
+    assert found[0].fix is not None and "`up` refuses it" in found[0].fix
 
 
 # --- Docker, device requests, runtimes -------------------------------------------------------
