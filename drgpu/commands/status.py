@@ -398,7 +398,7 @@ def _violation_sink(text: str, stack: ExitStack) -> Callable[[Status], None]:
         if state.held_back > held_back:
             warn(
                 f"--on-violation: rate limit reached; {state.held_back - held_back} new"
-                " violation(s) did not run it (see docs/metrics.md)"
+                " violation(s) wait to run it while they last (see docs/metrics.md)"
             )
 
     return run

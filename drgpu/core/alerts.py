@@ -4,7 +4,8 @@ CMD now, as the JSON and `DRGPU_VIOLATION_*` variables CMD gets. Pure.
 A violation is known by its message (it names the kind, PID, run, service and GPU); it is
 new when the refresh before did not have it. One runs CMD at most once every
 `PER_VIOLATION_S` seconds (coming back sooner does not run it again), and CMD runs at most
-`RUNS_PER_MINUTE` times in any minute; what the limits hold back is counted, never queued.
+`RUNS_PER_MINUTE` times in any minute: a new violation that minute holds back is counted
+once, and runs CMD at a later refresh that has room, if it is still there.
 """
 
 from __future__ import annotations
@@ -51,13 +52,15 @@ class Alert:
 
 @dataclass(frozen=True)
 class AlertState:
-    """What the limits remember: the violations of the last refresh, when each last ran
-    CMD, the times of the runs of the last minute, and how many were held back."""
+    """What the limits remember: the violations of the last refresh that ran CMD or needed
+    not, when each last ran CMD, the times of the runs of the last minute, how many were
+    held back, and those still waiting for room."""
 
     present: frozenset[str] = frozenset()
     last_run: dict[str, float] = field(default_factory=dict)
     recent: tuple[float, ...] = ()
     held_back: int = 0
+    waiting: frozenset[str] = frozenset()
 
 
 def due(state: AlertState, status: Status, now: float) -> tuple[AlertState, tuple[Alert, ...]]:
@@ -65,16 +68,17 @@ def due(state: AlertState, status: Status, now: float) -> tuple[AlertState, tupl
     recent = tuple(t for t in state.recent if now - t < 60.0)
     last_run = {k: t for k, t in state.last_run.items() if now - t < PER_VIOLATION_S}
     alerts: list[Alert] = []
-    held_back = state.held_back
+    held_back, waiting = state.held_back, set[str]()
     for violation in status.violations:
         key = violation.message
         if key in state.present or key in last_run:
             continue
         if len(recent) >= RUNS_PER_MINUTE:
-            held_back += 1
+            held_back += key not in state.waiting
+            waiting.add(key)
             continue
         recent += (now,)
         last_run[key] = now
         alerts.append(Alert(violation, now))
-    present = frozenset(v.message for v in status.violations)
-    return AlertState(present, last_run, recent, held_back), tuple(alerts)
+    present = frozenset(v.message for v in status.violations) - waiting
+    return AlertState(present, last_run, recent, held_back, frozenset(waiting)), tuple(alerts)

@@ -42,16 +42,18 @@ def test_one_that_comes_back_soon_does_not_run_it_again() -> None:
     assert len(alerts) == 1
 
 
-def test_at_most_six_runs_a_minute_and_the_rest_counted() -> None:
+def test_at_most_six_runs_a_minute_the_rest_counted_once_and_run_later_while_they_last() -> None:
     many = [f"v{n}" for n in range(10)]
     state, alerts = due(AlertState(), with_violations(*many), now=0)
     assert len(alerts) == RUNS_PER_MINUTE
     assert state.held_back == 10 - RUNS_PER_MINUTE
-    # Held back ones are not new any more: they do not run later either.
-    state, alerts = due(state, with_violations(*many), now=61)
-    assert alerts == ()
+    state, alerts = due(state, with_violations(*many), now=30)  # no room yet: counted once
+    assert (alerts, state.held_back) == ((), 10 - RUNS_PER_MINUTE)
+    # A minute on, the held-back ones still there run it (one gone meanwhile does not).
+    state, alerts = due(state, with_violations(*many[:-1], "late"), now=61)
+    assert [a.violation.message for a in alerts] == ["v6", "v7", "v8", "late"]
     state, alerts = due(state, with_violations(*many, "late"), now=62)
-    assert [a.violation.message for a in alerts] == ["late"]
+    assert [a.violation.message for a in alerts] == ["v9"]  # back, and it never ran CMD
 
 
 def test_what_the_command_is_told() -> None:
