@@ -20,6 +20,7 @@ SERVICE = "com.docker.compose.service"
 SWARM_GPUS = "drgpu.swarm_gpus"
 GPUS_BY_SLOT = "drgpu.gpus_by_slot"
 SWARM_SERVICE = "com.docker.swarm.service.name"
+SWARM_STACK = "com.docker.stack.namespace"  # also on a stack's containers
 SWARM_TASK_NAME = "com.docker.swarm.task.name"
 SWARM_NODE_ID = "com.docker.swarm.node.id"
 SWARM_RESOURCE_VARIABLE = "DOCKER_RESOURCE_NVIDIA-GPU"

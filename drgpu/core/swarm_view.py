@@ -115,8 +115,9 @@ def _task_finding(
 ) -> Finding:
     facts: dict[str, Any] = {"task": task.id, "node": task.node_id, "run_id": task.run_id}
     gpus = list(task_gpus(task))
-    # its compose service, as the other findings name it (the stack's is `<stack>_<service>`)
-    facts.update(gpus=gpus, service=task.service.partition("_")[2] or task.service)
+    # its compose service, as the other findings name it (Swarm's is `<stack>_<service>`)
+    stack = task.labels.get(labels.SWARM_STACK)
+    facts.update(gpus=gpus, service=task.service.removeprefix(f"{stack}_"))
     facts.update(gpu_uuid=gpus[0] if len(gpus) == 1 else None)
     where = node.name if node else "no node"
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"

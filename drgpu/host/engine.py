@@ -17,9 +17,6 @@ from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
 
 PROJECT_LABEL = "com.docker.compose.project"
-SERVICE_LABEL = "com.docker.compose.service"
-STACK_LABEL = "com.docker.stack.namespace"
-SWARM_SERVICE_LABEL = "com.docker.swarm.service.name"
 
 
 def project_containers(project: str) -> list[ContainerFacts]:
@@ -27,7 +24,7 @@ def project_containers(project: str) -> list[ContainerFacts]:
     that name (its tasks on this node)."""
     with docker_api.connected() as engine:
         compose = containers(engine, _of(project))
-        stack = containers(engine, {"label": f"{STACK_LABEL}={project}"})
+        stack = containers(engine, {"label": f"{labels.SWARM_STACK}={project}"})
     return sorted({c.id: c for c in (*compose, *stack)}.values(), key=lambda c: c.name)
 
 
@@ -127,10 +124,10 @@ def _container(
 ) -> ContainerFacts:
     """A listed or inspected container: its compose project and service, or its Swarm stack
     and service (the stack's service name without the `<stack>_` prefix)."""
-    project, service = tags.get(PROJECT_LABEL, ""), tags.get(SERVICE_LABEL, "")
-    if PROJECT_LABEL not in tags and STACK_LABEL in tags:
-        project = tags[STACK_LABEL]
-        service = tags.get(SWARM_SERVICE_LABEL, "").removeprefix(f"{project}_")
+    project, service = tags.get(PROJECT_LABEL, ""), tags.get(labels.SERVICE, "")
+    if PROJECT_LABEL not in tags and labels.SWARM_STACK in tags:
+        project = tags[labels.SWARM_STACK]
+        service = tags.get(labels.SWARM_SERVICE, "").removeprefix(f"{project}_")
     name, state = str(name).lstrip("/"), state or "unknown"
     return ContainerFacts(str(id_), name, service, project, state, tags, **more)
 

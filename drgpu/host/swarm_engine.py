@@ -19,7 +19,7 @@ from drgpu.core.swarm_view import SwarmState
 from drgpu.errors import DockerError
 from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
-from drgpu.host.engine import STACK_LABEL, containers, daemon_facts_of, environment, listing
+from drgpu.host.engine import containers, daemon_facts_of, environment, listing
 
 TASK_ID_LABEL = "com.docker.swarm.task.id"
 SOCKET = "/var/run/docker.sock"  # where the proof job finds its node's engine
@@ -226,7 +226,7 @@ def _tasks(engine: Connection, wanted: Mapping[str, str], what: str) -> list[Map
 
 
 def _stack(namespace: str) -> dict[str, str]:
-    return {"label": f"{STACK_LABEL}={namespace}"}
+    return {"label": f"{labels.SWARM_STACK}={namespace}"}
 
 
 def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:

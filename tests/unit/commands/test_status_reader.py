@@ -97,7 +97,8 @@ def test_a_swarm_violation_goes_to_the_exporters_and_on_violation(
     monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
     lost = NodeFacts("w" * 25, "bed", "worker", "down")
     task = TaskFacts("t" * 25, "deepracer-0_robomaker", 1, lost.id, "running", "running", "")
-    swarm = SwarmState((lost,), (replace(task, run_id="0"),), ())
+    stack = {"com.docker.stack.namespace": "deepracer-0"}  # as on a stack's container spec
+    swarm = SwarmState((lost,), (replace(task, run_id="0", labels=stack),), ())
     judged = status.Reader(object(), Engine(), None, lambda: swarm).snapshot()  # type: ignore[arg-type]
     assert [v.kind for v in judged.violations] == ["node-down", "task-on-lost-node"]
     counted = {dict(s.labels)["kind"]: s.value for s in samples(judged) if s.metric == VIOLATIONS}

@@ -130,6 +130,16 @@ def test_a_slot_swarm_gave_up_is_a_violation_and_a_replaced_one_is_not() -> None
     killed["Version"], ended["Version"] = {"Index": 10}, {"Index": 12}
     assert [f.kind for f in judged(nodes, [ended, killed])] == ["task-ended", "node-unseen"]
     assert [f.kind for f in judged(nodes, [killed], run_id="1")] == ["node-unseen"]
+    assert found[0].facts["service"] == "robomaker"  # the compose service, as elsewhere
+    run = task("t7", WORKER, "failed", desired="shutdown")  # DR_RUN_ID=my_run: its stack's
+    run["Spec"]["ContainerSpec"]["Labels"]["com.docker.stack.namespace"] = "deepracer-my_run"
+    swarm = swarm_engine.swarm_picture(Engine(nodes, [run]), MANAGER)  # type: ignore[arg-type]
+    assert swarm is not None
+    swarm = replace(
+        swarm, tasks=tuple(replace(t, service="deepracer-my_run_robomaker") for t in swarm.tasks)
+    )
+    [stopped] = [f for f in swarm_findings(swarm) if f.kind == "task-stopped"]
+    assert stopped.facts["service"] == "robomaker"
     back = task("t6", WORKER, "running", desired="shutdown")  # its node came back
     [stopping] = [f for f in judged(nodes, [back]) if f.kind == "task-stopped"]
     assert stopping.message.endswith(
