@@ -68,14 +68,18 @@ def rolled_back(
         raise
 
 
-def remove_strays(strays: Callable[[], list[ContainerFacts]]) -> None:
-    """Remove what `strays` lists, listing again after a pause until a listing is empty."""
+def remove_strays(strays: Callable[[], list[ContainerFacts]]) -> int:
+    """Remove what `strays` lists, listing again after a pause until a listing is empty:
+    how many were found at first."""
+    first = None
     for _ in range(SETTLE_ROUNDS):
         found = strays()
+        first = len(found) if first is None else first
         if not found:
-            return
+            break
         engine.remove_containers([container.id for container in found])
         time.sleep(SETTLE_S)
+    return first or 0
 
 
 def left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:

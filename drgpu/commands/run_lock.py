@@ -63,8 +63,7 @@ def _clean_after(holder: Holder) -> None:
         def trainers() -> list[ContainerFacts]:
             return run_trainers(engine.sagemaker_containers(), run_id)
 
-        removed["SageMaker trainers"] = len(trainers())
-        remove_strays(trainers)
+        removed["SageMaker trainers"] = remove_strays(trainers)
     left = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
     warn(
         f"{holder.describe()} was killed: its lock is removed"

@@ -53,16 +53,14 @@ class CostKeeper:
 
     def charge(self, status: Status, health: Sequence[GpuHealth]) -> None:
         """Charge one refresh (this node's GPUs: what runs on other nodes is said once)."""
-        swarm = status.swarm
-        elsewhere = (
-            [t for t in swarm.tasks if t.node_id != swarm.here and may_run(t)] if swarm else []
-        )
-        if elsewhere and not self._said_elsewhere:
-            self._said_elsewhere = True
-            self._report(
-                f"GPU cost counts this node's GPUs: {len(elsewhere)} task(s) on other nodes are"
-                " not in `drgpu report` (a watch on each node keeps its own)"
-            )
+        if (swarm := status.swarm) and not self._said_elsewhere:
+            elsewhere = [t for t in swarm.tasks if t.node_id != swarm.here and may_run(t)]
+            if elsewhere:
+                self._said_elsewhere = True
+                self._report(
+                    f"GPU cost counts this node's GPUs: {len(elsewhere)} task(s) on other"
+                    " nodes are not in `drgpu report` (a watch on each node keeps its own)"
+                )
         now = time.monotonic()
         seconds = 0.0 if self._last is None else min(now - self._last, self._longest)
         self.ledger = charge(self.ledger, status, health, self._energy, seconds, time.time())

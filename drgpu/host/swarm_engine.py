@@ -233,6 +233,7 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
     spec = (task.get("Spec") or {}).get("ContainerSpec") or {}
     status = task.get("Status") or {}
     container = status.get("ContainerStatus") or {}
+    tags = dict(spec.get("Labels") or {})
     return TaskFacts(
         id=task["ID"],
         service=service,
@@ -243,8 +244,8 @@ def _task_facts(service: str, task: Mapping[str, Any]) -> TaskFacts:
         error=status.get("Err") or "",
         environment=environment(spec.get("Env")),
         generic_resources=_named_resources(task.get("GenericResources") or []),
-        run_id=(spec.get("Labels") or {}).get(labels.RUN_ID, ""),
-        labels=dict(spec.get("Labels") or {}),
+        run_id=tags.get(labels.RUN_ID, ""),
+        labels=tags,
         started=bool(container.get("PID")),
         image=str(spec.get("Image") or ""),
         container_id=str(container.get("ContainerID") or ""),
