@@ -1,18 +1,10 @@
 """What a container really sees: NVML, the CUDA driver and, on request, the frameworks.
 
 One file of the standard library only, run as a plain script by any python3 >= 3.8 in any
-image, even one without drgpu or pynvml (`python3 -I` too)::
-
-    python3 probe.py [--json] [--expect N] [--expect-uuid UUID ...]
-                     [--frameworks torch,tensorflow] [--framework-timeout S]
-
-drgpu imports it (`drgpu cuda-check` calls `main(argv)`; core takes its PCI bus id, CUDA
-version and CUDA-to-NVML rules) and runs its source in containers (`python3 -c LAUNCHER`,
-the source in DRGPU_PROBE), so it must never import drgpu. A missing library, a failing
-nvmlInit or cuInit, a lost GPU or a missing framework is a finding in the report, never a
-crash. docs/probe.md tells what it reports, what the expectations ask, and its exit codes:
-0 met (or none given), 1 a bug in the probe, 2 usage, 6 an expectation not met (never 4:
-inside a container a missing library is what the check is about).
+image; docs/probe.md tells its command line, what it reports, the expectations and the exit
+codes. drgpu imports it (core takes its PCI bus id, CUDA version and CUDA-to-NVML rules) and
+runs its source in containers (`python3 -c LAUNCHER`, the source in DRGPU_PROBE), so it must
+never import drgpu. Trouble with a GPU or a library is a finding in the report, never a crash.
 """
 
 from __future__ import annotations
@@ -110,10 +102,6 @@ class _CallError(Exception):
         self.code = code
 
 
-# ----------------------------------------------------------------------------
-# Small pure helpers
-
-
 def uuid_key(uuid: str) -> str:
     """A comparable key: the 32 hex digits of a GPU-/MIG- UUID, else the lowered text."""
     text = uuid.strip().lower()
@@ -149,10 +137,7 @@ def parse_frameworks(text: str) -> list[str]:
     return list(dict.fromkeys(_FRAMEWORK_ALIASES[item.lower()] for item in items))
 
 
-# ----------------------------------------------------------------------------
 # NVML through ctypes
-
-
 class _Library:
     """A C library whose calls return 0 on success, else an error code `describe` names."""
 
@@ -359,10 +344,7 @@ def _nvml_mig_devices(nvml: _Nvml, handle: ctypes.c_void_p) -> list[Device]:
     return found
 
 
-# ----------------------------------------------------------------------------
 # The CUDA driver API through ctypes
-
-
 class _Cuda(_Library):
     def describe(self, code: int) -> str:
         name = self._error_text("cuGetErrorName", code) or _CUDA_ERROR_NAMES.get(code)
@@ -382,11 +364,8 @@ class _Cuda(_Library):
 
 
 def probe_cuda() -> Section:
-    """What the CUDA driver API shows, in CUDA's order; failures are recorded, never raised.
-
-    `available` is true when cuInit succeeded or found no device (CUDA_ERROR_NO_DEVICE,
-    e.g. CUDA_VISIBLE_DEVICES=""): then `device_count` is a real count (maybe 0).
-    """
+    """What the CUDA driver API shows, in CUDA's order; failures are recorded, never raised
+    (`available` also when cuInit found no device: then `device_count` is 0)."""
     after = ["order_matches_nvml", "ordinals_match_nvml_indices"]
     section, lib = _opened(CUDA_LIBRARY, [], after)
     if lib is None:
@@ -448,16 +427,10 @@ def _cuda_device(cuda: _Cuda, ordinal: int) -> Device:
     )
 
 
-# ----------------------------------------------------------------------------
 # Mapping CUDA ordinals to NVML indices
-
-
 def map_cuda_to_nvml(nvml_devices: Sequence[Device], cuda_devices: Sequence[Device]) -> None:
-    """Sets `nvml_index` and `matched_by` of each CUDA device, in place.
-
-    A CUDA device matches an NVML GPU by UUID (its own, or one of its MIG devices':
-    then the CUDA device takes the MIG UUID's spelling), else by PCI bus id.
-    """
+    """Sets `nvml_index` and `matched_by` of each CUDA device, in place: by UUID (the GPU's,
+    or one of its MIG devices', whose spelling the CUDA device takes), else by PCI bus id."""
     by_uuid: dict[str, tuple[int, str]] = {}
     by_pci: dict[str, int] = {}
     for gpu in nvml_devices:
@@ -512,9 +485,7 @@ def order_findings(
     return in_order, not differing, findings
 
 
-# ----------------------------------------------------------------------------
 # Frameworks, each in a subprocess
-
 _RESULT_MARK = "DRGPU-PROBE-RESULT "
 
 # A framework's child script: HEAD (imports MODULE as NAME, or reports it missing), the
@@ -649,10 +620,7 @@ def framework_findings(
     """(findings, failures): failures are what breaks an expectation when one is given."""
     if section.get("installed") is False:
         return [f"{name}: not installed"], []
-    findings: list[str] = []
-    failures: list[str] = []
-    if section.get("error"):
-        failures.append(f"{name}: {section['error']}")
+    failures = [f"{name}: {section['error']}"] if section.get("error") else []
     for device in section.get("devices") or []:
         if device.get("error"):
             failures.append(f"{name} device {device.get('index')}: {device['error']}")
@@ -662,32 +630,24 @@ def framework_findings(
                 f"{name} device {device.get('index')}: matrix product failed: {matmul.get('error')}"
             )
     count = section.get("device_count")
+    findings = []
     if count is not None and cuda_count is not None and count != cuda_count:
         findings.append(f"{name} sees {count} GPU(s) but the CUDA driver shows {cuda_count}")
     if name == "torch" and count == 0 and section.get("cuda_available") is False:
         findings.append("torch: CUDA is not available (a CPU-only build, or no GPU visible)")
-    findings.extend(failures)
-    return findings, failures
+    return findings + failures, failures
 
 
-# ----------------------------------------------------------------------------
 # Findings and expectations
-
-
 def nvml_units(nvml: Section) -> list[tuple[str | None, str | None]]:
-    """What NVML shows as usable units: (uuid, parent GPU uuid or None) each.
-
-    A GPU in MIG mode with MIG devices is its MIG devices; any other GPU is itself.
-    """
+    """What NVML shows as usable units, (uuid, parent GPU uuid or None) each: a GPU in MIG
+    mode with MIG devices is its MIG devices; any other GPU is itself."""
     if not nvml.get("available"):
         return []
     units: list[tuple[str | None, str | None]] = []
     for gpu in nvml.get("devices") or []:
-        migs = [m for m in gpu.get("mig_devices") or [] if m.get("uuid")]
-        if gpu.get("mig_mode") and migs:
-            units.extend((str(m["uuid"]), gpu.get("uuid")) for m in migs)
-        else:
-            units.append((gpu.get("uuid"), None))
+        migs = [m for m in gpu.get("mig_devices") or [] if gpu.get("mig_mode") and m.get("uuid")]
+        units += [(str(m["uuid"]), gpu.get("uuid")) for m in migs] or [(gpu.get("uuid"), None)]
     return units
 
 
@@ -809,11 +769,8 @@ def _shown(nvml: Section, cuda: Section) -> tuple[int, int]:
 
 
 def gpu_injection(env: dict[str, str | None], nvml: Section, cuda: Section) -> str | None:
-    """How the container got the GPUs it shows: "swarm-resource" when NVIDIA_VISIBLE_DEVICES
-    hides every GPU yet the engine named some in DOCKER_RESOURCE_NVIDIA-GPU (a Swarm task
-    that reserves them: the runtime reads that variable in its place), else "cdi" when it
-    hides every GPU (a CDI spec sets it to `void`) yet NVML or CUDA shows some, "runtime"
-    when the variable names them, None when it shows none or the variable is unset."""
+    """How the container got the GPUs it shows: "runtime", "cdi", "swarm-resource" or None
+    (docs/probe.md, `gpu_injection`)."""
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
     if visible is None or not any(_shown(nvml, cuda)):
         return None
@@ -826,18 +783,17 @@ def visibility_findings(env: dict[str, str | None], nvml: Section, cuda: Section
     """What NVIDIA_VISIBLE_DEVICES says against what NVML and CUDA show: the libraries are
     the truth, the variable only how the GPUs came (never "no GPU" while GPUs show)."""
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
-    if visible is None or visible.strip().lower() not in _NO_GPU_VALUES:
-        return []
-    nvml_count, cuda_count = _shown(nvml, cuda)
-    if gpu_injection(env, nvml, cuda) == "swarm-resource":  # as the engine chose: no news
-        return []
-    if nvml_count or cuda_count:  # injected through CDI: see gpu_injection
+    injection = gpu_injection(env, nvml, cuda)  # "swarm-resource": as the engine chose, no news
+    if injection == "cdi":
+        nvml_count, cuda_count = _shown(nvml, cuda)
         return [
             f"NVIDIA_VISIBLE_DEVICES={visible!r}, yet NVML shows {nvml_count} GPU(s) and"
             f" CUDA {cuda_count}: the GPUs were injected through CDI (its spec sets"
             " NVIDIA_VISIBLE_DEVICES=void), not by the NVIDIA runtime"
         ]
-    return [f"NVIDIA_VISIBLE_DEVICES={visible!r} and NVML and CUDA show no GPU: none was given"]
+    if injection is None and visible is not None and visible.strip().lower() in _NO_GPU_VALUES:
+        return [f"NVIDIA_VISIBLE_DEVICES={visible!r} and NVML and CUDA show no GPU: none was given"]
+    return []
 
 
 def collect(
@@ -875,10 +831,7 @@ def collect(
     return report
 
 
-# ----------------------------------------------------------------------------
 # Text output
-
-
 def _or(value: Any, default: str = "?") -> str:
     return default if value is None else str(value)
 
@@ -974,10 +927,7 @@ def _framework_text(name: str, section: Section) -> list[str]:
     return lines
 
 
-# ----------------------------------------------------------------------------
 # Command line
-
-
 def main(
     argv: Sequence[str] | None = None, *, usage_error: Callable[[str], NoReturn] | None = None
 ) -> int:
