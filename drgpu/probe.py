@@ -154,7 +154,6 @@ class _Library:
             fn = getattr(self.lib, name)
         except AttributeError:
             raise _CallError(name, None, "function not found in the library") from None
-        fn.restype = ctypes.c_int
         code = int(fn(*args))
         if code != 0:  # NVML_SUCCESS, CUDA_SUCCESS
             raise _CallError(name, code, self.describe(code))
@@ -353,21 +352,16 @@ class _Cuda(_Library):
         return f"{label}: {text}" if text else label
 
     def _error_text(self, function: str, code: int) -> str | None:
-        fn = getattr(self.lib, function, None)
-        if fn is None:
+        fn, out = getattr(self.lib, function, None), ctypes.c_char_p()
+        if fn is None or int(fn(ctypes.c_int(code), ctypes.byref(out))) != _CUDA_SUCCESS:
             return None
-        out = ctypes.c_char_p()
-        fn.restype = ctypes.c_int
-        if int(fn(ctypes.c_int(code), ctypes.byref(out))) != _CUDA_SUCCESS or not out.value:
-            return None
-        return out.value.decode("utf-8", "replace")
+        return out.value.decode("utf-8", "replace") if out.value else None
 
 
 def probe_cuda() -> Section:
     """What the CUDA driver API shows, in CUDA's order; failures are recorded, never raised
     (`available` also when cuInit found no device: then `device_count` is 0)."""
-    after = ["order_matches_nvml", "ordinals_match_nvml_indices"]
-    section, lib = _opened(CUDA_LIBRARY, [], after)
+    section, lib = _opened(CUDA_LIBRARY, [], ["order_matches_nvml", "ordinals_match_nvml_indices"])
     if lib is None:
         return section
     cuda = _Cuda(lib)

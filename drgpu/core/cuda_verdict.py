@@ -56,14 +56,11 @@ def select(containers: list[ContainerFacts], service: str | None) -> list[Contai
 
 def probe_arguments(expected: tuple[str, ...]) -> list[str]:
     """The probe's command line for one container."""
-    if not expected:
-        return ["--json", "--expect", "0"]
-    return ["--json", "--expect-uuid", *expected]
+    return ["--json", *(["--expect-uuid", *expected] if expected else ["--expect", "0"])]
 
 
 def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult:
     """A probe run's verdict on one container."""
-    expected = labels.given_gpus(container)
     report = _report(container, exit_code, output)
     expectations = report.get("expectations", {})
     problems = list(expectations.get("problems", []))
@@ -81,7 +78,7 @@ def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult
     return CheckResult(
         service=container.service,
         container=container.name,
-        expected=expected,
+        expected=labels.given_gpus(container),
         seen_nvml=_seen(report, "nvml"),
         seen_cuda=_seen(report, "cuda"),
         findings=_findings(container.name, problems, notes),

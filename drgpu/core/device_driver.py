@@ -1,15 +1,5 @@
-"""Which device driver a Compose device request names (DRGPU_DEVICE_DRIVER), and how it
-names a GPU there.
-
-`nvidia` is the NVIDIA container toolkit's: the engine registers it when it finds
-`nvidia-container-runtime-hook` (or runs the nvidia runtime), and the request names GPUs
-by UUID. `cdi` is the Container Device Interface: the engine (Docker 25+, on by default
-since 28.2) injects what a CDI spec (`nvidia-ctk cdi generate`, or the toolkit's
-nvidia-cdi-refresh service) lists for `nvidia.com/gpu=<name>`. A host with such a spec and
-no hook refuses `driver: nvidia` ("could not select device driver"), while `driver: cdi`
-works there. The engine's `/info` says what it discovers (`DiscoveredDevices`, Docker
-28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`).
-"""
+"""Which device driver a Compose device request names (DRGPU_DEVICE_DRIVER: `nvidia`, the
+toolkit's hook, or `cdi`), and how it names a GPU there (docs/nvidia-stack.md)."""
 
 from __future__ import annotations
 
@@ -44,9 +34,8 @@ def nvidia_cdi_devices(daemon: EngineFacts) -> tuple[str, ...]:
 
 def choose(setting: DeviceDriver, daemon: EngineFacts | None, hook: bool) -> DriverChoice:
     """The driver for `setting`: `auto` takes `cdi` when the engine discovers NVIDIA CDI
-    devices and has neither an nvidia runtime nor the toolkit's hook (`hook`: found on
-    PATH), else `nvidia`. `daemon` None: the engine was not asked (another machine's
-    inventory, or it cannot be reached)."""
+    devices and has neither an nvidia runtime nor the `hook` on PATH, else `nvidia`
+    (`daemon` None: the engine was not asked)."""
     if setting is not DeviceDriver.AUTO:
         return DriverChoice(setting, f"DRGPU_DEVICE_DRIVER={setting}")
     if daemon is None:

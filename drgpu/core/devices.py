@@ -1,8 +1,5 @@
-"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`:
-`all`, `auto` (`drgpu.core.placement` chooses), empty or `none`, or a comma list of NVML
-indices (PCI bus order, not CUDA's), full or abbreviated GPU UUIDs, PCI bus ids and MIG
-UUIDs. Parsing needs no machine; resolving checks a request against an inventory.
-"""
+"""The device grammar of `DR_SAGEMAKER_CUDA_DEVICES` and `DR_ROBOMAKER_CUDA_DEVICES`
+(docs/settings.md). Parsing needs no machine; resolving checks a request against an inventory."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""What a bare GPU index means: nvidia-smi's PCI bus order, or CUDA's default order.
-
-drgpu reads bare indices as NVML does (PCI bus order, as nvidia-smi numbers them).
-DeepRacer-for-cloud's docs call the device values "the CUDA number": CUDA's default
-order, fastest first, which may differ. Where it does and a value uses bare indices,
-drgpu says so, naming both GPUs; `DRGPU_INDEX_ORDER=cuda` reads them in CUDA's order.
-
+"""What a bare GPU index means: nvidia-smi's PCI bus order (the default), or CUDA's default
+order, fastest first (DRfC's "CUDA number": DRGPU_INDEX_ORDER=cuda); docs/settings.md.
 CUDA's order comes from the CUDA driver (`drgpu.host.cuda`) or an inventory file's
-`cuda_order`; when neither tells, drgpu guesses it as CUDA ranks (fastest first).
-"""
+`cuda_order`, else drgpu guesses it."""
 
 from __future__ import annotations
 
@@ -32,8 +26,7 @@ class CudaOrder:
 
     @property
     def reorders(self) -> bool:
-        """Whether CUDA ranks the GPUs otherwise than nvidia-smi (not merely numbering
-        around a GPU it cannot use: a lost one)."""
+        """Whether CUDA ranks the GPUs otherwise than nvidia-smi (not merely around a lost one)."""
         return self.indices != tuple(sorted(self.indices))
 
 
@@ -56,9 +49,8 @@ def cuda_order(inventory: Inventory) -> CudaOrder:
 def order_from_cuda_devices(
     inventory: Inventory, devices: Sequence[dict[str, Any]]
 ) -> tuple[int, ...] | None:
-    """NVML indices of the probe's CUDA devices (`uuid`, `pci_bus_id`) in CUDA's order,
-    matched as the probe matches them (`drgpu.probe.map_cuda_to_nvml`, which sets their
-    `nvml_index`: by GPU or MIG UUID, else bus id); None when one of them matches no GPU."""
+    """NVML indices of the probe's CUDA devices in CUDA's order, matched as the probe matches
+    them (`drgpu.probe.map_cuda_to_nvml`); None when one of them matches no GPU."""
     from drgpu.probe import map_cuda_to_nvml  # lazy: the probe is large; only CUDA's order
 
     map_cuda_to_nvml(inventory_to_json(inventory)["gpus"], devices)  # the probe's NVML keys

@@ -22,8 +22,7 @@ def whole_number(text: str, low: int, high: int) -> int | None:
 
 
 def whole_seconds(key: str, text: str, low: int, high: int) -> int:
-    """The setting `key`'s value `text` as whole seconds from `low` to `high`, else a
-    ConfigError."""
+    """The setting `key`'s value `text` as whole seconds from `low` to `high`, or ConfigError."""
     seconds = whole_number(text, low, high)
     if seconds is None:
         raise ConfigError(

@@ -1,13 +1,6 @@
-"""The NVIDIA container toolkit on this node: its version (`nvidia-ctk --version`, else
-`nvidia-container-runtime --version`) and its runtime's config.toml (`mode`,
-`swarm-resource`), judged for Swarm's generic resources.
-
-Toolkit 1.18.0 made `jit-cdi` the runtime's mode where config.toml says `auto` (or
-nothing); in that mode 1.18.x ignores `swarm-resource`, so a Swarm task that reserves
-`NVIDIA-GPU` generic resources (DRGPU_SWARM_GPUS=generic) gets no GPU. 1.19.0 reads it
-again; `mode = "legacy"` works with every version. Before 1.20.0, jit-cdi mode does not
-limit EGL and Vulkan to the container's GPUs: Gazebo may render on any GPU.
-"""
+"""The NVIDIA container toolkit on this node: its version and its runtime's config.toml
+(`mode`, `swarm-resource`), judged for Swarm's generic resources and for EGL; which versions
+and modes fail, and why: docs/nvidia-stack.md."""
 
 from __future__ import annotations
 
@@ -25,8 +18,7 @@ _TABLE = re.compile(r"^\s*\[([^\]]+)\]")
 
 @dataclass(frozen=True)
 class ToolkitFacts:
-    """What was read of the toolkit: its version (None: no CLI answered), the runtime's
-    `mode` as config.toml writes it (None: not written), and `swarm-resource`."""
+    """The toolkit's version (None: no CLI answered) and its config.toml (None: not written)."""
 
     version: tuple[int, int, int] | None
     mode: str | None
@@ -51,8 +43,7 @@ class ToolkitFacts:
 
 def parse_version(output: str) -> tuple[int, int, int] | None:
     """The version on the first line of `nvidia-ctk --version` ("NVIDIA Container Toolkit
-    CLI version 1.18.0") or `nvidia-container-runtime --version` (whose later lines name
-    runc's version: never read)."""
+    CLI version 1.18.0") or `nvidia-container-runtime --version` (later lines: runc's)."""
     match = _VERSION.search((output.strip().splitlines() or [""])[0])
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
@@ -73,9 +64,9 @@ def generic_resources_problem(toolkit: ToolkitFacts) -> str | None:
     """Why Swarm tasks that reserve generic resources would get no GPU from this toolkit
     (its fix included), or None."""
     mode, version = toolkit.effective_mode, toolkit.version
-    if mode in (None, "legacy"):
-        return None
-    if version is not None and not JIT_CDI_DEFAULT <= version < SWARM_RESOURCE_AGAIN:
+    if mode in (None, "legacy") or (
+        version is not None and not JIT_CDI_DEFAULT <= version < SWARM_RESOURCE_AGAIN
+    ):
         return None
     if version is None:
         return (
