@@ -203,8 +203,7 @@ def _opened(library: str, before: Sequence[str], after: Sequence[str]) -> tuple[
 
 
 def probe_nvml(processes: bool = False) -> Section:
-    """What NVML shows (with each GPU's `processes`); every failure is recorded in the
-    section, never raised."""
+    """What NVML shows (with each GPU's `processes`); failures are recorded, never raised."""
     section, lib = _opened(NVML_LIBRARY, ["cuda_driver_version"], [])
     if lib is None:
         return section
@@ -565,9 +564,8 @@ for i, gpu in enumerate(gpus):
 
 
 def probe_framework(name: str, timeout_s: float) -> Section:
-    """What one framework sees, from a child of this interpreter: it gets
-    TF_FORCE_GPU_ALLOW_GROWTH=true and allocates two small matrices per device, so the
-    probe never takes a GPU's memory."""
+    """What one framework sees, from a child of this interpreter (TF_FORCE_GPU_ALLOW_GROWTH=true,
+    two small matrices per device: the probe never takes a GPU's memory)."""
     keys = ("installed", "version", "error", "cuda_available", "device_count")
     section: Section = {**dict.fromkeys(keys), "devices": [], "elapsed_ms": None}
     alias, body = _FRAMEWORK_BODIES[name]

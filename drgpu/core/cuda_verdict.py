@@ -16,13 +16,10 @@ from drgpu.errors import ConfigError, DockerError
 if TYPE_CHECKING:
     from drgpu.core.gpu_usage import TrainerCheck  # only cuda-check's trainers: status's model
 
-EXEC_NOT_FOUND = (126, 127)
-
 
 @dataclass(frozen=True)
 class CheckResult:
-    """What one container sees against what it was given: a failed finding for each
-    mismatch, a note for each thing worth knowing."""
+    """What one container sees against what it was given: a failure per mismatch, notes."""
 
     service: str
     container: str
@@ -129,7 +126,7 @@ def _seen(report: dict[str, Any], section: str) -> tuple[str, ...]:
 
 
 def _report(container: ContainerFacts, exit_code: int, output: str) -> dict[str, Any]:
-    if exit_code in EXEC_NOT_FOUND:
+    if exit_code in (126, 127):  # the shell's "cannot execute" and "not found"
         raise DockerError(
             f"{container.name}: the image has no python3, so the probe cannot run there",
             hint="run `python3 probe.py` from drgpu/probe.py with another interpreter, or add one",
