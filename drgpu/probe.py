@@ -676,8 +676,7 @@ def _uuid_problems(expected: Sequence[str], nvml: Section, cuda: Section) -> lis
             (f"CUDA device {d['ordinal']} ({d.get('uuid') or '?'}) is not expected", d.get("uuid"))
             for d in cuda.get("devices") or []
         ]
-    # each MIG device's key: its GPU's
-    parents = {uuid_key(str(u)): uuid_key(p) for u, p in units if u and p}
+    parents = {uuid_key(str(u)): uuid_key(p) for u, p in units if u and p}  # a MIG device's GPU
     problems: list[str] = []
     for library, found in shown.items():
         seen: set[str] = set()

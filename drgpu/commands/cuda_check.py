@@ -71,12 +71,11 @@ def check_stack(
     if not containers and not stand_ins:
         raise DockerError(f"no containers of {project}: is the stack up?")
     chosen = select([*containers, *stand_ins], service)
-    for container in chosen:
-        if container.state != "running":
-            raise DockerError(
-                f"{container.name} is {container.state}, not running",
-                hint="`drgpu status` says why; `drgpu down` then `drgpu up` starts it again",
-            )
+    if stopped := next((c for c in chosen if c.state != "running"), None):
+        raise DockerError(
+            f"{stopped.name} is {stopped.state}, not running",
+            hint="`drgpu status` says why; `drgpu down` then `drgpu up` starts it again",
+        )
     here = [c for c in chosen if c.id not in tasks]
     results = [judge(c, *probe_in(c, probe_arguments(labels.given_gpus(c)))) for c in here]
     remote = [tasks[c.id] for c in chosen if c.id in tasks]
