@@ -177,7 +177,7 @@ def plan(
     With --swarm (or DR_DOCKER_STYLE=swarm): which GPUs are pinned, which the engine chooses.
     """
     from drgpu.commands import plan as plan_command  # lazy: start-up time
-    from drgpu.ui.results import refusal_shown, show_plan  # lazy: start-up time
+    from drgpu.ui.tables import refusal_shown, show_plan  # lazy: start-up time
 
     inputs = _inputs(env_file, run_env, file, evaluation=evaluation)
     with refusal_shown(json_output=json_output):
@@ -209,7 +209,7 @@ def render(
     manifests. Secret values are masked on stdout; a file written with -o keeps them (mode 600).
     """
     from drgpu.commands import rendering  # lazy: start-up time
-    from drgpu.ui.results import show_rendered  # lazy: start-up time
+    from drgpu.ui.tables import show_rendered  # lazy: start-up time
 
     options = rendering.RenderOptions(
         inputs=_inputs(env_file, run_env, file, evaluation=evaluation),
@@ -251,7 +251,7 @@ def up(
     drgpu's override added to the compose files it reads); see docs/drfc.md.
     """
     from drgpu.commands import up as up_command  # lazy: start-up time
-    from drgpu.ui.results import show_up  # lazy: start-up time
+    from drgpu.ui.tables import show_up  # lazy: start-up time
 
     inputs = _inputs(env_file, run_env, file, evaluation=evaluation)
     show_up(up_command.up(inputs, swarm=swarm, script_args=tuple(script_args or ()), quiet=quiet))
@@ -308,7 +308,7 @@ def gpus(
     """List this host's GPUs in nvidia-smi (PCI bus) order, with CUDA's order beside, and which
     drgpu run holds each."""
     from drgpu.commands import gpus as gpus_command  # lazy: start-up time
-    from drgpu.ui.results import show_gpus  # lazy: start-up time
+    from drgpu.ui.tables import show_gpus  # lazy: start-up time
 
     show_gpus(gpus_command.gpus(), json_output=json_output, full=full)
 
@@ -396,7 +396,7 @@ def status(
     Exits 6 when a process runs on a GPU its service was not given, or belongs to no stack.
     """
     from drgpu.commands import status as status_command  # lazy: start-up time
-    from drgpu.ui.results import show_status  # lazy: start-up time
+    from drgpu.ui.live import show_status  # lazy: start-up time
 
     options = status_command.StatusOptions(
         run_id=run_id,
@@ -409,7 +409,10 @@ def status(
         prometheus=prometheus,
         on_violation=on_violation,
     )
-    _show(show_status, status_command.status(options), json_output=json_output)
+    result = status_command.status(options)
+    show_status(None if result.watched else result.last, json_output=json_output)
+    if result.failure is not None:
+        raise result.failure
 
 
 @_command(examples=("drgpu report", "drgpu report --run-id 0 --json", "drgpu report --eval"))
@@ -427,7 +430,7 @@ def report(
     """What each run cost in GPU time, energy, peak memory, utilisation and time throttled, per
     service and worker, as `status --watch` measured it (also for a run that has ended)."""
     from drgpu.commands.report import report as report_command  # lazy: start-up time
-    from drgpu.ui.results import show_report  # lazy: start-up time
+    from drgpu.ui.tables import show_report  # lazy: start-up time
 
     show_report(report_command(env_file, run_id, evaluation=evaluation), json_output=json_output)
 
@@ -459,7 +462,7 @@ def doctor(
     Exits 6 when a check fails (warnings pass).
     """
     from drgpu.commands import doctor as doctor_command  # lazy: start-up time
-    from drgpu.ui.results import show_doctor  # lazy: start-up time
+    from drgpu.ui.tables import show_doctor  # lazy: start-up time
 
     inputs = _inputs(env_file, files=file, needs_files=False)
     result = doctor_command.doctor(inputs, image or [], probe=probe)
@@ -508,7 +511,7 @@ def cuda_check(
         argv += ["--frameworks", frameworks] if frameworks else []
         raise typer.Exit(probe.main(argv, usage_error=_usage_error))
     from drgpu.commands import cuda_check as cuda_check_command  # lazy: start-up time
-    from drgpu.ui.results import show_cuda_check  # lazy: start-up time
+    from drgpu.ui.tables import show_cuda_check  # lazy: start-up time
 
     result = cuda_check_command.check_stack(
         service, all_services=all_services, run_id=run_id, env_file=env_file, evaluation=evaluation
@@ -537,7 +540,7 @@ def swarm_setup(
     Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
     """
     from drgpu.commands import swarm_setup as swarm_setup_command  # lazy: start-up time
-    from drgpu.ui.results import show_swarm_setup  # lazy: start-up time
+    from drgpu.ui.tables import show_swarm_setup  # lazy: start-up time
 
     result = swarm_setup_command.swarm_setup(inventory, daemon_json, toolkit_config, env_file)
     _show(show_swarm_setup, result, json_output=json_output)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, memory_percent, new_history, recorded
-from drgpu.ui.tables import console, memory_text
+from drgpu.ui.documents import status_document
+from drgpu.ui.tables import console, memory_text, print_json
 from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
@@ -353,7 +354,6 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
     """How `status --watch` shows each snapshot: one JSON document per line (`--json`), the
     live board on a terminal, plain lines elsewhere."""
     if json_lines:
-        from drgpu.ui.status_view import status_document  # lazy: only --json needs it
 
         def show_json(status: Status) -> None:
             sys.stdout.write(json.dumps(status_document(status)) + "\n")
@@ -395,10 +395,14 @@ def watch_display(*, json_lines: bool, interval_s: float) -> Iterator[Callable[[
         yield status_lines
 
 
-def status_frame(status: Status) -> None:
-    """One-shot `drgpu status`: one frame of the watch's board on a terminal, plain lines
-    anywhere else."""
-    if sys.stdout.isatty():
+def show_status(status: Status | None, *, json_output: bool) -> None:
+    """One-shot `drgpu status` (None: a watch has shown its own): JSON, or one frame of the
+    watch's board on a terminal, plain lines anywhere else."""
+    if status is None:
+        return
+    if json_output:
+        print_json(status_document(status))
+    elif sys.stdout.isatty():
         board = build_board(status)
         console().print(BoardView(board, stamp=time.strftime(_STAMP), interval_s=None))
     else:

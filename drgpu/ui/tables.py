@@ -1,28 +1,48 @@
-"""What drgpu prints: tables for people on stdout, JSON for machines, warnings on stderr."""
+"""Each command's result, shown: tables for people (or JSON for machines) on stdout,
+warnings on stderr. What only one command shows is imported when it is shown, so `drgpu
+plan` does not wait for the other commands' modules (start-up time)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from drgpu.core.facts import advertised
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Gpu, Inventory, Plan
+from drgpu.errors import GpuValidationError
+from drgpu.ui.documents import (
+    cuda_check_document,
+    document,
+    gpus_document,
+    plan_document,
+    report_document,
+    swarm_setup_document,
+)
 from drgpu.ui.talk import note, visible, warn
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from drgpu.core.cost import Ledger, Usage
+    from drgpu.commands.cuda_check import CudaCheckResult
+    from drgpu.commands.doctor import DoctorResult
+    from drgpu.commands.gpus import GpusResult
+    from drgpu.commands.plan import PlanResult
+    from drgpu.commands.report import Report
+    from drgpu.commands.up import Deployed, Started
+    from drgpu.core.cost import Usage
     from drgpu.core.cuda_verdict import CheckResult
-    from drgpu.core.facts import ContainerFacts, TaskFacts
+    from drgpu.core.facts import TaskFacts
     from drgpu.core.gpu_usage import Holder
     from drgpu.core.service_gpus import SwarmService, SwarmStack
+    from drgpu.core.swarm_node import SetupReport
+    from drgpu.targets.compose_override import Rendered
     from drgpu.targets.swarm_stack import SwarmView
 
 DOCTOR_WIDTH = 100  # the doctor's findings are prose: folded to fit, piped or not
@@ -39,14 +59,13 @@ def warnings(messages: Iterable[str]) -> None:
         warn(message)
 
 
-def _devices_text(devices: Iterable[Assignment]) -> str:
-    lines = []
-    for device in devices:
-        slice_note = f" MIG {device.uuid}" if device.mig else ""
-        gpu = device.gpu  # index -1: another swarm node's GPU, said by UUID and node
-        here = f"{gpu.index}: {gpu.name}{slice_note} ({gpu.pci_bus_id})"
-        lines.append(here if gpu.index >= 0 else f"{gpu.uuid} {gpu.name}")
-    return "\n".join(lines) or "none (CPU only)"
+def show_plan(result: PlanResult, *, json_output: bool) -> None:
+    """`drgpu plan`: the plan (as Swarm runs it, with a Swarm view), then its warnings."""
+    if json_output:
+        print_json(plan_document(result.plan, result.warnings, result.swarm_view))
+    else:
+        plan_table(result.plan, result.swarm_view)
+    warnings(finding.message for finding in result.warnings)
 
 
 def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
@@ -78,6 +97,28 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
         sys.stdout.write(f"why {line}\n")
 
 
+@contextmanager
+def refusal_shown(*, json_output: bool) -> Iterator[None]:
+    """A refused plan under `--json`: its problems as a document on stdout, then the error
+    (its line on stderr, exit 3), so a script reading stdout learns why."""
+    try:
+        yield
+    except GpuValidationError as refused:
+        if json_output and refused.findings:
+            print_json(document(refused.findings))
+        raise
+
+
+def _devices_text(devices: Iterable[Assignment]) -> str:
+    lines = []
+    for device in devices:
+        slice_note = f" MIG {device.uuid}" if device.mig else ""
+        gpu = device.gpu  # index -1: another swarm node's GPU, said by UUID and node
+        here = f"{gpu.index}: {gpu.name}{slice_note} ({gpu.pci_bus_id})"
+        lines.append(here if gpu.index >= 0 else f"{gpu.uuid} {gpu.name}")
+    return "\n".join(lines) or "none (CPU only)"
+
+
 def _swarm_gets(
     service: SwarmService, devices: Mapping[str, Assignment], swarm_node: str | None
 ) -> tuple[str, str]:
@@ -105,11 +146,26 @@ def _uuids_text(uuids: Iterable[str], devices: Mapping[str, Assignment]) -> str:
     return "; ".join(_devices_text([devices[u]]) if u in devices else u for u in uuids)
 
 
-def up_table(plan: Plan, containers: list[ContainerFacts], unproven: list[Finding]) -> None:
-    """The verified assignment of a started stack, and what was not proven from inside."""
-    why = {finding.subject: finding.message for finding in unproven}
+def show_rendered(result: Rendered, *, to_stdout: bool) -> None:
+    """`drgpu render`: the text (secret values masked) unless it went to a file; warnings."""
+    if to_stdout:
+        sys.stdout.write(result.shown)
+    warnings(result.warnings)
+
+
+def show_up(result: Started | Deployed) -> None:
+    """`drgpu up`: what was started, each container's (or task's) GPUs verified, and what
+    was not proven from inside."""
+    from drgpu.commands.up import Deployed  # lazy: start-up time
+
+    if isinstance(result, Deployed):
+        warnings(result.stack.warnings)
+        swarm_up_table(result.stack, result.tasks, result.unproven)
+        return
+    plan = result.plan
+    why = {finding.subject: finding.message for finding in result.unproven}
     table = _table(f"{plan.project} is up", "Container", "State", "GPUs", "Verified")
-    for container in containers:
+    for container in result.containers:
         try:
             service = plan.service(container.service)
         except KeyError:
@@ -117,7 +173,34 @@ def up_table(plan: Plan, containers: list[ContainerFacts], unproven: list[Findin
         verdict = why.get(container.name, "ok")
         _row(table, container.name, container.state, _devices_text(service.devices), verdict)
     console().print(table)
-    _proven(f"every container of {plan.project} has exactly its planned GPUs", unproven)
+    _proven(f"every container of {plan.project} has exactly its planned GPUs", result.unproven)
+
+
+def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Finding]) -> None:
+    """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
+    # lazy: only the swarm tables need them
+    from drgpu.core.swarm_node import reserved_gpus
+    from drgpu.core.verification import stack_service_name
+
+    services = {stack_service_name(stack.project, s.name): s for s in stack.services}
+    why = {finding.facts.get("task"): finding.message for finding in unproven}
+    table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
+    for task in tasks:
+        service = services.get(task.service)
+        pinned = service.pinned_for(task.slot) if service else None
+        chosen = reserved_gpus(task)
+        gpus = [f"{uuid} (pinned)" for uuid in pinned or ()] + [
+            f"{uuid} (engine's choice)" for uuid in chosen
+        ]
+        name = f"{task.service}.{task.slot}"
+        verdict = why.get(f"{name}.{task.id}", "ok")
+        _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", verdict)
+    console().print(table)
+    _proven(
+        f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"
+        " number of them (engine's choice); none holds another's",
+        unproven,
+    )
 
 
 def _proven(sentence: str, unproven: list[Finding]) -> None:
@@ -127,6 +210,14 @@ def _proven(sentence: str, unproven: list[Finding]) -> None:
         return
     shown = "; ".join(f"{finding.subject} {finding.message}" for finding in unproven)
     warn(f"{sentence} as the engine says, but not proven from inside: {shown}")
+
+
+def show_gpus(result: GpusResult, *, json_output: bool, full: bool) -> None:
+    """`drgpu gpus`: each GPU in nvidia-smi order, CUDA's beside, and who holds it."""
+    if json_output:
+        print_json(gpus_document(result.inventory, result.holders))
+    else:
+        gpus_table(result.inventory, full=full, holders=result.holders)
 
 
 def gpus_table(
@@ -175,9 +266,126 @@ def gpus_table(
         )
 
 
+def holders_text(holders: Iterable[Holder], *, full: bool) -> str:
+    """`run 0: sagemaker` per holder; a MIG slice or rl_coach's forwarding noted."""
+    lines = []
+    for holder in holders:
+        extra = ""
+        if holder.forwarded:
+            extra = " (forwards it to the SageMaker trainer)"
+        elif holder.uuid.startswith("MIG-"):
+            extra = f" ({holder.uuid if full else holder.uuid[:12]})"
+        lines.append(f"run {holder.run_id}: {holder.service}{extra}")
+    return "\n".join(lines) or "-"
+
+
 def memory_text(gpu: Gpu) -> str:
     """`1200/22912 MiB` (as nvidia-smi), or `n/a` where NVML cannot tell."""
     return f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB" if gpu.memory_total_mib else "n/a"
+
+
+def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
+    """`drgpu doctor`: the checklist, one line per check, its fix under a failure or warning."""
+    if json_output:
+        print_json(document(result.checks))
+        return
+    table = _table("drgpu doctor", "Result", "Check", "Finding")
+    for check in result.checks:
+        fix = f"\nfix: {check.fix}" if check.fix and check.level != Level.OK else ""
+        _row(table, check.level.upper(), check.kind, check.message + fix)
+    console(DOCTOR_WIDTH).print(table)
+
+
+def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
+    """`drgpu cuda-check` from the host: what each container sees."""
+    if json_output:
+        print_json(cuda_check_document(result.project, result.results))
+    else:
+        check_table(result.project, result.results)
+
+
+def check_table(project: str, results: list[CheckResult]) -> None:
+    """The verdict of `cuda-check` per container; a service with several (the workers) names
+    each by its replica number (`robomaker 2`, of container deepracer-0-robomaker-2, or a
+    Swarm task's slot), and a Swarm task its node."""
+    table = _table(
+        f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
+    )
+    services = [result.service for result in results]
+    for result in results:
+        problems = [f.message for f in result.findings if f.level == Level.FAIL]
+        verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
+        several = services.count(result.service) > 1 and result.replica
+        name = f"{result.service} {result.replica}" if several else result.service
+        _row(
+            table,
+            f"{name} on node {result.node[:12]}" if result.node else name,
+            "\n".join(result.expected) or "no GPU",
+            "\n".join(result.seen_nvml) or "none",
+            "\n".join(result.seen_cuda) or "none",
+            verdict,
+        )
+    console().print(table)
+
+
+def show_swarm_setup(setup: SetupReport, *, json_output: bool) -> None:
+    """`drgpu swarm-setup`: what this node needs, and what differs."""
+    from drgpu.core import swarm_node as node  # lazy: start-up time
+
+    if json_output:
+        print_json(swarm_setup_document(setup))
+        return
+    lines = [
+        f"# {setup.daemon_json_path} (then restart dockerd):",
+        json.dumps(setup.daemon_json, indent=2),
+        "",
+        f"# {setup.toolkit_path}, at the top level (before any [section]):",
+        node.TOOLKIT_LINE,
+        "# and, with toolkit 1.18.x (whose default mode, jit-cdi, ignores that line):",
+        *node.MODE_LINES,
+        "",
+        "# on a manager, for each node (the trainer needs the first, simulators the second):",
+        *(f"docker node update --label-add {label}=true <node>" for label in node.NODE_LABELS),
+        "",
+        "# this node:",
+        *(f"{f.level:8} {f.subject}: {f.message}" for f in setup.findings),
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def show_report(report: Report, *, json_output: bool) -> None:
+    """`drgpu report`: a table per run, its services, then the run in all; or JSON (its
+    workers too)."""
+    from drgpu.core import cost  # lazy: only `report` needs it
+
+    ledger = report.ledger
+    if json_output:
+        print_json(report_document(ledger, str(report.path)))
+        return
+    if not ledger:
+        note(f"no GPU cost kept yet in {report.path}: `drgpu status --watch` keeps it")
+    for run in sorted({run for run, _, _ in ledger}):
+        table = _table(f"GPU cost of run {run}", *_COST_COLUMNS)
+        total = cost.Usage()
+        for service, usage in cost.by_service(ledger, run).items():
+            _row(table, service, *_cost_cells(usage))
+            total = total.plus(usage)
+        _row(table, "(run)", *_cost_cells(total))
+        console().print(table)
+
+
+_COST_COLUMNS = ("Service", "GPU hours", "Energy", "Peak memory", "Mean util", "Throttled")
+
+
+def _cost_cells(usage: Usage) -> list[str]:
+    mean = usage.mean_utilization
+    return [
+        f"{usage.gpu_seconds / 3600:.2f}",
+        f"{usage.energy_j / 3600:.1f} Wh",
+        f"{usage.peak_memory_mib} MiB",
+        "n/a" if mean is None else f"{mean:.0f} %",
+        f"{usage.throttled_seconds:.0f} s",
+    ]
 
 
 def _table(title: str, *columns: str) -> Table:
@@ -205,104 +413,3 @@ def console(piped_width: int = 240) -> Console:
     piped = min(piped_width, int(columns) or piped_width) if columns.isdigit() else piped_width
     width = None if sys.stdout.isatty() else piped
     return Console(soft_wrap=False, width=width, markup=False, emoji=False)
-
-
-def check_table(project: str, results: list[CheckResult]) -> None:
-    """The verdict of `cuda-check` per container; a service with several (the workers) names
-    each by its replica number (`robomaker 2`, of container deepracer-0-robomaker-2, or a
-    Swarm task's slot), and a Swarm task its node."""
-    table = _table(
-        f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
-    )
-    services = [result.service for result in results]
-    for result in results:
-        problems = [f.message for f in result.findings if f.level == Level.FAIL]
-        verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
-        several = services.count(result.service) > 1 and result.replica
-        name = f"{result.service} {result.replica}" if several else result.service
-        _row(
-            table,
-            f"{name} on node {result.node[:12]}" if result.node else name,
-            "\n".join(result.expected) or "no GPU",
-            "\n".join(result.seen_nvml) or "none",
-            "\n".join(result.seen_cuda) or "none",
-            verdict,
-        )
-    console().print(table)
-
-
-def holders_text(holders: Iterable[Holder], *, full: bool) -> str:
-    """`run 0: sagemaker` per holder; a MIG slice or rl_coach's forwarding noted."""
-    lines = []
-    for holder in holders:
-        extra = ""
-        if holder.forwarded:
-            extra = " (forwards it to the SageMaker trainer)"
-        elif holder.uuid.startswith("MIG-"):
-            extra = f" ({holder.uuid if full else holder.uuid[:12]})"
-        lines.append(f"run {holder.run_id}: {holder.service}{extra}")
-    return "\n".join(lines) or "-"
-
-
-def doctor_table(checks: list[Finding]) -> None:
-    """The doctor's checklist: one line per check, its fix under a failure or warning."""
-    table = _table("drgpu doctor", "Result", "Check", "Finding")
-    for check in checks:
-        fix = f"\nfix: {check.fix}" if check.fix and check.level != Level.OK else ""
-        _row(table, check.level.upper(), check.kind, check.message + fix)
-    console(DOCTOR_WIDTH).print(table)
-
-
-def swarm_up_table(stack: SwarmStack, tasks: list[TaskFacts], unproven: list[Finding]) -> None:
-    """The verified tasks of a deployed Swarm stack: each task's GPUs, pinned or chosen."""
-    # lazy: only the swarm tables need them
-    from drgpu.core.swarm_node import reserved_gpus
-    from drgpu.core.verification import stack_service_name
-
-    services = {stack_service_name(stack.project, s.name): s for s in stack.services}
-    why = {finding.facts.get("task"): finding.message for finding in unproven}
-    table = _table(f"{stack.project} is up (swarm)", "Task", "Node", "State", "GPUs", "Verified")
-    for task in tasks:
-        service = services.get(task.service)
-        pinned = service.pinned_for(task.slot) if service else None
-        chosen = reserved_gpus(task)
-        gpus = [f"{uuid} (pinned)" for uuid in pinned or ()] + [
-            f"{uuid} (engine's choice)" for uuid in chosen
-        ]
-        name = f"{task.service}.{task.slot}"
-        verdict = why.get(f"{name}.{task.id}", "ok")
-        _row(table, name, task.node_id[:12], task.state, "\n".join(gpus) or "none", verdict)
-    console().print(table)
-    _proven(
-        f"every task of {stack.project} has exactly its planned GPUs (pinned) or its planned"
-        " number of them (engine's choice); none holds another's",
-        unproven,
-    )
-
-
-def cost_tables(ledger: Ledger) -> None:
-    """`drgpu report`: a table per run, its services, then the run in all."""
-    from drgpu.core import cost  # lazy: only `report` needs it
-
-    for run in sorted({run for run, _, _ in ledger}):
-        table = _table(f"GPU cost of run {run}", *_COST_COLUMNS)
-        total = cost.Usage()
-        for service, usage in cost.by_service(ledger, run).items():
-            _row(table, service, *_cost_cells(usage))
-            total = total.plus(usage)
-        _row(table, "(run)", *_cost_cells(total))
-        console().print(table)
-
-
-_COST_COLUMNS = ("Service", "GPU hours", "Energy", "Peak memory", "Mean util", "Throttled")
-
-
-def _cost_cells(usage: Usage) -> list[str]:
-    mean = usage.mean_utilization
-    return [
-        f"{usage.gpu_seconds / 3600:.2f}",
-        f"{usage.energy_j / 3600:.1f} Wh",
-        f"{usage.peak_memory_mib} MiB",
-        "n/a" if mean is None else f"{mean:.0f} %",
-        f"{usage.throttled_seconds:.0f} s",
-    ]

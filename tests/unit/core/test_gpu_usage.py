@@ -11,7 +11,7 @@ from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import Holder, build_status, forwarded_uuids, holders_by_gpu
 from drgpu.core.model import Gpu, GpuProcess, Inventory, MigDevice
 from drgpu.core.topology import inventory_from_json, inventory_to_json, merge_processes
-from drgpu.ui.status_view import status_document
+from drgpu.ui.documents import status_document
 
 G0, G1, G2 = (f"GPU-{n}0000000-0000-4000-8000-00000000000{n}" for n in range(3))
 MIG = "MIG-11111111-2222-5333-8444-555555555555"

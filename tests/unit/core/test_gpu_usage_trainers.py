@@ -12,7 +12,7 @@ from drgpu.core.drfc_scripts import is_sagemaker_local
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import build_status, trainer_checks
 from drgpu.core.model import Gpu, Inventory
-from drgpu.ui.status_view import status_document
+from drgpu.ui.documents import status_document
 
 A, B = "GPU-aaaa", "GPU-bbbb"
 

@@ -10,7 +10,7 @@ from drgpu.core.findings import Level
 from drgpu.core.gpu_board import build_board
 from drgpu.core.gpu_usage import IDLE_NOTE_S, build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.ui.status_view import status_document
+from drgpu.ui.documents import status_document
 
 G0 = "GPU-00000000-0000-4000-8000-000000000000"
 G1 = "GPU-11111111-1111-4111-8111-111111111111"

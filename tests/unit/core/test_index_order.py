@@ -175,7 +175,7 @@ def test_inventory_files_carry_cudas_order(tmp_path: Path, gtx_m40: Inventory) -
 
 
 def test_gpus_json_shows_both_orders_and_says_when_cudas_is_guessed(gtx_m40: Inventory) -> None:
-    from drgpu.ui.status_view import gpus_document as document
+    from drgpu.ui.documents import gpus_document as document
 
     guessed = document(gtx_m40, None)
     assert guessed["cuda_order"] is None  # nothing known to write into an inventory file

@@ -12,7 +12,7 @@ from drgpu.core.facts import ProcessFacts
 from drgpu.core.gpu_board import Board, build_board
 from drgpu.core.gpu_usage import build_status
 from drgpu.core.model import Gpu, GpuProcess, Inventory
-from drgpu.ui.live import BoardView, bar, board_text, short_gpu_name, status_frame
+from drgpu.ui.live import BoardView, bar, board_text, short_gpu_name, show_status
 from tests.unit.core.test_gpu_board import (
     G0,
     G1,
@@ -140,7 +140,7 @@ def test_one_shot_status_on_a_terminal_is_one_frame_of_the_board(
     monkeypatch.setenv("COLUMNS", str(width))
     terminal = Terminal()
     monkeypatch.setattr("sys.stdout", terminal)
-    status_frame(status)
+    show_status(status, json_output=False)
     drawn = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
     assert "drgpu status  every drgpu run · " in drawn and "Ctrl-C" not in drawn
     assert "WRONG-GPU" in drawn and "1 violation(s)" in drawn
