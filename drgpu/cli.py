@@ -611,45 +611,41 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; the one place where errors turn into messages and exit codes (see
     ExitCode), where the signals drgpu catches start unwinding, and where output is
     kept free of secrets."""
+    argv = sys.argv[1:] if argv is None else argv
     with redacting_output(), signals.caught():
-        _main(sys.argv[1:] if argv is None else argv)
-
-
-def _main(argv: list[str]) -> None:
-    try:
-        _refuse_a_newer_typer()
-        named = argv[0] if argv and "_DRGPU_COMPLETE" not in os.environ else None
-        command = _built(named)
-        trace.configure(os.environ)  # DRGPU_LOG
-        code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
-    except DrgpuError as exc:
-        _fail(exc.message, exc.hint, exc.exit_code)
-    except click.exceptions.NoArgsIsHelpError as exc:  # `drgpu` alone: its help
-        sys.stdout.write(exc.format_message())
-        raise SystemExit(ExitCode.OK) from None
-    except click.ClickException as exc:
-        message = exc.format_message()
-        _fail(message.strip().splitlines()[0], "see drgpu --help", ExitCode.CONFIG)
-    except typer.Abort:
-        _fail("aborted", None, ExitCode.INTERRUPTED)
-    except signals.Interrupted as exc:  # Ctrl-C, or another signal drgpu catches
-        _fail(f"interrupted ({exc.name})", None, exc.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted", None, ExitCode.INTERRUPTED)
-    except BrokenPipeError:  # stdout's reader left (`drgpu plan | head -1`): nothing to say
-        with contextlib.suppress(OSError, ValueError):  # what is left must not be flushed
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(ExitCode.OK) from None
-    except RecursionError:
-        _fail("input nested too deeply to read", None, ExitCode.CONFIG)
-    except Exception as exc:
-        if os.environ.get("DRGPU_DEBUG"):
-            raise
-        _fail(
-            f"unexpected {type(exc).__name__}: {exc}",
-            "this is a bug in drgpu; DRGPU_DEBUG=1 shows the traceback",
-            ExitCode.UNEXPECTED,
-        )
-    if code not in (None, *ExitCode):
-        raise SystemExit(ExitCode.UNEXPECTED)
-    raise SystemExit(code if isinstance(code, int) else 0)
+        try:
+            _refuse_a_newer_typer()
+            command = _built(argv[0] if argv and "_DRGPU_COMPLETE" not in os.environ else None)
+            trace.configure(os.environ)  # DRGPU_LOG
+            code = command.main(args=argv, prog_name="drgpu", standalone_mode=False)
+        except DrgpuError as exc:
+            _fail(exc.message, exc.hint, exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `drgpu` alone: its help
+            sys.stdout.write(exc.format_message())
+            raise SystemExit(ExitCode.OK) from None
+        except click.ClickException as exc:
+            message = exc.format_message()
+            _fail(message.strip().splitlines()[0], "see drgpu --help", ExitCode.CONFIG)
+        except typer.Abort:
+            _fail("aborted", None, ExitCode.INTERRUPTED)
+        except signals.Interrupted as exc:  # Ctrl-C, or another signal drgpu catches
+            _fail(f"interrupted ({exc.name})", None, exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", None, ExitCode.INTERRUPTED)
+        except BrokenPipeError:  # stdout's reader left (`drgpu plan | head -1`): nothing to say
+            with contextlib.suppress(OSError, ValueError):  # what is left must not be flushed
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(ExitCode.OK) from None
+        except RecursionError:
+            _fail("input nested too deeply to read", None, ExitCode.CONFIG)
+        except Exception as exc:
+            if os.environ.get("DRGPU_DEBUG"):
+                raise
+            _fail(
+                f"unexpected {type(exc).__name__}: {exc}",
+                "this is a bug in drgpu; DRGPU_DEBUG=1 shows the traceback",
+                ExitCode.UNEXPECTED,
+            )
+        if code not in (None, *ExitCode):
+            raise SystemExit(ExitCode.UNEXPECTED)
+        raise SystemExit(code if isinstance(code, int) else 0)

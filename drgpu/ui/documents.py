@@ -172,6 +172,7 @@ def report_document(ledger: Ledger, path: str) -> dict[str, Any]:
 
 
 # The keys of `status --json` that are a record's fields by the same name.
+_GPU_KEYS = ("index", "uuid", "name", "lost", "error", "utilization_gpu_percent")
 _PROCESS_KEYS = ("container", "container_id", "run_id", "service", "verdict")
 _TASK_KEYS = ("id", "service", "slot", "run_id", "node_id", "state", "desired_state")
 
@@ -184,12 +185,7 @@ def status_document(status: Status) -> dict[str, Any]:
         run_id=status.run_id,
         gpus=[
             {
-                "index": gpu.index,
-                "uuid": gpu.uuid,
-                "name": gpu.name,
-                "lost": gpu.lost,
-                "error": gpu.error,
-                "utilization_gpu_percent": gpu.utilization_gpu_percent,
+                **{key: getattr(gpu, key) for key in _GPU_KEYS},
                 "memory_used_mib": gpu.memory_used_mib,
                 "memory_total_mib": gpu.memory_total_mib,
                 "processes_known": gpu.processes_unknown is None and not gpu.lost,

@@ -33,11 +33,8 @@ _STAMP = "%H:%M:%S"  # each snapshot's time
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     """A bar of `width` cells filled to `fraction` (0..1), in eighths of a cell."""
-    fraction = min(1.0, max(0.0, fraction))
-    eighths = round(fraction * width * 8)
-    full, part = divmod(eighths, 8)
-    text = "█" * full + (_EIGHTHS[part] if part else "")
-    return text.ljust(width, "·")
+    full, part = divmod(round(min(1.0, max(0.0, fraction)) * width * 8), 8)
+    return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(width, "·")
 
 
 def utilization_text(gpu: Gpu) -> str:
@@ -72,9 +69,14 @@ class Layout:
     health: int = 0
 
     @property
+    def bars(self) -> int:
+        """The cells of a bar and the space after it."""
+        return self.bar + 1 if self.bar else 0
+
+    @property
     def before_marker(self) -> int:
-        bars = 2 * (self.bar + 1) if self.bar else 0
-        return 4 + self.name + 1 + _PID_WIDTH + 1 + _UTIL_WIDTH + 1 + self.memory + 1 + bars
+        columns = self.name + _PID_WIDTH + _UTIL_WIDTH + self.memory + 2 * self.bars
+        return 4 + columns + 4  # the index, then a space after each column
 
     @property
     def marker(self) -> int:
@@ -166,11 +168,10 @@ def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int
     view.append("drgpu status", "bold")
     view.append(_cut(title, width - len("drgpu status")) + "\n\n")
     util_header = "GPU-Util" if grid.bar + 1 + _UTIL_WIDTH >= len("GPU-Util") else "Util"
-    bars = grid.bar + 1 if grid.bar else 0
     form = _occupant_form(board, grid.name)
     header = (
         f"{'GPU':>3} {_cell(NAME_HEADERS[form], grid.name)} {'PID':>{_PID_WIDTH}}"
-        f" {util_header:<{bars + _UTIL_WIDTH}} {'Memory':<{bars + grid.memory}} "
+        f" {util_header:<{grid.bars + _UTIL_WIDTH}} {'Memory':<{grid.bars + grid.memory}} "
         f"{health_header(grid.health)}"
     )
     view.append(_cut(header, width).rstrip() + "\n", "bold")
@@ -248,14 +249,13 @@ def _append_gpu(view: Text, row: GpuRow, grid: Layout, form: int) -> None:
         _append_health(view, row, grid.health)
         view.append(_cut("; ".join(row.problems), grid.marker - health_width), _ALERT)
     view.append("\n")
-    bars = grid.bar + 1 if grid.bar else 0
     for occupant in row.occupants:
         style = _ALERT if occupant.problem else ""
         pid = "" if occupant.pid is None else str(occupant.pid)
         name = "└ " + occupant.names[min(form, len(occupant.names) - 1)]
         view.append(
-            f"    {_cell(name, grid.name)} {pid:>{_PID_WIDTH}} {'':<{bars + _UTIL_WIDTH}}"
-            f" {'':<{bars}}{_occupant_memory(occupant):>{grid.memory}} {'':<{health_width}}",
+            f"    {_cell(name, grid.name)} {pid:>{_PID_WIDTH}} {'':<{grid.bars + _UTIL_WIDTH}}"
+            f" {'':<{grid.bars}}{_occupant_memory(occupant):>{grid.memory}} {'':<{health_width}}",
             style,
         )
         view.append(_cut(occupant.problem, grid.marker - health_width) + "\n", style)

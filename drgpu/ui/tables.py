@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from drgpu.core.facts import advertised
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
-from drgpu.core.model import Assignment, Gpu, Inventory, Plan
+from drgpu.core.model import Assignment, Gpu, Plan
 from drgpu.errors import GpuValidationError
 from drgpu.ui.documents import (
     cuda_check_document,
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from drgpu.commands.report import Report
     from drgpu.commands.up import Deployed, Started
     from drgpu.core.cost import Usage
-    from drgpu.core.cuda_verdict import CheckResult
     from drgpu.core.facts import TaskFacts
     from drgpu.core.gpu_usage import Holder
     from drgpu.core.service_gpus import SwarmService, SwarmStack
@@ -213,20 +212,12 @@ def _proven(sentence: str, unproven: list[Finding]) -> None:
 
 
 def show_gpus(result: GpusResult, *, json_output: bool, full: bool) -> None:
-    """`drgpu gpus`: each GPU in nvidia-smi order, CUDA's beside, and who holds it."""
+    """`drgpu gpus`: each GPU in nvidia-smi order, CUDA's beside, and which run and service
+    holds it (unless the engine could not be asked)."""
+    inventory, holders = result.inventory, result.holders
     if json_output:
-        print_json(gpus_document(result.inventory, result.holders))
-    else:
-        gpus_table(result.inventory, full=full, holders=result.holders)
-
-
-def gpus_table(
-    inventory: Inventory,
-    *,
-    full: bool,
-    holders: Mapping[int, tuple[Holder, ...]] | None = None,
-) -> None:
-    """This host's GPUs as a table on stdout; with `holders`, which run and service has each."""
+        print_json(gpus_document(inventory, holders))
+        return
     order = cuda_order(inventory)
     cuda_indices = ordinals(order)
     columns = ["Index", "CUDA", "UUID", "Name", "PCI bus id", "Memory used/total", "Util", "CC"]
@@ -238,13 +229,12 @@ def gpus_table(
             lost = [str(gpu.index), "-", "-", f"LOST ({gpu.error})", gpu.pci_bus_id or "-"]
             _row(table, *lost, *["-"] * 4, *held)
             continue
-        uuid = gpu.uuid if full else gpu.uuid[:12]
         migs = ", ".join(m.uuid if full else m.uuid[:12] for m in gpu.mig_devices)
         _row(
             table,
             str(gpu.index),
             ",".join(map(str, cuda_indices.get(gpu.index, ()))) + ("" if order.known else "?"),
-            uuid,
+            gpu.uuid if full else gpu.uuid[:12],
             gpu.name,
             gpu.pci_bus_id,
             memory_text(gpu),
@@ -297,32 +287,28 @@ def show_doctor(result: DoctorResult, *, json_output: bool) -> None:
 
 
 def show_cuda_check(result: CudaCheckResult, *, json_output: bool) -> None:
-    """`drgpu cuda-check` from the host: what each container sees."""
+    """`drgpu cuda-check` from the host: what each container sees; a service with several
+    (the workers) names each by its replica number (`robomaker 2`, of container
+    deepracer-0-robomaker-2, or a Swarm task's slot), and a Swarm task its node."""
+    project, results = result.project, result.results
     if json_output:
-        print_json(cuda_check_document(result.project, result.results))
-    else:
-        check_table(result.project, result.results)
-
-
-def check_table(project: str, results: list[CheckResult]) -> None:
-    """The verdict of `cuda-check` per container; a service with several (the workers) names
-    each by its replica number (`robomaker 2`, of container deepracer-0-robomaker-2, or a
-    Swarm task's slot), and a Swarm task its node."""
+        print_json(cuda_check_document(project, results))
+        return
     table = _table(
         f"cuda-check of {project}", "Service", "Expected", "NVML sees", "CUDA sees", "Verdict"
     )
-    services = [result.service for result in results]
-    for result in results:
-        problems = [f.message for f in result.findings if f.level == Level.FAIL]
-        verdict = "ok" if result.ok else "MISMATCH: " + "; ".join(problems)
-        several = services.count(result.service) > 1 and result.replica
-        name = f"{result.service} {result.replica}" if several else result.service
+    services = [checked.service for checked in results]
+    for checked in results:
+        problems = [f.message for f in checked.findings if f.level == Level.FAIL]
+        verdict = "ok" if checked.ok else "MISMATCH: " + "; ".join(problems)
+        several = services.count(checked.service) > 1 and checked.replica
+        name = f"{checked.service} {checked.replica}" if several else checked.service
         _row(
             table,
-            f"{name} on node {result.node[:12]}" if result.node else name,
-            "\n".join(result.expected) or "no GPU",
-            "\n".join(result.seen_nvml) or "none",
-            "\n".join(result.seen_cuda) or "none",
+            f"{name} on node {checked.node[:12]}" if checked.node else name,
+            "\n".join(checked.expected) or "no GPU",
+            "\n".join(checked.seen_nvml) or "none",
+            "\n".join(checked.seen_cuda) or "none",
             verdict,
         )
     console().print(table)

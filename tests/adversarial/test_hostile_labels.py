@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from drgpu.commands.gpus import GpusResult
 from drgpu.core import gpu_usage
 from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_board import build_board
@@ -76,7 +77,8 @@ def test_the_gpus_table_shows_a_holders_label_as_written(
 ) -> None:
     holder: Any = gpu_usage.Holder(run_id, "sagemaker", "c", G0)
     inventory = load_inventory(TOPOLOGIES / "lost.json")
-    tables.gpus_table(inventory, full=False, holders={0: (holder,), 1: (holder,)})
+    holders: dict[int, tuple[Any, ...]] = {0: (holder,), 1: (holder,)}
+    tables.show_gpus(GpusResult(inventory, holders), json_output=False, full=False)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out  # a newline stays inside its cell
     assert shown(run_id) in out

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from drgpu.commands.cuda_check import CudaCheckResult
+from drgpu.commands.gpus import GpusResult
 from drgpu.core.cuda_verdict import CheckResult
 from drgpu.host.files import load_inventory
-from drgpu.ui.tables import check_table, gpus_table
+from drgpu.ui.tables import show_cuda_check, show_gpus
 
 TOPOLOGIES = Path(__file__).parents[2] / "topologies"
 
@@ -17,7 +19,9 @@ TOPOLOGIES = Path(__file__).parents[2] / "topologies"
 def test_gpus_never_says_the_orders_differ_because_a_gpu_is_lost(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    gpus_table(load_inventory(TOPOLOGIES / "lost.json"), full=False)
+    show_gpus(
+        GpusResult(load_inventory(TOPOLOGIES / "lost.json"), None), json_output=False, full=False
+    )
     shown = capsys.readouterr()
     assert "LOST" in shown.out
     assert "differs" not in shown.err
@@ -26,7 +30,8 @@ def test_gpus_never_says_the_orders_differ_because_a_gpu_is_lost(
 def test_gpus_says_so_where_cuda_ranks_the_gpus_otherwise(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    gpus_table(load_inventory(TOPOLOGIES / "gtx1650-rtx3090-m40-orders.json"), full=False)
+    inventory = load_inventory(TOPOLOGIES / "gtx1650-rtx3090-m40-orders.json")
+    show_gpus(GpusResult(inventory, None), json_output=False, full=False)
     assert "CUDA's default order (fastest first, column CUDA) differs" in capsys.readouterr().err
 
 
@@ -39,7 +44,7 @@ def test_cuda_check_names_each_worker_by_its_replica(capsys: pytest.CaptureFixtu
             ("robomaker", "2", "worker-node-id-1"),  # a Swarm task on another node
         ]
     ]
-    check_table("deepracer-0", results)
+    show_cuda_check(CudaCheckResult("deepracer-0", results), json_output=False)
     rows = capsys.readouterr().out
     assert "robomaker 1 " in rows and "robomaker 2 on node worker-node-" in rows
     assert "sagemaker 1" not in rows and "sagemaker" in rows
@@ -54,7 +59,7 @@ def test_fields_nvml_could_not_give_are_na(capsys: pytest.CaptureFixture[str]) -
     from tests.cli.test_status import a_status
 
     gpu = Gpu(0, "GPU-0", "Tesla T4", "00000000:01:00.0", 0)  # memory and compute unknown
-    gpus_table(Inventory(gpus=(gpu,)), full=False)
+    show_gpus(GpusResult(Inventory(gpus=(gpu,)), None), json_output=False, full=False)
     row = next(line for line in capsys.readouterr().out.splitlines() if "Tesla T4" in line)
     assert row.count("n/a") == 2
     status = replace(a_status("GPU-0"), inventory=Inventory(gpus=(gpu,)))
