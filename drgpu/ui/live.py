@@ -155,9 +155,8 @@ class BoardView:
 
 def board_text(board: Board, *, stamp: str, interval_s: float | None, width: int) -> Text:
     """The board in fixed columns, no line longer than `width`: a header (a watch's names
-    its `interval_s`), a line per GPU and per occupant under it, a line per other node of
-    a swarm, then every violation in full; what is wrong in bold red. One Text, cheap to
-    redraw every tick."""
+    its `interval_s`), a line per GPU, per occupant and per other node of a swarm, then
+    every violation in full; what is wrong in bold red."""
     from rich.text import Text  # lazy: rich is heavy; only drawn output needs it
 
     grid = layout(board, width)
