@@ -68,9 +68,10 @@ app = typer.Typer(
 )
 
 
-def _command(name: str | None = None, *, examples: tuple[str, ...]) -> Callable[[F], F]:
-    """A subcommand of `app` with plain help that ends with `examples`."""
-    return app.command(name=name, cls=_PlainHelpCommand, epilog=_examples(*examples))
+def _command(*examples: str) -> Callable[[F], F]:
+    """A subcommand of `app` (named by typer after its function, `_` as `-`) with plain help
+    that ends with `examples`."""
+    return app.command(cls=_PlainHelpCommand, epilog=_examples(*examples))
 
 
 def _print_version(value: bool) -> None:
@@ -160,9 +161,7 @@ def _show(show: Callable[..., None], result: Any, *, json_output: bool) -> None:
         raise result.failure
 
 
-@_command(
-    examples=("drgpu plan", "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json")
-)
+@_command("drgpu plan", "drgpu plan --inventory examples/inventories/gtx1650-m40.json --json")
 def plan(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -184,7 +183,7 @@ def plan(
         show_plan(plan_command.plan(inputs, inventory, swarm=swarm), json_output=json_output)
 
 
-@_command(examples=("drgpu render -o my-override.yml", "drgpu render --k8s --inventory box.json"))
+@_command("drgpu render -o my-override.yml", "drgpu render --k8s --inventory box.json")
 def render(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -232,7 +231,7 @@ ScriptArgs = Annotated[
 ]
 
 
-@_command(examples=("drgpu up", "drgpu up -- -w   (in an activated DeepRacer-for-cloud shell)"))
+@_command("drgpu up", "drgpu up -- -w   (in an activated DeepRacer-for-cloud shell)")
 def up(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -257,7 +256,7 @@ def up(
     show_up(up_command.up(inputs, swarm=swarm, script_args=tuple(script_args or ()), quiet=quiet))
 
 
-@_command(examples=("drgpu down", "drgpu down -f docker/docker-compose-training.yml"))
+@_command("drgpu down", "drgpu down -f docker/docker-compose-training.yml")
 def down(
     env_file: EnvFile = None,
     run_env: RunEnv = None,
@@ -275,11 +274,8 @@ def down(
 
 
 @_command(
-    "drfc-env",
-    examples=(
-        'eval "$(drgpu drfc-env)" && dr-start-training',
-        'eval "$(drgpu drfc-env --eval)" && dr-start-evaluation',
-    ),
+    'eval "$(drgpu drfc-env)" && dr-start-training',
+    'eval "$(drgpu drfc-env --eval)" && dr-start-evaluation',
 )
 def drfc_env(evaluation: Evaluation = False) -> None:
     """Print exports that let DeepRacer-for-cloud's own dr-start-training and
@@ -300,7 +296,7 @@ def drfc_env(evaluation: Evaluation = False) -> None:
     sys.stdout.write(exports)
 
 
-@_command(examples=("drgpu gpus --full", "drgpu gpus --json > box.json"))
+@_command("drgpu gpus --full", "drgpu gpus --json > box.json")
 def gpus(
     full: Annotated[bool, typer.Option("--full", help="Show whole UUIDs.")] = False,
     json_output: Json = False,
@@ -321,12 +317,10 @@ def _a_number(value: float) -> float:
 
 
 @_command(
-    examples=(
-        "drgpu status --watch",
-        "drgpu status --watch --json --interval 5 --run-id 0",
-        "drgpu status --watch --influx udp://127.0.0.1:8092 --prometheus 9400",
-        "drgpu status --watch --on-violation 'logger -t drgpu'",
-    )
+    "drgpu status --watch",
+    "drgpu status --watch --json --interval 5 --run-id 0",
+    "drgpu status --watch --influx udp://127.0.0.1:8092 --prometheus 9400",
+    "drgpu status --watch --on-violation 'logger -t drgpu'",
 )
 def status(
     run_id: Annotated[
@@ -415,7 +409,7 @@ def status(
         raise result.failure
 
 
-@_command(examples=("drgpu report", "drgpu report --run-id 0 --json", "drgpu report --eval"))
+@_command("drgpu report", "drgpu report --run-id 0 --json", "drgpu report --eval")
 def report(
     env_file: EnvFile = None,
     run_id: Annotated[
@@ -436,10 +430,8 @@ def report(
 
 
 @_command(
-    examples=(
-        "drgpu doctor",
-        "drgpu doctor --probe --image awsdeepracercommunity/deepracer-robomaker:5.2.1-gpu",
-    )
+    "drgpu doctor",
+    "drgpu doctor --probe --image awsdeepracercommunity/deepracer-robomaker:5.2.1-gpu",
 )
 def doctor(
     env_file: EnvFile = None,
@@ -470,11 +462,8 @@ def doctor(
 
 
 @_command(
-    "cuda-check",
-    examples=(
-        "drgpu cuda-check --all",
-        "drgpu cuda-check --expect 1 --frameworks torch   (inside a container)",
-    ),
+    "drgpu cuda-check --all",
+    "drgpu cuda-check --expect 1 --frameworks torch   (inside a container)",
 )
 def cuda_check(
     service: Annotated[
@@ -519,9 +508,7 @@ def cuda_check(
     _show(show_cuda_check, result, json_output=json_output)
 
 
-@_command(
-    "swarm-setup", examples=("drgpu swarm-setup", "drgpu swarm-setup --inventory box.json --json")
-)
+@_command("drgpu swarm-setup", "drgpu swarm-setup --inventory box.json --json")
 def swarm_setup(
     inventory: InventoryFile = None,
     daemon_json: Annotated[
@@ -546,7 +533,7 @@ def swarm_setup(
     _show(show_swarm_setup, result, json_output=json_output)
 
 
-@_command("example-env", examples=("drgpu example-env -o system.env", "drgpu example-env | less"))
+@_command("drgpu example-env -o system.env", "drgpu example-env | less")
 def example_env(
     output: Annotated[
         Path | None,
@@ -564,7 +551,7 @@ def example_env(
         sys.stderr.write(f"drgpu: wrote {output}\n")
 
 
-@_command("version", examples=("drgpu version", "drgpu --version"))
+@_command("drgpu version", "drgpu --version")
 def version() -> None:
     """Print drgpu's version."""
     typer.echo(__version__)
@@ -588,7 +575,7 @@ def _built(name: str | None) -> click.Command:
     command in it (typer builds every command's options from its signature: a good part of a
     start-up). Shell completion passes None: it needs them all."""
     named = {
-        i.name or typer.main.get_command_name(getattr(i.callback, "__name__", "")): i
+        typer.main.get_command_name(getattr(i.callback, "__name__", "")): i
         for i in app.registered_commands
     }
     if name not in named:
