@@ -1,13 +1,6 @@
 """`drgpu status`: read NVML, the engine's containers and each GPU process's cgroup;
-`core.gpu_usage` judges them.
-
-A watch keeps one NVML session and one engine connection open and per tick makes one
-listing call; it inspects a container, and reads a GPU process's /proc files, only when
-it first appears (the listing has the state, the one fact that changes). Once it has shown
-a refresh, it outlives the engine restarting and NVML failing: said once on stderr, those
-refreshes skipped, NVML started again, and said when they are back. On a swarm manager
-each refresh also judges the whole swarm (core.swarm_view). Each refresh shown also goes
-to `--influx`, `--prometheus` and, for each new violation, `--on-violation`'s command.
+`core.gpu_usage` judges them. A watch (docs/metrics.md) makes one listing call per refresh,
+inspecting a container and reading a process's /proc files only when it first appears.
 """
 
 from __future__ import annotations
@@ -47,9 +40,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StatusOptions:
-    """`drgpu status`'s options: `run_id` (None: every run; with `evaluation` the run's
-    evaluation, DR_RUN_ID of the settings without it), and with `watch` a refresh every
-    `interval_s` (`count` times; each a JSON line with `json_lines`)."""
+    """`drgpu status`'s options (`run_id` None: every run, or DR_RUN_ID's with `evaluation`)."""
 
     run_id: str | None = None
     evaluation: bool = False
@@ -114,8 +105,7 @@ def _cost_keeper(options: StatusOptions) -> CostKeeper:
 
 
 class Reader:
-    """Reads snapshots through an open NVML session and engine connection, remembering
-    the facts of each drgpu container (and SageMaker trainer) by id."""
+    """Reads snapshots, remembering the facts of each drgpu container and trainer by id."""
 
     def __init__(
         self,
@@ -169,8 +159,7 @@ class Reader:
             had_processes=self._had_processes,
             now=time.time(),
         )
-        # A container that had GPU processes keeps that mark while it lives: when they
-        # vanish, the next refreshes say so (see core.gpu_usage's warnings).
+        # A container keeps its mark of having had GPU processes while it lives.
         alive = {c.id for c in ours}
         busy = {p.container_id for p in judged.processes if p.container_id and p.run_id is not None}
         self._had_processes = (self._had_processes & alive) | busy
@@ -200,11 +189,9 @@ class Reader:
 def swarm_reader(
     connection: Connection, interval_s: float = 0.0
 ) -> Callable[[], SwarmState | None]:
-    """Reads the swarm through the manager's API at each call (None: no swarm manager),
-    and every other ready node's GPUs on the node (`swarm_engine.node_gpus`), in the image
-    of one of drgpu's tasks there (else DRGPU_NODE_IMAGE's): at most one round per
-    NODE_READ_S or `interval_s`, whichever is longer, its readings reused in between; a
-    reading older than 3 rounds, or none, leaves the node unseen (`why` says why)."""
+    """Reads the swarm at each call (None: no swarm manager), and every other ready node's
+    GPUs there in the image of one of drgpu's tasks (else DRGPU_NODE_IMAGE's), at most once
+    per NODE_READ_S or `interval_s`; a reading older than 3 rounds leaves the node unseen."""
     here: list[str] = []
     period = max(NODE_READ_S, interval_s)
     readings: dict[str, tuple[float, Inventory, dict[int, str]]] = {}
@@ -263,11 +250,9 @@ def watch(
     sinks: Sequence[Callable[[Status], None]] = (),
     costs: CostKeeper | None = None,
 ) -> Status | None:
-    """Show a fresh snapshot every `interval_s` (at a fixed rate) until `count` refreshes or
-    Ctrl-C, handing each to the `sinks` and charging it to `costs`; the last one shown (None:
-    interrupted before the first). A refresh the engine or NVML fails is skipped, said once
-    (the first refresh still fails: nothing was ever shown); NVML is started again after
-    it failed."""
+    """Show a snapshot every `interval_s` until `count` refreshes or Ctrl-C, handing each to
+    the `sinks` and `costs`; the last one shown (None: none). A later refresh the engine or
+    NVML fails is skipped, said once; NVML is started again after it failed."""
     last = None
     shown = 0
     reader = None
@@ -312,7 +297,7 @@ def watch(
 
 @dataclass
 class Outage:
-    """An outside world a watch depends on: its failure said once (a warning), its return too."""
+    """Something a watch depends on: its failure said once, and its return."""
 
     what: str
     down: bool = False
@@ -332,9 +317,7 @@ class Outage:
 def exports(
     options: StatusOptions, costs: CostKeeper | None = None
 ) -> Iterator[list[Callable[[Status], None]]]:
-    """What each refresh of a watch goes to besides the screen: `--influx`, `--prometheus`
-    (with the cost series of `costs`), `--on-violation` (each checked before the watch
-    starts: exit 2)."""
+    """Where each refresh of a watch goes besides the screen (each checked before it starts)."""
     with ExitStack() as stack:
         senders = [
             sender(value, stack)

@@ -1,20 +1,10 @@
 """`drgpu status` and the holders of `drgpu gpus`: who holds each GPU and who really uses it.
 
-Pure: the facts come in (an inventory, the engine's containers, each GPU process's
-cgroup file), a `Status` comes out. What a container was given is read from its
-labels, so nothing goes stale when a stack is changed by hand.
-
-Each violation and warning is a `core.findings.Finding`, its `kind` one of those below
-(docs/commands.md and docs/nvidia-stack.md say when each is given), its `facts` the FACTS
-keys. Violations (FAIL: `drgpu status` exits 6): wrong-gpu, stray, missing-gpu,
-trainer-gpu, shared-gpu, service-stopped (a run's container died, exited non-zero, or
-keeps restarting). Warnings (WARN: not `ok`, yet no exit 6, as nothing drgpu set up is wrong):
-processes-unknown (a GPU whose processes NVML cannot list), processes-vanished (a container
-whose GPU processes of an earlier refresh of a watch are gone) and service-ended (a GPU
-service's container exited with status 0). Not flagged: a graphics-only process on the
-host, a PID this process cannot see, and a GPU container idle for IDLE_NOTE_S since it
-started (a note: one-shot status cannot know what ran before, and a simulator between
-episodes is idle too).
+Pure: an inventory, the engine's containers and each GPU process's cgroup file come in, a
+`Status` comes out. What a container was given is read from its labels, so nothing goes
+stale when a stack is changed by hand. Each violation (FAIL: exit 6) and warning (WARN:
+WARNING_KINDS) is a `core.findings.Finding`, its `kind` one docs/commands.md describes, its
+`facts` the FACTS keys.
 """
 
 from __future__ import annotations
@@ -49,19 +39,14 @@ class Verdict(StrEnum):
     WRONG_GPU = "wrong-gpu"
 
 
-IDLE_NOTE_S = 600.0
+IDLE_NOTE_S = 600.0  # a GPU container idle this long since it started gets a note
 FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", "service")
+WARNING_KINDS = ("processes-unknown", "processes-vanished", "service-ended")
 
 
 def _finding(kind: str, message: str, **facts: Any) -> Finding:
-    """A status finding (a warning of the processes-* and service-ended kinds, else a
-    violation) about its process, else its container, else its GPU; its facts are always
-    the FACTS keys."""
-    level = (
-        Level.WARN
-        if kind in ("processes-unknown", "processes-vanished", "service-ended")
-        else Level.FAIL
-    )
+    """A status finding about its process, else its container, else its GPU."""
+    level = Level.WARN if kind in WARNING_KINDS else Level.FAIL
     facts = {**dict.fromkeys(FACTS), **facts}
     pid, container = facts["pid"], facts["container"]
     subject = f"PID {pid}" if pid is not None else container or f"GPU {facts['gpu_index']}"
@@ -116,17 +101,14 @@ class TrainerCheck:
 
     @property
     def run_id(self) -> str | None:
-        """The run of its rl_coach."""
         return self.launcher.labels.get(labels.RUN_ID) if self.launcher else None
 
     @property
     def ok(self) -> bool:
-        """Whether it is told exactly the planned trainer GPUs."""
         return bool(self.planned) and self.visible == self.planned
 
     @property
     def message(self) -> str:
-        """What is wrong, for a violation."""
         who = f"SageMaker trainer {self.container.name}"
         shown = ",".join(self.visible) or "<unset>"
         if self.launcher is None:
@@ -141,8 +123,8 @@ def trainer_checks(
     candidates: Iterable[ContainerFacts], launchers: Iterable[ContainerFacts]
 ) -> tuple[TrainerCheck, ...]:
     """Each running SageMaker local-mode trainer among `candidates`, matched to its rl_coach
-    (`_launchers_of`, by CUDA_VISIBLE_DEVICES; several of no run and none forwarding it:
-    none); a trainer of a run with no live rl_coach, or with none live at all, is not judged."""
+    (`_launchers_of`); a trainer of a run with no live rl_coach, or with none at all, is not
+    judged."""
     live = _live_launchers(launchers)
     checks = []
     for trainer in candidates if live else ():
@@ -163,9 +145,8 @@ def trainer_checks(
 def _launchers_of(
     trainer: ContainerFacts, live: list[ContainerFacts], fits: Callable[[tuple[str, ...]], bool]
 ) -> list[ContainerFacts] | None:
-    """The live rl_coaches a SageMaker trainer may be of: those of the run its environment
-    names (`RUN_ID`, as the rollback reads it; None when that run has none), else all;
-    narrowed to those whose forwarded GPUs `fits`, where any does."""
+    """The live rl_coaches of the run a SageMaker trainer's `RUN_ID` names (None: that run
+    has none), else all; narrowed to those whose forwarded GPUs `fits`, where any does."""
     run = trainer.environment.get("RUN_ID")
     named = [c for c in live if run is None or c.labels.get(labels.RUN_ID) == run]
     if not named and run is not None:
@@ -199,7 +180,6 @@ class Status:
 
     @property
     def warnings(self) -> tuple[Finding, ...]:
-        """The findings said that do not make it exit 6 (unknown, or likely broken)."""
         return tuple(f for f in self.findings if f.level == Level.WARN)
 
 
@@ -255,13 +235,11 @@ def build_status(
     had_processes: Collection[str] = frozenset(),
     now: float | None = None,
 ) -> Status:
-    """Judge every GPU process. `cgroups` holds each PID's /proc/<pid>/cgroup text (None:
-    not readable); `run_id` narrows the view to one run, its GPUs and their processes;
-    `sagemaker` are the SageMaker local-mode trainers, with their environment (which
-    names their run: these facts replace `other_containers`' of the same id); `commands`
-    each PID's command line and user, where /proc shows them; `had_processes`: the
-    containers with GPU processes in an earlier refresh (a watch); `now`: the time, for
-    the note on long-idle containers (None: no such note)."""
+    """Judge every GPU process by its /proc/<pid>/cgroup text (`cgroups`; None: unreadable)
+    and command line (`commands`). `run_id` narrows the view to one run, its GPUs and their
+    processes; `sagemaker` (SageMaker trainers, with their environment) replace the
+    `other_containers` of the same id; `had_processes` had GPU processes in an earlier
+    refresh of a watch; `now` is for the note on long-idle containers (None: no note)."""
     ours = sorted(
         (c for c in drgpu_containers if labels.RUN_ID in c.labels),
         key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
@@ -277,13 +255,37 @@ def build_status(
         if not gpu.lost
         for proc in gpu.processes
     ]
-    findings = [_violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)]
+    findings = [
+        _finding(
+            str(p.verdict),
+            p.message,
+            pid=p.pid,
+            run_id=p.run_id,
+            gpu_index=p.gpu.index,
+            gpu_uuid=p.gpu.uuid,
+            container=p.container,
+            container_id=p.container_id,
+            service=p.service or p.container,
+        )
+        for p in processes
+        if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
+    ]
     findings += _missing_gpus(inventory, ours) + _stopped(ours)
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
     vanished, idle = _silent(inventory, ours, processes, had_processes, now)
-    findings += _unknown_processes(inventory) + vanished
+    findings += [
+        _finding(
+            "processes-unknown",
+            f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
+            f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
+            gpu_index=gpu.index,
+        )
+        for gpu in inventory.gpus
+        if gpu.processes_unknown and not gpu.lost
+    ]
+    findings += vanished
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
@@ -323,9 +325,8 @@ def build_status(
 
 
 def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
-    """A trainer told other GPUs than its rl_coach forwards, with the GPU it was told; each
-    GPU named as the plan names it (`1: NVIDIA GeForce RTX 3090`), not by its UUID, and a
-    bare number told as the GPU it is in the trainer's CUDA order."""
+    """A trainer told other GPUs than its rl_coach forwards; each GPU named as the plan
+    names it (`1: NVIDIA GeForce RTX 3090`), a bare number as in the trainer's CUDA order."""
     gpu = next(filter(None, (gpu_of(inventory, uuid) for uuid in check.visible)), None)
     message = check.message
     for known in (g for g in inventory.gpus if g.uuid):
@@ -352,19 +353,6 @@ def _trainer_violation(inventory: Inventory, check: TrainerCheck) -> Finding:
     )
 
 
-def _unknown_processes(inventory: Inventory) -> list[Finding]:
-    return [
-        _finding(
-            "processes-unknown",
-            f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
-            f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
-            gpu_index=gpu.index,
-        )
-        for gpu in inventory.gpus
-        if gpu.processes_unknown and not gpu.lost
-    ]
-
-
 def _silent(
     inventory: Inventory,
     containers: list[ContainerFacts],
@@ -372,9 +360,9 @@ def _silent(
     had_processes: Collection[str],
     now: float | None,
 ) -> tuple[list[Finding], list[str]]:
-    """Of the running drgpu containers holding a GPU (whose processes NVML lists, each seen
-    here) with no process, a warning for each with processes in an earlier refresh, and a
-    note for each else idle for IDLE_NOTE_S since it started (`now` None: no such note)."""
+    """Of the running drgpu containers with no process on their GPUs (all listed and seen
+    here), a warning for each that had some earlier, and a note for each idle since it
+    started IDLE_NOTE_S ago."""
     busy = {p.container_id for p in processes}
     unseen = {p.gpu.index for p in processes if p.verdict == Verdict.UNKNOWN}
 
@@ -421,8 +409,8 @@ def _judge(
     others: Mapping[str, ContainerFacts],
     launchers: list[ContainerFacts],
 ) -> ProcessStatus:
-    """A GPU process, by the container its cgroup names (None: not readable), against
-    drgpu's containers (`ours`, by id), the engine's others and the live rl_coaches."""
+    """A GPU process, by the container its cgroup names, against drgpu's containers (`ours`,
+    by id), the engine's others and the live rl_coaches."""
     command, user = (facts.command, facts.user) if facts else ("", "")
     base = ProcessStatus(
         proc.pid, gpu, proc.used_memory_mib, proc.kind, Verdict.OK, command=command, user=user
@@ -510,20 +498,6 @@ def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -
 
 def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
     return any(uuid == gpu.uuid or uuid in {m.uuid for m in gpu.mig_devices} for uuid in uuids)
-
-
-def _violation(p: ProcessStatus) -> Finding:
-    return _finding(
-        str(p.verdict),
-        p.message,
-        pid=p.pid,
-        run_id=p.run_id,
-        gpu_index=p.gpu.index,
-        gpu_uuid=p.gpu.uuid,
-        container=p.container,
-        container_id=p.container_id,
-        service=p.service or p.container,
-    )
 
 
 def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Finding]:

@@ -1,11 +1,8 @@
-"""The series `drgpu status --watch` exports (InfluxDB line protocol, Prometheus), from one
-snapshot: per GPU, per container process on a GPU, and the violations (docs/metrics.md).
-Pure: where they are sent is drgpu/host/metrics_export's.
-"""
+"""The series `drgpu status --watch` exports (docs/metrics.md), from one snapshot. Pure:
+drgpu/host/metrics_export sends them."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import urllib.parse
@@ -17,6 +14,7 @@ from drgpu.core.model import Gpu
 from drgpu.errors import ConfigError
 
 MIB = 1024 * 1024
+Labels = tuple[tuple[str, str], ...]  # (name, value) pairs, in the metric's label order
 
 
 @dataclass(frozen=True)
@@ -28,11 +26,13 @@ class Metric:
     field: str
     help: str
     name: str = ""
-    integer: bool = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.name or f"{self.measurement}_{self.field}")
-        object.__setattr__(self, "integer", self.field == "count" or "_bytes" in self.field)
+
+    @property
+    def integer(self) -> bool:
+        return self.field == "count" or "_bytes" in self.field
 
 
 GPU, COST = "drgpu_gpu", "drgpu_cost"
@@ -57,7 +57,7 @@ class Sample:
     """One value of a metric, with its labels in the metric's label order."""
 
     metric: Metric
-    labels: tuple[tuple[str, str], ...]
+    labels: Labels
     value: float
     message: str = ""  # line protocol only: a string field `message` beside the value
 
@@ -84,7 +84,7 @@ def _gpu_samples(gpu: Gpu) -> list[Sample]:
 
 def _process_samples(status: Status) -> list[Sample]:
     """Memory per (run, service, role, GPU), summed over that service's processes there."""
-    memory: dict[tuple[tuple[str, str], ...], int] = {}
+    memory: dict[Labels, int] = {}
     for process in status.processes:
         if process.container is None:
             continue  # on the host: a violation (stray) or a display, not a container's
@@ -99,7 +99,7 @@ def _process_samples(status: Status) -> list[Sample]:
 
 
 def _violation_samples(status: Status) -> list[Sample]:
-    counts: dict[tuple[tuple[str, str], ...], tuple[int, str]] = {}
+    counts: dict[Labels, tuple[int, str]] = {}
     for violation in status.violations:
         key = (
             ("kind", violation.kind),
@@ -117,10 +117,9 @@ _TAG_SPECIALS = re.compile(r"([,= ])")
 
 
 def escape_tag(text: str) -> str:
-    """A tag key or value in line protocol, never empty where `text` is not: commas,
-    equals signs and spaces escaped with a backslash; a backslash (which would escape
-    what follows it) written U+29F5 (the reverse solidus operator), a control character (a
-    line break, which line protocol cannot carry) written visibly with it (`\u29f5n`)."""
+    """A tag key or value in line protocol, never empty where `text` is not: `,= ` escaped
+    with a backslash; a backslash written U+29F5 (reverse solidus operator), and a control
+    character (a line break, which line protocol cannot carry) visibly with it (`\u29f5n`)."""
     flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return _TAG_SPECIALS.sub(r"\\\1", flat.replace("\\", "\u29f5"))
 
@@ -133,9 +132,8 @@ def quote_field(text: str) -> str:
 
 def line_protocol(found: Iterable[Sample], time_ns: int) -> list[str]:
     """One line per measurement and tag set, its fields together (a violation's first
-    message as the string field `message`), stamped `time_ns` (nanoseconds since the
-    epoch). Empty tag values are left out, as line protocol requires."""
-    points: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+    message as the string field `message`), stamped `time_ns`; empty tag values left out."""
+    points: dict[tuple[str, Labels], list[str]] = {}
     for sample in found:
         metric = sample.metric
         value = f"{round(sample.value)}i" if metric.integer else _float(sample.value)
@@ -150,9 +148,8 @@ def line_protocol(found: Iterable[Sample], time_ns: int) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _series_key(measurement: str, tags: tuple[tuple[str, str], ...]) -> str:
-    """`measurement,tag=value,...`, the tags escaped (the measurements are drgpu's own names,
-    with nothing to escape; the same few keys every refresh: kept)."""
+def _series_key(measurement: str, tags: Labels) -> str:
+    """`measurement,tag=value,...`, the tags escaped (cached: the same few every refresh)."""
     return measurement + "".join(f",{escape_tag(k)}={escape_tag(v)}" for k, v in tags if v)
 
 
@@ -167,8 +164,7 @@ def _float(value: float) -> str:
 
 @dataclass(frozen=True)
 class InfluxTarget:
-    """An InfluxDB line-protocol receiver: UDP (Telegraf's socket_listener, InfluxDB's UDP
-    listener) or HTTP(S) `/write?db=NAME` (InfluxDB 1.x's write API)."""
+    """An InfluxDB line-protocol receiver: UDP, or HTTP(S) `/write?db=NAME` (InfluxDB 1.x)."""
 
     scheme: str  # udp, http or https
     host: str
@@ -186,8 +182,7 @@ _SECRET = re.compile(r"(?:(?<=//)|^)[^/?#\s]*@|(?<=[?&])(p|password|token)=[^&#]
 
 
 def redacted(url: str) -> str:
-    """`url` fit to show: its user and password, and a password in its query (InfluxDB's
-    `p=`), written `***`."""
+    """`url` with its user and password, and a password in its query (`p=`), written `***`."""
     return _SECRET.sub(lambda m: f"{m[1]}=***" if m[1] else "***@", url)
 
 
@@ -221,9 +216,7 @@ EVERY_ADDRESS = ("0.0.0.0", "::")
 
 
 def prometheus_address(text: str) -> tuple[str, int]:
-    """Where `--prometheus` listens: `PORT` or `:PORT` is 127.0.0.1 (this host only); any
-    other address is written out (`0.0.0.0:9400`, `[::]:9400`; `*` and `0` are 0.0.0.0,
-    every address, which the watch says)."""
+    """Where `--prometheus` listens: `PORT` or `:PORT` is 127.0.0.1; `*` and `0` are 0.0.0.0."""
     usage = "--prometheus takes PORT, :PORT (127.0.0.1) or ADDRESS:PORT, e.g. 0.0.0.0:9400"
     host, _, port = text.strip().rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
