@@ -1,11 +1,6 @@
 """`status --watch --on-violation CMD`: which violations are new at a refresh and may run
-CMD now, as the JSON and `DRGPU_VIOLATION_*` variables CMD gets. Pure.
-
-A violation is known by its message (it names the kind, PID, run, service and GPU); it is
-new when the refresh before did not have it. One runs CMD at most once every
-`PER_VIOLATION_S` seconds (coming back sooner does not run it again), and CMD runs at most
-`RUNS_PER_MINUTE` times in any minute: a new violation that minute holds back is counted
-once, and runs CMD at a later refresh that has room, if it is still there.
+CMD now, within the limits docs/metrics.md gives, and what CMD gets. Pure. A violation is
+known by its message (it names the kind, PID, run, service and GPU).
 """
 
 from __future__ import annotations
@@ -52,9 +47,8 @@ class Alert:
 
 @dataclass(frozen=True)
 class AlertState:
-    """What the limits remember: the violations of the last refresh that ran CMD or needed
-    not, when each last ran CMD, the times of the runs of the last minute, how many were
-    held back, and those still waiting for room."""
+    """What the limits remember: the violations of the last refresh but those waiting for
+    room, when each last ran CMD, the runs of the last minute, and how many were held back."""
 
     present: frozenset[str] = frozenset()
     last_run: dict[str, float] = field(default_factory=dict)

@@ -1,12 +1,6 @@
-"""What each run cost in GPU time and energy, per service and per worker (container), as a
-watch sees it (`drgpu report` shows it). Pure: the ledger, one refresh in, a new ledger out.
-
-At each refresh every drgpu container holding a GPU is charged the seconds since the
-refresh before, its even share of the GPU's energy-counter delta (a counter that went back,
-a driver reload, adds nothing), the GPU's utilisation over those seconds, those seconds
-again when the hardware held its clocks down, and its processes' memory (the peak is
-kept; an rl_coach's includes its SageMaker trainer's). The ledger keeps the `MAX_RUNS`
-runs seen last.
+"""What each run cost in GPU time and energy, per service and worker (container), as a watch
+sees it (`drgpu report` shows it; docs/metrics.md says what is charged). Pure: the ledger and
+one refresh in, a new ledger out; it keeps the `MAX_RUNS` runs seen last.
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ class Usage:
 
     @property
     def mean_utilization(self) -> float | None:
-        """Mean GPU utilisation (0-100) over its measured GPU-seconds; None where never
-        measured (a GPU measured idle: 0)."""
+        """Mean GPU utilisation (0-100) over its measured GPU-seconds (None: never measured)."""
         return 100 * self.busy_seconds / self.measured_seconds if self.measured_seconds else None
 
     def plus(self, other: Usage) -> Usage:
@@ -69,7 +62,9 @@ def charge(
     seconds: float,
     now: float,
 ) -> dict[Key, Usage]:
-    """The ledger with one refresh charged (`seconds` since the refresh before)."""
+    """The ledger with one refresh charged (`seconds` since the one before): each holder of a
+    GPU its even share of the energy counter's rise, its processes' peak memory (an rl_coach
+    with its trainer's), and the seconds, busy and held down."""
     found = dict(ledger)
     by_index = {h.index: h for h in health}
     memory: dict[Key, int] = {}

@@ -1,10 +1,6 @@
-"""GPU faults, attributed: what NVML says went wrong with a GPU, as `gpu-fault` violations
-naming the runs, services and containers on that GPU.
-
-Pure: each GPU's health (polled) and the NVML events a watch received (a critical Xid, a
-double-bit ECC error) come in; findings come out. An event names its GPU, never a PID, so a
-fault names every drgpu container holding or running on that GPU. `up` refuses a GPU with
-a PENDING fault (`preflight`).
+"""GPU faults, attributed: what NVML says went wrong with a GPU (its health, polled, and the
+events a watch received), as `gpu-fault` violations naming every drgpu container holding or
+running on that GPU (an event names no PID). Pure. `up` refuses a GPU with a PENDING fault.
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ if TYPE_CHECKING:
     from drgpu.core.gpu_usage import Status
 
 FAULT = "gpu-fault"
-# nvmlClocksEventReason* bits that mean the GPU slowed itself down (not idle, not a set
-# clock or power cap, which are the user's choice).
+# nvmlClocksEventReason* bits of the GPU slowing itself down (not the user's choice).
 SLOWDOWNS = {
     0x8: "hardware slowdown",
     0x20: "thermal slowdown",
@@ -36,7 +31,7 @@ XID_EVENT, ECC_EVENT = 0x8, 0x2
 
 
 def throttled(health: GpuHealth) -> bool:
-    """Whether the GPU runs slower than asked now (for a reason but idle or a set limit)."""
+    """Whether the GPU runs slower than asked now (not idle, nor at a set limit)."""
     return bool((health.throttle or 0) & ~CHOSEN_REASONS)
 
 
@@ -79,9 +74,8 @@ def with_faults(
     events: Iterable[GpuEvent] = (),
     unfollowed: str | None = None,
 ) -> Status:
-    """`status` with a `gpu-fault` violation per fault and per drgpu container on its GPU
-    (one without a run where no container of drgpu's is there), and a note when a watch
-    cannot follow NVML's events (`unfollowed`: why)."""
+    """`status` with a `gpu-fault` violation per fault and drgpu container on its GPU (or
+    one without a run), and a note when a watch cannot follow NVML's events (`unfollowed`)."""
     from drgpu.core.gpu_usage import FACTS  # lazy: up's preflight needs none of status's model
 
     if unfollowed:
@@ -116,8 +110,7 @@ def with_faults(
 
 
 def _on_gpu(status: Status, index: int) -> list[tuple[str | None, str | None, str | None]]:
-    """(run, service, container) of each drgpu container holding or running on a GPU (on
-    the one lost GPU: each container given a GPU NVML does not list)."""
+    """(run, service, container) of each drgpu container holding or running on a GPU."""
     found: set[tuple[str | None, str | None, str | None]]
     found = {(h.run_id, h.service, h.container) for h in status.holders.get(index, ())}
     found |= {
@@ -125,8 +118,8 @@ def _on_gpu(status: Status, index: int) -> list[tuple[str | None, str | None, st
         for p in status.processes
         if p.gpu.index == index and p.run_id is not None
     }
-    if [g.index for g in status.inventory.gpus if g.lost] == [index]:  # its holders' GPU,
-        # which NVML no longer names: the containers given a GPU it does not list
+    if [g.index for g in status.inventory.gpus if g.lost] == [index]:  # the one lost GPU:
+        # those given a GPU NVML no longer lists held it
         found |= {
             (f.facts["run_id"], f.facts["service"], f.facts["container"])
             for f in status.findings
@@ -140,9 +133,8 @@ def _clock(seconds: float) -> str:
 
 
 def preflight(plan: Plan, health: Sequence[GpuHealth]) -> tuple[list[str], list[str]]:
-    """Why `up` must not start `plan` on this host's GPUs (a reset or a repair due), and
-    what it warns of: persistence mode off, less free memory than the services need (8 GiB
-    a trainer, 1 GiB a simulator worker)."""
+    """Why `up` must not start `plan` on these GPUs (a reset or repair due), and what it warns
+    of: persistence mode off, less free memory than the services need."""
     wanted: dict[int, tuple[Gpu, int]] = {}
     need = {Role.SIMULATOR: WORKER_MEMORY_MIB, Role.TRAINER: TRAINER_MIN_MEMORY_MIB}
     need[Role.TRAINER_LAUNCHER] = TRAINER_MIN_MEMORY_MIB  # what its trainer will use

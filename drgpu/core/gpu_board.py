@@ -17,10 +17,9 @@ _HOST_NAMES = {Verdict.DISPLAY: "host (display)", Verdict.UNKNOWN: "? (not visib
 
 @dataclass(frozen=True)
 class Occupant:
-    """A container given a GPU (with or without a process on it), or a process found there,
-    by its names, longest first (`run 0 · trainer · sagemaker`, `0 · trainer · sagemaker`,
-    `0 · sagemaker`); a stray process whose command /proc shows, by one: its user and
-    command (secrets hidden)."""
+    """A container given a GPU, or a process found there, by its names, longest first (`run 0
+    · trainer · sagemaker`, `0 · trainer · sagemaker`, `0 · sagemaker`); a stray process whose
+    command /proc shows, by its user and command alone."""
 
     names: tuple[str, ...]
     pid: int | None = None
@@ -58,8 +57,7 @@ def memory_percent(gpu: Gpu) -> int:
 
 @dataclass(frozen=True)
 class Board:
-    """Every GPU row, a line per other node of a swarm, and every violation in full
-    (`problems`)."""
+    """Every GPU row, a line per other node of a swarm, and every violation in full."""
 
     scope: str
     gpus: tuple[GpuRow, ...]
@@ -69,8 +67,7 @@ class Board:
 
 
 def build_board(status: Status, history: History | None = None) -> Board:
-    """The live view of one snapshot; with a run filter, only that run's containers; with
-    a history, each GPU's recent utilisation and memory."""
+    """The live view of one snapshot (of one run's containers, with a run filter)."""
     roles = {c.name: c.labels.get(labels.ROLE) or "-" for c in status.containers}
     history = history or History({}, {})
     rows = tuple(_row(status, gpu, roles, history) for gpu in status.inventory.gpus)
@@ -88,9 +85,8 @@ def build_board(status: Status, history: History | None = None) -> Board:
 
 
 def _node_lines(swarm: SwarmState, run_id: str | None) -> tuple[str, ...]:
-    """A line per other node of the swarm: its role, state (and availability, unless
-    active), whether its GPUs were read there (why not, when known), and the tasks of
-    drgpu's runs that may run there (`may_run`: on a lost node too) with their GPUs."""
+    """A line per other node of the swarm: its role, state, availability unless active,
+    whether its GPUs were read there (or why not), and the tasks of drgpu's runs there."""
     lines = []
     for node in (node for node in swarm.nodes if node.id != swarm.here):
         tasks = [
@@ -186,8 +182,7 @@ HISTORY_STEP_S = 6.0  # one point per 6 s: 20 points are the last two minutes
 
 @dataclass(frozen=True)
 class History:
-    """The last `HISTORY_POINTS` points of each GPU (by UUID): utilisation and memory in
-    percent, oldest first; a point is taken every `every` refreshes."""
+    """The last `HISTORY_POINTS` percentages of each GPU's utilisation and memory, by UUID."""
 
     utilization: Mapping[str, tuple[int, ...]]
     memory: Mapping[str, tuple[int, ...]]
@@ -196,26 +191,21 @@ class History:
 
 
 def new_history(interval_s: float) -> History:
-    """An empty history for a watch refreshed every `interval_s`: a point per
-    HISTORY_STEP_S (at least one per refresh)."""
+    """An empty history taking a point per HISTORY_STEP_S (at most one per refresh)."""
     return History({}, {}, every=max(1, round(HISTORY_STEP_S / interval_s)))
 
 
 def recorded(history: History, status: Status) -> History:
-    """The history with this refresh's point (taken at the first refresh, then every
-    `every`-th); a GPU no longer listed, or lost, keeps no history."""
+    """The history with this refresh's point (at the first refresh, then every `every`-th);
+    a GPU no longer listed, or lost, keeps no history."""
     refreshes = history.refreshes + 1
     if history.refreshes % history.every:
         return replace(history, refreshes=refreshes)
     utilization: dict[str, tuple[int, ...]] = {}
     memory: dict[str, tuple[int, ...]] = {}
-    for gpu in status.inventory.gpus:
-        if gpu.lost or not gpu.uuid:
-            continue
-        utilization[gpu.uuid] = (
-            *history.utilization.get(gpu.uuid, ()),
-            gpu.utilization_gpu_percent or 0,
-        )[-HISTORY_POINTS:]
+    for gpu in (gpu for gpu in status.inventory.gpus if gpu.uuid and not gpu.lost):
+        busy = gpu.utilization_gpu_percent or 0
+        utilization[gpu.uuid] = (*history.utilization.get(gpu.uuid, ()), busy)[-HISTORY_POINTS:]
         used = memory_percent(gpu)
         memory[gpu.uuid] = (*history.memory.get(gpu.uuid, ()), used)[-HISTORY_POINTS:]
     return replace(history, utilization=utilization, memory=memory, refreshes=refreshes)

@@ -1,6 +1,5 @@
-"""The cost ledger a watch keeps (`core.cost`): `.drgpu/cost.json` beside the settings
-file, written atomically by drgpu alone (state_files), read bounded; saved every SAVE_S
-seconds and when the watch ends, and read again by the next watch."""
+"""The cost ledger a watch keeps (`core.cost`): `.drgpu/cost.json` beside the settings file
+(state_files), saved every SAVE_S seconds and when the watch ends."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ SAVE_S = 30.0
 
 
 def ledger_path(env_file: Path) -> Path:
-    """Where the ledger of the runs of these settings lives (its folder made once saved)."""
+    """Where the ledger of the runs of these settings lives."""
     return state_dir(env_file, create=False) / NAME
 
 
@@ -38,8 +37,8 @@ def read_ledger(path: Path) -> dict[tuple[str, str, str], Usage]:
 
 
 class CostKeeper:
-    """A watch's ledger: each refresh charged (a gap longer than three intervals, a refresh
-    skipped, counts as three), saved now and then; a failed save is `report`ed."""
+    """A watch's ledger: each refresh charged (a longer gap than three intervals counts as
+    three), saved now and then; a failed save is `report`ed."""
 
     def __init__(self, path: Path | None, interval_s: float, report: Callable[[str], None]):
         self._path = path

@@ -1,7 +1,5 @@
-"""Where `drgpu status --watch` sends its series: InfluxDB line protocol over UDP or HTTP
-(`InfluxSender`), and a Prometheus `/metrics` endpoint (`PrometheusEndpoint`, through
-prometheus-client, imported only then). The series are core.metrics'.
-"""
+"""Where `drgpu status --watch` sends core.metrics' series: InfluxDB line protocol over UDP
+or HTTP, and a Prometheus `/metrics` endpoint (prometheus-client, imported only then)."""
 
 from __future__ import annotations
 
@@ -28,10 +26,9 @@ class ExportError(DrgpuError):
 
 
 class InfluxSender:
-    """Sends line protocol to one InfluxDB receiver, from a thread of its own (a slow
-    receiver never holds the watch): UDP datagrams cut at line ends, or one HTTP POST per
-    refresh within HTTP_TIMEOUT_S. Each write's failure goes to `failed`, its success to
-    `worked`; refreshes dropped while QUEUED wait are counted to `warn`."""
+    """Sends line protocol to one InfluxDB receiver from a thread of its own (a slow receiver
+    never holds the watch); each write's failure goes to `failed`, its success to `worked`,
+    refreshes dropped while QUEUED wait are counted to `warn`."""
 
     def __init__(
         self,
@@ -102,8 +99,7 @@ class InfluxSender:
             raise ExportError(f"cannot send to {self.target.url}: {reason}") from None
 
     def _post(self, body: bytes) -> None:
-        """One POST, its answer read until its status line (a refusal: its first bytes)
-        or HTTP_TIMEOUT_S in all."""
+        """One POST, its answer read until its status line (a refusal: its first bytes)."""
         target, deadline = self.target, time.monotonic() + HTTP_TIMEOUT_S
         host = f"[{target.host}]" if ":" in target.host else target.host
         head = (
@@ -144,8 +140,7 @@ class InfluxSender:
 
 
 def datagrams(lines: Sequence[str]) -> Iterator[bytes]:
-    """The lines packed into datagrams of at most DATAGRAM_BYTES, cut only at line ends (a
-    longer line goes alone)."""
+    """The lines in datagrams of at most DATAGRAM_BYTES cut at line ends (a longer line alone)."""
     packet = b""
     for line in lines:
         data = line.encode() + b"\n"
@@ -158,18 +153,14 @@ def datagrams(lines: Sequence[str]) -> Iterator[bytes]:
 
 
 class PrometheusEndpoint:
-    """`/metrics` in Prometheus's text format on ADDRESS:PORT, serving the last refresh's
-    samples (a registry of its own: no process or platform collectors). At most
-    SCRAPERS connections are served at once, each closed after SCRAPE_TIMEOUT_S idle; a
-    request it cannot answer is the client's business (no traceback on the watch's
-    terminal)."""
+    """`/metrics` on ADDRESS:PORT: the last refresh's samples (no process or platform
+    collectors), to at most SCRAPERS connections at once, each closed SCRAPE_TIMEOUT_S idle."""
 
     def __init__(self, host: str, port: int) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # lazy: --prometheus
 
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-        self._lock = threading.Lock()
         self._samples: tuple[Sample, ...] = ()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)  # a collector is anything with collect()
@@ -219,18 +210,15 @@ class PrometheusEndpoint:
         self.port = int(self._server.server_address[1])
 
     def publish(self, found: Sequence[Sample]) -> None:
-        """Serve these samples from now on."""
-        with self._lock:
-            self._samples = tuple(found)
+        """Serve these samples from now on (one assignment: a scrape sees old or new)."""
+        self._samples = tuple(found)
 
     def collect(self) -> Iterator[Any]:
         """prometheus-client's collector call: one gauge family per metric."""
         from prometheus_client.core import GaugeMetricFamily  # lazy: only --prometheus needs it
 
-        with self._lock:
-            found = self._samples
         by_metric: dict[Metric, list[Sample]] = {}
-        for sample in found:
+        for sample in self._samples:
             by_metric.setdefault(sample.metric, []).append(sample)
         for metric, mine in by_metric.items():
             names = [name for name, _ in mine[0].labels]

@@ -1,6 +1,5 @@
-"""A host process's cgroup file (core.cgroup_owner names its container), and its command line
-and owner, from /proc/<pid>/cmdline and the owner of /proc/<pid> (the live view names a stray
-GPU process by them)."""
+"""A host process's cgroup file (core.cgroup_owner names its container), command line and
+user, from /proc."""
 
 from __future__ import annotations
 
@@ -34,8 +33,8 @@ def read_process(pid: int, proc: Path = Path("/proc")) -> ProcessFacts | None:
 
 
 def process_key(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """Which process holds `pid` now (its /proc folder's inode: a PID another process takes
-    gets another), or None when it is gone."""
+    """Which process holds `pid` now (its /proc folder's inode: a PID reused gets another),
+    or None when it is gone."""
     try:
         return (proc / str(pid)).stat().st_ino
     except OSError:

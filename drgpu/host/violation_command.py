@@ -1,8 +1,5 @@
 """`status --watch --on-violation CMD`: CMD run for each new violation, one at a time in a
-thread of its own (the watch never waits for it), through drgpu.host.process, with the
-violation as JSON on stdin and in `DRGPU_VIOLATION_*` variables (a NUL byte in them as
-`\x00`). A CMD that fails, or runs past its timeout (then stopped), is reported and the
-watch goes on; the last OUTPUT_KEPT bytes of its output are kept, for that report.
+thread of its own (docs/metrics.md), its failures reported while the watch goes on.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ OUTPUT_KEPT = 4096
 
 
 def command_line(text: str) -> tuple[str, ...]:
-    """CMD split as a shell splits words (no shell runs it unless it names one:
-    `sh -c '...'`); ConfigError when it is empty or its program is not found."""
+    """CMD split as a shell splits words (ConfigError: empty, or its program not found)."""
     try:
         args = tuple(shlex.split(text))
     except ValueError as exc:
@@ -40,8 +36,7 @@ def command_line(text: str) -> tuple[str, ...]:
 
 
 class ViolationCommand:
-    """Runs CMD for each alert handed to `run`, one at a time, reporting failures through
-    `report` (a line of talk)."""
+    """Runs CMD for each alert handed to `run`, one at a time, failures told to `report`."""
 
     def __init__(self, args: Sequence[str], report: Callable[[str], None]) -> None:
         self._args = tuple(args)
