@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StatusOptions:
-    """`drgpu status`'s options (`run_id` None: every run, or DR_RUN_ID's with `evaluation`)."""
+    """`drgpu status`'s options (`run_id` None: every run; with `evaluation`, the evaluation of
+    `run_id`, else of DR_RUN_ID)."""
 
     run_id: str | None = None
     evaluation: bool = False

@@ -195,10 +195,7 @@ def forwarded_uuids(container: ContainerFacts) -> tuple[str, ...]:
 
 def gpu_of(inventory: Inventory, uuid: str) -> Gpu | None:
     """The GPU with this UUID, or the GPU this MIG UUID is a slice of."""
-    for gpu in inventory.gpus:
-        if gpu.uuid and (gpu.uuid == uuid or any(m.uuid == uuid for m in gpu.mig_devices)):
-            return gpu
-    return None
+    return next((gpu for gpu in inventory.gpus if gpu.uuid and _covers(gpu, (uuid,))), None)
 
 
 def holders_by_gpu(
@@ -497,6 +494,7 @@ def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -
 
 
 def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
+    """Whether one of `uuids` is the GPU's or one of its slices'."""
     return any(uuid == gpu.uuid or uuid in {m.uuid for m in gpu.mig_devices} for uuid in uuids)
 
 
