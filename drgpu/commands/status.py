@@ -5,6 +5,7 @@ inspecting a container and reading a process's /proc files only when it first ap
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -255,7 +256,6 @@ def watch(
     the `sinks` and `costs`; the last one shown (None: none). A later refresh the engine or
     NVML fails is skipped, said once; NVML is started again after it failed."""
     last = None
-    shown = 0
     reader = None
     try:
         with docker_api.connected() as connection:
@@ -263,10 +263,8 @@ def watch(
             reader.events = nvml.EventFollower(session)
             nvml_down, engine_down = Outage("NVML"), Outage("the Docker engine")
             start = time.monotonic()
-            while count is None or shown < count:
-                if shown:
-                    time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
-                shown += 1
+            for shown in itertools.count() if count is None else range(count):
+                time.sleep(max(0.0, start + shown * interval_s - time.monotonic()))
                 try:
                     last = reader.snapshot()
                 except (NvmlUnavailableError, DockerError) as exc:
