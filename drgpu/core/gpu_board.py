@@ -182,7 +182,8 @@ HISTORY_STEP_S = 6.0  # one point per 6 s: 20 points are the last two minutes
 
 @dataclass(frozen=True)
 class History:
-    """The last `HISTORY_POINTS` percentages of each GPU's utilisation and memory, by UUID."""
+    """The last `HISTORY_POINTS` percentages of each GPU's utilisation and memory, by UUID,
+    oldest first; a point is taken every `every` refreshes."""
 
     utilization: Mapping[str, tuple[int, ...]]
     memory: Mapping[str, tuple[int, ...]]

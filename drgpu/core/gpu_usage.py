@@ -358,8 +358,8 @@ def _silent(
     now: float | None,
 ) -> tuple[list[Finding], list[str]]:
     """Of the running drgpu containers with no process on their GPUs (all listed and seen
-    here), a warning for each that had some earlier, and a note for each idle since it
-    started IDLE_NOTE_S ago."""
+    here), a warning for each that had some earlier, and a note for each other one that
+    started at least IDLE_NOTE_S ago."""
     busy = {p.container_id for p in processes}
     unseen = {p.gpu.index for p in processes if p.verdict == Verdict.UNKNOWN}
 
