@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
 from operator import eq, ge, gt, le, lt
 from pathlib import Path
 from typing import Any
@@ -163,11 +165,9 @@ def check_docker(facts: HostFacts) -> list[Finding]:
     if (daemon := facts.daemon) is None:
         return _unanswered(facts, "docker", "Docker: ")
     summary = f"Docker engine {daemon.version} (API {daemon.api_version})"
-    version = parse_version(daemon.version)
-    if version is not None and version < DOCKER_MIN:
-        return [
-            _check("docker", FAIL, f"{summary}: device requests need >= 19.03", "upgrade Docker")
-        ]
+    if (version := parse_version(daemon.version)) and version < DOCKER_MIN:
+        summary += ": device requests need >= 19.03"
+        return [_check("docker", FAIL, summary, "upgrade Docker")]
     return [_check("docker", PASS, summary)]
 
 
@@ -179,16 +179,8 @@ def check_device_requests(facts: HostFacts) -> list[Finding]:
     if facts.probe_image is not None:
         return [_probe_check(facts, facts.probe_image)]
     cdi = nvidia_cdi_devices(daemon)
-    signs = [
-        sign
-        for sign, seen in (
-            ("an nvidia runtime", "nvidia" in daemon.runtimes),
-            (f"{len(cdi)} NVIDIA CDI device(s)", bool(cdi)),
-            (f"{HOOK} on PATH", facts.hook_on_path),
-        )
-        if seen
-    ]
-    if signs:
+    named = ("an nvidia runtime", f"{len(cdi)} NVIDIA CDI device(s)", f"{HOOK} on PATH")
+    if signs := list(compress(named, ("nvidia" in daemon.runtimes, cdi, facts.hook_on_path))):
         message = (
             f"the NVIDIA container toolkit is there ({', '.join(signs)});"
             " `drgpu doctor --probe` proves device requests work"
@@ -226,8 +218,7 @@ def check_device_driver(facts: HostFacts) -> list[Finding]:
         fix = "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart dockerd"
         return [_check("device-driver", WARN, message, fix)]
     uuids = [gpu.uuid for gpu in facts.inventory.gpus if gpu.uuid] if facts.inventory else []
-    unnamed = unnamed_in_spec(choice.driver, daemon, uuids)
-    if unnamed:
+    if unnamed := unnamed_in_spec(choice.driver, daemon, uuids):
         return [_check("device-driver", WARN, f"{summary}; but {unnamed}")]
     return [_check("device-driver", PASS, summary)]
 
@@ -276,44 +267,39 @@ def check_x_server(facts: HostFacts) -> list[Finding]:
 
 
 def check_daemon_reload(facts: HostFacts) -> list[Finding]:
-    """With Docker's systemd cgroup driver, a `systemctl daemon-reload` rewrites each
-    container's device rules from what systemd knows of /dev/char: NVIDIA device nodes
-    without links there are lost to running containers ("Failed to initialize NVML:
-    Unknown Error", nvidia-container-toolkit#48)."""
+    """Under systemd's cgroup driver a `systemctl daemon-reload` takes from running containers
+    the NVIDIA device nodes /dev/char does not link (nvidia-container-toolkit#48)."""
     if (daemon := facts.daemon) is None or not facts.device_nodes or not daemon.cgroup_driver:
         return []  # no engine, no NVIDIA device node, or an engine silent on its cgroup driver
-    driver = daemon.cgroup_driver
-    if driver != "systemd":
-        message = (
-            f"Docker's cgroup driver is {driver}: a systemctl daemon-reload leaves"
-            " containers their GPUs"
-        )
-        return [_check("daemon-reload", PASS, message)]
-    if _driver_choice(facts, daemon).driver is DeviceDriver.CDI:
-        message = (
-            "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes"
-            " systemd knows: a daemon-reload leaves containers their GPUs"
-        )
-        return [_check("daemon-reload", PASS, message)]
     missing = [
         path
         for path, (major, minor) in facts.device_nodes.items()
         if f"{major}:{minor}" not in facts.char_links
     ]
-    if not missing:
-        message = "cgroup driver systemd, and /dev/char links every NVIDIA device node"
-        return [_check("daemon-reload", PASS, message)]
-    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    message = (
-        f"Docker's cgroup driver is systemd and /dev/char has no link for {shown}: after"
-        " `systemctl daemon-reload` (a package install runs one) running containers lose"
-        " their GPUs ('Failed to initialize NVML: Unknown Error'), and a training dies"
-    )
-    fix = (
-        "sudo nvidia-ctk system create-dev-char-symlinks --create-all (and its udev rule, to"
-        " keep them after a reboot), or give GPUs through CDI (DRGPU_DEVICE_DRIVER=cdi)"
-    )
-    return [_check("daemon-reload", WARN, message, fix)]
+    leaves = "daemon-reload leaves containers their GPUs"
+    if daemon.cgroup_driver != "systemd":
+        safe = f"Docker's cgroup driver is {daemon.cgroup_driver}: a systemctl {leaves}"
+    elif _driver_choice(facts, daemon).driver is DeviceDriver.CDI:
+        safe = (
+            "cgroup driver systemd; drgpu gives GPUs through CDI, whose device nodes systemd"
+            f" knows: a {leaves}"
+        )
+    elif not missing:
+        safe = "cgroup driver systemd, and /dev/char links every NVIDIA device node"
+    else:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        message = (
+            "Docker's cgroup driver is systemd and /dev/char has no link for"
+            f" {', '.join(missing[:3])}{more}: after `systemctl daemon-reload` (a package install"
+            " runs one) running containers lose their GPUs ('Failed to initialize NVML: Unknown"
+            " Error'), and a training dies"
+        )
+        fix = (
+            "sudo nvidia-ctk system create-dev-char-symlinks --create-all (and its udev rule, to"
+            " keep them after a reboot), or give GPUs through CDI (DRGPU_DEVICE_DRIVER=cdi)"
+        )
+        return [_check("daemon-reload", WARN, message, fix)]
+    return [_check("daemon-reload", PASS, safe)]
 
 
 def _probe_check(facts: HostFacts, image: str) -> Finding:
@@ -395,9 +381,7 @@ def check_image_cuda(facts: HostFacts) -> list[Finding]:
 def _image_cuda_check(name: str, image: ImageFacts | None, inventory: Inventory) -> Finding:
     driver_cuda, driver = inventory.cuda_driver_version, inventory.driver_version
 
-    def line(level: Level, message: str, fix: str | None = None) -> Finding:
-        return Finding(name, level, message, fix, "image-cuda")
-
+    line = partial(Finding, name, kind="image-cuda")
     if image is None:
         message = f"image {name} is not in the engine: its CUDA needs are unchecked"
         fix = f"docker pull {name} (drgpu never pulls), then run doctor again"
@@ -432,9 +416,7 @@ def _image_cuda_check(name: str, image: ImageFacts | None, inventory: Inventory)
 def parse_version(text: str) -> tuple[int, int, int] | None:
     """(major, minor, patch) of the first version in `text`: `v2.29.1`, `20.10.24+dfsg1`."""
     match = _VERSION.search(text)
-    if match is None:
-        return None
-    return int(match[1]), int(match[2]), int(match[3] or 0)
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3] or 0))
 
 
 def cuda_text(version: int | None) -> str:
