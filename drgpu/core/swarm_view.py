@@ -39,9 +39,7 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
     ours = [t for t in swarm.tasks if run_id is None or t.run_id == run_id]
     named = {node.id: node for node in swarm.nodes}
     findings = [
-        _task_finding(
-            t, named.get(t.node_id), f"is {t.state}: {t.error or 'not placed'}", "task-pending"
-        )
+        _task_finding(t, named, f"is {t.state}: {t.error or 'not placed'}", "task-pending")
         for t in ours
         if t.desired_state in _WANTED and t.state in ("new", "pending", "assigned")
     ]
@@ -52,11 +50,10 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
         why = f"is {task.state} ({task.error or 'no error given'}); {GIVEN_UP}"
         if task.state == RUNNING:  # a node back after the manager gave its task up
             why = "is running, but Swarm is shutting it down and runs no task in its place"
-        node = named.get(task.node_id)
         if task.state != "complete":
-            findings.append(_task_finding(task, node, why, "task-stopped"))
+            findings.append(_task_finding(task, named, why, "task-stopped"))
         elif task_gpus(task) or task.labels.get(labels.FORWARDED_GPUS):  # its work may be done
-            findings.append(_task_finding(task, node, why, "task-ended", Level.WARN))
+            findings.append(_task_finding(task, named, why, "task-ended", Level.WARN))
     findings += swarm.node_findings
     for node in swarm.nodes:
         held = [
@@ -70,7 +67,7 @@ def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding
             findings.append(Finding(node.name, level, message, kind="node-down", facts=facts))
             lost = f"may still run on {node.name}, which the manager has lost, holding its GPUs"
             findings.extend(
-                _task_finding(t, node, f"is {t.state}, but {lost}", "task-on-lost-node")
+                _task_finding(t, named, f"is {t.state}, but {lost}", "task-on-lost-node")
                 for t in held
                 if may_run(t)
             )
@@ -86,9 +83,8 @@ GIVEN_UP = "Swarm runs no task in its place (its restart condition, or no node f
 
 
 def given_up(tasks: Iterable[TaskFacts]) -> list[TaskFacts]:
-    """The newest task of each slot (a global service's: each node) that Swarm neither runs
-    nor replaces any more: none of its tasks is wanted, nor removed on purpose (a scale
-    down)."""
+    """The newest task of each slot that Swarm neither runs nor replaces any more: none of its
+    tasks is wanted, nor removed on purpose (a scale down)."""
     slots: dict[tuple[str, int | str], list[TaskFacts]] = {}
     for task in tasks:
         slots.setdefault(slot_of(task), []).append(task)
@@ -111,7 +107,7 @@ def may_run(task: TaskFacts) -> bool:
 
 
 def _task_finding(
-    task: TaskFacts, node: NodeFacts | None, message: str, kind: str, level: Level = Level.FAIL
+    task: TaskFacts, nodes: dict[str, NodeFacts], message: str, kind: str, level: Level = Level.FAIL
 ) -> Finding:
     facts: dict[str, Any] = {"task": task.id, "node": task.node_id, "run_id": task.run_id}
     gpus = list(task_gpus(task))
@@ -119,15 +115,14 @@ def _task_finding(
     stack = task.labels.get(labels.SWARM_STACK)
     facts.update(gpus=gpus, service=task.service.removeprefix(f"{stack}_"))
     facts.update(gpu_uuid=gpus[0] if len(gpus) == 1 else None)
-    where = node.name if node else "no node"
+    where = node.name if (node := nodes.get(task.node_id)) else "no node"
     subject = f"task {task.service}.{task.slot} ({task.id[:12]}) on {where}"
     return Finding(subject, level, f"{subject} {message}", kind=kind, facts=facts)
 
 
 def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
-    """The tasks of drgpu's runs that may run on a node, as containers (their GPUs: what
-    the engine reserved for them, or drgpu pinned), so that its GPUs are judged like this
-    node's."""
+    """The tasks of drgpu's runs that may run on a node, as containers holding `task_gpus`, so
+    that its GPUs are judged like this node's."""
     return [
         ContainerFacts(
             id=task.container_id,
@@ -135,10 +130,7 @@ def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
             service=task.service,
             project="",
             state=RUNNING,
-            labels={
-                labels.RUN_ID: task.run_id,
-                labels.GPUS: ",".join(task_gpus(task)),
-            },
+            labels={labels.RUN_ID: task.run_id, labels.GPUS: ",".join(task_gpus(task))},
         )
         for task in swarm.tasks
         if task.node_id == node_id and task.container_id and may_run(task)
@@ -146,10 +138,8 @@ def task_containers(swarm: SwarmState, node_id: str) -> list[ContainerFacts]:
 
 
 def task_stand_in(project: str, task: TaskFacts) -> ContainerFacts:
-    """A task on another node (or on none yet) as `judge` sees a container there: named by
-    its slot and node, with its spec's labels and environment, Swarm's task labels, its
-    state, and the GPUs the engine reserved for it in the engine's variable
-    (DOCKER_RESOURCE_NVIDIA-GPU)."""
+    """A task on another node (or on none yet) as `judge` sees a container there: its spec's
+    labels and environment, Swarm's task labels, and the GPUs the engine reserved for it."""
     reserved = ",".join(reserved_gpus(task))
     swarm = {labels.SWARM_TASK_NAME: f"{task.service}.{task.slot}.{task.id}"}
     where = f"on node {task.node_id[:12]}" if task.node_id else "on no node yet"
