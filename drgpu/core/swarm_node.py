@@ -1,12 +1,6 @@
-"""`drgpu swarm-setup`'s report: what a node needs so that Swarm hands out its GPUs, and what
-differs from what `commands.swarm_setup` read.
-
-A node advertises each GPU by full UUID as a named generic resource of kind NVIDIA-GPU
-(daemon.json `node-generic-resources`), runs the NVIDIA runtime by default (Swarm cannot
-pick a runtime per service), and the runtime's config.toml names the variable the engine
-sets, `swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"` (the kind, upper-cased, after
-DOCKER_RESOURCE_; nvidia-container-toolkit#57 is the mismatch this avoids).
-"""
+"""`drgpu swarm-setup`'s report: what a node needs so that Swarm hands out its GPUs (each one
+advertised by UUID, the NVIDIA runtime by default, config.toml's swarm-resource: docs/swarm.md),
+and what differs from what `commands.swarm_setup` read; and how a stack's tasks get GPUs."""
 
 from __future__ import annotations
 
@@ -121,16 +115,11 @@ def report(
         *_toolkit_findings(state, toolkit_path),
         *_engine_findings(resources, state, kept),
     ]
-    findings += [
-        Finding(
-            "trainer", NOTE, f"{uuid} is the trainer's: not advertised to Swarm", kind="trainer"
-        )
-        for uuid in kept
-    ]
+    trainer = partial(Finding, "trainer", NOTE, kind="trainer")
+    findings += [trainer(f"{uuid} is the trainer's: not advertised to Swarm") for uuid in kept]
     if not trainer_here:  # then none is kept
         every = "(a worker, or its GPUs are another node's), so every GPU is advertised"
-        elsewhere = f"the trainer does not run on this node {every}"
-        findings.append(Finding("trainer", NOTE, elsewhere, kind="trainer"))
+        findings.append(trainer(f"the trainer does not run on this node {every}"))
     if not resources:
         none = "this node has no usable GPU to advertise"
         findings.insert(0, Finding("GPUs", FAIL, none, kind="node-gpus"))
@@ -199,9 +188,8 @@ def _runtime_finding(where: tuple[str, str], runtime: object, wrong: str) -> Fin
     """OK where `runtime` is the NVIDIA runtime, else FAIL saying what is `wrong` (`where`:
     the finding's subject and kind)."""
     subject, kind = where
-    if runtime == RUNTIME:
-        return Finding(subject, OK, RUNTIME, kind=kind)
-    return Finding(subject, FAIL, wrong, kind=kind)
+    right = runtime == RUNTIME
+    return Finding(subject, OK if right else FAIL, RUNTIME if right else wrong, kind=kind)
 
 
 def _toolkit_findings(state: NodeState, path: Path) -> list[Finding]:
@@ -278,13 +266,9 @@ PINNED_VARIABLE = "NVIDIA_VISIBLE_DEVICES"
 
 @dataclass(frozen=True)
 class SwarmLayout:
-    """How a stack's GPU tasks get their GPUs on the swarm.
-
-    Pinned services run on this node (`node.id == node_id`, when known) and name their
-    GPUs in NVIDIA_VISIBLE_DEVICES, which the node's default NVIDIA runtime obeys exactly.
-    Otherwise the simulators reserve NVIDIA-GPU generic resources and the engine chooses
-    among the GPUs each node advertises. The trainer (and rl_coach) is always pinned.
-    """
+    """How a stack's GPU tasks get their GPUs on the swarm (docs/swarm.md): pinned to this node
+    (`node_id`, when known) in NVIDIA_VISIBLE_DEVICES, as the trainer always is, or, for the
+    simulators unless `pin_simulators`, by the engine among the GPUs nodes advertise."""
 
     pin_simulators: bool = True
     node_id: str | None = None
@@ -292,14 +276,9 @@ class SwarmLayout:
 
 
 def swarm_layout(values: Mapping[str, str], engine: EngineFacts | None) -> SwarmLayout:
-    """The layout the settings' `DRGPU_SWARM_GPUS` (auto, the default; pin or generic) asks
-    for on this swarm (`engine`: None when unknown); read when a stack goes to Swarm only: a
-    Compose stack ignores the key.
-
-    `auto` pins the simulators when no node but this one carries the simulator label
-    (a one-node swarm, as DeepRacer-for-cloud's single-machine setup is), else leaves
-    them to the engine's generic resources.
-    """
+    """The layout `DRGPU_SWARM_GPUS` asks for on this swarm (`engine`: None when unknown):
+    `auto` pins the simulators unless another node carries the simulator label, as `pin` does
+    always and `generic` never. A Compose stack ignores the key."""
     mode = (values.get(SWARM_GPUS_KEY) or "auto").strip().lower() or "auto"
     if (setting := member(SwarmGpus, mode)) is None:
         raise ConfigError(f"{SWARM_GPUS_KEY}={mode!r}: expected one of {choices(SwarmGpus)}")
