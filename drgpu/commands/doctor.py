@@ -3,7 +3,7 @@ core.host_checks judges them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -67,18 +67,15 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
 
     config = ask("settings", ConfigError, lambda: settings(target, quiet=True))
     inventory, persistence, health = ask("nvml", NvmlUnavailableError, _ask_nvml) or (None, (), ())
-    hook = files.hook_installed()
     daemon = ask("docker", DockerError, engine.daemon_facts)
-    values = dict(config.values) if config is not None else {}
-    compose_version = ask("compose", DockerError, lambda: _compose_version(values))
+    values = config.values if config is not None else {}
     used, simulator_image = _stack_images(config, target)
-    names = list(dict.fromkeys([*images, *used]))
     checked: dict[str, ImageFacts | None] = {}
-    probe_image = (images[0] if images else simulator_image) if probe else None  # in `names`
+    probe_image = (images[0] if images else simulator_image) if probe else None  # a checked one
     probe_error = None
     if daemon is not None:
         try:
-            checked = {name: engine.local_image(name) for name in names}
+            checked = {name: engine.local_image(name) for name in dict.fromkeys([*images, *used])}
             if probe_image is not None and checked[probe_image] is not None:
                 probe_error = engine.try_device_request(probe_image)
         except DrgpuError as exc:
@@ -89,8 +86,8 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         inventory,
         persistence,
         daemon,
-        hook,
-        compose_version,
+        files.hook_installed(),
+        ask("compose", DockerError, lambda: _compose_version(values)),
         checked,
         probe_image,
         probe_error,
@@ -130,7 +127,7 @@ def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...
         except DrgpuError:
             pass  # the compose check says why
     if target.compose_files is None:
-        trainer, simulator = checks.stack_images(dict(config.values) if config else {})
+        trainer, simulator = checks.stack_images(config.values if config else {})
         return (trainer, simulator), simulator
     return (), None
 
@@ -142,7 +139,7 @@ def _ask_nvml() -> tuple[Inventory, tuple[bool | None, ...], tuple[GpuHealth, ..
         return inventory, nvml.persistence_modes(session), health
 
 
-def _compose_version(values: dict[str, str]) -> str:
+def _compose_version(values: Mapping[str, str]) -> str:
     done = process.run([*compose.find_compose(values), "version", "--short"], timeout=30)
     if not done.ok:
         raise DockerError(done.last_error_line())

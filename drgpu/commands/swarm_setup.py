@@ -15,7 +15,6 @@ from drgpu.core.planning import make_plan
 from drgpu.core.swarm_node import NodeState, SetupReport, report, runs_trainer, wanted_resources
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import container_toolkit, files, nvml, swarm_engine
-from drgpu.host.files import base_stack_file, exists, load_inventory, load_stack
 
 
 def swarm_setup(
@@ -23,14 +22,14 @@ def swarm_setup(
 ) -> SetupReport:
     """Read the GPUs of `inventory` (None: this host's), the settings (when there are any:
     their trainer's GPUs are kept from the swarm) and this node's state, and report."""
-    gpus = load_inventory(inventory) if inventory is not None else nvml.read_inventory()
+    gpus = files.load_inventory(inventory) if inventory is not None else nvml.read_inventory()
     target = resolved(InputOptions(env_file=env_file, needs_files=False))
-    config = settings(target) if exists(target.env_file, file=True) else None
+    config = settings(target) if files.exists(target.env_file, file=True) else None
     state = read_node(daemon_json, toolkit_config)
     here = config is None or runs_trainer(state.engine, config.trainer_devices, gpus)
     kept: tuple[str, ...] = ()
     if config is not None and here:  # the trainer's GPUs, planned as `drgpu plan` would
-        plan = make_plan(config, load_stack([base_stack_file()]), gpus)
+        plan = make_plan(config, files.load_stack([files.base_stack_file()]), gpus)
         trainers = [s for s in plan.services if s.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)]
         kept = tuple(device.uuid for service in trainers for device in service.devices)
     wanted = wanted_resources(gpus, kept)
@@ -38,8 +37,7 @@ def swarm_setup(
 
 
 def read_node(daemon_json_path: Path, toolkit_path: Path) -> NodeState:
-    """Read daemon.json, the NVIDIA runtime's config.toml, the toolkit's version and
-    `docker info` (the shell)."""
+    """Read daemon.json, the NVIDIA runtime's config.toml and version, and `docker info`."""
     daemon_json, toolkit = _read_daemon_json(daemon_json_path), container_toolkit.read(toolkit_path)
     facts = engine_problem = None
     try:
