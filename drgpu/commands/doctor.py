@@ -117,9 +117,8 @@ def _drfc_swarm(config: Config | None, target: Inputs) -> tuple[tuple[str, str],
 
 
 def _stack_images(config: Config | None, target: Inputs) -> tuple[tuple[str, ...], str | None]:
-    """The images the target's stack uses, as Compose resolves its files with these settings,
-    and the simulator's (the one `--probe` starts). Without Compose, drgpu's base stack's
-    images as its compose file names them; another stack's are then unknown."""
+    """The images of the target's stack as Compose resolves them, and the one `--probe` starts;
+    without Compose, those drgpu's base stack names (another stack's are then unknown)."""
     if config is not None:
         try:
             model = compose.resolve_stack(config, stack_files(target))

@@ -224,9 +224,8 @@ def check_device_driver(facts: HostFacts) -> list[Finding]:
 
 
 def check_toolkit(facts: HostFacts) -> list[Finding]:
-    """The toolkit's version and runtime mode; a warning for a Swarm stack where 1.18.x in
-    jit-cdi mode would give tasks that reserve generic resources no GPU, and one where its
-    jit-cdi mode lets a container's EGL/Vulkan reach every GPU."""
+    """The toolkit's version and mode; warnings where jit-cdi mode gives a Swarm stack's reserving
+    tasks no GPU (1.18.x), or lets a container's EGL/Vulkan reach every GPU."""
     if (toolkit := facts.toolkit) is None:
         return []
     egl = egl_problem(toolkit)
@@ -474,8 +473,8 @@ def resolved_images(services: Mapping[str, Any]) -> tuple[tuple[str, ...], str |
         for name, body in services.items()
         if isinstance(body, Mapping) and body.get("image")
     }
-    ranked = sorted(images, key=lambda name: _PROBE_PREFERENCE.get(role_of(name), 9))
-    return tuple(dict.fromkeys(images.values())), images[ranked[0]] if ranked else None
+    probed = min(images, key=lambda name: _PROBE_PREFERENCE.get(role_of(name), 9), default=None)
+    return tuple(dict.fromkeys(images.values())), images[probed] if probed else None
 
 
 def stack_images(values: Mapping[str, str]) -> tuple[str, str]:

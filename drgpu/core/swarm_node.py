@@ -287,10 +287,9 @@ def swarm_layout(values: Mapping[str, str], engine: EngineFacts | None) -> Swarm
     advertised = tuple(
         entry.partition("=")[2] for entry in _gpu_entries(engine.generic_resources)[0]
     )
-    others = [
-        node
+    others = any(
+        node.id != engine.node_id and node.labels.get(NODE_LABELS[1]) == "true"
         for node in engine.nodes
-        if node.id != engine.node_id and node.labels.get(NODE_LABELS[1]) == "true"
-    ]
+    )
     pin = setting == SwarmGpus.PIN or (setting == SwarmGpus.AUTO and not others)
     return SwarmLayout(pin_simulators=pin, node_id=engine.node_id or None, advertised=advertised)

@@ -1,8 +1,5 @@
-"""`drgpu status` on a swarm manager: the whole swarm as the manager records it, judged.
-
-The manager cannot look inside another node: only the GPUs of the nodes in `seen` were
-read (this node's through NVML, others' by a job on each), the others are said to be unseen.
-"""
+"""`drgpu status` on a swarm manager: the whole swarm as the manager records it, judged; only
+the GPUs of the nodes in `seen` were read (this node's through NVML, others' by a job on each)."""
 
 from __future__ import annotations
 
@@ -32,10 +29,9 @@ class SwarmState:
 
 
 def swarm_findings(swarm: SwarmState, run_id: str | None = None) -> list[Finding]:
-    """A node not ready (FAIL when it holds a run's tasks), its tasks that may still run, a
-    task pending, a slot Swarm gave up (`given_up`: FAIL, but a WARN where a GPU task's
-    ended with status 0, none for another's), a node whose GPUs were not read. `run_id`:
-    only its tasks (None: all)."""
+    """A node not ready (FAIL when it holds a run's tasks) and its tasks that may still run, a
+    task pending, a slot Swarm gave up (FAIL; WARN where a GPU task's ended with status 0, none
+    for another's), a node whose GPUs were not read; of `run_id`'s tasks only, unless None."""
     ours = [t for t in swarm.tasks if run_id is None or t.run_id == run_id]
     named = {node.id: node for node in swarm.nodes}
     findings = [
@@ -162,9 +158,8 @@ def task_gpus(task: TaskFacts) -> tuple[str, ...]:
 def swarm_reasons(
     explanations: Collection[str], reserving: Collection[str], setting: str | None
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The plan's reasons that apply on the swarm, and warnings: the GPUs of a reserving
-    service are the engine's choice, so its per-GPU reasons go, and an explicit simulator
-    `setting` (`KEY=value`) is said not to apply."""
+    """The plan's reasons that apply on the swarm (a reserving service's GPUs are the engine's
+    choice), and a warning that an explicit simulator `setting` (`KEY=value`) does not apply."""
     chooses = {*reserving, *(("simulators (auto)",) if reserving else ())}
     kept = tuple(
         line
