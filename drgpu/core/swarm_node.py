@@ -4,7 +4,7 @@ and what differs from what `commands.swarm_setup` read; and how a stack's tasks 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -140,15 +140,14 @@ def _gpu_entries(entries: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 def _resource_findings(
-    where: tuple[str, str],
+    said: Callable[..., Finding],
     resources: tuple[str, ...],
     have: Iterable[str],
     fix: str,
     kept: Collection[str],
 ) -> list[Finding]:
-    """How the advertised entries `have` differ from `resources` (`where`: the findings'
-    subject and kind; `fix`: for those missing)."""
-    subject, kind = where
+    """How the advertised entries `have` differ from `resources`, each `said` as a level and a
+    message (`fix`: for those missing)."""
     ours, misnamed = _gpu_entries(have)
     trainers = [entry for entry in ours if entry.partition("=")[2] in kept]
     extra = [entry for entry in ours if entry not in resources and entry not in trainers]
@@ -160,8 +159,8 @@ def _resource_findings(
         ("", extra, ": not a GPU of this node (full UUIDs)"),
     ]
     differences = [f"{before}{', '.join(e)}{after}" for before, e, after in rows if e]
-    return [Finding(subject, FAIL, text, kind=kind) for text in differences] or [
-        Finding(subject, OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU", kind=kind)
+    return [said(FAIL, text) for text in differences] or [
+        said(OK, f"{len(ours)} {GPU_KIND} resource(s), one per GPU")
     ]
 
 
@@ -172,24 +171,16 @@ def _daemon_json_findings(
         why = state.daemon_json_problem or "cannot be read"
         return [Finding(str(path), FAIL, why, kind="daemon-json")]
     have = [str(entry) for entry in document.get("node-generic-resources") or []]
-    where = (f"{path}: node-generic-resources", "daemon-json-resources")
-    findings = _resource_findings(where, resources, have, "add them", kept)
+    said = partial(Finding, f"{path}: node-generic-resources", kind="daemon-json-resources")
+    findings = _resource_findings(said, resources, have, "add them", kept)
     runtime = document.get("default-runtime")
     why = f"{runtime or 'unset (runc)'}; Swarm cannot choose a runtime per service, so it must be"
-    where = (f"{path}: default-runtime", "daemon-json-runtime")
-    findings.append(_runtime_finding(where, runtime, f"{why} {RUNTIME!r}"))
+    said = partial(Finding, f"{path}: default-runtime", kind="daemon-json-runtime")
+    findings.append(said(OK, RUNTIME) if runtime == RUNTIME else said(FAIL, f"{why} {RUNTIME!r}"))
     if RUNTIME not in (document.get("runtimes") or {}):
         missing = f"no {RUNTIME!r} runtime entry"
         findings.append(Finding(f"{path}: runtimes", FAIL, missing, kind="daemon-json-runtimes"))
     return findings
-
-
-def _runtime_finding(where: tuple[str, str], runtime: object, wrong: str) -> Finding:
-    """OK where `runtime` is the NVIDIA runtime, else FAIL saying what is `wrong` (`where`:
-    the finding's subject and kind)."""
-    subject, kind = where
-    right = runtime == RUNTIME
-    return Finding(subject, OK if right else FAIL, RUNTIME if right else wrong, kind=kind)
 
 
 def _toolkit_findings(state: NodeState, path: Path) -> list[Finding]:
@@ -228,12 +219,12 @@ def _engine_findings(
         why = state.engine_problem or "cannot reach the Docker engine"
         return [Finding("engine", FAIL, why, kind="engine")]
     restart = "dockerd advertises what daemon.json said when it started: restart dockerd"
-    where = ("engine: generic resources", "engine-resources")
-    findings = _resource_findings(where, resources, engine.generic_resources, restart, kept)
+    said = partial(Finding, "engine: generic resources", kind="engine-resources")
+    findings = _resource_findings(said, resources, engine.generic_resources, restart, kept)
     absent = "" if RUNTIME in engine.runtimes else f"; no {RUNTIME!r} runtime"
     runtime = engine.default_runtime
-    where = ("engine: default runtime", "engine-runtime")
-    findings.append(_runtime_finding(where, runtime, runtime + absent))
+    said = partial(Finding, "engine: default runtime", kind="engine-runtime")
+    findings.append(said(OK, RUNTIME) if runtime == RUNTIME else said(FAIL, runtime + absent))
     if engine.swarm_state != "active":
         joined = f"{engine.swarm_state}: `docker swarm init` or `join`"
         findings.append(Finding("engine: swarm", FAIL, joined, kind="engine-swarm"))
