@@ -235,8 +235,7 @@ def check_toolkit(facts: HostFacts) -> list[Finding]:
     summary = f"NVIDIA container toolkit {toolkit.version_text}"
     if toolkit.effective_mode:
         summary += f", runtime mode {toolkit.effective_mode}"
-    problem = generic_resources_problem(toolkit)
-    if problem is None:
+    if (problem := generic_resources_problem(toolkit)) is None:
         check = _check("toolkit", PASS, summary)
     elif not (facts.config and facts.config.deploys_to_swarm()):
         check = _check("toolkit", PASS, f"{summary} (Swarm's generic resources would need a fix)")
@@ -354,9 +353,8 @@ def check_compose(facts: HostFacts) -> list[Finding]:
     if (output := facts.compose_version) is None:
         fix = "install the docker compose plugin (>= 2.24.4), or set DRGPU_COMPOSE"
         return _unanswered(facts, "compose", "Docker Compose: ", fix)
-    version = parse_version(output)
-    shown = output.strip().splitlines()[0] if output.strip() else "?"
-    if version is None:
+    if (version := parse_version(output)) is None:
+        shown = output.strip().splitlines()[0] if output.strip() else "?"
         return [_check("compose", WARN, f"cannot read the Compose version from {shown!r}")]
     summary = f"Docker Compose {'.'.join(map(str, version))}"
     if version < COMPOSE_MIN:
@@ -378,16 +376,14 @@ def check_image_cuda(facts: HostFacts) -> list[Finding]:
 
 
 def _image_cuda_check(name: str, image: ImageFacts | None, inventory: Inventory) -> Finding:
-    driver_cuda, driver = inventory.cuda_driver_version, inventory.driver_version
-
     line = partial(Finding, name, kind="image-cuda")
+    driver_cuda, driver = inventory.cuda_driver_version, inventory.driver_version
     if image is None:
         message = f"image {name} is not in the engine: its CUDA needs are unchecked"
         fix = f"docker pull {name} (drgpu never pulls), then run doctor again"
         return line(WARN, message, fix)
     env = image.environment
-    needed = required_cuda(env)
-    if needed is None:
+    if (needed := required_cuda(env)) is None:
         return line(PASS, f"image {name} states no CUDA requirement")
     if env.get("NVIDIA_DISABLE_REQUIRE", "").lower() in ("1", "true"):
         return line(PASS, f"image {name} disables the toolkit's CUDA check")
