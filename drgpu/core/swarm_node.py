@@ -75,9 +75,8 @@ class SetupReport:
 
 
 def wanted_resources(inventory: Inventory, kept: Collection[str] = ()) -> tuple[str, ...]:
-    """`NVIDIA-GPU=<uuid>` for each usable GPU, or for each MIG slice of a GPU in MIG mode,
-    but those the node keeps for its trainer (`kept`, GPU or MIG UUIDs): whatever a node
-    advertises, the engine may give a simulator."""
+    """`NVIDIA-GPU=<uuid>` for each usable GPU (each MIG slice of one in MIG mode) but the
+    trainer's (`kept`, GPU or MIG UUIDs): the engine may give a simulator any a node advertises."""
     return tuple(
         f"{GPU_KIND}={uuid}"
         for gpu in inventory.gpus
