@@ -169,22 +169,18 @@ def _processes(nvml: Any, handle: Any) -> tuple[tuple[GpuProcess, ...], str | No
     found: list[tuple[int, int, str]] = []
     for kind, query in (("C", "Compute"), ("G", "Graphics")):
         try:
-            running = running_processes(nvml, handle, f"nvmlDeviceGet{query}RunningProcesses")
+            running = _running_processes(nvml, handle, f"nvmlDeviceGet{query}RunningProcesses")
         except nvml.NVMLError as exc:
             return (), f"{query.lower()} processes: {exc}"
         found.extend((pid, memory // _MIB, kind) for pid, memory in running)
     return merge_processes(found), None
 
 
-class _ProcessInfoV1(ctypes.Structure):
-    """nvmlProcessInfo_v1_t: what the unversioned process queries fill (drivers < 510)."""
-
+class _ProcessInfoV1(ctypes.Structure):  # nvmlProcessInfo_v1_t (drivers < 510)
     _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
-class _ProcessInfoV2(ctypes.Structure):
-    """nvmlProcessInfo_v2_t, also the layout of the _v3 queries (nvml.h)."""
-
+class _ProcessInfoV2(ctypes.Structure):  # nvmlProcessInfo_v2_t, also the _v3 queries' layout
     _fields_ = [
         *_ProcessInfoV1._fields_,
         ("gpuInstanceId", ctypes.c_uint),
@@ -199,7 +195,7 @@ class _ProcessInfoV3Cc(ctypes.Structure):
     _fields_ = [*_ProcessInfoV2._fields_, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
 
 
-def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
+def _running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int]]:
     """(PID, used bytes) of each process `query` lists, through the newest version of it
     this driver has (_v3, _v2, v1; FUNCTION_NOT_FOUND skips one); else an NVMLError."""
     confidential = _has(nvml, "nvmlDeviceGetConfComputeMemSizeInfo")
@@ -212,11 +208,9 @@ def running_processes(nvml: Any, handle: Any, query: str) -> list[tuple[int, int
 
 
 def _has(nvml: Any, symbol: str) -> bool:
-    try:
-        nvml._nvmlGetFunctionPointer(symbol)
-    except nvml.NVMLError:
-        return False
-    return True
+    with suppress(nvml.NVMLError):
+        return bool(nvml._nvmlGetFunctionPointer(symbol))
+    return False
 
 
 def _process_query(
@@ -225,14 +219,12 @@ def _process_query(
     """One version of a process query, by NVML's size protocol (as pynvml calls it)."""
     call = nvml._nvmlGetFunctionPointer(function)  # FunctionNotFound when the driver lacks it
     count = ctypes.c_uint(0)
+    infos = (layout * 0)()
     code = call(handle, ctypes.byref(count), None)
-    if code == nvml.NVML_SUCCESS:
-        return []
-    if code != nvml.NVML_ERROR_INSUFFICIENT_SIZE:
-        raise nvml.NVMLError(code)
-    count.value = count.value * 2 + 5  # room for processes started meanwhile
-    infos = (layout * count.value)()
-    code = call(handle, ctypes.byref(count), infos)
+    if code == nvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        count.value = count.value * 2 + 5  # room for processes started meanwhile
+        infos = (layout * count.value)()
+        code = call(handle, ctypes.byref(count), infos)
     if code != nvml.NVML_SUCCESS:
         raise nvml.NVMLError(code)
     unavailable = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE (WDDM)
