@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from drgpu.core.numbers import whole_seconds
 from drgpu.errors import ConfigError, DockerError
@@ -42,10 +43,9 @@ class Completed:
 
     def last_error_line(self) -> str:
         """The last non-empty line of stderr (or stdout), for one-line messages."""
-        for stream in (self.stderr, self.stdout):
-            lines = [line.strip() for line in stream.splitlines() if line.strip()]
-            if lines:
-                return lines[-1]
+        for text in (self.stderr, self.stdout):
+            if text.strip():
+                return text.strip().splitlines()[-1].strip()
         return f"exit status {self.returncode}"
 
 
@@ -59,33 +59,24 @@ def run(
 def default_timeout() -> float:
     """The limit of a call that names none: DRGPU_COMMAND_TIMEOUT seconds, else 30 min."""
     text = os.environ.get(TIMEOUT_KEY, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    return whole_seconds(TIMEOUT_KEY, text, 1, MAX_TIMEOUT_S)
+    return whole_seconds(TIMEOUT_KEY, text, 1, MAX_TIMEOUT_S) if text else DEFAULT_TIMEOUT_S
 
 
 def _timed_out(args: Sequence[str], limit: float, *, named: bool) -> DockerError:
     """The error of a program stopped at its time limit (it and its process group)."""
-    return DockerError(
-        f"{' '.join(args[:3])} did not finish in {limit:.0f}s: stopped",
-        hint=f"set {TIMEOUT_KEY} (seconds) in the environment for a longer limit"
-        if named
-        else None,
-    )
+    hint = f"set {TIMEOUT_KEY} (seconds) in the environment for a longer limit"
+    stopped = f"{' '.join(args[:3])} did not finish in {limit:.0f}s: stopped"
+    return DockerError(stopped, hint=hint if named else None)
 
 
-def _log_end(args: Sequence[str], how: str, started: float) -> None:
-    """DRGPU_LOG: a program's end and duration."""
-    _log(args, f"{how} in {(time.monotonic() - started) * 1000:.3f} ms")
-
-
-def _log(args: Sequence[str], what: str) -> None:
-    """DRGPU_LOG: `what` of a program, with its argv as a shell would take it (its argv
-    only: its environment may hold secrets that no mask knows)."""
+def _log(args: Sequence[str], what: str, started: float | None = None) -> None:
+    """DRGPU_LOG: `what` of a program (and its duration since `started`), with its argv as a
+    shell would take it (its argv only: its environment may hold secrets that no mask knows)."""
     if trace.enabled():
         import shlex  # only when DRGPU_LOG shows the line
 
-        trace.info(__name__, "%s: %s", what, shlex.join(args))
+        took = "" if started is None else f" in {(time.monotonic() - started) * 1000:.3f} ms"
+        trace.info(__name__, "%s%s: %s", what, took, shlex.join(args))
 
 
 def _started(
@@ -152,12 +143,7 @@ def _die_with_parent() -> Callable[[], None] | None:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
-    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
-
-    def hook() -> None:
-        prctl(set_parent_death_signal, int(signal.SIGKILL), 0, 0, 0)
-
-    return hook
+    return partial(prctl, 1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
 
 
 def stream(
@@ -197,14 +183,14 @@ def stream(
     except BaseException:
         timer.cancel()  # a signal (see drgpu.host.signals): stop the program first
         _stop(child)  # the reader thread still reads its stdout
-        _log_end(args, "stopped: interrupted", started)
+        _log(args, "stopped: interrupted", started)
         raise
     timer.cancel()
     reader.join()
     if expired.is_set():
-        _log_end(args, "stopped: timed out", started)
+        _log(args, "stopped: timed out", started)
         raise _timed_out(args, limit, named=timeout is None)
-    _log_end(args, f"exit {child.returncode}", started)
+    _log(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))
 
 
@@ -238,12 +224,12 @@ def run_tail(
                 break
     except BaseException:
         _stop(child)
-        _log_end(args, "stopped", started)
+        _log(args, "stopped", started)
         raise
     finally:
         child.stdout.close()
         child.stderr.close()
-    _log_end(args, f"exit {child.returncode}", started)
+    _log(args, f"exit {child.returncode}", started)
     return Completed(tuple(args), child.returncode, "", tail.decode("utf-8", "replace"))
 
 
