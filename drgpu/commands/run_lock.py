@@ -9,14 +9,13 @@ from contextlib import contextmanager
 
 from drgpu.commands.rollback import remove_strays
 from drgpu.core.drfc_scripts import run_trainers
-from drgpu.core.facts import ContainerFacts
 from drgpu.core.inputs import Inputs
 from drgpu.core.lock_holder import Holder, down_marks, superseded
 from drgpu.core.numbers import whole_seconds
 from drgpu.core.settings import DEFAULTS, Config, training_run
 from drgpu.core.sharing import MPS_LOG_VOLUME, MPS_PIPE_VOLUME
 from drgpu.errors import DockerError
-from drgpu.host import compose, engine, swarm
+from drgpu.host import compose, engine, swarm, swarm_engine
 from drgpu.host.enginelock import TIMEOUT_KEY, engine_lock
 from drgpu.host.state_files import state_dir
 from drgpu.ui.talk import note, warn
@@ -53,22 +52,19 @@ def locked(command: str, config: Config) -> Iterator[Holder]:
 
 
 def _clean_after(holder: Holder) -> None:
-    """Remove what a killed `drgpu up` or `down` left of its run: never verified; a
-    training's SageMaker trainers too (its rl_coach may have started one)."""
-    environment = compose.compose_environment({})
-    removed = {"services": swarm.remove_stale_stack(holder.project, environment)}
-    removed.update(engine.remove_run(holder.project, holder.volumes_before))
-    if (run_id := training_run(holder.project)) is not None:
-
-        def trainers() -> list[ContainerFacts]:
-            return run_trainers(engine.sagemaker_containers(), run_id)
-
-        removed["SageMaker trainers"] = remove_strays(trainers)
+    """Remove what a killed `drgpu up` or `down` left of its run: never verified; its Swarm
+    stack (waited for; none on an engine that is no swarm manager); a training's SageMaker
+    trainers too (its rl_coach may have started one)."""
+    project = holder.project
+    if services := swarm_engine.stack_service_count(project):
+        swarm.remove_stack(project, compose.compose_environment({}))
+    removed = {"services": services, **engine.remove_run(project, holder.volumes_before)}
+    if (run_id := training_run(project)) is not None:
+        trainers = remove_strays(lambda: run_trainers(engine.sagemaker_containers(), run_id))
+        removed["SageMaker trainers"] = trainers
     left = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
-    warn(
-        f"{holder.describe()} was killed: its lock is removed"
-        + (f", and what it left of {holder.project} ({left})" if left else "")
-    )
+    what = f", and what it left of {project} ({left})" if left else ""
+    warn(f"{holder.describe()} was killed: its lock is removed{what}")
 
 
 @contextmanager

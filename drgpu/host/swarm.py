@@ -55,15 +55,6 @@ def remove_stack(project: str, environment: Mapping[str, str]) -> None:
         time.sleep(POLL_S)
 
 
-def remove_stale_stack(project: str, environment: Mapping[str, str]) -> int:
-    """Remove the Swarm stack a killed `drgpu up` left of `project` (waited for); how many
-    services it had (0: none, or an engine that is no swarm manager)."""
-    services = swarm_engine.stack_service_count(project)
-    if services:
-        remove_stack(project, environment)
-    return services
-
-
 def _deploy_hint(stderr: str) -> str | None:
     if "not a swarm manager" in stderr or "docker swarm init" in stderr:
         return "run it on a swarm manager (`docker swarm init`, or join this node to the swarm)"
