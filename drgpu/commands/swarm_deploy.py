@@ -25,12 +25,11 @@ if TYPE_CHECKING:
 def render(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
     """The stack file of a prepared plan (reads the stack through `compose config`), laid
     out for the swarm the engine's `facts` describe (None: a one-node swarm, node unknown)."""
-    layout = swarm_layout(prepared.config.values, facts)
-    model = compose.resolve_stack(prepared.config, prepared.stack.files)
-    workers = prepared.config.simulators
-    services = swarm_services(prepared.plan, model["services"], workers, layout, prepared.nodes)
-    secrets = prepared.config.secrets
-    return render_stack(prepared.plan, model, services, layout, secrets)
+    plan, config = prepared.plan, prepared.config
+    layout = swarm_layout(config.values, facts)
+    model = compose.resolve_stack(config, prepared.stack.files)
+    services = swarm_services(plan, model["services"], config.simulators, layout, prepared.nodes)
+    return render_stack(plan, model, services, layout, config.secrets)
 
 
 def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:

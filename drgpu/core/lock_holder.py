@@ -17,9 +17,8 @@ MARK_PREFIX = "drgpu.down."
 @dataclass(frozen=True)
 class Process:
     """A process told apart from every other: its pid and start (clock ticks after boot) in
-    their boot and pid namespace; its machine id and when that boot began (as `Holder.since`
-    is written), "" when unknown (or in an older drgpu's lock); the host name is for people
-    (two machines may share one)."""
+    their boot and pid namespace; its machine id and boot's start (as `Holder.since` is
+    written), "" when unknown; the host name is for people (two machines may share one)."""
 
     pid: int
     start_ticks: int
@@ -93,13 +92,10 @@ def holder_from_labels(labels: Mapping[str, str]) -> Holder | None:
 
 
 def is_stale(holder: Holder, here: Process, start_ticks_now: int | None) -> bool:
-    """Whether `holder` is gone. In this boot and pid namespace, `start_ticks_now` tells:
-    when the process that now has the holder's pid started (None: no such process). Else
-    only a holder on this very machine in an earlier boot is gone: the same machine id
-    (never the host name alone: two machines may share one), another boot id, and its lock
-    taken before this boot began (cloned machines may keep one machine id). Where a machine
-    id or this boot's start is unknown (a lock of an older drgpu, a container without
-    /etc/machine-id), no: a live holder on another machine is never taken for a dead one."""
+    """Whether `holder` is gone (docs/limits.md): in this boot and pid namespace, when the
+    process now holding its pid started (`start_ticks_now`, None: none) tells; else only a
+    lock this machine id took in another boot, before this boot began, is (never where a
+    machine id or this boot's start is unknown)."""
     theirs = holder.process
     if (theirs.boot_id, theirs.pid_namespace) == (here.boot_id, here.pid_namespace):
         return start_ticks_now != theirs.start_ticks

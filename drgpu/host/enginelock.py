@@ -167,8 +167,7 @@ def engine_lock(
                 on_stale(holder)
                 _remove_lock(other_id)
                 continue
-            unknown = f"an unknown holder (container {other_id[:12]})"
-            who = holder.describe() if holder else unknown
+            who = holder.describe() if holder else f"an unknown holder (container {other_id[:12]})"
             if time.monotonic() >= deadline:
                 raise DockerError(
                     f"gave up after {timeout_s:.0f}s waiting for {who}",

@@ -61,8 +61,7 @@ def managed_tasks(namespace: str) -> tuple[list[TaskFacts], str] | None:
 def task_log_tail(task_id: str, lines: int) -> list[str]:
     """A task's last log lines as the manager gathers them from its node (`docker service
     logs --tail`); none when they cannot be read."""
-    query = f"stdout=1&stderr=1&tail={lines}"
-    answer = docker_api.call("GET", f"/tasks/{task_id}/logs?{query}")
+    answer = docker_api.call("GET", f"/tasks/{task_id}/logs?stdout=1&stderr=1&tail={lines}")
     if answer.status != 200:
         return []
     return docker_api.unframed(answer.body).decode("utf-8", "replace").splitlines()[-lines:]
@@ -277,9 +276,9 @@ def _nodes(engine: Connection) -> list[NodeFacts] | None:
 
 
 def _node_facts(node: Mapping[str, Any]) -> NodeFacts:
-    description = node.get("Description") or {}
-    spec = node.get("Spec") or {}
+    description, spec = node.get("Description") or {}, node.get("Spec") or {}
     resources = (description.get("Resources") or {}).get("GenericResources") or []
+    named = _named_resources(resources)
     return NodeFacts(
         id=str(node["ID"]),
         hostname=str(description.get("Hostname") or "?"),
@@ -287,9 +286,7 @@ def _node_facts(node: Mapping[str, Any]) -> NodeFacts:
         state=str((node.get("Status") or {}).get("State") or "unknown"),
         labels=spec.get("Labels") or {},
         availability=str(spec.get("Availability") or "active"),
-        advertised_gpus=tuple(
-            value for kind, value in _named_resources(resources) if kind == GPU_KIND
-        ),
+        advertised_gpus=tuple(value for kind, value in named if kind == GPU_KIND),
     )
 
 
