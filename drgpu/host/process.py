@@ -111,12 +111,10 @@ def _stop(child: subprocess.Popen[str]) -> None:
     then SIGKILL; reaped either way (its pipes are left to whoever reads them)."""
     with shielded(lambda name: None):
         _signal_group(child, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(child, signal.SIGKILL)
-            child.wait()
-        _signal_group(child, signal.SIGKILL)  # what of the group outlived its leader
+        _signal_group(child, signal.SIGKILL)  # the leader past its grace, and what outlived it
+        child.wait()
 
 
 def _signal_group(child: subprocess.Popen[str], signum: signal.Signals) -> None:
