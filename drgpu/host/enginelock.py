@@ -1,9 +1,8 @@
-"""The engine-wide lock every `drgpu up` and `down` holds: a container named `drgpu-lock`
-in the engine itself, created and never started (the engine creates a name once), so that
-every user of one engine (root, a docker-group user, sudo, another host) is serialized,
-nobody without access to the engine can plant or hold it, and a killed holder never
-blocks: its lock is removed (by id: a lock someone else took meanwhile stays), and so is
-the run it was starting, never verified. Its labels say who holds it (core.lock_holder)."""
+"""The engine-wide lock every `drgpu up` and `down` holds: a container `drgpu-lock` in the
+engine, created and never started (the engine creates a name once), so every user of one
+engine is serialized and nobody without access to it can plant or hold it. A killed holder's
+lock is removed (by id: a lock someone else took meanwhile stays), and so is the run it was
+starting. Its labels say who holds it (core.lock_holder)."""
 
 from __future__ import annotations
 
@@ -141,15 +140,8 @@ def engine_lock(
     came: list[str] = []  # a signal while the lock is made: it comes once the lock is ours
     try:
         while lock_id is None:
-            volumes = volumes_before()
-            mine = Holder(
-                process=here,
-                user=_user(),
-                command=command,
-                project=project,
-                since=datetime.now(timezone.utc).strftime(SINCE_FORMAT),
-                volumes_before=volumes,
-            )
+            volumes, since = volumes_before(), datetime.now(timezone.utc).strftime(SINCE_FORMAT)
+            mine = Holder(here, _user(), command, project, since, volumes)
             with shielded(came.append):  # made and noted together, never one alone
                 lock_id = _create_lock(holder_labels(mine))
                 if lock_id is not None and volumes_before() != volumes:
