@@ -78,15 +78,10 @@ def proofs_on_nodes(
     its tasks (`images`), and why each failed node's job failed."""
     results: dict[str, tuple[int, str]] = {}
     failures: dict[str, str] = {}
-    env = "NVIDIA_VISIBLE_DEVICES=void"  # the job itself holds no GPU
-    jobs = {
-        node: (
-            images[node],
-            ["--on-node", namespace, node],
-            [env, f"DRGPU_TASKS={json.dumps(tasks)}"],
-        )
-        for node, tasks in wanted.items()
-    }
+    jobs = {}
+    for node, tasks in wanted.items():  # the job itself holds no GPU
+        env = ["NVIDIA_VISIBLE_DEVICES=void", f"DRGPU_TASKS={json.dumps(tasks)}"]
+        jobs[node] = (images[node], ["--on-node", namespace, node], env)
     for node, (said, failed) in on_nodes(f"proof-{namespace}", source, jobs).items():
         for line in said:
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -100,11 +95,10 @@ def proofs_on_nodes(
 def on_nodes(
     name: str, source: str, jobs: Mapping[str, tuple[str, list[str], list[str]]]
 ) -> dict[str, tuple[list[dict[str, Any]], str | None]]:
-    """Run drgpu's probe (`source`) in a one-shot job on each node (`jobs`: node id: image,
-    the probe's arguments, environment) with the node's engine socket (DRGPU_NODE_SOCKET, a
-    Swarm template such as `/run/{{.Node.ID}}.sock`, else this engine's) and its /proc at
-    /host/proc, read with `service logs` and removed: the JSON objects each job printed, and
-    why it failed (None: it completed)."""
+    """Run drgpu's probe (`source`) once on each node (`jobs`: node id: image, the probe's
+    arguments, environment) with the node's engine socket (DRGPU_NODE_SOCKET, a Swarm template
+    such as `/run/{{.Node.ID}}.sock`, else this engine's) and /proc at /host/proc: the JSON
+    objects each job printed (`service logs`), and why it failed (None: it completed)."""
     said: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
     with docker_api.connected() as engine:
         made = {
@@ -264,15 +258,14 @@ def swarm_picture(engine: Connection, here: str) -> SwarmState | None:
         _task_facts(names.get(task.get("ServiceID"), ""), task)
         for task in engine.call("GET", "/tasks").checked("list tasks", 200, kind=list)
     ]
-    ours = tuple(task for task in tasks if task.run_id)
-    return SwarmState(tuple(nodes), ours, (here,), here=here)
+    return SwarmState(nodes, tuple(task for task in tasks if task.run_id), (here,), here=here)
 
 
-def _nodes(engine: Connection) -> list[NodeFacts] | None:
+def _nodes(engine: Connection) -> tuple[NodeFacts, ...] | None:
     answer = engine.call("GET", "/nodes")
     if answer.status == 503:
         return None
-    return [_node_facts(node) for node in answer.checked("list the swarm's nodes", 200, kind=list)]
+    return tuple(map(_node_facts, answer.checked("list the swarm's nodes", 200, kind=list)))
 
 
 def _node_facts(node: Mapping[str, Any]) -> NodeFacts:
@@ -341,7 +334,7 @@ def engine_facts() -> EngineFacts:
         info = answer.checked("say what it is", 200)
         swarm = info.get("Swarm") or {}
         manager = swarm.get("LocalNodeState") == "active" and swarm.get("ControlAvailable")
-        nodes = tuple(_nodes(engine) or ()) if manager else ()
+        nodes = (_nodes(engine) or ()) if manager else ()
         here = next((dict(node.labels) for node in nodes if node.id == swarm.get("NodeID")), {})
     return replace(
         daemon_facts_of(info, answer.headers),
