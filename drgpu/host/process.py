@@ -31,7 +31,6 @@ MAX_TIMEOUT_S = 7 * 86400
 class Completed:
     """What a finished program left behind."""
 
-    args: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
@@ -189,7 +188,7 @@ def stream(
         _log(args, "stopped: timed out", started)
         raise _timed_out(args, limit, named=timeout is None)
     _log(args, f"exit {child.returncode}", started)
-    return Completed(tuple(args), child.returncode, "".join(out), "".join(kept))
+    return Completed(child.returncode, "".join(out), "".join(kept))
 
 
 def run_tail(
@@ -228,7 +227,7 @@ def run_tail(
         child.stdout.close()
         child.stderr.close()
     _log(args, f"exit {child.returncode}", started)
-    return Completed(tuple(args), child.returncode, "", tail.decode("utf-8", "replace"))
+    return Completed(child.returncode, "", tail.decode("utf-8", "replace"))
 
 
 @contextlib.contextmanager

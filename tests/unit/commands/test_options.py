@@ -90,6 +90,6 @@ def test_drfc_s_stop_advice_is_followed_by_drgpu_s_own(
 ) -> None:
     checkout = DrfcCheckout(tmp_path, None, evaluation, (), "-f")
     line = "ERROR: Processes running in stack deepracer-0. Stop training with dr-stop-training."
-    _relay(Completed(("start.sh",), 1, line + "\n", ""), tmp_path / "start.sh", checkout)
+    _relay(Completed(1, line + "\n", ""), tmp_path / "start.sh", checkout)
     said = capsys.readouterr().err.splitlines()
     assert said[-1] == "drgpu: with drgpu: drgpu down" + " --eval" * evaluation
