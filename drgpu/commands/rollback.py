@@ -1,6 +1,5 @@
-"""The one rollback of a failed or interrupted `up`: on any failure or caught signal the run
-goes back down, and what the user made stays; then what is left of the run is listed
-again, and a rollback that left anything says what (never "brought down" untrue)."""
+"""The one rollback of a failed or interrupted `up`: the run goes back down, what the user
+made stays, and a rollback that left anything says what (never "brought down" untrue)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from drgpu.host import engine, signals
 from drgpu.host.state_files import written_by_drgpu
 from drgpu.ui.talk import note
 
-# An rl_coach stopped while it asked the engine for its trainer: what it sent is done by
-# the engine a moment later. The trainers are listed again after this pause, until none.
+# An rl_coach stopped while it asked for its trainer: the engine makes it a moment later.
 SETTLE_S = 0.5
 SETTLE_ROUNDS = 6
 
@@ -69,17 +67,17 @@ def rolled_back(
 
 
 def remove_strays(strays: Callable[[], list[ContainerFacts]]) -> int:
-    """Remove what `strays` lists, listing again after a pause until a listing is empty:
-    how many were found at first."""
-    first = None
+    """Remove what `strays` lists, listing again after a pause (SETTLE_S) until a listing is
+    empty: how many were found at first."""
+    counts = []
     for _ in range(SETTLE_ROUNDS):
         found = strays()
-        first = len(found) if first is None else first
+        counts.append(len(found))
         if not found:
             break
         engine.remove_containers([container.id for container in found])
         time.sleep(SETTLE_S)
-    return first or 0
+    return counts[0]
 
 
 def left_of(project: str, strays: Callable[[], list[ContainerFacts]] | None) -> list[str]:

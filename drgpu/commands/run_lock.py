@@ -25,11 +25,9 @@ MAX_TIMEOUT_S = 86400
 
 @contextmanager
 def locked(command: str, config: Config) -> Iterator[Holder]:
-    """Hold the engine's lock for `drgpu COMMAND` of `config`'s run (drgpu.host.enginelock).
-
-    A `down` leaves its mark in the engine; an `up` that began before that `down` and got
-    the lock after it stops there: `drgpu up & drgpu down` ends with nothing running.
-    """
+    """Hold the engine's lock for `drgpu COMMAND` of `config`'s run (host.enginelock). A `down`
+    leaves its mark in the engine; an `up` that began before that `down` and got the lock
+    after it stops there: `drgpu up & drgpu down` ends with nothing running."""
     project = config.project
     text = (config.values.get(TIMEOUT_KEY) or os.environ.get(TIMEOUT_KEY) or "").strip()
     timeout_s = whole_seconds(TIMEOUT_KEY, text or DEFAULTS[TIMEOUT_KEY], 0, MAX_TIMEOUT_S)

@@ -48,8 +48,7 @@ def plan_view(prepared: Prepared, *, this_host: bool) -> SwarmView:
 
 def up(prepared: Prepared) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
     """Render, deploy, and prove every task (`proving.proven_tasks`); on any failure or caught
-    signal the stack is removed (`rollback.rolled_back`: `docker stack rm`, waited for, then
-    the run's containers and networks)."""
+    signal the stack is removed, waited for, then the run's containers and networks."""
     # lazy: start-up time of plan and render, which never deploy
     from drgpu.commands.preparation import preload_proof
     from drgpu.commands.rollback import rolled_back
@@ -84,9 +83,8 @@ def _remove_after_failure(project: str, environment: Mapping[str, str]) -> None:
 
 
 def down(config: Config, target: Inputs) -> None:
-    """Remove the stack and wait until its services, containers and networks are gone;
-    then its stack file (it holds the settings' secrets) when drgpu wrote it (under the
-    engine-wide lock: see `run_lock`)."""
+    """Under the engine-wide lock (`run_lock`), remove the stack, waited for until all of it
+    is gone; then its stack file (it holds the settings' secrets) when drgpu wrote it."""
     from drgpu.commands.run_lock import down_locked  # lazy: start-up time of plan and render
 
     stack = stack_path(override_path(target.env_file, config.project), config.project)
