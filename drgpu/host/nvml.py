@@ -57,9 +57,8 @@ def nvml_session() -> Iterator[Any]:
     try:
         nvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        message, hint = _INIT_FAILURES.get(
-            type(exc).__name__, (f"NVML failed to start: {exc}", None)
-        )
+        unknown = (f"NVML failed to start: {exc}", None)
+        message, hint = _INIT_FAILURES.get(type(exc).__name__, unknown)
         raise NvmlUnavailableError(message, hint=hint) from None
     try:
         yield nvml
