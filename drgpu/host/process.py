@@ -109,22 +109,16 @@ def _stop(child: subprocess.Popen[str]) -> None:
     """SIGTERM to the program's process group (a script's children too), a grace period,
     then SIGKILL; reaped either way (its pipes are left to whoever reads them)."""
     with shielded(lambda name: None):
-        _signal_group(child, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=STOP_GRACE_S)
-        _signal_group(child, signal.SIGKILL)  # the leader past its grace, and what outlived it
-        child.wait()
-
-
-def _signal_group(child: subprocess.Popen[str], signum: signal.Signals) -> None:
-    """Send `signum` to the group the program leads."""
-    try:
-        os.killpg(child.pid, signum)
-    except ProcessLookupError:  # the whole group has ended
-        pass
-    except PermissionError:  # a member runs as another user: the leader at least
-        if child.poll() is None:
-            child.send_signal(signum)
+        for signum, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, None)):
+            try:
+                os.killpg(child.pid, signum)
+            except ProcessLookupError:  # the whole group has ended
+                pass
+            except PermissionError:  # a member runs as another user: the leader at least
+                if child.poll() is None:
+                    child.send_signal(signum)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=wait_s)
 
 
 def _die_with_parent() -> Callable[[], None] | None:
