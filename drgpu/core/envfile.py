@@ -1,6 +1,5 @@
-"""Settings files read exactly as DeepRacer-for-cloud's `bin/activate.sh` reads them.
-
-`dr-update-env` runs, for system.env and then run.env:
+"""Settings files read exactly as DeepRacer-for-cloud's `bin/activate.sh` reads them
+(docs/settings.md). `dr-update-env` runs, for system.env and then run.env:
 
     LINES=$(grep -v '^#' FILE)
     for l in $LINES; do
@@ -9,13 +8,8 @@
       eval "export $env_var=$env_val"
     done
 
-So a line starting with `#` is a comment, every space-separated *word* is an assignment of
-its own, the value ends at a second `=`, and `eval` expands the value as bash does:
-quotes, backslashes, `~`, `$VAR`, `${VAR}`, `${VAR:-default}` (earlier keys first, then
-the environment). drgpu reads the part of that language whose meaning is certain, gets
-the same value bash gets, and refuses every other line with its file and line: a line
-DRfC would read differently than it looks (a value with spaces, a second `=`, a command
-substitution, a glob, a Windows line ending) is never skipped silently.
+drgpu reads the part of that language whose meaning is certain, gets the value bash gets,
+and refuses every other line with its file and line, never skipping one silently.
 """
 
 from __future__ import annotations
@@ -100,7 +94,7 @@ def read_env_texts(
             try:
                 found = _read_line(line, lambda name: values.get(name, environ.get(name)))
             except _Unreadable as exc:
-                shown = redact(f"{origin}: {exc}", _written_secrets(texts, held))
+                shown = redact(f"{origin}: {_told(exc, line)}", _written_secrets(texts, held))
                 raise ConfigError(shown, hint=exc.hint) from None
             if found is None:
                 continue
@@ -145,25 +139,9 @@ def _read_line(
         return None
     if "\0" in line:
         raise _Unreadable("a NUL byte", "settings files are text")
-    words = [word for word in line.replace("\t", " ").split(" ") if word]  # bash's IFS, less \n
+    words = _words(line)
     if not words:
         return None
-    try:
-        return _read_words(line, words, lookup)
-    except _Unreadable as exc:  # a line naming a secret: told without a word of its value
-        names = (word.partition("=")[0] for word in words)
-        secret = next((name for name in names if is_secret(name)), None)
-        if secret is None or not exc.echoes:
-            raise
-        why = exc.plain or "it is not a setting DRfC's activate.sh reads as written"
-        why = f"the line of secret {secret} (its value is not shown): {why}"
-        raise _Unreadable(why, exc.hint) from None
-
-
-def _read_words(
-    line: str, words: list[str], lookup: Callable[[str], str | None]
-) -> tuple[str, str, str | None] | None:
-    """`_read_line` for a line split into its words."""
     if words[0].startswith("#"):  # indented: DRfC's grep keeps it, its loop reads each word
         _check_side_words(words, "this indented comment")
         return None
@@ -205,10 +183,25 @@ def _read_words(
             "write the value without '='",
             plain="a second '=' in the value: DRfC's activate.sh keeps only what is before it",
         )
-    try:
-        return key, expand(value, lookup), warning
+    try:  # the value bash's `eval "export KEY=<value>"` assigns
+        return key, _Word(value, lookup).read(0, None, quoted=False)[0], warning
     except _Unreadable as exc:
         raise _Unreadable(f"{key}: {exc}", exc.hint, echoes=exc.echoes) from None
+
+
+def _words(line: str) -> list[str]:
+    """A line's words, split at spaces and tabs (bash's IFS, less the newline)."""
+    return [word for word in line.replace("\t", " ").split(" ") if word]
+
+
+def _told(exc: _Unreadable, line: str) -> str:
+    """Why `line` is refused, without a word of its value where it names a secret."""
+    names = (word.partition("=")[0] for word in _words(line))
+    secret = next((name for name in names if is_secret(name)), None)
+    if secret is None or not exc.echoes:
+        return str(exc)
+    why = exc.plain or "it is not a setting DRfC's activate.sh reads as written"
+    return f"the line of secret {secret} (its value is not shown): {why}"
 
 
 def _check_side_words(words: list[str], what: str) -> None:
@@ -231,12 +224,6 @@ def _check_side_words(words: list[str], what: str) -> None:
 
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
-def expand(text: str, lookup: Callable[[str], str | None]) -> str:
-    """The value bash's `eval "export KEY=<text>"` assigns, for a `text` with no space and
-    no `=`; `_Unreadable` for anything whose meaning drgpu does not reproduce."""
-    return _Word(text, lookup).read(0, None, quoted=False)[0]
 
 
 MAX_VALUE_LENGTH = 128 * 1024  # Linux passes no longer environment string (MAX_ARG_STRLEN)

@@ -1,9 +1,6 @@
 """The files drgpu reads (settings, compose and inventory files, daemon.json, its own
 packaged files, /proc) and the environment, handed to the pure core as texts and mappings.
-
-Every read is bounded (docs/limits.md): a regular file (judged on the descriptor, opened
-without blocking, so a FIFO or /dev/zero is refused before a byte is read) no larger than
-its kind's bound, of which at most bound + 1 bytes are read; else a `ConfigError`."""
+Every read is bounded, and only a regular file is read (docs/limits.md)."""
 
 from __future__ import annotations
 
@@ -45,10 +42,10 @@ class Bound(IntEnum):
 
 
 def read_bounded(path: Path, bound: Bound, what: str, *, follow_links: bool = True) -> bytes:
-    """The bytes of the regular file `path` (or of the pipe that is drgpu's own standard
-    input, `/dev/stdin`), at most `bound` of them: a ConfigError naming `what` and the path
-    for anything else (another FIFO, a device, a socket, a folder, a file over the bound; a
-    symbolic link where `follow_links` is false)."""
+    """The bytes of the regular file `path` (or of drgpu's own piped standard input), at
+    most `bound` of them (opened without blocking; at most bound + 1 bytes read): a
+    ConfigError naming `what` and the path for anything else, and for a symbolic link where
+    `follow_links` is false."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
         descriptor = os.open(path, flags)
@@ -126,36 +123,30 @@ def _reason(exc: OSError) -> str:
 
 def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
     """The settings of what the command line names (`settings_files` chooses the files),
-    evaluated against `environ` (default: this process's environment and the variables
-    bash sets itself whose values are certain here, as DRfC's activation sees them)."""
+    evaluated against `environ` (default: this process's, with the variables bash sets
+    itself whose values are certain here)."""
     run_env = target.run_env or target.env_file.with_name("run.env")
     existing = {path for path in (target.env_file, run_env) if exists(path)}
     paths, warnings = settings_files(
         target.env_file, target.run_env, existing, drfc=target.drfc_settings
     )
+    if environ is None:
+        import socket  # lazy: only where settings are read
+
+        uids = {"UID": str(os.getuid()), "EUID": str(os.geteuid())}
+        environ = {**os.environ, **uids, "HOSTNAME": socket.gethostname()}
     return config_from_texts(
         [(path, read_text_bounded(path, Bound.SETTINGS, "settings file")) for path in paths],
-        _shell_environment() if environ is None else environ,
+        environ,
         evaluation=target.evaluation,
         drfc=target.drfc_settings,
         warnings=warnings,
     )
 
 
-def _shell_environment() -> dict[str, str]:
-    import socket  # lazy: only where settings are read
-
-    return {
-        **os.environ,
-        "UID": str(os.getuid()),
-        "EUID": str(os.geteuid()),
-        "HOSTNAME": socket.gethostname(),
-    }
-
-
 def exists(path: Path, *, file: bool = False) -> bool:
-    """Whether anything (with `file`: a file) is at `path` (a FIFO or a device too: reading
-    it is refused with what it is); a name the system refuses (too long) is a `ConfigError`."""
+    """Whether anything (with `file`: a file) is at `path`; a name the system refuses (too
+    long) is a `ConfigError`."""
     try:
         return path.is_file() if file else path.exists()
     except OSError as exc:
@@ -163,8 +154,8 @@ def exists(path: Path, *, file: bool = False) -> bool:
 
 
 def load_stack(files: Sequence[Path]) -> Stack:
-    """The stack of compose files. Each is read when the core comes to it, so the first
-    problem in file order is the one reported."""
+    """The stack of compose files, each read when the core comes to it (the first problem in
+    file order is the one reported)."""
     return stack_from_texts(
         ComposeText(path, path.resolve(), read_text_bounded(path, Bound.COMPOSE, "compose file"))
         for path in files
@@ -173,8 +164,7 @@ def load_stack(files: Sequence[Path]) -> Stack:
 
 def load_inventory(path: Path) -> Inventory:
     """Read an inventory file (a topology JSON document, `drgpu.core.topology`)."""
-    text = read_text_bounded(path, Bound.INVENTORY, "inventory")
-    return inventory_from_text(text, source=str(path))
+    return inventory_from_text(read_text_bounded(path, Bound.INVENTORY, "inventory"), str(path))
 
 
 def base_stack_file() -> Path:
@@ -235,8 +225,7 @@ TOOLKIT_CONFIG = Path("/etc/nvidia-container-runtime/config.toml")
 
 
 def hook_installed() -> bool:
-    """Whether `nvidia-container-runtime-hook` is on PATH or where its packages put it (the
-    engine registers its `nvidia` device driver when it finds it)."""
+    """Whether `nvidia-container-runtime-hook` is on PATH or where its packages put it."""
     import shutil  # lazy: only the checks that ask need it
 
     return shutil.which(HOOK) is not None or any(
@@ -245,8 +234,8 @@ def hook_installed() -> bool:
 
 
 def optional_text(path: Path) -> str | None:
-    """A node's file as text (daemon.json, the NVIDIA runtime's config.toml), or None when
-    there is none; one that cannot be read is a `ConfigError` saying why."""
+    """A node's file as text (daemon.json, the NVIDIA runtime's config.toml); None when
+    there is none, a `ConfigError` when it cannot be read."""
     if not path.exists() and not path.is_symlink():
         return None
     try:

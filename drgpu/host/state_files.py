@@ -1,14 +1,6 @@
-"""drgpu's own files: the `.drgpu` folder beside the settings file, and files written
-there (or by `render -o`) atomically, never over a file drgpu did not write.
-
-The folder is trusted only as OpenSSH trusts `~/.ssh` (docs/limits.md): it, and every
-folder above it up to `/`, belongs to this user or root (or, under sudo, to the user who
-ran sudo), and nobody else can write it. A folder others can write is accepted in two
-cases only: a sticky one (like `/tmp`: nobody can rename or remove what is not theirs,
-and what lies below it on the way must be ours), and a group-writable one whose group is
-its owner's alone (a user-private group, as Debian's OpenSSH allows). Anything else is
-refused (exit 2) before Compose runs: someone else could otherwise swap the override
-Compose reads for one that mounts `/` into a root container."""
+"""drgpu's own files: the `.drgpu` folder beside the settings file, trusted only as OpenSSH
+trusts `~/.ssh` (docs/limits.md), and files written there (or by `render -o`) atomically,
+never over a file drgpu did not write."""
 
 from __future__ import annotations
 
@@ -33,7 +25,7 @@ def override_path(env_file: Path, project: str) -> Path:
 
 
 def stack_path(override: Path, project: str) -> Path:
-    """drgpu's Swarm stack file of `project`, beside its compose override `override`."""
+    """drgpu's Swarm stack file of `project`, beside its compose override."""
     return override.with_name(f"{project}.swarm.yml")
 
 
@@ -43,9 +35,8 @@ def swarm_override_path(override: Path, project: str) -> Path:
 
 
 def state_dir(env_file: Path, *, create: bool = True) -> Path:
-    """The `.drgpu` folder beside the settings file (created when missing and `create`);
-    never followed when it is a symbolic link, never used when it is not a folder or
-    when anyone but this user (or root) could change it or the folders above it."""
+    """The `.drgpu` folder beside the settings file (created when missing and `create`),
+    refused unless trusted (docs/limits.md)."""
     return _checked_state_dir(env_file.resolve().parent / STATE_DIR, create=create)
 
 
@@ -111,8 +102,7 @@ def _check_trusted_above(folder: Path) -> None:
 
 def _check_trusted(path: Path, found: os.stat_result, *, sticky_ok: bool) -> None:
     """A ConfigError unless `path` (lstat `found`) belongs to a trusted owner and nobody
-    else can write it (a sticky folder, where `sticky_ok`, and a user-private group's
-    write are no one else's)."""
+    else can write it (a sticky folder, where `sticky_ok`, or a user-private group aside)."""
     if found.st_uid not in _trusted_owners():
         raise ConfigError(
             f"{path} belongs to {_named(found.st_uid)}, not to you or root: drgpu does not"
@@ -136,8 +126,8 @@ def _check_trusted(path: Path, found: os.stat_result, *, sticky_ok: bool) -> Non
 
 
 def _private_group(found: os.stat_result) -> bool:
-    """Whether the file's group has one member, its owner (a user-private group, as
-    Debian's OpenSSH judges it): nobody else has it as primary or supplementary group."""
+    """Whether the file's group has one member, its owner, as primary or supplementary
+    group (a user-private group, as Debian's OpenSSH judges it)."""
     try:
         group = grp.getgrgid(found.st_gid)
         owner = pwd.getpwuid(found.st_uid)
@@ -158,9 +148,9 @@ def _named(number: int, *, group: bool = False) -> str:
 
 
 def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
-    """Write `text` atomically, refusing to replace any file drgpu did not write, or
-    anything that is not a regular file (a FIFO is never opened); readable by its owner
-    alone when `private` (the default: it may hold a secret), else by all."""
+    """Write `text` atomically, never over a file drgpu did not write or a non-regular file
+    (a FIFO is never opened); readable by its owner alone when `private` (it may hold a
+    secret), else by all."""
     if path.parent.name == STATE_DIR:
         _checked_state_dir(path.parent)
     existing = _existing(path)
@@ -198,8 +188,8 @@ def write_owned_file(path: Path, text: str, *, private: bool = True) -> None:
 
 
 def read_own_output(path: Path) -> bytes | None:
-    """The bytes of the regular file at an output path drgpu may replace (`render -o`), no
-    link followed, bounded as drgpu's own files; None when no regular file is there."""
+    """The bytes of the regular file (no link followed) at an output path drgpu may replace
+    (`render -o`); None when no regular file is there."""
     found = _existing(path)
     if found is None or not stat.S_ISREG(found.st_mode):
         return None
@@ -216,17 +206,16 @@ def _existing(path: Path) -> os.stat_result | None:
 
 
 def written_by_drgpu(path: Path) -> bool:
-    """Whether `path` is a regular file (no link followed, never blocking on a FIFO) that
-    starts with the header drgpu writes on its own files; only that header is read."""
+    """Whether `path` is a regular file (no link followed, no FIFO waited on) that starts
+    with the header drgpu writes; only that header is read."""
     head = read_head(path, len(HEADER_MARK.encode()))
     return head is not None and head.startswith(HEADER_MARK.encode())
 
 
 @contextlib.contextmanager
 def removed_on_failure(*paths: Path, made: Path | None = None) -> Iterator[None]:
-    """On any failure inside the block, remove each of `paths` that drgpu wrote there (a
-    file that was there before stays, as does any file drgpu did not write), then the
-    folder this `up` `made` when nothing else is left in it: a failed `up` leaves no file."""
+    """On any failure inside the block, remove each of `paths` drgpu wrote there (not one
+    there before), then the folder `made` if empty: a failed `up` leaves no file."""
     existed = {path for path in paths if path.exists() or path.is_symlink()}
     try:
         yield
