@@ -17,8 +17,7 @@ from drgpu.commands.rollback import left_of, remove_strays, rolled_back
 from drgpu.commands.run_lock import down_locked
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_progress import plain_compose_event
-from drgpu.core.drfc import DrfcCheckout
-from drgpu.core.inputs import InputOptions, Inputs
+from drgpu.core.inputs import DrfcCheckout, InputOptions, Inputs
 from drgpu.core.model import Role
 from drgpu.core.redaction import holds_secret
 from drgpu.core.service_gpus import SwarmStack
@@ -51,8 +50,7 @@ class _StartFailed(DockerError):
 
 
 def runs_scripts(target: Inputs, *, explicit_files: bool) -> bool:
-    """Whether `up` and `down` run the activated checkout's own scripts on its own compose
-    files (else drgpu starts the files itself, and says so)."""
+    """Whether `up` and `down` run the activated checkout's own scripts (else it says so)."""
     checkout = target.checkout
     if checkout is None or explicit_files:
         return False
@@ -76,9 +74,8 @@ def up(
     extra_args: Sequence[str],
     progress: Callable[[ProgressEvent], None],
 ) -> tuple[Plan, list[ContainerFacts], list[Finding]]:
-    """Run DRfC's start script with drgpu's override and verify every container; on any
-    failure (or Ctrl-C) DRfC's stop script and drgpu take the stack down again. `progress`
-    hears each service's state from Compose's lines, then its verification."""
+    """Run DRfC's start script with drgpu's override and verify every container (`progress`
+    hears each service's state); on any failure (or Ctrl-C) take the stack down again."""
     checkout = _checkout(prepared.target)
     plan = drfc_scripts.for_start_script(prepared.plan, checkout)
     text = render_override(plan, override_header_template())
@@ -135,7 +132,7 @@ def _started(started: Completed, checkout: DrfcCheckout) -> tuple[str, ...]:
 
 def drfc_env(*, evaluation: bool) -> str:
     """Write the override `drgpu up` would use in the activated DRfC shell (swarm-shaped in
-    swarm style); the exports that make DRfC's `dr-start-*` and `dr-stop-*` read it."""
+    swarm style); return the exports that make DRfC's `dr-start-*` and `dr-stop-*` read it."""
     target = resolved(InputOptions(evaluation=evaluation))
     if target.checkout is None:
         raise ConfigError(
@@ -162,9 +159,8 @@ def drfc_env(*, evaluation: bool) -> str:
 
 
 def down(config: Config, target: Inputs) -> None:
-    """DRfC's stop script with drgpu's override included, then what it left of the project
-    (`_take_down`), the run's SageMaker trainers, checked gone, and the override file drgpu
-    wrote (under the engine-wide lock: see `run_lock`)."""
+    """DRfC's stop script and what it left (`_take_down`), then the run's SageMaker trainers,
+    checked gone, and drgpu's override file; under the engine-wide lock (`run_lock`)."""
     swarm = config.deploys_to_swarm()
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
@@ -205,9 +201,8 @@ def _take_down(
     project: str,
     files: tuple[Path, ...] | None = None,
 ) -> bool:
-    """DRfC's stop script, then what it left goes: in swarm style (no `files`) `docker stack
-    rm` until nothing of the stack is left (so that a quick `up` meets no old network), else
-    `compose down --remove-orphans` of `files`; whether nothing is left."""
+    """DRfC's stop script, then what it left: in swarm style (no `files`) `docker stack rm`
+    until nothing is left, else `compose down --remove-orphans`; whether nothing is left."""
     stopped = process.run(["bash", str(checkout.stop_script)], env=environment)
     _relay(stopped, checkout.stop_script, checkout)
     if files is None:
@@ -221,8 +216,8 @@ def _take_down(
 def _trainers(
     config: Config, plan: Plan | None = None
 ) -> Callable[[], list[ContainerFacts]] | None:
-    """What lists the SageMaker trainers this run's rl_coach started; None where the `plan`
-    starts no rl_coach, and for an evaluation (the run's training keeps its trainer)."""
+    """What lists the SageMaker trainers this run's rl_coach started; None for an evaluation
+    (its training keeps its trainer) and where the `plan` starts no rl_coach."""
     launches = plan is None or any(s.role is Role.TRAINER_LAUNCHER for s in plan.services)
     if config.evaluation or not launches:
         return None
@@ -231,8 +226,8 @@ def _trainers(
 
 
 def _relay(done: Completed, script: Path, checkout: DrfcCheckout) -> tuple[str, ...]:
-    """Show what a script said (on stderr) and Compose's warnings; its lines, returned.
-    DRfC's `Stop training with dr-stop-training` is followed by drgpu's own word for it."""
+    """Show (on stderr) Compose's warnings and the script's lines, which are returned; DRfC's
+    `Stop training with dr-stop-training` is followed by drgpu's own word for it."""
     for message in compose_warnings(done.stderr):
         warn(f"compose: {message}")
     said = talk_lines(done.stdout, done.stderr)
@@ -252,8 +247,7 @@ def _name(script: Path, checkout: DrfcCheckout) -> str:
 
 
 def render_swarm(prepared: Prepared, facts: EngineFacts | None) -> SwarmStack:
-    """The swarm-shaped override of the prepared plan, laid out for this swarm (one simulator
-    for an evaluation, as DRfC's evaluation stack runs, whatever DR_WORKERS says)."""
+    """The prepared plan's swarm-shaped override, laid out for this swarm."""
     config = prepared.config
     layout = swarm_layout(config.values, facts)
     names = [service.name for service in prepared.stack.services]
@@ -265,8 +259,8 @@ def swarm_up(
     prepared: Prepared, extra_args: Sequence[str]
 ) -> tuple[SwarmStack, list[TaskFacts], list[Finding]]:
     """DRfC's swarm start script with drgpu's override appended to its `-c` list, then every
-    task verified; on any failure (or a caught signal) DRfC's stop script, then drgpu's
-    cleanup, remove the stack. Refused before anything starts when `swarm_preflight` objects."""
+    task verified; on any failure (or a caught signal) the stack is taken down. Refused
+    before anything starts when `swarm_preflight` objects."""
     checkout = _checkout(prepared.target)
     facts = swarm_engine.engine_facts()
     jq_found = shutil.which(drfc_scripts.JQ) is not None

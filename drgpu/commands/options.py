@@ -1,5 +1,5 @@
-"""What the command line names, shared by the commands: the settings and compose files a
-command acts on (`InputOptions`, resolved by `core.inputs`), and those settings read."""
+"""What the command line names, shared by the commands: what a command acts on
+(`core.inputs`), and its settings read."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def resolved(options: InputOptions) -> Inputs:
 
 
 def settings(target: Inputs, *, quiet: bool = False) -> Config:
-    """The target's settings; from now on no output shows the value of a secret one. What
-    reading them noticed goes to stderr at once (`quiet`: not at all)."""
+    """The target's settings, whose secret values no output shows from now on; warnings go to
+    stderr at once (`quiet`: not at all)."""
     config = read_settings(target)
     docker_api.use_settings(config.values)
     hide(config.secrets)

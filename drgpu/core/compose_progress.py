@@ -1,6 +1,5 @@
 """What `drgpu up` tells about each service while the stack starts: Compose's own progress
-(`compose --progress json`: one JSON object per line on stderr), then drgpu's verification;
-drgpu/ui shows these events."""
+(`compose --progress json`: a JSON object per line), then drgpu's verification."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ _PLAIN = (
 
 
 def plain_compose_event(line: str, project: str) -> ProgressEvent | None:
-    """The event of one line of Compose's plain progress, as DRfC's start script lets it
-    print (None for any other line)."""
+    """The event of one line of Compose's plain progress (DRfC's start script's), or None."""
     found = re.match(_PLAIN, line)
     if found is None:
         return None

@@ -1,9 +1,6 @@
 """The compose stack drgpu works on: which files, which services, what each already asks for.
-
-A service's role comes from DeepRacer-for-cloud's service names (`sagemaker`,
-`rl_coach`, `robomaker`), or from the compose file itself, which wins: the label
-`drgpu.role` (list or mapping form), or the extension field `x-drgpu: {role: ...}`.
-"""
+A service's role comes from DeepRacer-for-cloud's service names, or from the compose file
+itself, which wins: a `drgpu.role` label or `x-drgpu: {role: ...}` (docs/settings.md)."""
 
 from __future__ import annotations
 
@@ -80,8 +77,7 @@ def role_of(name: str) -> Role:
 
 @dataclass(frozen=True)
 class ComposeText:
-    """One compose file as read: its path as named (for messages), the same path resolved
-    (what an `extends` of it names), and its text."""
+    """One compose file as read: its path as named (for messages), resolved, and its text."""
 
     path: Path
     resolved: Path

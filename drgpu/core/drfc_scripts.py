@@ -1,12 +1,7 @@
 """What DeepRacer-for-cloud's own start and stop scripts do with Compose (or, in swarm
 style, `docker stack deploy`), and how drgpu runs them with its override appended to their
-compose-file list (docs/drfc.md). Pure: paths, settings and plans in, commands out.
-
-Compose style: `--scale robomaker=N` cannot give replicas different GPUs
-(docker/compose#11863), so drgpu's workers are `robomaker-1..N` and `robomaker` becomes a
-placeholder whose replicas run `true`; COMPOSE_REMOVE_ORPHANS=1 lets the stop script's
-`down` remove the workers too. Swarm style keeps DRfC's `replicas:`, so no placeholder.
-"""
+compose-file list (docs/drfc.md: the placeholder `robomaker`, COMPOSE_REMOVE_ORPHANS).
+Pure: paths, settings and plans in, commands out."""
 
 from __future__ import annotations
 
@@ -17,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from drgpu.core.compose_stack import SIMULATOR_SERVICE
-from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts
+from drgpu.core.inputs import DrfcCheckout
 from drgpu.core.model import Plan
 from drgpu.core.settings import Config
 
@@ -68,9 +63,8 @@ def compose_file_list(checkout: DrfcCheckout, override: Path | None) -> str:
 def script_environment(
     values: Mapping[str, str], checkout: DrfcCheckout, override: Path | None
 ) -> dict[str, str]:
-    """What a start or stop script's environment adds to the shell's: the settings read again
-    (as `dr-update-env` does), the compose-file list ending with drgpu's override, orphans
-    removed."""
+    """What a start or stop script's environment adds to the shell's: the settings, the
+    compose-file list ending with drgpu's override, orphans removed."""
     return {
         **values,
         checkout.compose_variable: compose_file_list(checkout, override),
@@ -95,8 +89,7 @@ def swarm_preflight(
     checkout: DrfcCheckout, facts: EngineFacts, *, jq_found: bool
 ) -> list[tuple[str, str]]:
     """What stops DRfC's swarm start script, or the stack, before it deploys, each with its
-    fix: no `jq`, or (training) no node of the swarm labelled `Robomaker=true`, or this
-    node (where drgpu pins rl_coach) not labelled `Sagemaker=true`."""
+    fix: no `jq`, no swarm, or (training) a node label missing."""
     problems: list[tuple[str, str]] = []
     if not jq_found:
         why = f"{JQ} is not installed: DRfC's swarm start checks the node labels with it"
@@ -120,9 +113,8 @@ def swarm_preflight(
 def run_trainers(
     candidates: list[ContainerFacts], run_id: str, prefix: str | None = None
 ) -> list[ContainerFacts]:
-    """The SageMaker local trainers among `candidates` the rl_coach of run `run_id` started
-    (as DRfC's stop script judges them): its `RUN_ID` and, where both are set, its model
-    prefix (DR_LOCAL_S3_MODEL_PREFIX)."""
+    """The SageMaker local trainers among `candidates` the rl_coach of run `run_id` started,
+    as DRfC's stop script judges: by `RUN_ID`, and model prefix where both are set."""
     return [
         container
         for container in candidates

@@ -77,10 +77,9 @@ class _Unreadable(Exception):
 def read_env_texts(
     texts: list[tuple[Path, str]], environ: Mapping[str, str]
 ) -> tuple[dict[str, str], dict[str, Origin], tuple[str, ...], tuple[str, ...]]:
-    """The values, their origins, warnings and secret values (`secret_values` of every value
-    each key held, also one a later line replaced) of settings files evaluated in order,
-    later ones on top, as `dr-update-env` does: a reference sees the keys set above it, then
-    `environ`. Raises `ConfigError` naming `file:line` for a line drgpu cannot read."""
+    """The values, their origins, warnings and secret values (also one a later line replaced)
+    of settings files evaluated in order, as `dr-update-env` does (a reference sees the keys
+    set above it, then `environ`); a `ConfigError` naming `file:line` for a line refused."""
     values: dict[str, str] = {}
     held: dict[str, str] = {}  # every assignment, keyed `<n>_<key>`
     origins: dict[str, Origin] = {}
@@ -231,8 +230,7 @@ MAX_TOTAL_LENGTH = 2 * 1024 * 1024  # all values together: Linux's ARG_MAX (8 Mi
 
 
 class _Value(list[str]):
-    """The parts of a value being expanded, refused as soon as they grow longer than
-    MAX_VALUE_LENGTH characters (`B=$A$A$A...` must not take the memory)."""
+    """The parts of a value being expanded, refused once longer than MAX_VALUE_LENGTH."""
 
     length = 0
 

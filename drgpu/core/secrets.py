@@ -12,8 +12,7 @@ _S3_OBJECT_KEY = r"(?:^|_)S3_(?!.*(?:ACCESS|SECRET|TOKEN|PASS|CREDENTIAL)).*KEY$
 
 
 def is_secret(name: str) -> bool:
-    """Whether a setting's value must never be printed (its name holds a secret marker and
-    is not an S3 object key)."""
+    """Whether a setting's value must never be printed (by its name, an S3 object key aside)."""
     upper = name.upper()
     return any(m in upper for m in SECRET_MARKERS) and not re.search(_S3_OBJECT_KEY, upper)
 

@@ -13,8 +13,8 @@ from types import MappingProxyType
 from typing import Any
 
 from drgpu.core.devices import NO_GPU, DeviceRequest, DeviceSyntaxError, parse_devices
-from drgpu.core.drfc import activation_exports
 from drgpu.core.envfile import ENVIRONMENT, Origin, read_env_texts
+from drgpu.core.inputs import activation_exports
 from drgpu.core.modes import (
     DeviceDriver,
     DockerStyle,
@@ -110,7 +110,7 @@ def _memory(text: str) -> int | None:
 @dataclass(frozen=True)
 class Setting:
     """One key drgpu reads: its default ("": nothing), help, and parser into the `Config`
-    field of its name, DRGPU_MPS_IMAGE into `mps_image` (None: read where it is used)."""
+    field of its name less `DR_`/`DRGPU_` (None: read where it is used)."""
 
     key: str
     default: str
@@ -160,8 +160,7 @@ def project_name(run_id: str, *, evaluation: bool) -> str:
 
 
 def training_run(project: str) -> str | None:
-    """The run id in a training's project name (`project_name`'s inverse); None for an
-    evaluation's, or another name."""
+    """The run id in a training's project name (`project_name`'s inverse), else None."""
     if project.startswith("deepracer-eval-") or not project.startswith("deepracer-"):
         return None
     return project.removeprefix("deepracer-")
@@ -237,8 +236,7 @@ class Config:
 
     @property
     def wants_gpu(self) -> bool:
-        """Whether any service asks for a GPU (an unset trainer key: only where NVML
-        answers)."""
+        """Whether any service asks for a GPU (an unset trainer key: only where NVML answers)."""
         return (
             (self.trainer_devices.wants_gpu and not self.trainer_defaulted)
             or self.simulator_devices.wants_gpu
@@ -260,15 +258,12 @@ def settings_files(
     named = run_env or env_file.with_name("run.env")
     if named in existing:
         return (env_file, named), ()
-    if run_env is not None and not drfc:
-        raise ConfigError(f"no run settings file at {run_env}")
+    why = f"no run settings file at {run_env}"
+    if not drfc and run_env is not None:
+        raise ConfigError(why)
     if not drfc:
         return (env_file,), ()
-    why = (
-        f"no run settings file at {run_env} (DR_CONFIG)"
-        if run_env
-        else f"no run.env at {named} (DR_CONFIG is not set)"
-    )
+    why = f"{why} (DR_CONFIG)" if run_env else f"no run.env at {named} (DR_CONFIG is not set)"
     return (env_file,), (f"{why}: read {env_file} alone",)
 
 
@@ -280,10 +275,9 @@ def config_from_texts(
     drfc: bool = False,
     warnings: Sequence[str] = (),
 ) -> Config:
-    """The settings of files' `texts` (path, text), evaluated as DRfC's activation does:
-    `$VAR` sees earlier keys, then `environ` (never changed); `warnings` come first. With
-    `drfc` (an activated shell) its exported `DR_*` keys count where the files set none,
-    and `activation_exports` derives its keys again."""
+    """The settings of files' `texts` (path, text), evaluated as DRfC's activation does
+    (docs/settings.md) against `environ` (never changed); `warnings` come first. With
+    `drfc` (an activated shell) its `DR_*` keys count where the files set none."""
     values, read_origins, read_warnings, held = read_env_texts(list(texts), environ)
     if "DRGPU_INDEX_ORDER" not in values and environ.get("DRGPU_INDEX_ORDER"):
         values["DRGPU_INDEX_ORDER"] = environ["DRGPU_INDEX_ORDER"]  # may be set in the shell
@@ -306,8 +300,8 @@ def config_from_values(
     warnings: tuple[str, ...] = (),
     held_secrets: tuple[str, ...] = (),
 ) -> Config:
-    """Check and parse settings, key by key of `SETTINGS`; the first problem becomes a
-    `ConfigError` naming its line. `held_secrets`: secret values a later line replaced."""
+    """Check and parse settings by `SETTINGS`: the first problem is a `ConfigError` naming its
+    line. `held_secrets`: secret values a later line replaced."""
     secrets = tuple(sorted({*secret_values(values), *held_secrets}, key=len, reverse=True))
 
     def fail(key: str, message: str, hint: str | None = None) -> ConfigError:
@@ -338,8 +332,7 @@ def config_from_values(
             raise fail(key, str(exc)) from None
 
     def role_key(key: str, alias: str) -> str:
-        """Which of a role's two keys holds its devices (both written: the alias, which
-        must name the same GPUs)."""
+        """The role's key that holds its devices: the alias where written (as the same GPUs)."""
         if alias in values and key in values:
             try:
                 same = parse_devices(values[key]) == parse_devices(values[alias])
@@ -375,16 +368,14 @@ def config_from_values(
     )
 
 
-# Keys that look like GPU keys but are none (issue 20): a typo there would plan a
-# service on the CPU without a word.
-
+# Keys that look like GPU keys but are none (issue 20): a typo would plan on the CPU unsaid.
 GPU_KEYS = (TRAINER_DEVICES_KEY, SIMULATOR_DEVICES_KEY, TRAINER_ALIAS_KEY, SIMULATOR_ALIAS_KEY)
 CONTAINER_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
 def gpu_key_mistakes(values: Mapping[str, str], origins: Mapping[str, Origin]) -> tuple[str, ...]:
-    """A line for each key of the files that looks like a GPU key but is none (a typo,
-    another case), naming the key meant, or the keys to use instead."""
+    """A line for each key of the files that looks like a GPU key but is none, naming the
+    key meant, or the keys to use instead."""
     found = []
     for key in values:
         origin = origins.get(key)
@@ -425,10 +416,7 @@ def meant_gpu_key(key: str) -> str | None:
     return close[0] if close else None
 
 
-# Devices per role and per service (issue 15): DRGPU_TRAINER_DEVICES and
-# DRGPU_SIMULATOR_DEVICES name the same thing as DeepRacer-for-cloud's keys, and
-# DRGPU_DEVICES_<SERVICE> gives any other service of the stack GPUs of its own.
-
+# DRGPU_DEVICES_<SERVICE> gives any other service of the stack GPUs of its own (issue 15).
 SERVICE_DEVICES_PREFIX = "DRGPU_DEVICES_"
 _SERVICE_KEY = re.compile(rf"^{SERVICE_DEVICES_PREFIX}[A-Z0-9_]+$")
 

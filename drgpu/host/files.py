@@ -43,9 +43,8 @@ class Bound(IntEnum):
 
 def read_bounded(path: Path, bound: Bound, what: str, *, follow_links: bool = True) -> bytes:
     """The bytes of the regular file `path` (or of drgpu's own piped standard input), at
-    most `bound` of them (opened without blocking; at most bound + 1 bytes read): a
-    ConfigError naming `what` and the path for anything else, and for a symbolic link where
-    `follow_links` is false."""
+    most `bound` of them: else a ConfigError naming `what` and the path (also for a
+    symbolic link where `follow_links` is false)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
         descriptor = os.open(path, flags)
@@ -122,9 +121,8 @@ def _reason(exc: OSError) -> str:
 
 
 def read_settings(target: Inputs, environ: Mapping[str, str] | None = None) -> Config:
-    """The settings of what the command line names (`settings_files` chooses the files),
-    evaluated against `environ` (default: this process's, with the variables bash sets
-    itself whose values are certain here)."""
+    """The settings of what the command line names, evaluated against `environ` (default:
+    this process's, with the variables bash sets itself whose values are certain here)."""
     run_env = target.run_env or target.env_file.with_name("run.env")
     existing = {path for path in (target.env_file, run_env) if exists(path)}
     paths, warnings = settings_files(
@@ -154,8 +152,7 @@ def exists(path: Path, *, file: bool = False) -> bool:
 
 
 def load_stack(files: Sequence[Path]) -> Stack:
-    """The stack of compose files, each read when the core comes to it (the first problem in
-    file order is the one reported)."""
+    """The stack of compose files, each read when the core comes to it (first problem first)."""
     return stack_from_texts(
         ComposeText(path, path.resolve(), read_text_bounded(path, Bound.COMPOSE, "compose file"))
         for path in files

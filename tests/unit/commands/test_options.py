@@ -13,10 +13,9 @@ from drgpu.commands.doctor import DoctorResult
 from drgpu.commands.drfc_stack import _relay
 from drgpu.commands.options import resolved
 from drgpu.commands.status import StatusResult
-from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.findings import Finding, Level
 from drgpu.core.gpu_usage import Status
-from drgpu.core.inputs import InputOptions
+from drgpu.core.inputs import DrfcCheckout, InputOptions
 from drgpu.core.model import Inventory
 from drgpu.core.settings import Config, config_from_values, project_name, run_key
 from drgpu.errors import CheckFailedError, ExitCode

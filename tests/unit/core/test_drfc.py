@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from drgpu.core.drfc import activation_exports, drfc_checkout, split_file_list
-from drgpu.core.inputs import DEFAULT_ENV_FILE, InputOptions, resolve_inputs
+from drgpu.core.inputs import (
+    DEFAULT_ENV_FILE,
+    InputOptions,
+    activation_exports,
+    drfc_checkout,
+    resolve_inputs,
+    split_file_list,
+)
 from drgpu.errors import ConfigError
 
 ROOT = Path("/home/racer/deepracer-for-cloud")

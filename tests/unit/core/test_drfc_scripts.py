@@ -12,8 +12,8 @@ import yaml
 
 from drgpu.core import drfc_scripts
 from drgpu.core.compose_stack import Stack
-from drgpu.core.drfc import DrfcCheckout
 from drgpu.core.facts import ContainerFacts, EngineFacts, NodeFacts
+from drgpu.core.inputs import DrfcCheckout
 from drgpu.core.model import Inventory
 from drgpu.core.planning import make_plan
 from drgpu.core.settings import Config, config_from_values, training_run
