@@ -20,9 +20,8 @@ _SIMULATOR = r"^robomaker(-(?P<slot>[0-9]+))?$"  # compiled when first used (`re
 EXTENSION = "x-drgpu"
 EXTENSION_ROLE = f"{EXTENSION}.role"
 _LABEL_SOURCE = f"{ROLE_LABEL} label"
-# What a compose file may declare: trainer, simulator or none, and the values drgpu itself
-# writes in the `drgpu.role` label of the containers it starts (each role's value), which
-# mean the same (`other` is none; `mps-daemon` only on drgpu's own drgpu-mps service).
+# What a compose file may declare: trainer, simulator or none, or any role's value drgpu
+# writes in its containers' `drgpu.role` label (`other` is none; `mps-daemon`, drgpu-mps's).
 DECLARED_ROLES = {"none": Role.OTHER, **{role.value: role for role in Role}}
 ROLE_VALUES = "trainer, simulator or none"
 Declared = tuple[Role, str]  # a role a compose file declares for a service, and where

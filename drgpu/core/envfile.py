@@ -38,14 +38,14 @@ _REFUSED = {
     **{m: f"a `{m}` is a glob DRfC's loop expands against the current directory" for m in "*?["},
 }
 _SPECIAL_PARAMETERS = set("@*#?-$!0123456789")
-# Variables bash sets itself whose value drgpu cannot know: DRfC's eval reads a value of
-# its own shell's (a random number, a clock, its process). UID and EUID bash sets too, but
-# their values are certain: the host passes them in with the environment.
+# Variables bash sets itself whose value only DRfC's own shell knows (a random number, a
+# clock, its process); UID and EUID are certain: the host passes them in.
 _SHELL_ONLY = frozenset(
     ("RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "PPID", "EPOCHSECONDS", "EPOCHREALTIME")
 )
 _READ_ONLY = frozenset(("UID", "EUID", "PPID", "BASHPID"))
 _QUOTE_HINT = "quote it ('...') or write it another way"
+_UNMATCHED = "an unmatched {}: bash fails on the line, and DRfC leaves the key unset"
 
 
 @dataclass(frozen=True)
@@ -285,10 +285,7 @@ class _Word:
             elif char == "'" and not quoted:
                 end = text.find("'", i + 1)
                 if end < 0:
-                    raise _Unreadable(
-                        "an unmatched ': bash fails on the line, and DRfC leaves the key unset",
-                        "close the quote",
-                    )
+                    raise _Unreadable(_UNMATCHED.format("'"), "close the quote")
                 parts.add(text[i + 1 : end])
                 i = end + 1
             elif char == "$":
@@ -304,10 +301,7 @@ class _Word:
         if stop is not None:
             raise _Unreadable("an unmatched ${ (no closing })")
         if quoted:
-            raise _Unreadable(
-                'an unmatched ": bash fails on the line, and DRfC leaves the key unset',
-                "close the quote",
-            )
+            raise _Unreadable(_UNMATCHED.format('"'), "close the quote")
         return "".join(parts), i
 
     def dollar(self, start: int, *, quoted: bool) -> tuple[str, int]:
