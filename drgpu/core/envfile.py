@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from drgpu.core.redaction import redact, secret_values
-from drgpu.core.secrets import is_secret
+from drgpu.core.redaction import is_secret, redact, secret_values
 from drgpu.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -1,4 +1,5 @@
-"""Secrets kept out of every output: settings tables, documents and free text."""
+"""Which settings are secrets, and how they are kept out of every output: settings tables,
+documents and free text."""
 
 from __future__ import annotations
 
@@ -8,12 +9,28 @@ from dataclasses import replace
 from typing import Any
 
 from drgpu.core.model import Plan
-from drgpu.core.secrets import MASK, is_secret, masked
+
+SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
+MASK = "****"
+# An S3 object key (DR_LOCAL_S3_REWARD_KEY, METRICS_S3_OBJECT_KEY) names a file in a
+# bucket: no secret, unless the name says access or secret.
+_S3_OBJECT_KEY = r"(?:^|_)S3_(?!.*(?:ACCESS|SECRET|TOKEN|PASS|CREDENTIAL)).*KEY$"
 
 # Shorter secret values are not searched for in free text: masking every "1" of a
 # message would hide more than it protects.
 SHORTEST_REDACTED = 4
 _URL_PASSWORD = r"://([^/@:\s]*):([^/@\s]+)@"
+
+
+def is_secret(name: str) -> bool:
+    """Whether a setting's value must never be printed (by its name, an S3 object key aside)."""
+    upper = name.upper()
+    return any(m in upper for m in SECRET_MARKERS) and not re.search(_S3_OBJECT_KEY, upper)
+
+
+def masked(name: str, value: str) -> str:
+    """`value` as drgpu may print it."""
+    return MASK if value and is_secret(name) else value
 
 
 def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:

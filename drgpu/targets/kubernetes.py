@@ -12,8 +12,7 @@ from typing import Any
 
 from drgpu.core.model import Assignment, Plan, Role
 from drgpu.core.modes import Sharing
-from drgpu.core.redaction import masked_data, secret_values, service_secrets
-from drgpu.core.secrets import MASK, is_secret
+from drgpu.core.redaction import MASK, is_secret, masked_data, secret_values, service_secrets
 from drgpu.core.service_gpus import ServiceGpus, own_gpus_environment, service_gpus
 from drgpu.errors import ConfigError, GpuValidationError
 from drgpu.targets.compose_override import Rendered, dump_yaml

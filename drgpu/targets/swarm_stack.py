@@ -17,8 +17,7 @@ from drgpu.core import labels
 from drgpu.core.facts import NodeFacts
 from drgpu.core.model import HEADER_MARK, Plan, Role
 from drgpu.core.numbers import is_digits
-from drgpu.core.redaction import masked_data, service_secrets
-from drgpu.core.secrets import masked
+from drgpu.core.redaction import masked, masked_data, service_secrets
 from drgpu.core.service_gpus import (
     ONE_NODE,
     TEMPLATED_KEYS,

@@ -1,13 +1,20 @@
-"""drgpu/core/secrets.py and drgpu/core/redaction.py: which settings are secrets, and how
-they are masked."""
+"""drgpu/core/redaction.py: which settings are secrets, and how they are masked."""
 
 from __future__ import annotations
 
 import pytest
 
 from drgpu.core.model import Plan, Role, ServicePlan
-from drgpu.core.redaction import holds_secret, masked_data, masked_plan, redact, secret_values
-from drgpu.core.secrets import MASK, is_secret, masked
+from drgpu.core.redaction import (
+    MASK,
+    holds_secret,
+    is_secret,
+    masked,
+    masked_data,
+    masked_plan,
+    redact,
+    secret_values,
+)
 
 
 @pytest.mark.parametrize(
