@@ -177,8 +177,7 @@ def down(config: Config, target: Inputs) -> None:
             stopped = _take_down(checkout, environment, config.project, None if swarm else files)
         if not stopped:
             raise DockerError(f"{script} left {config.project} up")
-        trainers = _trainers(config)
-        if trainers is not None:
+        if (trainers := _trainers(config)) is not None:
             remove_strays(trainers)  # what DRfC's own lookup missed too
         if left := left_of(config.project, trainers):
             raise DockerError(

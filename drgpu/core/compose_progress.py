@@ -54,8 +54,7 @@ _PLAIN = (
 
 def plain_compose_event(line: str, project: str) -> ProgressEvent | None:
     """The event of one line of Compose's plain progress (DRfC's start script's), or None."""
-    found = re.match(_PLAIN, line)
-    if found is None:
+    if (found := re.match(_PLAIN, line)) is None:
         return None
     name = found["name"]
     subject = service_of(name, project) if found["kind"] == "Container" else f"image {name}"

@@ -121,8 +121,7 @@ def _declared_roles(path: Path, name: str, body: dict[str, Any]) -> dict[str, De
         raise ConfigError(
             f"{path}: service {name}: {EXTENSION} must be a mapping, like {{role: trainer}}"
         )
-    unknown = sorted(str(key) for key in extension or {} if key != "role")
-    if unknown:
+    if unknown := sorted(str(key) for key in extension or {} if key != "role"):
         raise ConfigError(
             f"{path}: service {name}: {EXTENSION} has no key {unknown[0]!r}"
             " (drgpu reads only 'role')"
@@ -138,8 +137,7 @@ def _declared(path: Path, name: str, source: str, written: Any, key: str) -> dic
     if not isinstance(written, dict) or key not in written:
         return {}
     value = "" if written[key] is None else str(written[key]).strip()
-    role = DECLARED_ROLES.get(value.lower())
-    if role is None:
+    if (role := DECLARED_ROLES.get(value.lower())) is None:
         variable = "; drgpu reads it as written, without variables" if "$" in value else ""
         raise ConfigError(
             f"{path}: service {name}: {source} {value!r} is not one of {ROLE_VALUES}{variable}"
@@ -160,8 +158,7 @@ def _with_declared(service: StackService, roles: dict[str, Declared]) -> StackSe
             f"service {service.name} has two roles: {label[1]} and {extension[1]}",
             hint=f"declare one role, with the label {ROLE_LABEL} or with {EXTENSION_ROLE}",
         )
-    declared = label or extension
-    if declared is None:
+    if (declared := label or extension) is None:
         return service
     return replace(service, role=declared[0], role_source=declared[1])
 

@@ -137,8 +137,7 @@ def _read_line(
         return None
     if "\0" in line:
         raise _Unreadable("a NUL byte", "settings files are text")
-    words = _words(line)
-    if not words:
+    if not (words := _words(line)):
         return None
     if words[0].startswith("#"):  # indented: DRfC's grep keeps it, its loop reads each word
         _check_side_words(words, "this indented comment")
@@ -307,8 +306,7 @@ class _Word:
         """Expand the `$...` at `start`; returns the value and where reading goes on."""
         text, i = self.text, start + 1
         following = text[i] if i < len(text) else ""
-        name = _NAME.match(text, i)
-        if name is not None:
+        if (name := _NAME.match(text, i)) is not None:
             return self._value(name[0]) or "", name.end()
         if following == "{":
             return self.braced(i + 1, quoted=quoted)
@@ -325,8 +323,7 @@ class _Word:
     def braced(self, start: int, *, quoted: bool) -> tuple[str, int]:
         """`${NAME}`, `${NAME-w}`, `${NAME:-w}`, `${NAME+w}` or `${NAME:+w}` from `start`."""
         text = self.text
-        name = _NAME.match(text, start)
-        if name is None:
+        if (name := _NAME.match(text, start)) is None:
             raise _Unreadable("${...} without a variable name", "write ${NAME}")
         i = name.end()
         current = self._value(name[0])
@@ -359,7 +356,6 @@ class _Word:
         after = text[following] if following < len(text) else ""
         if after not in ("", "/", ":") and after != stop:
             raise _Unreadable("a ~name (another user's home)", "write the path in full")
-        home = self.lookup("HOME")  # as bash: a HOME set above counts
-        if home is None:
+        if (home := self.lookup("HOME")) is None:  # as bash: a HOME set above counts
             raise _Unreadable("a ~ while HOME is not set", "write the path in full")
         return home

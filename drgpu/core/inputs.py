@@ -96,8 +96,7 @@ class DrfcCheckout:
 
 def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcCheckout | None:
     """The activated checkout `environ` describes, or None outside DRfC (no `DR_DIR`)."""
-    root = environ.get("DR_DIR", "").strip()
-    if not root:
+    if not (root := environ.get("DR_DIR", "").strip()):
         return None
     variable = EVAL_FILES if evaluation else TRAIN_FILES
     files, flag = split_file_list(environ.get(variable, ""), variable)

@@ -83,8 +83,7 @@ def _one_of(mode: type[StrEnum]) -> Callable[[str], StrEnum]:
 
 
 def _percentage(text: str) -> int | None:
-    number = text.rstrip("%").strip()
-    if not number:
+    if not (number := text.rstrip("%").strip()):
         return None
     if (percent := whole_number(number, 1, 100)) is None:
         raise ConfigError(f"{_shown(text)} is not a whole percentage from 1 to 100")
@@ -403,8 +402,7 @@ def meant_gpu_key(key: str) -> str | None:
         return upper
     if not upper.startswith("DR"):
         return None
-    close = difflib.get_close_matches(upper, GPU_KEYS, n=1, cutoff=0.85)
-    if close:
+    if close := difflib.get_close_matches(upper, GPU_KEYS, n=1, cutoff=0.85):
         return close[0]
     if not any(word in upper.removeprefix("DRGPU_") for word in ("CUDA", "GPU", "DEVICE")):
         return None
