@@ -257,12 +257,15 @@ def settings_files(
     named = run_env or env_file.with_name("run.env")
     if named in existing:
         return (env_file, named), ()
-    why = f"no run settings file at {run_env}"
-    if not drfc and run_env is not None:
-        raise ConfigError(why)
+    if run_env is not None and not drfc:
+        raise ConfigError(f"no run settings file at {run_env}")
     if not drfc:
         return (env_file,), ()
-    why = f"{why} (DR_CONFIG)" if run_env else f"no run.env at {named} (DR_CONFIG is not set)"
+    why = (
+        f"no run settings file at {run_env} (DR_CONFIG)"
+        if run_env
+        else f"no run.env at {named} (DR_CONFIG is not set)"
+    )
     return (env_file,), (f"{why}: read {env_file} alone",)
 
 
