@@ -4,10 +4,13 @@ the only record of what each run holds, so nothing goes stale when a stack is ch
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from drgpu.core.facts import ContainerFacts
 from drgpu.core.model import Claim, Role
 from drgpu.core.modes import Sharing
+
+if TYPE_CHECKING:
+    from drgpu.core.facts import ContainerFacts
 
 GPUS = "drgpu.gpus"
 FORWARDED_GPUS = "drgpu.forwarded_gpus"
