@@ -1,10 +1,7 @@
-"""The one way to the Docker engine: its HTTP API, spoken directly (HTTP/1.1, kept alive)
-on a unix socket or a `tcp://` host that `engine_address` resolves as the docker CLI does
-(DOCKER_HOST, else a Docker context, else the default); `program_environment` hands it to
-every program drgpu runs. Every answer is bounded (a total deadline, header and body
-sizes) and one that breaks HTTP is an error. No SDK: it takes longer to import than
-`drgpu down` may take in all.
-"""
+"""The one way to the Docker engine: its HTTP API (HTTP/1.1, kept alive) on the unix socket or
+`tcp://` host the docker CLI would choose (`engine_address`), which every program drgpu runs
+is handed too (`program_environment`). Every answer is bounded (a total deadline, head and
+body sizes); one that breaks HTTP is an error. No SDK: its import outlasts `drgpu down`."""
 
 from __future__ import annotations
 
@@ -31,8 +28,8 @@ MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MIN_API_VERSION = (1, 41)  # Docker 20.10
 DEFAULT_SOCKET = "/var/run/docker.sock"
-# What points a docker CLI at an engine (besides config.json's context): drgpu replaces them
-# for every program it runs.
+# The variables with which the docker CLI chooses its engine and TLS (besides config.json's
+# context): drgpu sets or removes each for every program it runs.
 ENGINE_KEYS: tuple[str, ...] = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS", "DOCKER_TLS_VERIFY")
 ENGINE_KEYS += ("DOCKER_CERT_PATH",)
 _UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST (or the docker context) right?"
@@ -57,7 +54,7 @@ class Address:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def exported(self) -> dict[str, str]:
-        """The variables that point the docker CLI, Compose and DRfC's scripts here."""
+        """The ENGINE_KEYS that point the docker CLI, Compose and DRfC's scripts here."""
         if self.socket_path is not None:
             return {"DOCKER_HOST": f"unix://{self.socket_path}"}
         tls = {"DOCKER_TLS": "1", "DOCKER_CERT_PATH": self.cert_dir} if self.tls else {}
@@ -72,17 +69,17 @@ def use_settings(values: Mapping[str, str]) -> None:
 
 
 def program_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """`environment` pointed at drgpu's engine alone: DOCKER_HOST (and TLS) set, DOCKER_CONTEXT
-    unset; system.env's engine settings count (`use_settings`)."""
+    """`environment` with system.env's engine settings on top (`use_settings`) pointed at its
+    engine alone: DOCKER_HOST (and TLS) set, DOCKER_CONTEXT unset."""
     kept = {key: value for key, value in environment.items() if key not in ENGINE_KEYS}
     return kept | engine_address({**environment, **_settings}).exported()
 
 
 def engine_address(environment: Mapping[str, str]) -> Address:
-    """The engine the docker CLI picks: a non-empty DOCKER_HOST wins; else the context
-    DOCKER_CONTEXT names, else config.json's currentContext (in DOCKER_CONFIG, else
-    ~/.docker), unless "default"; else DOCKER_HOST's default (the local socket, or
-    tcp://localhost:2376 with TLS). TLS when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty,
+    """The engine the docker CLI picks (its flags aside): a non-empty DOCKER_HOST; else the
+    context a non-empty DOCKER_CONTEXT, else config.json's currentContext (in DOCKER_CONFIG,
+    else ~/.docker), names, unless "default"; else the local socket, or tcp://localhost:2376
+    with TLS. Outside a context, TLS when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty,
     verified with the latter; certificates in DOCKER_CERT_PATH, else the config folder."""
     config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
     host = environment.get("DOCKER_HOST", "")
@@ -100,9 +97,9 @@ def engine_address(environment: Mapping[str, str]) -> Address:
 
 
 def _parsed_host(text: str, tls: bool, verify: bool, cert_dir: str) -> Address:
-    """A host as the CLI parses it: empty or `unix://` is the local socket, `unix://PATH` a
-    socket, `tcp://HOST[:PORT][/PATH]` or `HOST[:PORT]` a TCP host (host localhost, port
-    2375 when left out; `[::1]` is ::1). drgpu ignores the path and refuses other schemes."""
+    """A DOCKER_HOST: empty or `unix://` the local socket, `unix://PATH` a socket, any other
+    `tcp://HOST[:PORT][/PATH]` or scheme-less text a TCP host (localhost and port 2375 left
+    out, as for the CLI; `[::1]` is ::1), its path ignored; other schemes are refused."""
     text = text.strip()
     scheme, found, rest = text.partition("://")
     if not found:
@@ -137,8 +134,8 @@ def _json_of(path: Path, what: str) -> dict[str, Any]:
 
 
 def _context_address(config_dir: str, name: str) -> Address:
-    """Context `name`'s docker endpoint (contexts/meta/SHA256(name)/meta.json): TLS when its
-    store holds TLS material (contexts/tls/SHA256(name)/docker) or it skips verification."""
+    """Context `name`'s docker endpoint (contexts/meta/SHA256(name)/meta.json), read as the CLI
+    does: TLS when it has a TLS folder (contexts/tls/SHA256(name)/docker) or skips verifying."""
     import hashlib  # lazy: only a context needs it, and its import takes a while
 
     digest = hashlib.sha256(name.encode()).hexdigest()

@@ -17,11 +17,12 @@ from drgpu.host import docker_api
 from drgpu.host.docker_api import Connection, filters
 
 PROJECT_LABEL = "com.docker.compose.project"
+MARKS_VOLUME = "drgpu-marks"  # an empty volume whose labels are `drgpu down`'s marks
 
 
 def project_containers(project: str) -> list[ContainerFacts]:
-    """Every container (running or not) of a compose project, or of the Swarm stack of
-    that name (its tasks on this node)."""
+    """Every container (running or not) of a compose project, or of the Swarm stack of that
+    name (its tasks on this node)."""
     with docker_api.connected() as engine:
         compose = containers(engine, _of(project))
         stack = containers(engine, {"label": f"{labels.SWARM_STACK}={project}"})
@@ -45,24 +46,20 @@ def sagemaker_containers() -> list[ContainerFacts]:
 
 def drgpu_labels() -> list[tuple[str, Mapping[str, str]]]:
     """(state, labels) of every container with a `drgpu.run_id` label: what each run holds
-    (a live Swarm task whose GPUs the engine chose names them in its environment)."""
+    (a running Swarm task whose GPUs the engine chose, inspected, names them in its labels)."""
+    held: list[tuple[str, Mapping[str, str]]] = []
     with docker_api.connected() as engine:
-        return [
-            (c.state, _engine_choice(engine, c) if c.state == "running" else c.labels)
-            for c in listing(engine, {"label": labels.RUN_ID})
-        ]
-
-
-def _engine_choice(engine: Connection, listed: ContainerFacts) -> Mapping[str, str]:
-    """A container's labels; a reserving Swarm task's naming the GPUs the engine gave it."""
-    found = inspected(engine, listed.id) if labels.engine_chosen(listed.labels) else None
-    if found is None:  # not the engine's choice, or gone meanwhile (it holds nothing)
-        return listed.labels
-    return labels.with_engine_choice(found)
+        for listed in listing(engine, {"label": labels.RUN_ID}):
+            chosen = listed.state == "running" and labels.engine_chosen(listed.labels)
+            found = inspected(engine, listed.id) if chosen else None  # None: gone meanwhile
+            held.append(
+                (listed.state, labels.with_engine_choice(found) if found else listed.labels)
+            )
+    return held
 
 
 def project_resources(project: str) -> tuple[int, int]:
-    """How many containers (running or not) and networks a compose project has: two calls."""
+    """How many containers (running or not) and networks a compose project has."""
     with docker_api.connected() as engine:
         return len(listing(engine, _of(project))), len(_project_networks(engine, project))
 
@@ -86,15 +83,14 @@ def inspected(engine: Connection, container_id: str) -> ContainerFacts | None:
 
 
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
-    """Every container (running or not) matching the filters `wanted`, inspected; those
-    removed meanwhile are left out (one listing, then one inspection per container)."""
+    """Every container (running or not) matching the filters `wanted`, inspected one by one;
+    those removed meanwhile are left out."""
     found = (inspected(engine, listed.id) for listed in listing(engine, wanted))
     return sorted((c for c in found if c is not None), key=lambda c: c.name)
 
 
 def _facts(attrs: Mapping[str, Any]) -> ContainerFacts:
-    config, host_config = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
-    state = attrs.get("State") or {}
+    config, host_config, state = (attrs.get(key) or {} for key in ("Config", "HostConfig", "State"))
     code = state.get("ExitCode")
     return _container(
         attrs["Id"],
@@ -212,9 +208,8 @@ def daemon_facts() -> EngineFacts:
 
 
 def daemon_facts_of(info: Mapping[str, Any], headers: Mapping[str, str]) -> EngineFacts:
-    """The facts of the engine's `/info` answer and its headers (`Api-Version`;
-    `DiscoveredDevices`, Docker 28.2+: `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}`,
-    kept as `cdi:<ID>`)."""
+    """The facts of the engine's `/info` answer and its headers (`Api-Version`); Docker 28.2+'s
+    `DiscoveredDevices` `{"Source": "cdi", "ID": "nvidia.com/gpu=GPU-..."}` as `cdi:<ID>`."""
     return EngineFacts(
         version=str(info.get("ServerVersion") or ""),
         api_version=headers.get("api-version", ""),
@@ -268,11 +263,8 @@ def try_device_request(image: str) -> str | None:
             engine.call("DELETE", f"/containers/{container_id}?force=1")
 
 
-MARKS_VOLUME = "drgpu-marks"
-
-
 def read_down_marks() -> dict[str, str]:
-    """The marks `drgpu down` left (labels of an empty volume), or none."""
+    """The marks `drgpu down` left, or none."""
     answer = docker_api.call("GET", f"/volumes/{MARKS_VOLUME}")
     if answer.status == 404:
         return {}
@@ -285,9 +277,6 @@ def write_down_marks(marks: Mapping[str, str]) -> None:
         engine.call("DELETE", f"/volumes/{MARKS_VOLUME}").checked("replace drgpu's marks", 204, 404)
         body = {"Name": MARKS_VOLUME, "Labels": dict(marks)}
         engine.call("POST", "/volumes/create", body).checked("write drgpu's marks", 201)
-
-
-# --- what a run leaves: containers, networks and volumes of a compose project -------------
 
 
 def project_volumes(project: str) -> tuple[str, ...]:
