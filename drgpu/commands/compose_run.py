@@ -31,10 +31,8 @@ if TYPE_CHECKING:
 def up(
     prepared: Prepared, progress: Callable[[ProgressEvent], None]
 ) -> tuple[list[ContainerFacts], list[Finding]]:
-    """Render, start the stack, and verify it (its containers, and a warning for each not
-    provable from inside); on any failure or caught signal the run goes back down
-    (`rollback.rolled_back`). `progress` hears each service's state as Compose reports it,
-    then its verification."""
+    """Render, start and verify the stack (`proving.verified`), which goes back down on any
+    failure or caught signal (`rolled_back`); `progress` hears each service's state."""
     text = render_override(prepared.plan, override_header_template())
     write_owned_file(prepared.override_path, text, private=holds_secret(prepared.plan))
     files = (*prepared.stack.files, prepared.override_path)
@@ -68,8 +66,8 @@ def _compose_up(
     project: str,
     progress: Callable[[ProgressEvent], None],
 ) -> Completed:
-    """Run `compose up` with `--progress json`, each line of it an event for `progress` (a
-    Compose without that mode runs it plainly)."""
+    """Run `compose up --progress json`, each event for `progress` (plainly, for a Compose
+    without that mode)."""
 
     def heard(line: str) -> str | None:
         event = compose_event(line, project)

@@ -1,5 +1,5 @@
-"""`drgpu down`: stop and remove the stack the way `up` started it: DRfC's own stop script
-in an activated DRfC shell (Compose or swarm style), drgpu's Swarm stack, or Compose."""
+"""`drgpu down`: stop and remove the stack the way `up` started it (DRfC's stop script, drgpu's
+Swarm stack, or Compose), under the engine-wide lock (`run_lock`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from drgpu.ui.talk import warn
 
 
 def down(inputs: InputOptions, *, swarm: bool) -> None:
-    """Stop and remove the stack's containers (with --remove-orphans), or its Swarm stack
-    (under the engine-wide lock: see `run_lock`). Settings that do not read are a warning
-    here: the run is then the one the shell names (`identified`)."""
+    """Stop and remove the stack; settings that do not read are a warning here, the run then
+    the one the shell names (`identified`)."""
     target = resolved(inputs)
     try:
         config = settings(target)
@@ -32,9 +31,8 @@ def down(inputs: InputOptions, *, swarm: bool) -> None:
 
 
 def identified(target: Inputs, error: ConfigError) -> Config:
-    """The run `down` stops when its settings do not read (`error`, warned): the one the
-    shell's `DR_*` exports name, as DRfC's `dr-stop-training` reads them (DR_RUN_ID,
-    DR_DOCKER_STYLE); refused when the shell names no run, naming the runs drgpu sees."""
+    """The run `down` stops when its settings do not read (`error`, warned): the one the shell's
+    `DR_*` exports name, as for DRfC's `dr-stop-training`; refused (naming the runs) if none."""
     exported = {key: value for key, value in os.environ.items() if key.startswith("DR_")}
     if "DR_RUN_ID" not in exported:
         from drgpu.host.engine import drgpu_containers  # lazy: only for unreadable settings

@@ -48,11 +48,10 @@ def prepare_with(
     warn_unordered: bool = False,
     swarm: bool = False,
 ) -> Prepared:
-    """Read the stack (unless given) and inventory of `target` and plan with `config`; any
-    problem raises its DrgpuError (an unchosen order of bare indices too, unless
-    `warn_unordered`: `plan`). On this host (no inventory file) the plan respects what other
-    runs hold, or warns that the engine cannot be asked (`strict`: the error); with `swarm`
-    (--swarm) the simulators' UUIDs may name other nodes' GPUs."""
+    """Plan `target`'s stack (read unless given) and inventory with `config`; a problem raises
+    its DrgpuError (an unchosen order of bare indices too, unless `warn_unordered`). On this
+    host (no inventory file) the plan respects what other runs hold, or warns that the engine
+    cannot be asked (`strict`: raises); with `swarm` the simulators may get other nodes' GPUs."""
     stack = _checked_stack(config, target) if stack is None else stack
     inventory = _inventory(config, inventory_file)
     here = inventory_file is None
@@ -79,12 +78,10 @@ def prepare_with(
 def prepare_locked(
     config: Config, target: Inputs, *, swarm: bool = False, by_script: bool = False
 ) -> Iterator[Prepared]:
-    """`prepare_with` for `up`, under the engine-wide lock until the block ends: no other
-    `drgpu up` or `down` can read or change the runs between this plan and its proof. A
-    failure inside removes the file this `up` writes (the compose override, or with
-    `swarm` drgpu's Swarm stack file, planned as `plan` does) and a `.drgpu` it made.
-    Refused where its project's containers are in the way (`leftovers`; `by_script`: DRfC's
-    start script starts it)."""
+    """`prepare_with` for `up`, under the engine-wide lock until the block ends (no other `up`
+    or `down` reads or changes the runs before the proof); refused where its project's
+    containers are in the way (`leftovers`). A failure inside removes the file this `up`
+    writes (the override, or with `swarm` its Swarm stack file) and a `.drgpu` it made."""
     from drgpu.commands import run_lock  # lazy: start-up time of plan and render (no lock)
     from drgpu.host import nvml  # lazy: start-up time of a plan on a file
     from drgpu.host.process import meanwhile
@@ -109,8 +106,7 @@ def prepare_locked(
 
 
 def leftovers(plan: Plan, *, by_script: bool = False) -> str | None:
-    """Why the plan should not start now over its project's containers (`start_refused`);
-    None when nothing is in the way."""
+    """Why the plan should not start over its project's containers now (`start_refused`)."""
     from drgpu.core.verification import start_refused  # lazy: not for plan, render
     from drgpu.host import engine  # lazy: start-up time of a plan on a file
 
@@ -147,9 +143,8 @@ def _with_device_driver(config: Config, plan: Plan, *, this_host: bool) -> Plan:
 
 
 def _swarm_nodes(config: Config) -> tuple[NodeFacts, ...]:
-    """The swarm's nodes when the simulators' GPUs are named by UUID (they may be other
-    nodes'); bare indices, ambiguous when the engine chooses among several nodes' GPUs,
-    are refused (ConfigError)."""
+    """The swarm's nodes when the simulators' GPUs are named by UUID (they may be other nodes');
+    bare indices, ambiguous where the engine chooses among several nodes' GPUs, are refused."""
     request = config.simulator_devices
     if not request.selectors:
         return ()
@@ -181,8 +176,8 @@ def stack_files(target: Inputs) -> tuple[Path, ...]:
 
 
 def _claims(strict: bool) -> tuple[tuple[Claim, ...], str | None]:
-    """What other runs hold, from the labels of their containers; when the engine cannot
-    be asked, nothing and (unless `strict`: then the error) why."""
+    """What other runs hold (their containers' labels); if the engine cannot be asked,
+    nothing and why (`strict`: the error)."""
     from drgpu.host.engine import drgpu_labels  # lazy: start-up time of a plan on a file
 
     try:

@@ -1,7 +1,6 @@
-"""The proof of a started stack: wait until its containers (or Swarm tasks) run and settle,
-then check each against the plan (`core.verification`), with the last log lines of each
-that stopped, and from inside: drgpu's probe, run in each GPU container during the settle,
-must see exactly its planned GPUs (NVML and CUDA)."""
+"""The proof of a started stack: once its containers (or Swarm tasks) run and settle, each
+matches the plan (`core.verification`) and drgpu's probe, run inside each GPU container
+meanwhile, sees exactly its planned GPUs; else the last log lines of each that stopped."""
 
 from __future__ import annotations
 
@@ -71,8 +70,8 @@ def _mismatch(stack: str, problems: list[str], hints: list[str]) -> DockerError:
 
 
 def settle(containers: Iterable[ContainerFacts]) -> bool:
-    """Wait until the last container to start has run for SETTLE_S (one whose command
-    fails at once has stopped by then); whether it waited, so the facts are stale."""
+    """Wait until the last container to start has run for SETTLE_S (one failing at once has
+    stopped by then); whether it waited (the facts are stale)."""
     starts = [c.started_at for c in containers if c.started_at is not None and not c.stopped]
     wait = SETTLE_S - (time.time() - max(starts)) if starts else 0.0
     if wait <= 0:
@@ -84,9 +83,8 @@ def settle(containers: Iterable[ContainerFacts]) -> bool:
 def proving_inside(
     containers: Iterable[ContainerFacts],
 ) -> Callable[[], tuple[list[Finding], list[str]]]:
-    """Start drgpu's probe in each running GPU container, each in a thread of its own; the
-    function returned waits for them: a warning for each container not provable from
-    inside (no python3, the probe could not run), and every mismatch the probes saw."""
+    """Start drgpu's probe in each running GPU container, in a thread each; the function
+    returned waits for them: their warnings (`_sorted`) and mismatches."""
     from concurrent.futures import ThreadPoolExecutor  # lazy: only `up` proves
 
     chosen = [c for c in containers if labels.given_gpus(c) and not c.stopped]
@@ -109,8 +107,8 @@ def _arguments(container: ContainerFacts) -> list[str]:
 
 
 def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tuple[Finding, ...]:
-    """The verdict on what the probe saw in `container`; a warning when it could not run
-    (its fact `task`: the Swarm task's name, `<service>.<slot>.<id>`, where it is one)."""
+    """The verdict on what the probe saw in `container`; a warning when it could not run,
+    with the Swarm task's name (`<service>.<slot>.<id>`) as its fact `task` where it is one."""
     try:
         return judge(container, *ran()).findings
     except DockerError as exc:
@@ -127,9 +125,8 @@ def proven_elsewhere(project: str, tasks: list[TaskFacts]) -> tuple[list[Finding
 def probes_elsewhere(
     project: str, tasks: list[TaskFacts]
 ) -> list[tuple[ContainerFacts, Callable[[], tuple[int, str]]]]:
-    """Each task on another node than this one as a container (`task_stand_in`), with what
-    drgpu's probe saw beside it, run by a one-shot Swarm job per node
-    (`swarm_engine.proofs_on_nodes`): (exit code, output), or a DockerError saying why not."""
+    """Each task on another node as a container (`task_stand_in`), with what drgpu's probe
+    saw beside it in a one-shot Swarm job per node: (exit code, output), or a DockerError."""
     if not tasks:
         return []
     stand_ins = {task.id: task_stand_in(project, task) for task in tasks}
@@ -167,9 +164,8 @@ def _shown(name: str, tail: list[str]) -> str:
 
 
 def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[Finding]]:
-    """The running tasks of the deployed `stack`, once all run and `settle`d, proven as
-    `verified` proves containers (from inside where each runs: `proven_elsewhere`); else a
-    DockerError with the last log lines of each task that stopped or was replaced."""
+    """The deployed `stack`'s running tasks, once all run and `settle`d, proven as `verified`
+    proves containers; else a DockerError with the last log lines of each task that ended."""
     project = plan.project
     before = {task.id for task in _wait_running(stack) if task.state == "running"}
     containers = swarm_engine.stack_containers(project)
@@ -225,7 +221,7 @@ def _wait_running(stack: SwarmStack) -> list[TaskFacts]:
             return tasks
         now = time.monotonic()
         stuck_since = (stuck_since or now) if stuck else None
-        if stuck and now - (stuck_since or now) >= STUCK_GRACE_S:
+        if stuck_since is not None and now - stuck_since >= STUCK_GRACE_S:
             failed = {task.service: task for task in tasks if task.state == "failed"}
             raise DockerError(
                 f"the stack cannot start: {'; '.join(sorted(set(stuck)))}",

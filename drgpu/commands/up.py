@@ -1,7 +1,6 @@
-"""`drgpu up`: check, render, start the stack and prove it, by the way its settings ask
-for: DRfC's own start script in an activated DRfC shell (`drfc_stack`: Compose or, in
-swarm style, `docker stack deploy`), drgpu's own Swarm stack file (`swarm_deploy`), or
-Compose (`compose_run`)."""
+"""`drgpu up`: check, render, start and prove the stack, the way its settings ask: DRfC's start
+script in an activated DRfC shell (`drfc_stack`, Compose or swarm style), drgpu's own Swarm
+stack file (`swarm_deploy`), or Compose (`compose_run`)."""
 
 from __future__ import annotations
 
@@ -23,30 +22,27 @@ from drgpu.ui.talk import warn
 
 @dataclass(frozen=True)
 class Started:
-    """A stack started by Compose (or DRfC's start script): its plan and its containers,
-    each proven, but those `unproven` from inside (a warning each)."""
+    """A stack Compose (or DRfC's start script) started: its plan and proven containers."""
 
     plan: Plan
     containers: list[ContainerFacts]
-    unproven: list[Finding]
+    unproven: list[Finding]  # not provable from inside: a warning each
 
 
 @dataclass(frozen=True)
 class Deployed:
-    """A stack deployed to Docker Swarm: its stack file and its running tasks, verified,
-    but those `unproven` from inside (a warning each)."""
+    """A stack deployed to Docker Swarm: its stack file and proven running tasks."""
 
     stack: SwarmStack
     tasks: list[TaskFacts]
-    unproven: list[Finding]
+    unproven: list[Finding]  # not provable from inside: a warning each
 
 
 def up(
     inputs: InputOptions, *, swarm: bool, script_args: tuple[str, ...], quiet: bool
 ) -> Started | Deployed:
-    """Start the stack `inputs` name, and prove it (any failure raises its DrgpuError, the
-    stack brought back down); `script_args` are for DRfC's start script (after `--`),
-    `quiet`: no progress lines."""
+    """Start the stack `inputs` name and prove it (a failure raises its DrgpuError, the stack
+    brought back down); `script_args` (after `--`) are DRfC's start script's."""
     target = resolved(inputs)
     config = settings(target)
     config.refuse_key_mistakes()

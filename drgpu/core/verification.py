@@ -45,12 +45,10 @@ def verify(plan: Plan, containers: list[ContainerFacts]) -> list[str]:
 def start_refused(
     plan: Plan, containers: Iterable[ContainerFacts], *, by_script: bool
 ) -> str | None:
-    """Why the plan must not start over its Compose project's containers (None: nothing is
-    in the way): simulators still running there while none of the plan's trainers has a
-    container any more, as a stop without drgpu's override (DRfC's dr-stop-training)
-    leaves drgpu's workers, which Compose would keep beside a new trainer; or, where
-    DRfC's start script starts it (`by_script`), any container: its rl_coach would start a
-    second SageMaker trainer beside the running one (and -w wipe the model it trains)."""
+    """Why the plan must not start over its Compose project's containers (None: nothing is in
+    the way): simulators running without a container of any of its trainers (DRfC's
+    dr-stop-training leaves drgpu's workers, which Compose would keep beside a new trainer);
+    or any container where DRfC's start script starts it (`by_script`)."""
     trainers = {s.name for s in plan.services if s.role in (Role.TRAINER, Role.TRAINER_LAUNCHER)}
     compose = [c for c in containers if SERVICE in c.labels]  # a Swarm stack goes whole
     left = [c.service for c in compose if not c.stopped]  # the MPS daemon too, where it runs
@@ -194,8 +192,8 @@ STUCK_HINTS = (
 def verify_tasks(
     stack: SwarmStack, tasks: list[TaskFacts], containers: Mapping[str, ContainerFacts]
 ) -> list[str]:
-    """Every way the running tasks differ from the stack; empty when they match. `containers`:
-    this node's containers of the stack by task id, what each task really got."""
+    """Every way the running tasks differ from the stack (`containers`: this node's, by task id,
+    what each task really got); empty when they match."""
     node = stack.layout.node_id
     problems: list[str] = []
     holders: dict[tuple[str, str], list[tuple[SwarmService, str]]] = {}
@@ -276,9 +274,8 @@ def _task_gpus(
 
 
 def short_of_gpus(services: Collection[SwarmService], nodes: Collection[NodeFacts]) -> str | None:
-    """Why the reserving tasks cannot all start: they need more GPUs than the ready, active
-    nodes labelled for simulators advertise in all (Swarm would leave the rest pending);
-    None when they fit, or when no nodes are known (this engine is no manager)."""
+    """Why the reserving tasks cannot all start (Swarm would leave some pending): they need more
+    GPUs than the ready, active simulator nodes advertise; None if they fit or no node is known."""
     wanted = sum(s.gpus * (s.replicas or 1) for s in services if s.reserves)
     label = NODE_LABELS[1]
     taking = (n for n in nodes if n.state == "ready" and n.availability == "active")
@@ -312,10 +309,8 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
 
 
 def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
-    """Refuse a stack this node would not isolate, or the swarm cannot place: pinned GPUs
-    need the nvidia default runtime, none may be exposed to the simulators
-    (`exposed_gpus`), and the reserving tasks need no more GPUs than the ready simulator
-    nodes advertise in all (`short_of_gpus`)."""
+    """Refuse a stack this node would not isolate (`exposed_gpus`; pinned GPUs need the nvidia
+    default runtime) or the swarm cannot place (`short_of_gpus`)."""
     exposed = exposed_gpus(stack.services, stack.layout)
     if exposed:
         raise GpuValidationError(

@@ -1,10 +1,7 @@
-"""How drgpu drives Docker Compose: finding the binary, the command lines it runs, and the
-user's stack as Compose resolves it (files merged, variables interpolated).
-
-Swarm stack files and Kubernetes manifests are written from the resolved model, so that
-`!reset`, `!override`, `extends` and `${VAR:-default}` mean exactly what they mean
-to Compose (`docker stack deploy` knows none of the first three, nor nested defaults).
-"""
+"""How drgpu drives Docker Compose: finding it, the command lines it runs, and the stack as
+Compose resolves it, from which Swarm stack files and Kubernetes manifests are written (so
+`!reset`, `!override`, `extends` and nested `${VAR:-default}` mean what they mean to Compose,
+unlike to `docker stack deploy`)."""
 
 from __future__ import annotations
 
@@ -86,8 +83,8 @@ def compose_down(
 
 
 def compose_environment(settings: Mapping[str, str]) -> dict[str, str]:
-    """The environment of Compose, `docker stack` and DRfC's scripts: the process's, with
-    `settings` on top, pointed at the engine drgpu speaks to (`docker_api`)."""
+    """The environment of Compose, `docker stack` and DRfC's scripts: the process's with
+    `settings` on top, pointed at drgpu's engine (`docker_api.program_environment`)."""
     return docker_api.program_environment({**os.environ, **settings})
 
 

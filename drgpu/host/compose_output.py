@@ -1,14 +1,12 @@
-"""What Compose (and the scripts that call it) print on stderr, interpreted: its warnings,
-its progress lines (dropped), the rest, and the hint a failure's words call for. Pure:
-text in, lines out."""
+"""What Compose (and the scripts that call it) print, interpreted: warnings, progress lines
+(dropped), the rest, and the hint a failure's words call for. Pure: text in, lines out."""
 
 from __future__ import annotations
 
 import re
 
-# Compose v2 logs through logrus: `time="..." level=warning msg="..."`; older ones and
-# the docker CLI write `WARN[0000] ...` or `WARNING: ...`. The patterns are compiled (and
-# cached by `re`) at their first use, not at start-up.
+# Compose v2 logs `time="..." level=warning msg="..."`; older ones and the docker CLI
+# `WARN[0000] ...` or `WARNING: ...`. `re` compiles (and caches) each at its first use.
 _LOGRUS = r'\blevel=(?P<level>warning|warn)\b.*?\bmsg="(?P<msg>(?:[^"\\]|\\.)*)"'
 _SHORT = r"^\s*(?:WARN\[\d+\]|WARNING:)\s*(?P<msg>.+)$"
 # ` Container deepracer-0-rl_coach-1  Started`, ` Network x  Created`, `[+] Running 3/3`

@@ -13,9 +13,8 @@ _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | N
 
 
 class Interrupted(BaseException):
-    """A caught signal, unwinding the command; exits 128 + its number. Like
-    KeyboardInterrupt, no `except Exception` stops it; unlike it, typer and click let it
-    through to `drgpu.cli.main`, which names the signal."""
+    """A caught signal, unwinding the command (exit 128 + its number). No `except Exception`
+    stops it, and typer and click let it through to `drgpu.cli.main`, which names it."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
@@ -27,8 +26,8 @@ class Interrupted(BaseException):
 @contextmanager
 def caught() -> Iterator[None]:
     """Within the block, the first caught signal raises `Interrupted` (in the main thread);
-    any later one is ignored until the process ends, its exit included: the unwinding runs
-    to its end (a `shielded` block still tells of each)."""
+    later ones are ignored to the process's end, so the unwinding finishes (a `shielded`
+    block still tells of each)."""
     interrupted: list[int] = []
 
     def interrupt(signum: int, frame: FrameType | None) -> None:

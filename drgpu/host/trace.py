@@ -1,7 +1,6 @@
-"""DRGPU_LOG (docs/exit-codes.md): `info` logs each program drgpu runs, `debug` also each
-engine API and NVML call, each with its duration, on the `sys.stderr` of the moment (which
-masks secret values). Off, it is free: `logging` (slow to import, and with after-fork
-handlers that `process` must not race) is imported only when it is on."""
+"""DRGPU_LOG (docs/exit-codes.md) on the `sys.stderr` of the moment (which masks secrets).
+Off, it is free: `logging` (slow to import, and with after-fork handlers that `process` must
+not race) is imported only when it is on."""
 
 from __future__ import annotations
 
