@@ -13,7 +13,7 @@ from drgpu.core.redaction import holds_secret
 from drgpu.core.settings import Config
 from drgpu.errors import ConfigError, DockerError
 from drgpu.host import compose, process
-from drgpu.host.compose_output import compose_warnings, failure_hint, lacks_json_progress
+from drgpu.host.compose_output import compose_warnings, failure_hint
 from drgpu.host.files import override_header_template
 from drgpu.host.state_files import override_path, write_owned_file, written_by_drgpu
 from drgpu.targets.compose_override import render_override
@@ -79,7 +79,7 @@ def _compose_up(
     position = command.index("-p")  # the global flags go before the subcommand
     with_json = [*command[:position], "--progress", "json", *command[position:]]
     started = process.stream(with_json, env=environment, on_line=heard)
-    if not started.ok and lacks_json_progress(started.last_error_line()):
+    if not started.ok and "progress" in started.last_error_line():  # a Compose before 2.x
         return process.run(command, env=environment)
     return started
 

@@ -42,7 +42,7 @@ POLL_S = 0.05  # a few cheap API calls; every 0.05 s of waiting counts in `up`
 
 
 def verified(
-    plan: Plan, progress: Callable[[ProgressEvent], None] | None = None
+    plan: Plan, progress: Callable[[ProgressEvent], None]
 ) -> tuple[list[ContainerFacts], list[Finding]]:
     """The started stack's containers, once `settle`d, proven against the plan, and a warning
     for each not provable from inside; else a DockerError naming every difference, with the
@@ -53,9 +53,8 @@ def verified(
         containers = engine.project_containers(plan.project)
     unproven, mismatches = inside()
     problems = [*verify(plan, containers), *mismatches]
-    if progress is not None:
-        for event in verification_events([(c.name, c.service) for c in containers], problems):
-            progress(event)
+    for event in verification_events([(c.name, c.service) for c in containers], problems):
+        progress(event)
     if not problems:
         return containers, unproven
     why = "the stack was brought back down; `drgpu doctor` checks the host"

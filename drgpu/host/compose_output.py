@@ -54,8 +54,3 @@ def failure_hint(stderr: str) -> str | None:
     if "!override" in stderr or "!reset" in stderr:
         return "drgpu needs Docker Compose >= 2.24.4 (for !override and !reset)"
     return None
-
-
-def lacks_json_progress(error_line: str) -> bool:
-    """Whether Compose refused `--progress json` (one older than 2.x knows no such mode)."""
-    return "progress" in error_line

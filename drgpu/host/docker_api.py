@@ -32,7 +32,6 @@ DEFAULT_SOCKET = "/var/run/docker.sock"
 # context): drgpu sets or removes each for every program it runs.
 ENGINE_KEYS: tuple[str, ...] = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS", "DOCKER_TLS_VERIFY")
 ENGINE_KEYS += ("DOCKER_CERT_PATH",)
-_UNREACHABLE_HINT = "is dockerd running, and DOCKER_HOST (or the docker context) right?"
 _settings: dict[str, str] = {}
 
 
@@ -240,7 +239,7 @@ class Connection:
                 ) from None
             raise DockerError(
                 f"cannot reach the Docker engine at {self._address}: {exc.strerror or exc}",
-                hint=_UNREACHABLE_HINT,
+                hint="is dockerd running, and DOCKER_HOST (or the docker context) right?",
             ) from None
         _log_call(method, path, str(answer.status), started)
         return answer

@@ -48,11 +48,9 @@ def caught() -> Iterator[None]:
 def shielded(on_signal: Callable[[str], None]) -> Iterator[None]:
     """Within the block, caught signals do not interrupt: `on_signal` is told of each one,
     and the block runs to its end (a rollback that must not be cut short)."""
-
-    def postpone(signum: int, frame: FrameType | None) -> None:
-        on_signal(signal.Signals(signum).name)
-
-    previous = _install(postpone, keep_ignored=False)
+    previous = _install(
+        lambda signum, _: on_signal(signal.Signals(signum).name), keep_ignored=False
+    )
     try:
         yield
     finally:
