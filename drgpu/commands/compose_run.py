@@ -66,8 +66,7 @@ def _compose_up(
     project: str,
     progress: Callable[[ProgressEvent], None],
 ) -> Completed:
-    """Run `compose up --progress json`, each event for `progress` (plainly, for a Compose
-    without that mode)."""
+    """`compose up --progress json`, its events for `progress` (plain where Compose lacks it)."""
 
     def heard(line: str) -> str | None:
         event = compose_event(line, project)

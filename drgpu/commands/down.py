@@ -14,8 +14,7 @@ from drgpu.ui.talk import warn
 
 
 def down(inputs: InputOptions, *, swarm: bool) -> None:
-    """Stop and remove the stack; settings that do not read are a warning here, the run then
-    the one the shell names (`identified`)."""
+    """Stop and remove the stack; unreadable settings are a warning, the run the shell's then."""
     target = resolved(inputs)
     try:
         config = settings(target)

@@ -44,9 +44,8 @@ POLL_S = 0.05  # a few cheap API calls; every 0.05 s of waiting counts in `up`
 def verified(
     plan: Plan, progress: Callable[[ProgressEvent], None]
 ) -> tuple[list[ContainerFacts], list[Finding]]:
-    """The started stack's containers, once `settle`d, proven against the plan, and a warning
-    for each not provable from inside; else a DockerError naming every difference, with the
-    last log lines of each that stopped. `progress` hears whether each was verified."""
+    """The started stack's containers once `settle`d and proven (and a warning for each not
+    provable from inside); else a DockerError naming every difference and the stopped ones' logs."""
     containers = engine.project_containers(plan.project)
     inside = proving_inside(containers)
     if settle(containers):

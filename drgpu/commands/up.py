@@ -73,8 +73,7 @@ def up(
 
 
 def _preflight(plan: Plan) -> None:
-    """What NVML says of this host's GPUs in the plan: warnings said, then a fault raises
-    (exit 3; see core.faults.preflight)."""
+    """Say NVML's warnings on the plan's GPUs; raise on a fault (exit 3, `faults.preflight`)."""
     if not any(service.devices for service in plan.services):
         return
     from drgpu.host import nvml  # lazy: as prepare_locked's

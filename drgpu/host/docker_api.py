@@ -401,8 +401,7 @@ def _tls_context(address: Address) -> ssl.SSLContext:
 
 
 def address() -> Address:
-    """drgpu's engine: `engine_address` of the environment with system.env's engine
-    settings on top (`use_settings`), as Compose reads them."""
+    """drgpu's engine: `engine_address` of the environment under system.env's (`use_settings`)."""
     return engine_address({**os.environ, **_settings})
 
 

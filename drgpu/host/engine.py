@@ -21,8 +21,7 @@ MARKS_VOLUME = "drgpu-marks"  # an empty volume whose labels are `drgpu down`'s 
 
 
 def project_containers(project: str) -> list[ContainerFacts]:
-    """Every container (running or not) of a compose project, or of the Swarm stack of that
-    name (its tasks on this node)."""
+    """Every container (running or not) of a compose project or Swarm stack, on this node."""
     with docker_api.connected() as engine:
         compose = containers(engine, _of(project))
         stack = containers(engine, {"label": f"{labels.SWARM_STACK}={project}"})
@@ -83,8 +82,7 @@ def inspected(engine: Connection, container_id: str) -> ContainerFacts | None:
 
 
 def containers(engine: Connection, wanted: Mapping[str, str]) -> list[ContainerFacts]:
-    """Every container (running or not) matching the filters `wanted`, inspected one by one;
-    those removed meanwhile are left out."""
+    """Every container (running or not) matching `wanted`, inspected; those gone are left out."""
     found = (inspected(engine, listed.id) for listed in listing(engine, wanted))
     return sorted((c for c in found if c is not None), key=lambda c: c.name)
 
@@ -303,8 +301,7 @@ def _project_networks(engine: Connection, project: str) -> list[Any]:
 
 
 def remove_run(project: str, keep_volumes: tuple[str, ...]) -> dict[str, int]:
-    """Remove every container and network of `project`, and every volume of it not in
-    `keep_volumes`; how many of each were removed."""
+    """Remove `project`'s containers, networks and volumes but `keep_volumes`: how many of each."""
     with docker_api.connected() as engine:
         listed = [container.id for container in listing(engine, _of(project))]
         removed = {"containers": _deleted(engine, "container", listed, "?force=1&v=1")}
