@@ -115,11 +115,6 @@ def _judged(container: ContainerFacts, ran: Callable[[], tuple[int, str]]) -> tu
         return (Finding(container.name, Level.WARN, why, facts={"task": task} if task else {}),)
 
 
-def proven_elsewhere(project: str, tasks: list[TaskFacts]) -> tuple[list[Finding], list[str]]:
-    """The probe's verdicts on GPU tasks that run on other nodes than this one."""
-    return _sorted([_judged(task, ran) for task, ran in probes_elsewhere(project, tasks)])
-
-
 def probes_elsewhere(
     project: str, tasks: list[TaskFacts]
 ) -> list[tuple[ContainerFacts, Callable[[], tuple[int, str]]]]:
@@ -190,7 +185,7 @@ def proven_tasks(plan: Plan, stack: SwarmStack) -> tuple[list[TaskFacts], list[F
     running = [task for task in tasks if task.state == "running"]
     if not problems:
         remote = [t for t in running if t.service in gpu and t.id not in containers]
-        elsewhere, problems = proven_elsewhere(project, remote)
+        elsewhere, problems = _sorted([_judged(*p) for p in probes_elsewhere(project, remote)])
         unproven += elsewhere
     if problems:
         logs = [_task_logs(task) for task in ended if task.id not in containers]

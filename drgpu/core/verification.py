@@ -256,7 +256,7 @@ def _task_gpus(
             f"holds {GPU_KIND} {', '.join(reserved)}: the NVIDIA runtime would expose those"
             f" ({RESOURCE_VARIABLE}) instead of its pinned GPUs"
         )
-    there = service.node or node  # another node's GPUs are proven there (`proven_elsewhere`)
+    there = service.node or node  # another node's GPUs are proven there (`probes_elsewhere`)
     if there is not None and task.node_id != there:
         problems.append(f"runs on node {task.node_id[:12]}, pinned to node {there[:12]}")
     elif container is None and there == node:
