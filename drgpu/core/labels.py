@@ -62,14 +62,10 @@ def given_gpus(container: ContainerFacts) -> tuple[str, ...]:
     """The GPU (or MIG) UUIDs drgpu gave a container itself: its `drgpu.gpus`; a Swarm replica's
     slot entry (task name `<service>.<slot>.<id>`); or what the engine gave a reserving task."""
     labels = container.labels
-    by_slot = labels.get(GPUS_BY_SLOT)
-    if by_slot:
+    if by_slot := labels.get(GPUS_BY_SLOT):
         slot = labels.get(SWARM_TASK_NAME, "").split(".")[-2:-1]
-        for entry in by_slot.split(";"):
-            number, _, uuids = entry.partition("=")
-            if [number] == slot:
-                return split_list(uuids)
-        return ()
+        pinned = dict(entry.split("=", 1) for entry in by_slot.split(";") if "=" in entry)
+        return split_list(pinned.get(slot[0]) if slot else None)
     if engine_chosen(labels):
         return split_list(container.environment.get(SWARM_RESOURCE_VARIABLE))
     return split_list(labels.get(GPUS))

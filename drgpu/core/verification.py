@@ -311,8 +311,7 @@ def exposed_gpus(services: tuple[SwarmService, ...], layout: SwarmLayout) -> lis
 def check_node(stack: SwarmStack, facts: EngineFacts) -> None:
     """Refuse a stack this node would not isolate (`exposed_gpus`; pinned GPUs need the nvidia
     default runtime) or the swarm cannot place (`short_of_gpus`)."""
-    exposed = exposed_gpus(stack.services, stack.layout)
-    if exposed:
+    if exposed := exposed_gpus(stack.services, stack.layout):
         raise GpuValidationError(
             exposed,
             hint="`drgpu swarm-setup` prints node-generic-resources without the trainer's GPU"

@@ -1,7 +1,8 @@
 """The one way to the Docker engine: its HTTP API (HTTP/1.1, kept alive) on the unix socket or
 `tcp://` host the docker CLI would choose (`engine_address`), which every program drgpu runs
 is handed too (`program_environment`). Every answer is bounded (a total deadline, head and
-body sizes); one that breaks HTTP is an error. No SDK: its import outlasts `drgpu down`."""
+body sizes); one that breaks HTTP is an error. No SDK: importing one takes longer than
+`drgpu down` may take in all."""
 
 from __future__ import annotations
 
@@ -75,11 +76,11 @@ def program_environment(environment: Mapping[str, str]) -> dict[str, str]:
 
 
 def engine_address(environment: Mapping[str, str]) -> Address:
-    """The engine the docker CLI picks (its flags aside): a non-empty DOCKER_HOST; else the
-    context a non-empty DOCKER_CONTEXT, else config.json's currentContext (in DOCKER_CONFIG,
-    else ~/.docker), names, unless "default"; else the local socket, or tcp://localhost:2376
-    with TLS. Outside a context, TLS when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty,
-    verified with the latter; certificates in DOCKER_CERT_PATH, else the config folder."""
+    """The engine the docker CLI picks, its flags aside: DOCKER_HOST if non-empty; else the
+    context DOCKER_CONTEXT names, else config.json's currentContext (in DOCKER_CONFIG, else
+    ~/.docker), but for "default"; else the local socket, or tcp://localhost:2376 with TLS.
+    Outside a context, TLS is on when DOCKER_TLS or DOCKER_TLS_VERIFY is non-empty (verified
+    with the latter), its certificates in DOCKER_CERT_PATH, else the config folder."""
     config_dir = environment.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
     host = environment.get("DOCKER_HOST", "")
     if not host:
@@ -96,9 +97,9 @@ def engine_address(environment: Mapping[str, str]) -> Address:
 
 
 def _parsed_host(text: str, tls: bool, verify: bool, cert_dir: str) -> Address:
-    """A DOCKER_HOST: empty or `unix://` the local socket, `unix://PATH` a socket, any other
-    `tcp://HOST[:PORT][/PATH]` or scheme-less text a TCP host (localhost and port 2375 left
-    out, as for the CLI; `[::1]` is ::1), its path ignored; other schemes are refused."""
+    """A DOCKER_HOST (or context host): empty or `unix://` the local socket, `unix://PATH` a
+    socket, `tcp://HOST[:PORT][/PATH]` or `HOST[:PORT]` a TCP host (localhost, port 2375 when
+    left out, as for the CLI; `[::1]` is ::1), its path ignored; other schemes are refused."""
     text = text.strip()
     scheme, found, rest = text.partition("://")
     if not found:
