@@ -1,8 +1,5 @@
-"""A plan's services as an orchestrator (Swarm, Kubernetes) deploys them: the simulator
-workers as replicas of the stack's one simulator service, each replica slot with its
-worker's GPUs, the CUDA environment of a container that sees only its own GPUs, and what
-drgpu expects of a deployed Swarm stack (`SwarmStack`, proved by `core.verification`).
-"""
+"""A plan's services as an orchestrator (Swarm, Kubernetes) deploys them, simulator workers
+as replicas; and what drgpu expects of a deployed Swarm stack (proved by core.verification)."""
 
 from __future__ import annotations
 

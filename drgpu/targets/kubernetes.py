@@ -71,9 +71,8 @@ def render_manifests(
     dra: bool = False,
     secrets: Iterable[str] = (),
 ) -> Rendered:
-    """The manifests of a plan (`model`: the stack as Compose resolves it), GPUs from
-    ResourceClaims by UUID (`dra`) or the device plugin; the shown text masks the Secrets'
-    values and `secrets` (the settings' secret values) wherever they appear."""
+    """The manifests of a plan (`model`: the stack as Compose resolves it); the shown text
+    masks the Secrets' values and `secrets` (the settings' secret values) wherever they appear."""
     bodies: Mapping[str, Any] = model.get("services") or {}
     shapes = service_gpus(plan, bodies, workers)
     warnings: list[str] = []
@@ -110,8 +109,7 @@ def _text(part: _Part, hidden: tuple[str, ...] | None) -> str:
 
 
 def cel_string(text: str) -> str:
-    """`text` as a CEL string literal: quoted, its quotes, backslashes and control
-    characters escaped (JSON's escapes are CEL's)."""
+    """`text` as a CEL string literal (JSON's escapes are CEL's)."""
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -141,34 +139,27 @@ def _plugin_parts(
         warnings.append("the plan shares a GPU, but DRGPU_SHARING names no device plugin sharing")
     shared = bool(plugin_sharing) and replicas > 1
     for shape in shapes:
-        if not shared:
-            _check_counts(shape, devices[shape.name])
+        mine, wanted = devices[shape.name], (shape.replicas or 1) * shape.gpus
+        if not shared and wanted > len(mine):
+            listed = ", ".join(str(device.gpu.index) for device in mine)
+            raise GpuValidationError(
+                [
+                    f"{shape.name}: {shape.replicas or 1} pod(s) of {shape.gpus} GPU(s) need"
+                    f" {wanted} GPUs of their own, but the plan gives {shape.name} {len(mine)}"
+                    f" ({listed}): the NVIDIA device plugin never gives two pods one GPU"
+                ],
+                hint="lower DR_WORKERS, set DRGPU_SHARING=timeslice, or render --k8s --dra"
+                " (workers planned on one GPU share its ResourceClaim)",
+            )
         limits = {"limits": {GPU_RESOURCE: shape.gpus}} if shape.gpus else None
         extra = own_gpus_environment(shape.gpus) if shape.gpus else {}
         pod, secret = _pod(plan, shape, shape.name, bodies[shape.name], warnings, limits, extra)
-        selector = _node_selector(shape.name, devices[shape.name], shared, warnings)
+        selector = _node_selector(shape.name, mine, shared, warnings)
         if selector:
             pod = {"nodeSelector": selector, **pod}
         parts.extend(secret)
         parts.append((_deployment(plan, shape, shape.name, shape.replicas or 1, pod), ""))
     return parts
-
-
-def _check_counts(shape: ServiceGpus, devices: tuple[Assignment, ...]) -> None:
-    """The device plugin gives each pod GPUs of its own: the replicas must fit the plan."""
-    wanted = (shape.replicas or 1) * shape.gpus
-    if wanted <= len(devices):
-        return
-    listed = ", ".join(str(device.gpu.index) for device in devices)
-    raise GpuValidationError(
-        [
-            f"{shape.name}: {shape.replicas or 1} pod(s) of {shape.gpus} GPU(s) need {wanted}"
-            f" GPUs of their own, but the plan gives {shape.name} {len(devices)} ({listed}):"
-            f" the NVIDIA device plugin never gives two pods one GPU"
-        ],
-        hint="lower DR_WORKERS, set DRGPU_SHARING=timeslice, or render --k8s --dra"
-        " (workers planned on one GPU share its ResourceClaim)",
-    )
 
 
 def _dra_parts(
@@ -222,8 +213,7 @@ def _resource_claim(plan: Plan, name: str, uuids: tuple[str, ...]) -> dict[str, 
 
 
 def _object(plan: Plan, kind: str, name: str, api: str = "v1", **fields: Any) -> dict[str, Any]:
-    """A Kubernetes object of drgpu's stack, `fields` after its metadata; `name` made one
-    Kubernetes accepts."""
+    """A Kubernetes object of drgpu's stack (`name` made one Kubernetes accepts)."""
     metadata = {"name": _dns_label(name), "labels": _labels(plan)}
     return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
 
@@ -273,9 +263,7 @@ def _pod(
         environment.update(plan.service(shape.name).environment)
     elif not shape.gpus:
         environment["NVIDIA_VISIBLE_DEVICES"] = "void"
-    for key, value in extra.items():
-        environment.pop(key, None)
-        environment[key] = value
+    environment = {key: v for key, v in environment.items() if key not in extra} | dict(extra)
     if resources:
         container["resources"] = resources
     values = {key: kubernetes_text(value) for key, value in environment.items()}
@@ -287,11 +275,9 @@ def _pod(
         else {"name": key, "value": value}
         for key, value in values.items()
     ]
-    if not secrets:
-        return {"containers": [container]}, []
     document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
     comment = SECRET_COMMENT.format(name=secret, service=name, masked="{masked}")
-    return {"containers": [container]}, [(document, comment)]
+    return {"containers": [container]}, [(document, comment)] if secrets else []
 
 
 def kubernetes_text(value: str) -> str:
