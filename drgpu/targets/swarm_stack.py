@@ -1,11 +1,6 @@
-"""Docker Swarm: a plan as a complete stack file, each GPU service pinned or reserving
-(docs/swarm.md), or as the override DRfC's swarm style appends to its files (docs/drfc.md).
-
-Pinned: on a node whose default runtime is nvidia, NVIDIA_VISIBLE_DEVICES names a
-container's GPUs, each simulator replica its own through a `{{.Task.Slot}}` template.
-Reserving: simulators reserve `NVIDIA-GPU` generic resources, the engine picks which and
-sets `DOCKER_RESOURCE_NVIDIA-GPU`, which the runtime's `swarm-resource` setting reads.
-"""
+"""Docker Swarm: a plan as a complete stack file, each GPU service pinned (its GPUs in
+NVIDIA_VISIBLE_DEVICES, per replica slot) or reserving `NVIDIA-GPU` generic resources
+(docs/swarm.md), or as the override DRfC's swarm style appends to its files (docs/drfc.md)."""
 
 from __future__ import annotations
 
@@ -88,9 +83,8 @@ def swarm_services(
     layout: SwarmLayout = ONE_NODE,
     nodes: Collection[NodeFacts] = (),
 ) -> tuple[SwarmService, ...]:
-    """Each planned service of the stack as Swarm gets it: simulator replicas pinned by
-    slot (on the node of `nodes` that advertises their GPUs, else this one) or reserving,
-    the trainer (and the one rl_coach starts) pinned on this node."""
+    """Each planned service of the stack as Swarm gets it: simulator replicas pinned by slot
+    (on the node of `nodes` with their GPUs, else here) or reserving; other GPU services here."""
     owner = {u: n.id for n in nodes if n.id != layout.node_id for u in n.advertised_gpus}
     return tuple(
         _swarm_service(plan, shape, layout, owner) for shape in service_gpus(plan, names, workers)
@@ -123,10 +117,10 @@ def _swarm_service(
     held = ",".join(sorted({uuid for slot in pinned for uuid in slot}))
     launcher = service.role is Role.TRAINER_LAUNCHER
     forwarded = ",".join(d.uuid for d in service.devices) if launcher else ""
-    run_labels = labels.run_labels(
-        plan.run_id, plan.sharing, service.role, held, forwarded=forwarded
-    )
-    extra = [*run_labels, (labels.SWARM_GPUS, str(gpus))]
+    extra = [
+        *labels.run_labels(plan.run_id, plan.sharing, service.role, held, forwarded=forwarded),
+        (labels.SWARM_GPUS, str(gpus)),
+    ]
     if len(pinned) > 1:
         environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         environment.update(dict.fromkeys(TEMPLATED_KEYS, slot_template(pinned)))
@@ -155,8 +149,8 @@ def slot_template(pinned: tuple[tuple[str, ...], ...]) -> str:
 
 
 def template_text(text: str) -> str:
-    """`text` as literal text of a Go template (Swarm's service templates): each `{` is
-    written as an action printing it, so that no `{{` in it starts an action."""
+    """`text` as literal text of a Go template: each `{` an action printing it, so that no
+    `{{` in it starts an action."""
     return text.replace("{", '{{"{"}}')
 
 
@@ -179,9 +173,8 @@ def render_stack(
     layout: SwarmLayout = ONE_NODE,
     secrets: Iterable[str] = (),
 ) -> SwarmStack:
-    """The stack file for `docker stack deploy`: Compose's resolved model (each `$` written
-    `$$`) made Swarm's, with real secret values; `shown_text` masks secret keys' values and
-    `secrets` (the settings' secret values) wherever they appear."""
+    """The stack file for `docker stack deploy`: Compose's resolved `model` made Swarm's;
+    `shown_text` masks secret keys' values and `secrets` wherever they appear."""
     mine = {service.name: service for service in services}
     warnings: list[str] = []
     document: dict[str, Any] = {
@@ -198,14 +191,9 @@ def render_stack(
     hidden = (*secrets, *service_secrets(document["services"]))
     safe = masked_data({**document, "services": services_shown}, hidden)
     shown = header + dump_yaml(compose_text(safe))
+    secret_text = None if shown == text else shown
     return SwarmStack(
-        project=plan.project,
-        text=text,
-        services=services,
-        warnings=tuple(warnings),
-        layout=layout,
-        sharing=plan.sharing,
-        secret_text=None if shown == text else shown,
+        plan.project, text, services, tuple(warnings), layout, plan.sharing, secret_text
     )
 
 
@@ -221,15 +209,9 @@ def render_swarm_override(
         constraints = tuple(c for c in service.constraints if c not in drfc)
         kept = replace(service, replicas=None, constraints=constraints)
         bodies[service.name] = _stack_service(service.name, {}, kept, [])
-    document = {"version": OVERRIDE_VERSION, "services": bodies}
-    return SwarmStack(
-        project=plan.project,
-        text=OVERRIDE_HEADER.format(project=plan.project) + dump_yaml(document),
-        services=services,
-        warnings=(),
-        layout=layout,
-        sharing=plan.sharing,
-    )
+    text = OVERRIDE_HEADER.format(project=plan.project)
+    text += dump_yaml({"version": OVERRIDE_VERSION, "services": bodies})
+    return SwarmStack(plan.project, text, services, (), layout, plan.sharing)
 
 
 def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:
