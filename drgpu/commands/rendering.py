@@ -37,9 +37,8 @@ class RenderOptions:
 
 
 def render(options: RenderOptions) -> Rendered:
-    """Plan and render the target the options ask for; written to `options.output` (real
-    values, mode 600 when it holds a secret, a checksum line last) when given. Its
-    warnings include the plan's."""
+    """Plan and render the target the options ask for, written to `options.output` if given
+    (real values, mode 600 if secret, a checksum line last), the plan's warnings too."""
     target = resolved(options.inputs)
     config = settings(target)
     config.refuse_key_mistakes()
@@ -87,7 +86,7 @@ def _swarm(
 
 def _refuse_edited(path: Path) -> None:
     """Refuse to replace `path` unless drgpu wrote it and no one changed it since (its
-    checksum line, `drgpu.core.seal`): nothing a person wrote is lost."""
+    checksum line, `drgpu.core.seal`)."""
     try:
         data = read_own_output(path)
     except ConfigError:  # larger than any file drgpu writes, or unreadable: not drgpu's
@@ -101,15 +100,14 @@ def _refuse_edited(path: Path) -> None:
 
 
 def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
-    """The target the options ask for (planned on this host without --inventory, so the
-    Swarm stack is laid out for this engine's swarm)."""
-    swarm, k8s, dra = options.swarm, options.k8s, options.dra
-    if swarm and k8s:
+    """The target the options ask for (without --inventory, a Swarm stack laid out for this
+    engine's swarm)."""
+    if options.swarm and options.k8s:
         raise ConfigError("--swarm and --k8s exclude each other")
-    secrets = prepared.config.secrets  # masked in the data, before encoding
-    if dra and not k8s:
+    if options.dra and not options.k8s:
         raise ConfigError("--dra goes with --k8s (Kubernetes dynamic resource allocation)")
-    if k8s:
+    secrets = prepared.config.secrets  # masked in the data, before encoding
+    if options.k8s:
         from drgpu.host.compose import resolve_stack  # lazy: start-up time of the other targets
         from drgpu.targets.kubernetes import render_manifests  # lazy: the same
 
@@ -119,10 +117,10 @@ def _rendered(prepared: Prepared, options: RenderOptions) -> Rendered:
             model,
             workers=prepared.config.simulators,
             sharing=prepared.config.sharing,
-            dra=dra,
+            dra=options.dra,
             secrets=secrets,
         )
-    if prepared.config.deploys_to_swarm(swarm):
+    if prepared.config.deploys_to_swarm(options.swarm):
         from drgpu.commands import swarm_deploy  # lazy: start-up time of the other targets
 
         return _swarm(swarm_deploy.render, prepared, this_host=options.inventory is None)

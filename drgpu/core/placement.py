@@ -40,9 +40,8 @@ def overlaps(mine: Assignment, theirs: Assignment) -> bool:
 
 
 def busy_gpus(inventory: Inventory, claims: Sequence[Claim], run_id: str) -> dict[str, str]:
-    """Why each busy GPU (by GPU UUID) is busy: another run holds it, foreign processes run
-    on it (processes on a GPU this run itself holds count as this run's), or NVML cannot
-    list its processes (so it cannot be shown free)."""
+    """Why each busy GPU (by UUID) is busy: another run holds it, foreign processes run on it
+    (those on a GPU this run holds are its own), or NVML cannot list its processes."""
     holders: dict[str, dict[str, None]] = {}  # the runs holding each GPU, in claim order
     own: set[str] = set()
     for claim in claims:
@@ -107,9 +106,8 @@ def choose_simulators(
     may_share: bool,
     others: Sequence[Assignment] = (),
 ) -> Choice:
-    """`auto` for the simulators: the free GPUs the trainer (and `others`, the services
-    with GPUs of their own) does not have, the most memory first (workers are then placed
-    on them); the trainer's own when sharing is allowed and no other GPU is free."""
+    """`auto` for the simulators: the free GPUs the trainer and `others` do not have, the most
+    memory first; the trainer's own when sharing is allowed and no other GPU is free."""
     taken = {device.gpu.uuid for device in (*trainer, *others)}
     rest = sorted(
         (gpu for gpu in _usable(inventory, busy) if gpu.uuid not in taken),

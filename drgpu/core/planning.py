@@ -103,11 +103,10 @@ def make_plan(
     refuse_unordered: bool = False,
     nodes: Sequence[NodeFacts] = (),
 ) -> Plan:
-    """Check every request against the machine and what other runs hold (`claims`, from
-    running containers' labels) and decide each service's devices; the simulators' UUIDs may
-    name GPUs other `nodes` of the swarm advertise. With `refuse_unordered`, bare indices
-    that CUDA's order reads otherwise are a ConfigError unless DRGPU_INDEX_ORDER is chosen.
-    Every problem is raised at once as a `GpuValidationError`."""
+    """Each service's devices, checked against the machine and what other runs hold (`claims`,
+    from their labels); the simulators may name GPUs other swarm `nodes` advertise. With
+    `refuse_unordered`, bare indices CUDA's order reads otherwise are a ConfigError unless
+    DRGPU_INDEX_ORDER is chosen. Every problem is raised at once (`GpuValidationError`)."""
     own = service_requests(config, stack)
     requests: list[_Asked] = [
         ("the trainer", config.trainer_key, config.trainer_devices),
@@ -197,9 +196,8 @@ def _devices(
     *,
     trains: bool,
 ) -> tuple[_Devices, _Devices, dict[str, _Devices]]:
-    """The trainer's, the simulators' and each `own` service's devices: the written ones
-    resolved, then every `auto` chosen: the trainer's first (where the stack `trains`), then
-    each service's, then the simulators' from the rest."""
+    """The trainer's, the simulators' and each `own` service's devices: those written resolved,
+    then each `auto` chosen: the trainer's (where it `trains`), the services', the simulators'."""
     trainer = _resolve(config, config.trainer_key, config.trainer_devices, inventory, notes)
     if config.evaluation and trainer:
         # DeepRacer-for-cloud's evaluation trains nothing: its rl_coach only says so.

@@ -1,6 +1,5 @@
-"""The checksum line drgpu ends a file it writes for the user with (`render -o`): it tells
-a file drgpu wrote, unchanged since, from one a person edited (which drgpu never
-overwrites), whatever its first line says."""
+"""The checksum line that ends a file drgpu writes for the user (`render -o`): it tells a file
+drgpu wrote, unchanged since, from one a person edited (which drgpu never overwrites)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ def sealed(text: str) -> str:
 
 
 def is_sealed(text: str) -> bool:
-    """Whether `text` is what `sealed` wrote, byte for byte (no line added, changed or
-    removed since)."""
+    """Whether `text` is what `sealed` wrote, byte for byte."""
     body = text[: text.rfind("\n", 0, len(text) - 1) + 1]
     return bool(body) and text == sealed(body)

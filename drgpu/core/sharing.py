@@ -1,8 +1,5 @@
-"""GPU sharing (DRGPU_SHARING, docs/sharing.md): `exclusive` adds nothing (overlaps were
-refused while planning); `timeslice` tells each GPU service to grow its memory instead of
-taking it all; `mps` runs an MPS control daemon for the GPUs two or more services share,
-each service on them its client (shared IPC and pipe directory, limits from system.env).
-"""
+"""GPU sharing (DRGPU_SHARING, docs/sharing.md): what `timeslice` and `mps` add to a plan
+(`exclusive` adds nothing: overlaps were refused while planning)."""
 
 from __future__ import annotations
 

@@ -30,9 +30,8 @@ class _Tagged:
 
 
 def render_override(plan: Plan, header_template: str | None) -> str:
-    """The override YAML that gives each service of the plan exactly its devices, under the
-    header `header_template` gives (`{project}`: the plan's project; None: a one-line
-    header, where drgpu's installation lacks its template)."""
+    """The override YAML that gives each service of the plan exactly its devices, under
+    `header_template` (`{project}`: the plan's; None: a one-line header)."""
     document: dict[str, Any] = {
         "services": {
             service.name: _service(service, plan.device_driver) for service in plan.services
@@ -139,6 +138,5 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
 
 
 def _literal(text: str) -> str:
-    """A value Compose reads as written: it interpolates `$NAME` in every file it reads,
-    and reads `$$` as one `$` (the values here are settled: settings already expanded)."""
+    """`text` (settled) written for Compose to read as is: each `$` doubled."""
     return text.replace("$", "$$")
