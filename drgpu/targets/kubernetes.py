@@ -220,13 +220,12 @@ def _object(plan: Plan, kind: str, name: str, api: str = "v1", **fields: Any) ->
 
 def _devices(plan: Plan, shape: ServiceGpus) -> tuple[Assignment, ...]:
     """The planned GPUs a service's pods are modelled on (all workers' for the simulator)."""
-    service = plan.service(shape.name)
     if not shape.gpus:
         return ()
-    if service.role is Role.SIMULATOR and shape.replicas is not None:
+    if shape.role is Role.SIMULATOR and shape.replicas is not None:
         workers = (s for s in plan.services if s.role is Role.SIMULATOR and s.has_gpu)
         return tuple({device.uuid: device for s in workers for device in s.devices}.values())
-    return service.devices
+    return plan.service(shape.name).devices
 
 
 def _pod(
