@@ -13,8 +13,7 @@ from drgpu.core.modes import DeviceDriver
 
 @dataclass(frozen=True)
 class Rendered:
-    """A rendered target: `shown` for stdout (secret values masked), `text` for a file, and
-    warnings about it."""
+    """A rendered target: `shown` for stdout (secret values masked), `text` for a file."""
 
     shown: str
     text: str
