@@ -91,9 +91,9 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     if service.extends is not None:
         body["extends"] = {"file": service.extends_files[-1], "service": service.extends}
     if service.image is not None:
-        body["image"] = _literal(service.image)
+        body["image"] = compose_text(service.image)
     if service.command:
-        body["command"] = [_literal(word) for word in service.command]
+        body["command"] = compose_text(service.command)
     if service.placeholder:
         # Each replica a start script's `--scale` asks for runs `true` and exits: the
         # numbered workers are the simulators (see docs/drfc.md).
@@ -106,8 +106,8 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
         "ipc": service.ipc,
     }
     body.update((key, value) for key, value in optional.items() if value is not None)
-    body["environment"] = {name: _literal(value) for name, value in service.environment}
-    body["labels"] = {name: _literal(value) for name, value in service.labels}
+    body["environment"] = compose_text(dict(service.environment))
+    body["labels"] = compose_text(dict(service.labels))
     if service.volumes:
         body["volumes"] = list(service.volumes)
     if service.depends_on:
@@ -136,6 +136,13 @@ def _service(service: ServicePlan, driver: DeviceDriver) -> dict[str, Any]:
     return body
 
 
-def _literal(text: str) -> str:
-    """`text` (settled) written for Compose to read as is: each `$` doubled."""
-    return text.replace("$", "$$")
+def compose_text(data: Any) -> Any:
+    """`data` with each `$` of its every text doubled: Compose (and `docker stack deploy`)
+    interpolates `$NAME` in a file, and reads `$$` as one `$`."""
+    if isinstance(data, str):
+        return data.replace("$", "$$")
+    if isinstance(data, Mapping):
+        return {key: compose_text(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [compose_text(item) for item in data]
+    return data

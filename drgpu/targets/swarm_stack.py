@@ -29,7 +29,7 @@ from drgpu.core.swarm_node import (
     TRAINER_CONSTRAINT,
     SwarmLayout,
 )
-from drgpu.targets.compose_override import dump_yaml
+from drgpu.targets.compose_override import compose_text, dump_yaml
 
 HEADER = f"""\
 # Written by drgpu for swarm stack {{project}}: {{how}}.
@@ -152,18 +152,6 @@ def template_text(text: str) -> str:
     """`text` as literal text of a Go template: each `{` an action printing it, so that no
     `{{` in it starts an action."""
     return text.replace("{", '{{"{"}}')
-
-
-def compose_text(data: Any) -> Any:
-    """A document whose every text has each `$` doubled: `docker stack deploy` (as
-    Compose) interpolates `$NAME` in the file, and reads `$$` as one `$`."""
-    if isinstance(data, str):
-        return data.replace("$", "$$")
-    if isinstance(data, Mapping):
-        return {key: compose_text(value) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [compose_text(item) for item in data]
-    return data
 
 
 def render_stack(

@@ -34,8 +34,8 @@ from drgpu.core.verification import (
 from drgpu.errors import GpuValidationError
 from drgpu.host.compose import resolve_stack
 from drgpu.host.files import base_stack_file, load_inventory, load_stack, read_settings
+from drgpu.targets.compose_override import compose_text
 from drgpu.targets.swarm_stack import (
-    compose_text,
     render_stack,
     slot_template,
     swarm_services,
