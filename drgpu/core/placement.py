@@ -82,9 +82,8 @@ def choose_trainer(
     who: str = "the trainer",
     taken_by: str = "the simulator",
 ) -> Choice:
-    """`auto` for the trainer (or `who`, any service that gets one GPU): the free GPU with
-    the most memory, then the highest compute capability (then the lowest index). GPUs in
-    `taken` (`taken_by`'s) are used only when sharing is allowed and nothing else is free."""
+    """`auto` for `who` (the trainer, or a one-GPU service): the free GPU with the most memory,
+    then compute capability, then lowest index; `taken` (`taken_by`'s) last, if sharing is on."""
     usable = _usable(inventory, busy)
     pool = [gpu for gpu in usable if gpu.uuid not in taken] or (usable if may_share else [])
     if not pool:

@@ -237,9 +237,8 @@ def _pod(
     resources: dict[str, Any] | None,
     extra: Mapping[str, str],
 ) -> tuple[dict[str, Any], list[_Part]]:
-    """The pod of a service (`name`: its Deployment's): its image, command and environment
-    (`extra` last), its GPU `resources`; and a Secret of its secret settings, which the pod
-    references by secretKeyRef."""
+    """The pod of a service (`name`: its Deployment's): image, command, environment (`extra`
+    last) and GPU `resources`; and a Secret of its secret settings, which the pod references."""
     image = body.get("image")
     if not image:
         raise ConfigError(f"service {shape.name} has no image: Kubernetes cannot build one")
