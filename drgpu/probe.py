@@ -638,8 +638,11 @@ def nvml_units(nvml: Section) -> list[tuple[str | None, str | None]]:
         return []
     units: list[tuple[str | None, str | None]] = []
     for gpu in nvml.get("devices") or []:
-        migs = [m for m in gpu.get("mig_devices") or [] if gpu.get("mig_mode") and m.get("uuid")]
-        units += [(str(m["uuid"]), gpu.get("uuid")) for m in migs] or [(gpu.get("uuid"), None)]
+        migs = [m for m in gpu.get("mig_devices") or [] if m.get("uuid")]
+        if gpu.get("mig_mode") and migs:
+            units.extend((str(m["uuid"]), gpu.get("uuid")) for m in migs)
+        else:
+            units.append((gpu.get("uuid"), None))
     return units
 
 

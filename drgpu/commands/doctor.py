@@ -67,8 +67,10 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
 
     config = ask("settings", ConfigError, lambda: settings(target, quiet=True))
     inventory, persistence, health = ask("nvml", NvmlUnavailableError, _ask_nvml) or (None, (), ())
+    hook = files.hook_installed()
     daemon = ask("docker", DockerError, engine.daemon_facts)
     values = config.values if config is not None else {}
+    compose_version = ask("compose", DockerError, lambda: _compose_version(values))
     used, simulator_image = _stack_images(config, target)
     checked: dict[str, ImageFacts | None] = {}
     probe_image = (images[0] if images else simulator_image) if probe else None  # a checked one
@@ -86,8 +88,8 @@ def gather(target: Inputs, images: list[str], probe: bool) -> checks.HostFacts:
         inventory,
         persistence,
         daemon,
-        files.hook_installed(),
-        ask("compose", DockerError, lambda: _compose_version(values)),
+        hook,
+        compose_version,
         checked,
         probe_image,
         probe_error,

@@ -48,7 +48,8 @@ class Alert:
 @dataclass(frozen=True)
 class AlertState:
     """What the limits remember: the violations of the last refresh but those waiting for
-    room, when each last ran CMD, the runs of the last minute, and how many were held back."""
+    room, when each last ran CMD, the runs of the last minute, how many were held back, and
+    those still waiting for room."""
 
     present: frozenset[str] = frozenset()
     last_run: dict[str, float] = field(default_factory=dict)

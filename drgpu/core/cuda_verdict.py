@@ -53,7 +53,9 @@ def select(containers: list[ContainerFacts], service: str | None) -> list[Contai
 
 def probe_arguments(expected: tuple[str, ...]) -> list[str]:
     """The probe's command line for one container."""
-    return ["--json", *(["--expect-uuid", *expected] if expected else ["--expect", "0"])]
+    if not expected:
+        return ["--json", "--expect", "0"]
+    return ["--json", "--expect-uuid", *expected]
 
 
 def judge(container: ContainerFacts, exit_code: int, output: str) -> CheckResult:

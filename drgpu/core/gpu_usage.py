@@ -2,9 +2,12 @@
 
 Pure: an inventory, the engine's containers and each GPU process's cgroup file come in, a
 `Status` comes out. What a container was given is read from its labels, so nothing goes
-stale when a stack is changed by hand. Each violation (FAIL: exit 6) and warning (WARN:
-WARNING_KINDS) is a `core.findings.Finding`, its `kind` one docs/commands.md describes, its
-`facts` the FACTS keys.
+stale when a stack is changed by hand. Each violation and warning is a
+`core.findings.Finding`, its `facts` the FACTS keys. Violations (FAIL: exit 6): wrong-gpu,
+stray, missing-gpu, trainer-gpu, shared-gpu, service-stopped. Warnings (WARN, WARNING_KINDS):
+processes-unknown (NVML cannot list a GPU's processes), processes-vanished (a container's GPU
+processes of an earlier refresh are gone), service-ended (a GPU service exited with status 0).
+docs/commands.md and docs/nvidia-stack.md say when each is given.
 """
 
 from __future__ import annotations
@@ -252,37 +255,13 @@ def build_status(
         if not gpu.lost
         for proc in gpu.processes
     ]
-    findings = [
-        _finding(
-            str(p.verdict),
-            p.message,
-            pid=p.pid,
-            run_id=p.run_id,
-            gpu_index=p.gpu.index,
-            gpu_uuid=p.gpu.uuid,
-            container=p.container,
-            container_id=p.container_id,
-            service=p.service or p.container,
-        )
-        for p in processes
-        if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)
-    ]
+    findings = [_violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)]
     findings += _missing_gpus(inventory, ours) + _stopped(ours)
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
     vanished, idle = _silent(inventory, ours, processes, had_processes, now)
-    findings += [
-        _finding(
-            "processes-unknown",
-            f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
-            f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
-            gpu_index=gpu.index,
-        )
-        for gpu in inventory.gpus
-        if gpu.processes_unknown and not gpu.lost
-    ]
-    findings += vanished
+    findings += _unknown_processes(inventory) + vanished
     notes = [
         f"GPU {gpu.index} is lost ({gpu.error}): NVML cannot read it or its processes"
         for gpu in inventory.gpus
@@ -359,7 +338,7 @@ def _silent(
 ) -> tuple[list[Finding], list[str]]:
     """Of the running drgpu containers with no process on their GPUs (all listed and seen
     here), a warning for each that had some earlier, and a note for each other one that
-    started at least IDLE_NOTE_S ago."""
+    started at least IDLE_NOTE_S ago (`now` None: no such note)."""
     busy = {p.container_id for p in processes}
     unseen = {p.gpu.index for p in processes if p.verdict == Verdict.UNKNOWN}
 
@@ -496,6 +475,33 @@ def _stray(base: ProcessStatus, container: ContainerFacts | None, reason: str) -
 def _covers(gpu: Gpu, uuids: tuple[str, ...]) -> bool:
     """Whether one of `uuids` is the GPU's or one of its slices'."""
     return any(uuid == gpu.uuid or uuid in {m.uuid for m in gpu.mig_devices} for uuid in uuids)
+
+
+def _violation(p: ProcessStatus) -> Finding:
+    return _finding(
+        str(p.verdict),
+        p.message,
+        pid=p.pid,
+        run_id=p.run_id,
+        gpu_index=p.gpu.index,
+        gpu_uuid=p.gpu.uuid,
+        container=p.container,
+        container_id=p.container_id,
+        service=p.service or p.container,
+    )
+
+
+def _unknown_processes(inventory: Inventory) -> list[Finding]:
+    return [
+        _finding(
+            "processes-unknown",
+            f"status cannot list processes on GPU {gpu.index} ({gpu.name}):"
+            f" {gpu.processes_unknown}; a stray or wrong-GPU process there would go unseen",
+            gpu_index=gpu.index,
+        )
+        for gpu in inventory.gpus
+        if gpu.processes_unknown and not gpu.lost
+    ]
 
 
 def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> list[Finding]:

@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress
 from operator import eq, ge, gt, le, lt
 from pathlib import Path
 from typing import Any
@@ -179,8 +178,16 @@ def check_device_requests(facts: HostFacts) -> list[Finding]:
     if facts.probe_image is not None:
         return [_probe_check(facts, facts.probe_image)]
     cdi = nvidia_cdi_devices(daemon)
-    named = ("an nvidia runtime", f"{len(cdi)} NVIDIA CDI device(s)", f"{HOOK} on PATH")
-    if signs := list(compress(named, ("nvidia" in daemon.runtimes, cdi, facts.hook_on_path))):
+    signs = [
+        sign
+        for sign, seen in (
+            ("an nvidia runtime", "nvidia" in daemon.runtimes),
+            (f"{len(cdi)} NVIDIA CDI device(s)", bool(cdi)),
+            (f"{HOOK} on PATH", facts.hook_on_path),
+        )
+        if seen
+    ]
+    if signs:
         message = (
             f"the NVIDIA container toolkit is there ({', '.join(signs)});"
             " `drgpu doctor --probe` proves device requests work"

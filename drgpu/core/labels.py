@@ -64,8 +64,11 @@ def given_gpus(container: ContainerFacts) -> tuple[str, ...]:
     labels = container.labels
     if by_slot := labels.get(GPUS_BY_SLOT):
         slot = labels.get(SWARM_TASK_NAME, "").split(".")[-2:-1]
-        pinned = dict(entry.split("=", 1) for entry in by_slot.split(";") if "=" in entry)
-        return split_list(pinned.get(slot[0]) if slot else None)
+        for entry in by_slot.split(";"):
+            number, _, uuids = entry.partition("=")
+            if [number] == slot:
+                return split_list(uuids)
+        return ()
     if engine_chosen(labels):
         return split_list(container.environment.get(SWARM_RESOURCE_VARIABLE))
     return split_list(labels.get(GPUS))

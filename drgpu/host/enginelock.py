@@ -140,8 +140,15 @@ def engine_lock(
     came: list[str] = []  # a signal while the lock is made: it comes once the lock is ours
     try:
         while lock_id is None:
-            volumes, since = volumes_before(), datetime.now(timezone.utc).strftime(SINCE_FORMAT)
-            mine = Holder(here, _user(), command, project, since, volumes)
+            volumes = volumes_before()
+            mine = Holder(
+                process=here,
+                user=_user(),
+                command=command,
+                project=project,
+                since=datetime.now(timezone.utc).strftime(SINCE_FORMAT),
+                volumes_before=volumes,
+            )
             with shielded(came.append):  # made and noted together, never one alone
                 lock_id = _create_lock(holder_labels(mine))
                 if lock_id is not None and volumes_before() != volumes:

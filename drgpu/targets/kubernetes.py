@@ -275,7 +275,7 @@ def _pod(
     ]
     document = _object(plan, "Secret", secret, type="Opaque", stringData=secrets)
     comment = SECRET_COMMENT.format(name=secret, service=name, masked="{masked}")
-    return {"containers": [container]}, [(document, comment)] if secrets else []
+    return {"containers": [container]}, ([(document, comment)] if secrets else [])
 
 
 def kubernetes_text(value: str) -> str:

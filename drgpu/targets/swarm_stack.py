@@ -179,9 +179,14 @@ def render_stack(
     hidden = (*secrets, *service_secrets(document["services"]))
     safe = masked_data({**document, "services": services_shown}, hidden)
     shown = header + dump_yaml(compose_text(safe))
-    secret_text = None if shown == text else shown
     return SwarmStack(
-        plan.project, text, services, tuple(warnings), layout, plan.sharing, secret_text
+        project=plan.project,
+        text=text,
+        services=services,
+        warnings=tuple(warnings),
+        layout=layout,
+        sharing=plan.sharing,
+        secret_text=None if shown == text else shown,
     )
 
 
@@ -197,9 +202,15 @@ def render_swarm_override(
         constraints = tuple(c for c in service.constraints if c not in drfc)
         kept = replace(service, replicas=None, constraints=constraints)
         bodies[service.name] = _stack_service(service.name, {}, kept, [])
-    text = OVERRIDE_HEADER.format(project=plan.project)
-    text += dump_yaml({"version": OVERRIDE_VERSION, "services": bodies})
-    return SwarmStack(plan.project, text, services, (), layout, plan.sharing)
+    return SwarmStack(
+        project=plan.project,
+        text=OVERRIDE_HEADER.format(project=plan.project)
+        + dump_yaml({"version": OVERRIDE_VERSION, "services": bodies}),
+        services=services,
+        warnings=(),
+        layout=layout,
+        sharing=plan.sharing,
+    )
 
 
 def _masked_service(body: Mapping[str, Any]) -> dict[str, Any]:

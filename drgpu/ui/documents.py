@@ -16,6 +16,7 @@ from drgpu.core import labels
 from drgpu.core.findings import Finding, failed
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Inventory, Plan
+from drgpu.core.topology import inventory_to_json
 
 if TYPE_CHECKING:
     from drgpu.core.cost import Ledger
@@ -247,7 +248,6 @@ def gpus_document(
     """The `drgpu gpus --json` document: the inventory (with `cuda_order` when the CUDA
     driver told it), each GPU with its holders (`held_by`, None when the engine could not
     be asked) and its CUDA ordinals (`cuda_indices`, guessed when `cuda_order_guessed`)."""
-    from drgpu.core.topology import inventory_to_json  # lazy: only `gpus` needs it
 
     result = {"schema_version": 1, **inventory_to_json(inventory)}  # no judgement in it
     order = cuda_order(inventory)

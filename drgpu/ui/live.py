@@ -33,7 +33,8 @@ _STAMP = "%H:%M:%S"  # each snapshot's time
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     """A bar of `width` cells filled to `fraction` (0..1), in eighths of a cell."""
-    full, part = divmod(round(min(1.0, max(0.0, fraction)) * width * 8), 8)
+    eighths = round(min(1.0, max(0.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
     return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(width, "·")
 
 

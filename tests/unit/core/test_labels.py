@@ -59,3 +59,18 @@ def test_a_swarm_task_the_engine_chose_gpus_for_claims_them() -> None:
     task = ContainerFacts("t", "t", "x", "p", "running", reserving, environment)
     held = claims([("running", with_engine_choice(task)), ("running", pinned)])
     assert [(claim.run_id, claim.uuids) for claim in held] == [("g", (GTX1650,)), ("p", (M40,))]
+
+
+def test_a_replica_is_given_its_slots_first_entry_as_written() -> None:
+    """A hand-edited `drgpu.gpus_by_slot` is read as written: a slot's first entry counts,
+    and an entry of that slot without `=` gives it no GPU."""
+    from drgpu.core.labels import given_gpus
+
+    def replica(by_slot: str) -> ContainerFacts:
+        task_labels = {"drgpu.gpus_by_slot": by_slot, "com.docker.swarm.task.name": "s.1.x"}
+        return ContainerFacts("t", "t", "x", "p", "running", task_labels, {})
+
+    assert given_gpus(replica(f"2={GTX1650};1={M40}")) == (M40,)
+    assert given_gpus(replica(f"1={M40};1={GTX1650}")) == (M40,)
+    assert given_gpus(replica(f"1;1={GTX1650}")) == ()
+    assert given_gpus(replica(f"2={GTX1650}")) == ()
