@@ -20,6 +20,7 @@ DEFAULT_ENV_FILE = Path("system.env")
 FILE_FLAGS = ("-f", "-c", "--file", "--compose-file")
 TRAIN_FILES = "DR_TRAIN_COMPOSE_FILE"
 EVAL_FILES = "DR_EVAL_COMPOSE_FILE"
+STATE_DIR = ".drgpu"  # drgpu's own folder beside the settings file (host.state_files)
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,14 @@ class DrfcCheckout:
 
 
 def drfc_checkout(environ: Mapping[str, str], *, evaluation: bool) -> DrfcCheckout | None:
-    """The activated checkout `environ` describes, or None outside DRfC (no `DR_DIR`)."""
+    """The activated checkout `environ` describes, or None outside DRfC (no `DR_DIR`). Its
+    compose files are the user's: drgpu's own override, which `eval "$(drgpu drfc-env)"`
+    added to the list, is left out (drgpu adds the one it writes anew)."""
     if not (root := environ.get("DR_DIR", "").strip()):
         return None
     variable = EVAL_FILES if evaluation else TRAIN_FILES
-    files, flag = split_file_list(environ.get(variable, ""), variable)
+    listed, flag = split_file_list(environ.get(variable, ""), variable)
+    files = tuple(path for path in listed if path.parent.name != STATE_DIR)
     config = environ.get("DR_CONFIG", "").strip()
     separator = environ.get("DR_DOCKER_FILE_SEP", "").strip()
     flag = flag or (separator if separator in ("-f", "-c") else "-f")

@@ -12,11 +12,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from drgpu.core.inputs import STATE_DIR
 from drgpu.core.model import HEADER_MARK
 from drgpu.errors import ConfigError
 from drgpu.host.files import Bound, read_bounded, read_head
-
-STATE_DIR = ".drgpu"
 
 
 def override_path(env_file: Path, project: str) -> Path:

@@ -243,6 +243,11 @@ def test_three_workers_on_two_gpus_survive_drfc_scale(bed: Any, checkout: Checko
     simulators = [c for c in running if device_ids(c)]
     assert sorted(device_ids(c)[0] for c in simulators) == sorted([GPU0, GPU0, GPU1])
     assert all(not device_ids(c) for c in stack["robomaker"])
+    # That shell's list now names drgpu's override (two YAML documents): drgpu reads only
+    # the user's files from it, and drfc-env run again names its override once.
+    again = checkout.bash(shell, f"{exports.stdout}\ndrgpu plan >/dev/null && drgpu drfc-env")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count(".override.yml") == 1
     stopped_by_drfc = checkout.bash(shell, f"{exports.stdout}\ndr-stop-training")
     assert stopped_by_drfc.returncode == 0, stopped_by_drfc.stderr
     assert containers(bed, "deepracer-0") == []

@@ -123,3 +123,14 @@ def test_a_command_without_compose_files_does_not_need_the_list() -> None:
         resolve_inputs(InputOptions(), environ)
     target = resolve_inputs(InputOptions(needs_files=False), environ)
     assert target.env_file == ROOT / "system.env"
+
+
+def test_drgpus_own_override_in_the_list_is_not_the_users() -> None:
+    own = f"-c {ROOT}/.drgpu/deepracer-0.swarm-override.yml"  # `eval "$(drgpu drfc-env)"`
+    listed = f"{ACTIVATED['DR_TRAIN_COMPOSE_FILE']} {own}"
+    checkout = drfc_checkout({**ACTIVATED, "DR_TRAIN_COMPOSE_FILE": listed}, evaluation=False)
+    assert checkout is not None
+    assert checkout.compose_files == (
+        ROOT / "docker/docker-compose-training.yml",
+        ROOT / "docker/docker-compose-training-swarm.yml",
+    )

@@ -6,13 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from drgpu.core.inputs import STATE_DIR
 from drgpu.core.model import HEADER_MARK
-from drgpu.host.state_files import (
-    STATE_DIR,
-    new_state_dir,
-    removed_on_failure,
-    write_owned_file,
-)
+from drgpu.host.state_files import new_state_dir, removed_on_failure, write_owned_file
 
 
 class Failed(Exception):
