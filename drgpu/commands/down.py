@@ -42,7 +42,7 @@ def identified(target: Inputs, error: ConfigError) -> Config:
             runs = f"unknown ({exc.message})"
         raise ConfigError(
             f"{error.message}; down cannot tell which run to stop (runs up: {runs})",
-            hint="fix the line, or name the run: DR_RUN_ID=<id> drgpu down",
+            hint="fix the settings, or name the run: DR_RUN_ID=<id> drgpu down",
         ) from None
     warn(f"{error.message} (down stops the run the shell names, DR_RUN_ID)")
-    return config_from_texts([], exported, evaluation=target.evaluation, drfc=target.drfc_settings)
+    return config_from_texts([], exported, evaluation=target.evaluation, drfc=True)

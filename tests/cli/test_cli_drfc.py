@@ -390,7 +390,23 @@ def test_down_refuses_only_when_it_cannot_tell_which_run(
     assert result.code == 2
     line = assert_one_error_line(result)
     assert "down cannot tell which run to stop (runs up: unknown (" in line
-    assert "hint: fix the line, or name the run: DR_RUN_ID=<id> drgpu down" in result.err
+    assert "hint: fix the settings, or name the run: DR_RUN_ID=<id> drgpu down" in result.err
+
+
+def test_down_outside_drfc_stops_the_run_the_hint_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drgpu.commands.down import identified
+    from drgpu.commands.options import resolved
+    from drgpu.errors import ConfigError
+
+    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("DR_RUN_ID", "7")  # `DR_RUN_ID=7 drgpu down`, no system.env here
+    target = resolved(InputOptions(env_file=tmp_path / "system.env"))
+    assert not target.drfc_settings
+    config = identified(target, ConfigError("no settings file at system.env"))
+    assert config.run_id == "7"  # before: 0, another run's stack
 
 
 def test_in_a_drfc_shell_an_unchosen_order_is_refused_suggesting_drfcs_meaning_first(
