@@ -52,7 +52,7 @@ def _read_daemon_json(path: Path) -> tuple[Mapping[str, Any] | None, str | None]
     try:
         text = files.optional_text(path)
         if text is None:
-            return None, "absent: create it as printed above"
+            return None, "absent: create it with the daemon.json swarm-setup prints"
         loaded = json.loads(text)
     except ConfigError as exc:
         return None, exc.message
