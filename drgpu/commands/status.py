@@ -150,6 +150,7 @@ class Reader:
             for group in (mine, trainers)
         )
         self._procs = {p.pid: self._process(p.pid) for gpu in inventory.gpus for p in gpu.processes}
+        swarm = self._swarm()
         judged = build_status(
             inventory,
             ours,
@@ -160,6 +161,7 @@ class Reader:
             commands={pid: read[2] for pid, read in self._procs.items()},
             had_processes=self._had_processes,
             now=time.time(),
+            manager=swarm is not None,
         )
         # A container keeps its mark of having had GPU processes while it lives.
         alive = {c.id for c in ours}
@@ -169,7 +171,6 @@ class Reader:
         follower = self.events
         events = (tuple(follower.events), follower.unsupported) if follower else ((), None)
         judged = with_faults(judged, self.health, *events)
-        swarm = self._swarm()
         if swarm is None:
             return judged
         # Each status finding has every FACTS key (the exporters and --on-violation read them).

@@ -6,7 +6,8 @@ stale when a stack is changed by hand. Each violation and warning is a
 `core.findings.Finding`, its `facts` the FACTS keys. Violations (FAIL: exit 6): wrong-gpu,
 stray, missing-gpu, trainer-gpu, shared-gpu, service-stopped. Warnings (WARN, WARNING_KINDS):
 processes-unknown (NVML cannot list a GPU's processes), processes-vanished (a container's GPU
-processes of an earlier refresh are gone), service-ended (a GPU service exited with status 0).
+processes of an earlier refresh are gone), service-ended (a GPU service exited with status 0),
+task-unjudged (a Swarm task stopped here, on a worker, which cannot see whether it was replaced).
 docs/commands.md and docs/nvidia-stack.md say when each is given.
 """
 
@@ -26,7 +27,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order
 from drgpu.core.model import Gpu, GpuProcess, Inventory, Role
 from drgpu.core.modes import Sharing, StrEnum
-from drgpu.core.swarm_view import SwarmState
+from drgpu.core.swarm_view import SwarmState, replaced
 
 LAUNCHER_ROLE = Role.TRAINER_LAUNCHER.value
 LIVE_STATES = ("running", "paused", "restarting")
@@ -44,7 +45,7 @@ class Verdict(StrEnum):
 
 IDLE_NOTE_S = 600.0  # a GPU container idle this long since it started gets a note
 FACTS = ("pid", "run_id", "gpu_index", "gpu_uuid", "container", "container_id", "service")
-WARNING_KINDS = ("processes-unknown", "processes-vanished", "service-ended")
+WARNING_KINDS = ("processes-unknown", "processes-vanished", "service-ended", "task-unjudged")
 
 
 def _finding(kind: str, message: str, **facts: Any) -> Finding:
@@ -234,12 +235,14 @@ def build_status(
     commands: Mapping[int, ProcessFacts | None] | None = None,
     had_processes: Collection[str] = frozenset(),
     now: float | None = None,
+    manager: bool = False,
 ) -> Status:
     """Judge every GPU process by its /proc/<pid>/cgroup text (`cgroups`; None: unreadable)
     and command line (`commands`). `run_id` narrows the view to one run, its GPUs and their
     processes; `sagemaker` (SageMaker trainers, with their environment) replace the
     `other_containers` of the same id; `had_processes` had GPU processes in an earlier
-    refresh of a watch; `now` is for the note on long-idle containers (None: no note)."""
+    refresh of a watch; `now` is for the note on long-idle containers (None: no note);
+    `manager`: this node is a swarm manager, whose task list judges the Swarm tasks here."""
     ours = sorted(
         (c for c in drgpu_containers if labels.RUN_ID in c.labels),
         key=lambda c: (c.labels[labels.RUN_ID], c.service, c.name),
@@ -256,7 +259,7 @@ def build_status(
         for proc in gpu.processes
     ]
     findings = [_violation(p) for p in processes if p.verdict in (Verdict.WRONG_GPU, Verdict.STRAY)]
-    findings += _missing_gpus(inventory, ours) + _stopped(ours)
+    findings += _missing_gpus(inventory, ours) + _stopped(ours, manager)
     trainers = trainer_checks(sagemaker, ours)
     findings += [_trainer_violation(inventory, c) for c in trainers if not c.ok]
     findings += _shared_gpus(inventory, holders, ours)
@@ -519,21 +522,30 @@ def _missing_gpus(inventory: Inventory, containers: list[ContainerFacts]) -> lis
     ]
 
 
-def _stopped(containers: list[ContainerFacts]) -> list[Finding]:
+def _stopped(containers: list[ContainerFacts], manager: bool) -> list[Finding]:
     """A run's container that stopped: a failure, but a GPU service's exit with status 0 (its
-    work may have ended) is a warning. A Swarm task's is judged as a task (`swarm_view`);
-    one created (still starting) or being removed is passing."""
-    return [
-        _finding(
-            "service-ended" if (c.state, c.exit_code) == ("exited", 0) else "service-stopped",
-            f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) {why}",
-            **_of(c),
-        )
-        for c in containers
-        if labels.SWARM_TASK_NAME not in c.labels
-        and c.state not in ("created", "removing")
-        and (why := c.stop_problem(bool(labels.given_gpus(c) or forwarded_uuids(c))))
-    ]
+    work may have ended) is a warning; one created (still starting) or being removed is passing.
+    A Swarm task's is judged as a task on a manager (`swarm_view`); on a worker, which cannot
+    tell whether Swarm replaced it on another node, one Swarm did not replace here is a
+    warning (task-unjudged)."""
+    found = []
+    gone = replaced(containers, None)
+    for c in containers:
+        why = c.stop_problem(bool(labels.given_gpus(c) or forwarded_uuids(c)))
+        if c.state in ("created", "removing") or why is None:
+            continue
+        kind = "service-ended" if (c.state, c.exit_code) == ("exited", 0) else "service-stopped"
+        if labels.SWARM_TASK_NAME in c.labels:
+            if manager or c.id in gone:
+                continue
+            kind = "task-unjudged"
+            why += (
+                "; this node is no swarm manager and cannot tell whether Swarm replaced its"
+                " task on another node: run `drgpu status` on a manager"
+            )
+        message = f"run {c.labels[labels.RUN_ID]} service {c.service} ({c.name}) {why}"
+        found.append(_finding(kind, message, **_of(c)))
+    return found
 
 
 def _shared_gpus(

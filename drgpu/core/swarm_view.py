@@ -91,6 +91,32 @@ def given_up(tasks: Iterable[TaskFacts]) -> list[TaskFacts]:
     ]
 
 
+def replaced(containers: Iterable[ContainerFacts], tasks: Iterable[TaskFacts] | None) -> set[str]:
+    """The ids of this node's task containers that Swarm replaced. With the manager's `tasks`:
+    each whose task it shuts down or removed, but the newest of a slot it gave up. Without them
+    (on a worker): each exited or dead one of a slot with a newer one here, or one running or
+    starting."""
+    if tasks is not None:
+        tasks = list(tasks)
+        kept = {t.container_id for t in given_up(tasks)}
+        return {
+            t.container_id
+            for t in tasks
+            if t.desired_state not in _WANTED and t.container_id not in kept
+        }
+    slots: dict[tuple[str, ...], list[ContainerFacts]] = {}
+    for c in containers:
+        if name := c.labels.get(labels.SWARM_TASK_NAME):  # <service>.<slot>.<task id>
+            slots.setdefault(tuple(name.rsplit(".", 2)[:-1]), []).append(c)
+    ended = ("exited", "dead")
+    return {
+        c.id
+        for slot in slots.values()
+        for c in sorted(slot, key=lambda c: (c.state not in ended, c.started_at or 0.0))[:-1]
+        if c.state in ended
+    }
+
+
 def slot_of(task: TaskFacts) -> tuple[str, int | str]:
     """The slot a task fills: its service's replica number (a global service's: its node)."""
     return task.service, task.slot or task.node_id

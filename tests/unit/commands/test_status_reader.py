@@ -171,3 +171,28 @@ def test_a_gpu_process_is_read_in_proc_once_while_its_pid_names_the_same_process
     for _ in keys[:]:
         assert reader.snapshot().processes[0].run_id == "0"
     assert reads == [777] * 4  # the same process twice (key 1), another (2), then unknown
+
+
+def test_a_task_stopped_here_is_judged_by_the_manager_or_warned_of_on_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from drgpu.core.facts import NodeFacts
+    from drgpu.core.swarm_view import SwarmState
+
+    task = {**SIMULATOR.labels, "com.docker.swarm.task.name": "deepracer-0_robomaker.1.t"}
+    killed = replace(SIMULATOR, state="exited", exit_code=137, labels=task)
+
+    class Killed(Engine):
+        def containers(self) -> list[ContainerFacts]:
+            return [killed]
+
+        def inspect(self, container_id: str) -> ContainerFacts | None:
+            return killed
+
+    monkeypatch.setattr(nvml, "inventory_from_nvml", lambda session: Inventory(gpus=(GPU,)))
+    monkeypatch.setattr(nvml, "health_from_nvml", lambda session, count: ())
+    worker = status.Reader(object(), Killed()).snapshot()  # type: ignore[arg-type]
+    assert [w.kind for w in worker.findings] == ["task-unjudged"]
+    here = NodeFacts("m" * 25, "bed", "manager", "ready")
+    swarm = SwarmState((here,), (), (here.id,))
+    assert status.Reader(object(), Killed(), None, lambda: swarm).snapshot().ok  # type: ignore[arg-type]

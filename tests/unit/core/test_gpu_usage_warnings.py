@@ -81,8 +81,10 @@ def test_a_run_container_that_stopped_is_a_violation_and_an_ended_one_a_warning(
     no_gpu = replace(killed, exit_code=0, labels={"drgpu.run_id": "0", "drgpu.role": "other"})
     task = {**SIMULATOR.labels, "com.docker.swarm.task.name": "deepracer-0_robomaker.1.x"}
     starting = replace(killed, state="created", exit_code=0)  # as the engine reports it
-    for quiet in (no_gpu, replace(killed, labels=task), starting):  # a task: judged as a task
+    for quiet in (no_gpu, starting):
         assert build_status(idle, [quiet], [], {}).findings == ()
+    # on a manager, a task is judged as a task (swarm_view)
+    assert build_status(idle, [replace(killed, labels=task)], [], {}, manager=True).ok
     looping = build_status(idle, [replace(starting, state="restarting")], [], {})
     assert [v.kind for v in looping.violations] == ["service-stopped"]
 
@@ -105,3 +107,33 @@ def test_one_shot_status_notes_a_long_idle_gpu_container() -> None:
     [note] = late.notes
     assert note.startswith("deepracer-0-robomaker-1 holds a GPU and has run no GPU process")
     assert late.ok  # a note only
+
+
+def test_on_a_worker_a_task_stopped_here_and_not_replaced_here_is_a_warning() -> None:
+    idle = Inventory(gpus=(replace(WORKING, processes=()),))
+
+    def task(id_: str, name: str, state: str, started: float) -> ContainerFacts:
+        labels = {**SIMULATOR.labels, "com.docker.swarm.task.name": f"deepracer-0_{name}.{id_}"}
+        return replace(
+            SIMULATOR,
+            id=id_,
+            name=f"deepracer-0_{name}.{id_}",
+            state=state,
+            exit_code=None if state == "running" else 137,
+            labels=labels,
+            started_at=started,
+        )
+
+    killed = task("k", "robomaker.1", "exited", STARTED)
+    status = build_status(idle, [killed], [], {})
+    [warning] = status.warnings
+    assert (warning.kind, warning.facts["container"]) == ("task-unjudged", killed.name)
+    assert warning.message.startswith(f"run 0 service robomaker ({killed.name}) exited with")
+    assert "cannot tell whether Swarm replaced" in warning.message
+    assert status.violations == () and not status.ok
+    # replaced here (a newer one of its slot runs), or an older one of a slot: passing
+    older = task("o", "robomaker.2", "exited", STARTED - 60)
+    newer = task("n", "robomaker.2", "exited", STARTED)
+    rerun = task("r", "robomaker.1", "running", STARTED + 60)
+    found = build_status(idle, [killed, rerun, older, newer], [], {}).findings
+    assert [f.facts["container"] for f in found] == [newer.name]
