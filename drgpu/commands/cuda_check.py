@@ -21,7 +21,7 @@ from drgpu.core.facts import ContainerFacts
 from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
-from drgpu.core.swarm_view import given_up, task_stand_in
+from drgpu.core.swarm_view import given_up, replaced, task_stand_in
 from drgpu.errors import CheckFailedError, DockerError
 from drgpu.host import engine, swarm_engine
 from drgpu.ui.talk import warn
@@ -56,11 +56,13 @@ def check_stack(
     other nodes are probed there, by a one-shot job per node (as `up` proves them)."""
     target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
     project = project_name(run_id or run_id_of(target), evaluation=evaluation)
-    containers = engine.project_containers(project)
+    found = engine.project_containers(project)
     managed = swarm_engine.managed_tasks(project)
-    if managed is None and any(labels.SWARM_TASK_NAME in c.labels for c in containers):
+    if managed is None and any(labels.SWARM_TASK_NAME in c.labels for c in found):
         warn(f"this node is no swarm manager: {project}'s tasks on other nodes are not checked")
     every, this_node = managed or ([], "")
+    gone = replaced(found, None if managed is None else every)  # of tasks Swarm replaced
+    containers = [c for c in found if c.id not in gone]
     # Those that should run on other nodes (or on none yet), and each slot Swarm gave up
     # whose container is not here to be judged.
     listed = {c.id for c in containers}
@@ -71,6 +73,14 @@ def check_stack(
     if not containers and not stand_ins:
         raise DockerError(f"no containers of {project}: is the stack up?")
     chosen = select([*containers, *stand_ins], service)
+    # On a worker, a task stopped here may have been replaced on another node: said, not checked
+    unjudged = [c for c in chosen if labels.SWARM_TASK_NAME in c.labels and c.state != "running"]
+    if managed is None and unjudged and len(unjudged) < len(chosen):
+        warn(
+            f"not checked, stopped here: {', '.join(c.name for c in unjudged)} (this node cannot"
+            " tell whether Swarm replaced a task on another node; `drgpu status` on a manager can)"
+        )
+        chosen = [c for c in chosen if c not in unjudged]
     if stopped := next((c for c in chosen if c.state != "running"), None):
         raise DockerError(
             f"{stopped.name} is {stopped.state}, not running",
