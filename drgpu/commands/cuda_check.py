@@ -81,7 +81,10 @@ def check_stack(
             " tell whether Swarm replaced a task on another node; `drgpu status` on a manager can)"
         )
         chosen = [c for c in chosen if c not in unjudged]
-    if stopped := next((c for c in chosen if c.state != "running"), None):
+    # with all_services, the run's rl_coach too: its trainer is checked through it
+    coaches = [c for c in containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE]
+    checked = chosen + (coaches if all_services else [])
+    if stopped := next((c for c in checked if c.state != "running"), None):
         raise DockerError(
             f"{stopped.name} is {stopped.state}, not running",
             hint="`drgpu status` says why; `drgpu down` then `drgpu up` starts it again",
@@ -92,7 +95,7 @@ def check_stack(
     results += [judge(c, *_seen_there(c, ran)) for c, ran in probes_elsewhere(project, remote)]
     # The SageMaker trainers this project's rl_coach started, matched among every drgpu
     # run's rl_coach (so another run's trainer is never taken for this one's).
-    mine = {c.id for c in containers if c.labels.get(labels.ROLE) == LAUNCHER_ROLE}
+    mine = {c.id for c in coaches}
     if all_services and mine:
         checks = trainer_checks(engine.sagemaker_containers(), engine.drgpu_containers())
         trainers = [t for t in checks if t.launcher and t.launcher.id in mine]
