@@ -76,11 +76,12 @@ def render_manifests(
     bodies: Mapping[str, Any] = model.get("services") or {}
     shapes = service_gpus(plan, bodies, workers)
     warnings: list[str] = []
+    known = (*secrets, *service_secrets(bodies))
     if dra:
-        parts = _dra_parts(plan, shapes, bodies, warnings)
+        parts = _dra_parts(plan, shapes, bodies, warnings, known)
         header = DRA_HEADER.format(project=plan.project)
     else:
-        parts = _plugin_parts(plan, shapes, bodies, sharing, warnings)
+        parts = _plugin_parts(plan, shapes, bodies, sharing, warnings, known)
         header = HEADER.format(project=plan.project)
     own = {
         key: value
@@ -88,7 +89,7 @@ def render_manifests(
         if document["kind"] == "Secret"
         for key, value in document["stringData"].items()
     }
-    hidden = (*secrets, *service_secrets(bodies), *secret_values(own))
+    hidden = (*known, *secret_values(own))
     text = "---\n".join([header, *(_text(part, None) for part in parts)])
     shown = "---\n".join([header, *(_text(part, hidden) for part in parts)])
     return Rendered(shown, text, tuple(warnings))
@@ -119,6 +120,7 @@ def _plugin_parts(
     bodies: Mapping[str, Any],
     sharing: Sharing,
     warnings: list[str],
+    known: tuple[str, ...],
 ) -> list[_Part]:
     """Deployments whose GPU services ask the NVIDIA device plugin for nvidia.com/gpu."""
     parts: list[_Part] = []
@@ -153,7 +155,8 @@ def _plugin_parts(
             )
         limits = {"limits": {GPU_RESOURCE: shape.gpus}} if shape.gpus else None
         extra = own_gpus_environment(shape.gpus) if shape.gpus else {}
-        pod, secret = _pod(plan, shape, shape.name, bodies[shape.name], warnings, limits, extra)
+        body = bodies[shape.name]
+        pod, secret = _pod(plan, shape, shape.name, body, warnings, limits, extra, known)
         selector = _node_selector(shape.name, mine, shared, warnings)
         if selector:
             pod = {"nodeSelector": selector, **pod}
@@ -163,7 +166,11 @@ def _plugin_parts(
 
 
 def _dra_parts(
-    plan: Plan, shapes: tuple[ServiceGpus, ...], bodies: Mapping[str, Any], warnings: list[str]
+    plan: Plan,
+    shapes: tuple[ServiceGpus, ...],
+    bodies: Mapping[str, Any],
+    warnings: list[str],
+    known: tuple[str, ...],
 ) -> list[_Part]:
     """ResourceClaims naming each GPU by UUID, and Deployments whose pods use them: one
     per service, and one per simulator worker (each worker its own GPUs)."""
@@ -179,7 +186,8 @@ def _dra_parts(
             if uuids:
                 extra.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=",".join(uuids))
             gpus = {"claims": [{"name": "gpus"}]} if uuids else None
-            pod, secret = _pod(plan, shape, name, bodies[shape.name], warnings, gpus, extra)
+            body = bodies[shape.name]
+            pod, secret = _pod(plan, shape, name, body, warnings, gpus, extra, known)
             if uuids:
                 if uuids not in claims:
                     claims[uuids] = _dns_label(f"{plan.project}-{name}-gpus")
@@ -236,9 +244,11 @@ def _pod(
     warnings: list[str],
     resources: dict[str, Any] | None,
     extra: Mapping[str, str],
+    known: tuple[str, ...],
 ) -> tuple[dict[str, Any], list[_Part]]:
     """The pod of a service (`name`: its Deployment's): image, command, environment (`extra`
-    last) and GPU `resources`; and a Secret of its secret settings, which the pod references."""
+    last) and GPU `resources`; and a Secret of its secret settings, and of the variables
+    holding a `known` secret value (passed on under another name), which the pod references."""
     image = body.get("image")
     if not image:
         raise ConfigError(f"service {shape.name} has no image: Kubernetes cannot build one")
@@ -265,7 +275,11 @@ def _pod(
     if resources:
         container["resources"] = resources
     values = {key: kubernetes_text(value) for key, value in environment.items()}
-    secrets = {key: value for key, value in values.items() if is_secret(key)}
+    secrets = {
+        key: value
+        for key, value in values.items()
+        if is_secret(key) or any(secret in environment[key] for secret in known)
+    }
     secret = _dns_label(f"{plan.project}-{name}-secrets")
     container["env"] = [
         {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}

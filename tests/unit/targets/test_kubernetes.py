@@ -249,7 +249,9 @@ def stack_with(tmp_path: Path, body: str, run_env: str = "") -> Rendered:
     stack = load_stack([compose])
     plan = make_plan(config, stack, load_inventory(INVENTORIES / "gtx1650-m40.json"))
     model = resolve_stack(config, stack.files)
-    return render_manifests(plan, model, workers=config.workers, sharing=config.sharing)
+    return render_manifests(
+        plan, model, workers=config.workers, sharing=config.sharing, secrets=config.secrets
+    )
 
 
 def test_compose_dollars_never_reach_kubernetes(tmp_path: Path) -> None:
@@ -281,6 +283,24 @@ def test_secrets_go_into_a_secret_referenced_by_secret_key_ref(tmp_path: Path) -
     assert "s3cr3t" in manifests.text
     for doc in documents(manifests):
         kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_a_secret_passed_on_under_another_name_goes_into_the_secret(tmp_path: Path) -> None:
+    manifests = stack_with(
+        tmp_path,
+        "services:\n  sagemaker:\n    image: t:1\n    environment:\n"
+        "      PASS_ON: ${DR_MINIO_PASSWORD}\n      REMOTE: ${DR_REMOTE_URL}\n"
+        "      RUN_ID: '1'\n",
+        "DR_MINIO_PASSWORD=minioPW33\nDR_REMOTE_URL=http://bob:urlPW22@minio:9000\n",
+    )
+    secret = next(doc for doc in documents(manifests) if doc["kind"] == "Secret")
+    assert secret["stringData"] == {
+        "PASS_ON": "minioPW33",
+        "REMOTE": "http://bob:urlPW22@minio:9000",
+    }
+    plain = {item["name"] for item in container(manifests, "sagemaker")["env"] if "value" in item}
+    assert "RUN_ID" in plain and not plain & {"PASS_ON", "REMOTE"}
+    assert "minioPW33" not in manifests.shown and "urlPW22" not in manifests.shown
 
 
 def test_more_workers_than_gpus_is_refused_without_sharing(tmp_path: Path) -> None:
