@@ -599,7 +599,7 @@ def main(argv: list[str] | None = None) -> None:
     ExitCode), where the signals drgpu catches start unwinding, and where output is
     kept free of secrets."""
     argv = sys.argv[1:] if argv is None else argv
-    with redacting_output(), signals.caught():
+    with redacting_output(os.environ), signals.caught():
         try:
             _refuse_a_newer_typer()
             command = _built(argv[0] if argv and "_DRGPU_COMPLETE" not in os.environ else None)

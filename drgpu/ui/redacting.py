@@ -1,11 +1,11 @@
-"""No secret in any output: the values of secret settings, once read, are masked on stdout
-and stderr."""
+"""No secret in any output: the values of secret settings, once read, and the shell's
+secrets are masked on stdout and stderr."""
 
 from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -49,8 +49,12 @@ class _Redacting(io.TextIOBase):
 
 
 @contextmanager
-def redacting_output() -> Iterator[None]:
-    """Within the block, stdout and stderr mask every value passed to `hide`."""
+def redacting_output(environment: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, stdout and stderr mask every value passed to `hide`, and the secrets
+    of the `environment` drgpu runs in (settings or not: `MY_API_TOKEN`, a URL's password)."""
+    from drgpu.core.redaction import secret_values  # lazy: start-up time
+
+    hide(secret_values(environment))
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Redacting(stdout), _Redacting(stderr)
     try:

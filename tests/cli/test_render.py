@@ -112,6 +112,26 @@ def test_render_failing_midway_keeps_the_old_file(
 
 
 @pytest.mark.parametrize("target", ["--k8s", "--swarm"])
+def test_render_prints_no_secret_of_the_shell(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # neither a setting nor DR_*: a secret of the shell, passed on by the compose file
+    monkeypatch.setenv("MY_API_TOKEN", "shellT0ken77")
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(
+        "services:\n  sagemaker:\n    image: t:1\n    environment:\n      FOO: ${MY_API_TOKEN}\n"
+    )
+    env_file = tmp_path / "system.env"
+    env_file.write_text("DR_SAGEMAKER_CUDA_DEVICES=0\nDR_ROBOMAKER_CUDA_DEVICES=\n")
+    printed = run_main(
+        "render", target, "--env-file", env_file, "--inventory", GTX_M40, "-f", compose
+    )
+    assert printed.code == 0, printed.err
+    assert "shellT0ken77" not in printed.out + printed.err
+    assert "****" in printed.out
+
+
+@pytest.mark.parametrize("target", ["--k8s", "--swarm"])
 @pytest.mark.parametrize("name", ["DR_LOCAL_S3_PASSWORD", "DB_PASSWD", "DR_UPLOAD_CREDENTIALS"])
 def test_render_prints_no_secret_and_writes_them_to_a_private_file(
     target: str, name: str, tmp_path: Path
