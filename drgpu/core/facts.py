@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+
+from drgpu.core.redaction import URL_PASSWORD
 
 CDI_GPU_PREFIX = "nvidia.com/gpu="  # a CDI device name of an NVIDIA GPU: <prefix><name>
 
@@ -113,7 +116,8 @@ class ProcessFacts:
     @property
     def command(self) -> str:
         """The command line on one line, values of secret-looking options (`--password x`,
-        `TOKEN=x`, `--api-key=x`) hidden as `***`; `[name]` for a kernel thread."""
+        `TOKEN=x`, `--api-key=x`) and URL passwords (`http://bob:x@host`) hidden as `***`;
+        `[name]` for a kernel thread."""
         words: list[str] = []
         hide_next = False
         for arg in self.argv:
@@ -124,7 +128,7 @@ class ProcessFacts:
             elif secret and equals:
                 words.append(f"{name}=***")
             else:
-                words.append(" ".join(arg.split()))
+                words.append(re.sub(URL_PASSWORD, r"://\1:***@", " ".join(arg.split())))
             hide_next = not hide_next and secret and not equals and arg.startswith("-")
         return " ".join(words)
 

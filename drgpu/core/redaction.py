@@ -19,7 +19,7 @@ _S3_OBJECT_KEY = r"(?:^|_)S3_(?!.*(?:ACCESS|SECRET|TOKEN|PASS|CREDENTIAL)).*KEY$
 # Shorter secret values are not searched for in free text: masking every "1" of a
 # message would hide more than it protects.
 SHORTEST_REDACTED = 4
-_URL_PASSWORD = r"://([^/@:\s]*):([^/@\s]+)@"
+URL_PASSWORD = r"://([^/@:\s]*):([^/@\s]+)@"  # a URL's user info: user and password
 
 
 def is_secret(name: str) -> bool:
@@ -38,7 +38,7 @@ def secret_values(settings: Mapping[str, str]) -> tuple[str, ...]:
     of secret names, and each password in a URL's user info (with its user where short)."""
     found = {value for name, value in settings.items() if is_secret(name)}
     for value in settings.values():
-        for user, password in re.findall(_URL_PASSWORD, value):
+        for user, password in re.findall(URL_PASSWORD, value):
             found.add(password if len(password) >= SHORTEST_REDACTED else f"{user}:{password}")
     return tuple(sorted((v for v in found if len(v) >= SHORTEST_REDACTED), key=len, reverse=True))
 

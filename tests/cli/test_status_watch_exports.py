@@ -153,3 +153,25 @@ def test_on_violation_runs_the_command_once_per_new_violation(
     assert len(ran) == 2  # two violations (wrong-gpu, missing-gpu), each new once
     assert ran[0].startswith('wrong-gpu {"kind": "wrong-gpu", "message": "PID 1234 of run 0')
     assert ran[1].startswith('missing-gpu {"kind": "missing-gpu"')
+
+
+def test_on_violation_failures_show_no_secret_of_the_shell(
+    cli: Cli, snapshots: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # status reads no settings: the activated shell's exported secrets are masked all the same
+    monkeypatch.setenv("DR_MINIO_PASSWORD", "minioPWvv33")
+    monkeypatch.setenv("DR_REMOTE_URL", "http://bob:urlPWtt22@minio.local:9000")
+    snapshots.extend([a_status(G0), a_status("GPU-elsewhere")])
+    hook = tmp_path / "hook.py"
+    hook.write_text(
+        "import os, sys\n"
+        "print('leaking', os.environ['DR_MINIO_PASSWORD'], os.environ['DR_REMOTE_URL'])\n"
+        "sys.exit(1)\n"
+    )
+    code, _, err = cli(
+        "status", "--watch", "--json", "--count", "3", "--interval", "0.1",
+        "--on-violation", f"{sys.executable} {hook}",
+    )  # fmt: skip
+    assert code == 6
+    assert "exited 1: leaking **** http://bob:****@minio.local:9000" in err
+    assert "minioPWvv33" not in err and "urlPWtt22" not in err

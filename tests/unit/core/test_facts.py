@@ -10,3 +10,9 @@ def test_a_command_line_is_one_line_with_secret_values_hidden() -> None:
     command = ProcessFacts(argv, "alice").command
     assert command == "python3 train.py --api-key *** --epochs=3 AWS_SECRET=*** a b"
     assert "s3cr3t" not in ProcessFacts(("run", "--password=s3cr3t"), "bob").command
+
+
+def test_a_urls_password_in_a_command_line_is_hidden() -> None:
+    argv = ("sync", "--s3=http://bob:urlPW@host", "ftp://a:b2c3@h/x")
+    command = ProcessFacts(argv, "bob").command
+    assert command == "sync --s3=http://bob:***@host ftp://a:***@h/x"
