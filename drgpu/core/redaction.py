@@ -13,8 +13,10 @@ from drgpu.core.model import Plan
 SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
 MASK = "****"
 # An S3 object key (DR_LOCAL_S3_REWARD_KEY, METRICS_S3_OBJECT_KEY) names a file in a
-# bucket: no secret, unless the name says access or secret.
-_S3_OBJECT_KEY = r"(?:^|_)S3_(?!.*(?:ACCESS|SECRET|TOKEN|PASS|CREDENTIAL)).*KEY$"
+# bucket: no secret, unless the name says access or secret, or an API or encryption key
+# (DR_LOCAL_S3_API_KEY, DR_UPLOAD_S3_SSE_C_KEY).
+_SECRET_S3_KEY = "ACCESS|SECRET|TOKEN|PASS|CREDENTIAL|API_|SSE_|ENCRYPTION|PRIVATE"
+_S3_OBJECT_KEY = rf"(?:^|_)S3_(?!.*(?:{_SECRET_S3_KEY})).*KEY$"
 
 # Shorter secret values are not searched for in free text: masking every "1" of a
 # message would hide more than it protects.

@@ -26,6 +26,12 @@ from drgpu.core.redaction import (
         ("METRICS_S3_OBJECT_KEY", False),
         ("DR_LOCAL_S3_MODEL_PREFIX", False),
         ("DR_LOCAL_S3_ACCESS_KEY", True),
+        ("DR_LOCAL_S3_HYPERPARAMETERS_KEY", False),
+        ("MODEL_METADATA_FILE_S3_KEY", False),
+        ("DR_LOCAL_S3_PRETRAINED_PREFIX", False),
+        ("DR_LOCAL_S3_API_KEY", True),  # an API key, an SSE-C encryption key: secrets
+        ("DR_UPLOAD_S3_SSE_C_KEY", True),
+        ("DR_UPLOAD_S3_ENCRYPTION_KEY", True),
         ("AWS_ACCESS_KEY_ID", True),
         ("github_token", True),
         ("DB_PASSWORD", True),
