@@ -42,6 +42,7 @@ _SPECIAL_PARAMETERS = set("@*#?-$!0123456789")
 _SHELL_ONLY = frozenset(
     ("RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "PPID", "EPOCHSECONDS", "EPOCHREALTIME")
 )
+_SHELL_ONLY_REFERENCES = frozenset(f"${name}" for name in _SHELL_ONLY)
 _READ_ONLY = frozenset(("UID", "EUID", "PPID", "BASHPID"))
 _QUOTE_HINT = "quote it ('...') or write it another way"
 _UNMATCHED = "an unmatched {}: bash fails on the line, and DRfC leaves the key unset"
@@ -114,11 +115,13 @@ def read_env_texts(
 
 def _written_secrets(texts: list[tuple[Path, str]], held: Mapping[str, str]) -> list[str]:
     """The secret values held so far and every one the files write (quotes stripped): an
-    error quoting a line (`DR_X=a <secret>`) shows none of them."""
+    error quoting a line (`DR_X=a <secret>`) shows none of them. A value written as a
+    reference to a variable only bash knows (`$RANDOM`) names it, and the error says its name."""
     words = (word for _, text in texts for word in text.split())
     written = {
         f"{n}_{key}": value.strip("'\"")
         for n, (key, _, value) in enumerate(word.partition("=") for word in words)
+        if value.strip("'\"") not in _SHELL_ONLY_REFERENCES
     }
     return sorted({*secret_values(held), *secret_values(written)}, key=len, reverse=True)
 

@@ -300,6 +300,11 @@ def test_a_variable_only_bash_knows_is_refused(name: str) -> None:
             read_env_texts([(Path("0.env"), line + "\n")], {name: "7"})
 
 
+def test_a_secret_set_to_a_variable_only_bash_knows_is_refused_by_its_name() -> None:
+    with pytest.raises(ConfigError, match=r"DR_LOCAL_S3_PASSWORD: \$RANDOM is set by"):
+        read_env_texts([(Path("0.env"), "DR_LOCAL_S3_PASSWORD=$RANDOM\n")], ENVIRON)
+
+
 @pytest.mark.parametrize("name", ["UID", "EUID"])
 def test_setting_a_read_only_variable_of_bash_is_refused(name: str) -> None:
     with pytest.raises(ConfigError, match=f"{name} is read-only in bash"):
