@@ -367,10 +367,11 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
             import difflib  # lazy: only a key naming no service needs it
 
             prefix = SERVICE_DEVICES_PREFIX
-            keys = [service_devices_key(s.name).removeprefix(prefix) for s in stack.services]
+            keys = {service_devices_key(s.name).removeprefix(prefix): s for s in stack.services}
             close = difflib.get_close_matches(request.key.removeprefix(prefix), keys)
+            meant = _key_of(config, keys[close[0]]) if close else None
             names = ", ".join(service.name for service in stack.services) or "none"
-            known = f"; did you mean {prefix}{close[0]}?" if close else ""
+            known = f"; did you mean {meant}?" if meant else ""
             raise ConfigError(
                 f"{where} names no service of the stack" + (known or f" (its services: {names})"),
                 hint="the key is DRGPU_DEVICES_ and the service's name upper-cased,"
@@ -381,15 +382,7 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
             raise ConfigError(f"{where} names several services: {names}")
         service = services[0]
         if service.role is not Role.OTHER:
-            role, source = {
-                Role.TRAINER: ("the trainer", config.trainer_key),
-                Role.TRAINER_LAUNCHER: ("the trainer's launcher", config.trainer_key),
-                Role.SIMULATOR: ("a simulator", config.simulator_key),
-                Role.MPS_DAEMON: (
-                    "drgpu's MPS daemon",
-                    "the GPUs its clients share (DRGPU_SHARING=mps)",
-                ),
-            }[service.role]
+            role, source = _role_source(config, service.role)
             raise ConfigError(
                 f"{where}: service {service.name} would have two roles: it is {role}"
                 f" ({service.role_source}), whose GPUs come from {source}",
@@ -398,6 +391,25 @@ def service_requests(config: Config, stack: Stack) -> dict[str, ServiceDevices]:
             )
         found[service.name] = request
     return found
+
+
+def _role_source(config: Config, role: Role) -> tuple[str, str]:
+    """A role's name in a message, and where its GPUs come from (a key, for all but MPS)."""
+    return {
+        Role.TRAINER: ("the trainer", config.trainer_key),
+        Role.TRAINER_LAUNCHER: ("the trainer's launcher", config.trainer_key),
+        Role.SIMULATOR: ("a simulator", config.simulator_key),
+        Role.MPS_DAEMON: ("drgpu's MPS daemon", "the GPUs its clients share (DRGPU_SHARING=mps)"),
+    }[role]
+
+
+def _key_of(config: Config, service: StackService) -> str | None:
+    """The key that sets `service`'s GPUs: its own, or its role's (a key of its own would
+    give it two roles); None for drgpu's MPS daemon, which no key sets."""
+    if service.role is Role.OTHER:
+        return service_devices_key(service.name)
+    role, source = _role_source(config, service.role)
+    return None if service.role is Role.MPS_DAEMON else f"{source} ({service.name} is {role})"
 
 
 def _workers(config: Config, stack: Stack, notes: _Notes) -> list[tuple[StackService, int]]:

@@ -308,6 +308,21 @@ def test_a_key_naming_no_service_is_a_config_error(
     )
 
 
+def test_a_near_key_of_a_service_with_a_role_hints_its_role_key(
+    write_stack: Callable[[str], Stack], mixed_box: Inventory
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_plan(
+            config(DRGPU_DEVICES_ROBOMAKR="1"),
+            write_stack("services: {robomaker: {}, learner: {}}"),
+            mixed_box,
+        )
+    assert caught.value.message == (
+        "DRGPU_DEVICES_ROBOMAKR names no service of the stack;"
+        " did you mean DR_ROBOMAKER_CUDA_DEVICES (robomaker is a simulator)?"
+    )
+
+
 def test_a_key_for_a_service_with_a_role_is_two_roles(
     write_stack: Callable[[str], Stack], mixed_box: Inventory
 ) -> None:
