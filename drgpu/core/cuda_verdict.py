@@ -38,13 +38,14 @@ class CheckResult:
 
 
 def select(containers: list[ContainerFacts], service: str | None) -> list[ContainerFacts]:
-    """The containers to check: one service's, or (service None) every GPU service's."""
+    """The containers to check: one service's (a simulator's, with its workers `<name>-N`),
+    or (service None) every GPU service's."""
     if service is None:
         chosen = [c for c in containers if labels.given_gpus(c)]
         if not chosen:
             raise ConfigError("no service of this stack was given a GPU by drgpu")
         return chosen
-    chosen = [c for c in containers if c.service == service]
+    chosen = [c for c in containers if service in (c.service, labels.worker_of(c))]
     if not chosen:
         names = ", ".join(sorted({c.service for c in containers})) or "none"
         raise ConfigError(f"no service {service!r} in this stack (services: {names})")

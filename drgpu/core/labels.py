@@ -74,6 +74,13 @@ def given_gpus(container: ContainerFacts) -> tuple[str, ...]:
     return split_list(labels.get(GPUS))
 
 
+def worker_of(container: ContainerFacts) -> str | None:
+    """The simulator a worker `<simulator>-N` (role label `simulator`) is a copy of, else None."""
+    name, _, slot = container.service.rpartition("-")
+    worker = container.labels.get(ROLE) == Role.SIMULATOR.value and slot.isdigit()
+    return name if worker and name else None
+
+
 def engine_chosen(labels: Mapping[str, str]) -> bool:
     """Whether the Swarm engine chose a container's GPUs (a task reserving generic
     resources): its labels do not name them, its `DOCKER_RESOURCE_NVIDIA-GPU` does."""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from drgpu import probe
-from drgpu.core.cuda_verdict import judge
+from drgpu.core.cuda_verdict import judge, select
 from drgpu.core.facts import ContainerFacts, DeviceRequestFacts, TaskFacts
 from drgpu.core.swarm_view import task_stand_in
+from drgpu.errors import ConfigError
 from drgpu.ui.documents import cuda_check_document
 
 GPU = "GPU-6f0c2a4e-1b7d-4c2e-9f1a-0c3d5e7f9a11"
@@ -77,3 +80,16 @@ def test_a_task_on_another_node_is_judged_as_its_container_would_be() -> None:
         assert (result.expected, result.replica, result.node) == ((GPU,), "2", task.node_id)
         assert result.ok
     assert judge(container("nvidia"), 0, probe_output(GPU)).replica == "1"  # Compose's number
+
+
+def test_a_simulator_named_checks_each_of_its_workers() -> None:
+    def named(service: str, role: str) -> ContainerFacts:
+        labels = {"drgpu.run_id": "0", "drgpu.gpus": GPU, "drgpu.role": role}
+        return replace(container("nvidia"), service=service, labels=labels)
+
+    workers = [named("robomaker-1", "simulator"), named("robomaker-2", "simulator")]
+    stack = [named("rl_coach", "trainer-launcher"), *workers, named("redis-1", "other")]
+    assert select(stack, "robomaker") == workers
+    assert select(stack, "robomaker-2") == workers[1:]
+    with pytest.raises(ConfigError, match="no service 'redis' in this stack"):
+        select(stack, "redis")
