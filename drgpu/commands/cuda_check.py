@@ -22,7 +22,7 @@ from drgpu.core.gpu_usage import LAUNCHER_ROLE, trainer_checks
 from drgpu.core.inputs import InputOptions
 from drgpu.core.settings import project_name
 from drgpu.core.swarm_view import given_up, replaced, task_stand_in
-from drgpu.errors import CheckFailedError, DockerError
+from drgpu.errors import CheckFailedError, ConfigError, DockerError
 from drgpu.host import engine, swarm_engine
 from drgpu.ui.talk import warn
 
@@ -54,6 +54,8 @@ def check_stack(
     service's and SageMaker trainer's with `all_services`, of run `run_id` (None: DR_RUN_ID
     of `env_file`) or its evaluation; judge what it saw there. A Swarm stack's tasks on
     other nodes are probed there, by a one-shot job per node (as `up` proves them)."""
+    if service is not None and all_services:
+        raise ConfigError("--service and --all are alternatives: name one service, or check all")
     target = resolved(InputOptions(env_file=env_file, evaluation=evaluation, needs_files=False))
     project = project_name(run_id or run_id_of(target), evaluation=evaluation)
     found = engine.project_containers(project)

@@ -183,6 +183,9 @@ BAD_INPUTS = {
         files={"box.json": '{"gpus": []}'},
         says="has none",
     ),
+    "cuda-check with both --service and --all": BadInput(
+        ("cuda-check", "--service", "robomaker", "--all"), 2, says="are alternatives"
+    ),
     "nvml unavailable": BadInput(
         ("render", "--inventory", "box.json"),
         4,
