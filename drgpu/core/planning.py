@@ -523,15 +523,20 @@ def _service_plan(
         environment=tuple(environment.items()),
         labels=run_labels(config.run_key, config.sharing, role, given, forwarded=forwarded),
         reset_keys=tuple(key for key, reset in resets.items() if reset),
-        note=(
-            "starts the trainer through SageMaker local mode and forwards its"
-            f" CUDA_VISIBLE_DEVICES; {source.name} itself gets no GPU"
-            if launcher
-            else None
-        ),
+        note=_launcher_note(config, source.name) if launcher else None,
         replicas=1 if copy else None,
         extends=source.name if copy else None,
         extends_files=tuple(map(str, source.files)) if copy else (),
+    )
+
+
+def _launcher_note(config: Config, name: str) -> str:
+    """What the trainer's launcher does: in an evaluation it starts no trainer."""
+    if config.evaluation:
+        return f"evaluation: starts no trainer; {name} gets no GPU"
+    return (
+        "starts the trainer through SageMaker local mode and forwards its"
+        f" CUDA_VISIBLE_DEVICES; {name} itself gets no GPU"
     )
 
 

@@ -131,6 +131,17 @@ def test_an_evaluation_plans_no_trainer_gpu_and_one_simulator(
     assert "evaluation: no trainer, DR_SAGEMAKER_CUDA_DEVICES is not used" in plan.explanations
 
 
+def test_an_evaluations_rl_coach_is_not_said_to_start_a_trainer(gtx_m40: Inventory) -> None:
+    fixture = Path(__file__).resolve().parents[2] / "drfc" / "checkout" / "docker"
+    stack = load_stack([fixture / "docker-compose-training.yml"])
+    values = {"DR_SAGEMAKER_CUDA_DEVICES": "0", "DR_ROBOMAKER_CUDA_DEVICES": "1"}
+    evaluation = make_plan(config_from_values(values, {}, evaluation=True), stack, gtx_m40)
+    note = evaluation.service("rl_coach").note
+    assert note == "evaluation: starts no trainer; rl_coach gets no GPU"
+    training = make_plan(config_from_values(values, {}), stack, gtx_m40).service("rl_coach")
+    assert training.note and training.note.startswith("starts the trainer through SageMaker")
+
+
 def swarm_checkout(*, evaluation: bool = False) -> DrfcCheckout:
     return DrfcCheckout(
         root=ROOT,
