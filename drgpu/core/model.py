@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from drgpu.core.findings import Finding
-from drgpu.core.modes import DeviceDriver, Sharing
+from drgpu.core.modes import DeviceDriver, IndexOrder, Sharing
 
 HEADER_MARK = "# Written by drgpu"  # the first line of every file drgpu writes
 
@@ -150,6 +150,7 @@ class Plan:
     sharing: Sharing = Sharing.EXCLUSIVE
     tmpfs_volumes: tuple[str, ...] = ()
     index_note: str = ""  # what a bare GPU index means in this plan
+    index_order: IndexOrder = IndexOrder.PCI
     device_driver: DeviceDriver = DeviceDriver.NVIDIA  # nvidia or cdi (never auto)
 
     def service(self, name: str) -> ServicePlan:

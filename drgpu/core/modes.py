@@ -45,6 +45,13 @@ class IndexOrder(StrEnum):
     PCI = "pci"
     CUDA = "cuda"
 
+    @property
+    def whose(self) -> str:
+        """Whose bare indices these are, for a sentence."""
+        if self is IndexOrder.PCI:
+            return "nvidia-smi's (PCI bus order)"
+        return "CUDA's (its default order, fastest first: DRGPU_INDEX_ORDER=cuda)"
+
 
 class SwarmGpus(StrEnum):
     """DRGPU_SWARM_GPUS: how Swarm tasks get their GPUs (`drgpu.core.swarm_node`)."""

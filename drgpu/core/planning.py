@@ -172,6 +172,7 @@ def make_plan(
         sharing=config.sharing,
         tmpfs_volumes=shared.tmpfs_volumes,
         index_note=index_note,
+        index_order=config.index_order,
     )
 
 

@@ -30,7 +30,8 @@ class _Tagged:
 
 def render_override(plan: Plan, header_template: str | None) -> str:
     """The override YAML that gives each service of the plan exactly its devices, under
-    `header_template` (`{project}`: the plan's; None: a one-line header)."""
+    `header_template` (`{project}`: the plan's, `{indices}`: whose its bare indices are; None:
+    a one-line header)."""
     document: dict[str, Any] = {
         "services": {
             service.name: _service(service, plan.device_driver) for service in plan.services
@@ -42,7 +43,7 @@ def render_override(plan: Plan, header_template: str | None) -> str:
     bodies = [dump_yaml(part) for part in (*_base_documents(plan), document)]
     header = f"{HEADER_MARK} for compose project {plan.project}.\n"
     if header_template is not None:
-        header = header_template.format(project=plan.project)
+        header = header_template.format(project=plan.project, indices=plan.index_order.whose)
     return header + "---\n".join(bodies)
 
 

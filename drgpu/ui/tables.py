@@ -15,6 +15,7 @@ from drgpu.core.facts import advertised
 from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Gpu, Plan
+from drgpu.core.modes import IndexOrder
 from drgpu.errors import GpuValidationError
 from drgpu.ui.documents import (
     cuda_check_document,
@@ -248,10 +249,17 @@ def show_gpus(result: GpusResult, *, json_output: bool, full: bool) -> None:
         guessed = (
             " (guessed, marked ?: the CUDA driver could not be asked)" if not order.known else ""
         )
+        reads = {
+            None: "drgpu reads bare indices in nvidia-smi's order (DRGPU_INDEX_ORDER=cuda: in"
+            " CUDA's)",
+            IndexOrder.PCI: "the settings here read bare indices in nvidia-smi's order"
+            " (DRGPU_INDEX_ORDER=pci)",
+            IndexOrder.CUDA: "the settings here read bare indices in CUDA's order"
+            " (DRGPU_INDEX_ORDER=cuda)",
+        }[result.index_order]
         note(
             f"CUDA's default order (fastest first, column CUDA{guessed}) differs from this"
-            " nvidia-smi order: drgpu reads bare indices in nvidia-smi's order"
-            " (DRGPU_INDEX_ORDER=cuda: in CUDA's), renders UUIDs and sets"
+            f" nvidia-smi order: {reads}; drgpu renders UUIDs and sets"
             " CUDA_DEVICE_ORDER=PCI_BUS_ID"
         )
 

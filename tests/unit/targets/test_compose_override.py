@@ -240,6 +240,17 @@ def test_an_installation_without_the_header_template_renders_a_one_line_header(
     assert body == override(plan).split("\n", 3)[3]  # the template's three lines
 
 
+def test_the_header_says_whose_bare_indices_the_settings_read(tmp_path: Path) -> None:
+    inventory = load_inventory(GTX_M40)
+    pci = override(make(stack_settings(tmp_path), inventory)).splitlines()[2]
+    assert pci == (
+        "# GPU indices in system.env are nvidia-smi's (PCI bus order); this file names full UUIDs."
+    )
+    in_cuda_order = make(stack_settings(tmp_path, "DRGPU_INDEX_ORDER=cuda\n"), inventory)
+    cuda = override(in_cuda_order).splitlines()[2]
+    assert "are CUDA's (its default order, fastest first: DRGPU_INDEX_ORDER=cuda);" in cuda
+
+
 def services_of(scenario: str, tmp_path: Path) -> dict[str, Any]:
     services = read_back(override(plan_for(scenario, tmp_path)))["services"]
     assert isinstance(services, dict)
