@@ -89,12 +89,23 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
             gpus, gets = _swarm_gets(swarm_service, devices, view.layout.node_id)
             _row(table, swarm_service.name, swarm_service.role.value, gpus, gets)
     table.caption = plan.index_note
-    console().print(table)
-    if view is not None:
-        for line in advertised(view.nodes):
-            sys.stdout.write(f"{visible(line)}\n")
-    for line in plan.explanations:
-        sys.stdout.write(f"why {line}\n")
+    shown = console()
+    shown.print(table)
+    nodes = [visible(line) for line in advertised(view.nodes)] if view is not None else []
+    width = shown.width if sys.stdout.isatty() else None
+    for line in [*nodes, *(f"why {line}" for line in plan.explanations)]:
+        sys.stdout.write(_wrapped(line, width))
+
+
+def _wrapped(text: str, width: int | None) -> str:
+    """`text` in lines of at most `width` cells, the later ones indented (None: one line,
+    as piped output keeps it)."""
+    if width is None:
+        return f"{text}\n"
+    import textwrap  # lazy: only a terminal's lines need it
+
+    lines = textwrap.wrap(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
+    return "".join(f"{line}\n" for line in lines)
 
 
 @contextmanager

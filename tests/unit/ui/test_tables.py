@@ -3,6 +3,8 @@ task `up` could not prove."""
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,8 +12,9 @@ import pytest
 from drgpu.commands.cuda_check import CudaCheckResult
 from drgpu.commands.gpus import GpusResult
 from drgpu.core.cuda_verdict import CheckResult
+from drgpu.core.model import Plan
 from drgpu.host.files import load_inventory
-from drgpu.ui.tables import show_cuda_check, show_gpus
+from drgpu.ui.tables import plan_table, show_cuda_check, show_gpus
 
 TOPOLOGIES = Path(__file__).parents[2] / "topologies"
 
@@ -91,3 +94,23 @@ def test_swarm_up_marks_a_task_not_proven_from_another_node_in_its_row(
     rows = [line for line in capsys.readouterr().out.splitlines() if "robomaker." in line]
     assert "not provable" in rows[0] and "ok" not in rows[0], rows
     assert rows[1].rstrip(" │").endswith("ok"), rows
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_plans_why_lines_fit_a_terminal_and_stay_whole_when_piped(
+    terminal: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    why = (
+        "bare indices read in nvidia-smi's order: "
+        + "GPU-00000002-0000-4000-8000-000000000001 " * 6
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: terminal)
+    plan_table(Plan(project="deepracer-0", run_id="0", services=(), explanations=(why,)))
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).splitlines()
+    said = shown[shown.index(next(line for line in shown if line.startswith("why "))) :]
+    if terminal:
+        assert max(map(len, said)) <= 80 and len(said) > 1
+        assert " ".join(line.strip() for line in said) == f"why {why.strip()}"
+    else:
+        assert said == [f"why {why}"]
