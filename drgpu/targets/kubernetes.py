@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from drgpu.core.labels import FORWARDED_GPUS
 from drgpu.core.model import Assignment, Plan, Role
 from drgpu.core.modes import Sharing
 from drgpu.core.redaction import MASK, is_secret, masked_data, secret_values, service_secrets
@@ -263,12 +264,14 @@ def _pod(
         if value is not None
     }
     if shape.role is Role.TRAINER_LAUNCHER:
-        warnings.append(
-            f"{shape.name} starts the trainer through the Docker socket (SageMaker local mode),"
-            " which Kubernetes does not offer"
-        )
+        launcher = plan.service(shape.name)
+        if dict(launcher.labels).get(FORWARDED_GPUS):  # an evaluation's starts no trainer
+            warnings.append(
+                f"{shape.name} starts the trainer through the Docker socket (SageMaker local"
+                " mode), which Kubernetes does not offer"
+            )
         # rl_coach forwards the trainer's GPU, by UUID, planned against this node.
-        environment.update(plan.service(shape.name).environment)
+        environment.update(launcher.environment)
     elif not shape.gpus:
         environment["NVIDIA_VISIBLE_DEVICES"] = "void"
     environment = {key: v for key, v in environment.items() if key not in extra} | dict(extra)

@@ -325,3 +325,17 @@ def test_more_workers_than_gpus_is_refused_without_sharing(tmp_path: Path) -> No
 )
 def test_text_in_a_cel_selector_is_a_quoted_string_literal(text: str, literal: str) -> None:
     assert cel_string(text) == literal
+
+
+def test_an_evaluations_rl_coach_is_not_said_to_start_a_trainer(tmp_path: Path) -> None:
+    env_file = tmp_path / "system.env"
+    shutil.copyfile(REPO / "system.env.example", env_file)
+    (tmp_path / "run.env").write_text("")
+    for evaluation in (False, True):
+        config = read_settings(Inputs(env_file, evaluation=evaluation))
+        stack = load_stack([DRFC_TRAINING])
+        plan = make_plan(config, stack, load_inventory(INVENTORIES / "gtx1650-m40.json"))
+        model = resolve_stack(config, stack.files)
+        rendered = render_manifests(plan, model, workers=config.workers, sharing=config.sharing)
+        said = any("SageMaker local mode" in warning for warning in rendered.warnings)
+        assert said is not evaluation
