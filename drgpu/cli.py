@@ -176,10 +176,10 @@ def plan(
     With --swarm (or DR_DOCKER_STYLE=swarm): which GPUs are pinned, which the engine chooses.
     """
     from drgpu.commands import plan as plan_command  # lazy: start-up time
-    from drgpu.ui.tables import refusal_shown, show_plan  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown, show_plan  # lazy: start-up time
 
     inputs = _inputs(env_file, run_env, file, evaluation=evaluation)
-    with refusal_shown(json_output=json_output):
+    with failure_shown(json_output=json_output):
         show_plan(plan_command.plan(inputs, inventory, swarm=swarm), json_output=json_output)
 
 
@@ -304,9 +304,11 @@ def gpus(
     """List this host's GPUs in nvidia-smi (PCI bus) order, with CUDA's order beside, and which
     drgpu run holds each."""
     from drgpu.commands import gpus as gpus_command  # lazy: start-up time
-    from drgpu.ui.tables import show_gpus  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown, show_gpus  # lazy: start-up time
 
-    show_gpus(gpus_command.gpus(), json_output=json_output, full=full)
+    with failure_shown(json_output=json_output):
+        result = gpus_command.gpus()
+    show_gpus(result, json_output=json_output, full=full)
 
 
 def _a_number(value: float) -> float:
@@ -391,6 +393,7 @@ def status(
     """
     from drgpu.commands import status as status_command  # lazy: start-up time
     from drgpu.ui.live import show_status  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown  # lazy: start-up time
 
     options = status_command.StatusOptions(
         run_id=run_id,
@@ -403,7 +406,8 @@ def status(
         prometheus=prometheus,
         on_violation=on_violation,
     )
-    result = status_command.status(options)
+    with failure_shown(json_output=json_output):
+        result = status_command.status(options)
     show_status(None if result.watched else result.last, json_output=json_output)
     if result.failure is not None:
         raise result.failure
@@ -424,9 +428,11 @@ def report(
     """What each run cost in GPU time, energy, peak memory, utilisation and time throttled, per
     service and worker, as `status --watch` measured it (also for a run that has ended)."""
     from drgpu.commands.report import report as report_command  # lazy: start-up time
-    from drgpu.ui.tables import show_report  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown, show_report  # lazy: start-up time
 
-    show_report(report_command(env_file, run_id, evaluation=evaluation), json_output=json_output)
+    with failure_shown(json_output=json_output):
+        result = report_command(env_file, run_id, evaluation=evaluation)
+    show_report(result, json_output=json_output)
 
 
 @_command(
@@ -454,10 +460,11 @@ def doctor(
     Exits 6 when a check fails (warnings pass).
     """
     from drgpu.commands import doctor as doctor_command  # lazy: start-up time
-    from drgpu.ui.tables import show_doctor  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown, show_doctor  # lazy: start-up time
 
     inputs = _inputs(env_file, files=file, needs_files=False)
-    result = doctor_command.doctor(inputs, image or [], probe=probe)
+    with failure_shown(json_output=json_output):
+        result = doctor_command.doctor(inputs, image or [], probe=probe)
     _show(show_doctor, result, json_output=json_output)
 
 
@@ -500,11 +507,16 @@ def cuda_check(
         argv += ["--frameworks", frameworks] if frameworks else []
         raise typer.Exit(probe.main(argv, usage_error=_usage_error))
     from drgpu.commands import cuda_check as cuda_check_command  # lazy: start-up time
-    from drgpu.ui.tables import show_cuda_check  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown, show_cuda_check  # lazy: start-up time
 
-    result = cuda_check_command.check_stack(
-        service, all_services=all_services, run_id=run_id, env_file=env_file, evaluation=evaluation
-    )
+    with failure_shown(json_output=json_output):
+        result = cuda_check_command.check_stack(
+            service,
+            all_services=all_services,
+            run_id=run_id,
+            env_file=env_file,
+            evaluation=evaluation,
+        )
     _show(show_cuda_check, result, json_output=json_output)
 
 
@@ -527,9 +539,10 @@ def swarm_setup(
     Exits 6 when daemon.json, the NVIDIA runtime's config or the running engine differ.
     """
     from drgpu.commands import swarm_setup as swarm_setup_command  # lazy: start-up time
-    from drgpu.ui.tables import show_swarm_setup  # lazy: start-up time
+    from drgpu.ui.tables import failure_shown, show_swarm_setup  # lazy: start-up time
 
-    result = swarm_setup_command.swarm_setup(inventory, daemon_json, toolkit_config, env_file)
+    with failure_shown(json_output=json_output):
+        result = swarm_setup_command.swarm_setup(inventory, daemon_json, toolkit_config, env_file)
     _show(show_swarm_setup, result, json_output=json_output)
 
 

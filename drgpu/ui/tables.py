@@ -16,7 +16,7 @@ from drgpu.core.findings import Finding, Level
 from drgpu.core.index_order import cuda_order, ordinals
 from drgpu.core.model import Assignment, Gpu, Plan
 from drgpu.core.modes import IndexOrder
-from drgpu.errors import GpuValidationError
+from drgpu.errors import DrgpuError, GpuValidationError
 from drgpu.ui.documents import (
     cuda_check_document,
     document,
@@ -109,14 +109,17 @@ def _wrapped(text: str, width: int | None) -> str:
 
 
 @contextmanager
-def refusal_shown(*, json_output: bool) -> Iterator[None]:
-    """A refused plan under `--json`: its problems as a document on stdout, then the error
-    (its line on stderr, exit 3), so a script reading stdout learns why."""
+def failure_shown(*, json_output: bool) -> Iterator[None]:
+    """Under `--json`, a command that fails still prints its document on stdout, `ok` false:
+    a refused plan's problems, else the error as one `error` finding; then the error (its
+    line on stderr, its exit code), so a script reading stdout learns why."""
     try:
         yield
-    except GpuValidationError as refused:
-        if json_output and refused.findings:
-            print_json(document(refused.findings))
+    except DrgpuError as error:
+        if json_output:
+            refused = error.findings if isinstance(error, GpuValidationError) else ()
+            failure = Finding("drgpu", Level.FAIL, error.message, error.hint, kind="error")
+            print_json(document(refused or [failure]))
         raise
 
 

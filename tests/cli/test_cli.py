@@ -245,3 +245,25 @@ def test_importing_the_cli_loads_no_heavy_dependency() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "[]\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["report", "--run", "7", "--json"], 2),  # a run never watched
+        (["cuda-check", "--all", "--json"], 5),  # no engine to ask
+        (["cuda-check", "--all", "--service", "robomaker", "--json"], 2),
+    ],
+)
+def test_a_json_command_that_fails_still_prints_one_document(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], code: int
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    (tmp_path / "system.env").write_text("DR_RUN_ID=3\n")
+    result = cli(*args)
+    document = json.loads(result.out)
+    assert (result.code, document["ok"]) == (code, False)
+    [error] = document["findings"]
+    assert (error["kind"], error["level"]) == ("error", "fail")
+    assert result.err.splitlines()[0] == f"drgpu: error: {error['message']}"
