@@ -20,6 +20,7 @@ def down(inputs: InputOptions, *, swarm: bool) -> None:
         config = settings(target)
     except ConfigError as error:
         config = identified(target, error)
+        swarm = swarm or _a_swarm_stack(config.project)
     scripts = drfc_stack.runs_scripts(target, explicit_files=inputs.compose_files is not None)
     if scripts and (config.deploys_to_swarm() or not swarm):
         drfc_stack.down(config, target)
@@ -27,6 +28,14 @@ def down(inputs: InputOptions, *, swarm: bool) -> None:
         swarm_deploy.down(config, target)
     else:
         compose_run.down(config, target)
+
+
+def _a_swarm_stack(project: str) -> bool:
+    """Whether `project` is a Swarm stack on this engine (the settings that would say so did
+    not read)."""
+    from drgpu.host.swarm_engine import stack_service_count  # lazy: only for unreadable settings
+
+    return bool(stack_service_count(project))
 
 
 def identified(target: Inputs, error: ConfigError) -> Config:

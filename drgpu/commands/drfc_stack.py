@@ -165,7 +165,7 @@ def down(config: Config, target: Inputs) -> None:
     target = target if swarm else script_target(target, config)
     override = override_path(target.env_file, config.project)
     override = swarm_override_path(override, config.project) if swarm else override
-    with down_locked(config, target, say_removed=not swarm):
+    with down_locked(config, target, say_removed=not swarm, trainers=False):
         checkout = _checkout(target)
         written = override.is_file() and written_by_drgpu(override)
         environment = compose.compose_environment(

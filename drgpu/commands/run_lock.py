@@ -66,14 +66,22 @@ def _clean_after(holder: Holder) -> None:
 
 
 @contextmanager
-def down_locked(config: Config, target: Inputs, *, say_removed: bool = False) -> Iterator[None]:
+def down_locked(
+    config: Config, target: Inputs, *, say_removed: bool = False, trainers: bool = True
+) -> Iterator[None]:
     """Hold the engine-wide lock for a `down` of the target's run (see `locked`), its `.drgpu`
-    folder checked first; when the block succeeds, remove the MPS volumes drgpu made and,
-    with `say_removed`, say what the block removed."""
+    folder checked first; when the block succeeds, remove the MPS volumes drgpu made, with
+    `trainers` a training's SageMaker trainers (a DRfC rl_coach starts them outside the
+    stack; `drfc_stack.down` removes them itself) and, with `say_removed`, say what the block
+    removed."""
     state_dir(target.env_file, create=False)
     with locked("down", config):
         before = engine.project_resources(config.project) if say_removed else None
         yield
+        if trainers and not config.evaluation:
+            run_id = config.run_id
+            if count := remove_strays(lambda: run_trainers(engine.sagemaker_containers(), run_id)):
+                note(f"removed {count} SageMaker trainer(s) of run {run_id}")
         # the MPS daemon's tmpfs volumes, which drgpu's override made (a stop keeps volumes)
         made = {f"{config.project}_{volume}" for volume in (MPS_PIPE_VOLUME, MPS_LOG_VOLUME)}
         engine.remove_volumes(made.intersection(engine.project_volumes(config.project)))

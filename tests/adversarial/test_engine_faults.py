@@ -284,6 +284,31 @@ def test_kill_9_during_up_is_cleaned_by_the_next_command(
     bed.docker("rm", "-f", "tmpkeep-algo-1-fghij-1")
 
 
+def test_down_of_the_run_the_shell_names_removes_its_sagemaker_trainers_too(
+    bed: Any, tmp_path: Path, new_run: NewRun
+) -> None:
+    # `DR_RUN_ID=<id> drgpu down` where no settings are (as down's hint says): the stack, and
+    # the trainers its rl_coach would have started outside it; never another run's.
+    bed.set_topology(THREE_GPUS)
+    run_id = new_run("tr")
+    stack = write_stack(tmp_path, {"sagemaker": service(bed)})
+    env = settings(tmp_path / "a", run_id, DR_SAGEMAKER_CUDA_DEVICES="1")
+    up = start(bed, "up", "--env-file", str(env), "-f", str(stack))
+    assert up.wait(timeout=120) == 0
+    for name, run in ((f"tmp{run_id}-algo-1-abcde-1", run_id), ("tmpkeep-algo-1-fghij-1", "x")):
+        bed.docker("run", "-d", "--name", name, "-e", f"RUN_ID={run}", bed.image, "sleep", "inf")
+
+    down = start(bed, "down", "-f", str(stack), DR_RUN_ID=run_id)
+    _, stderr = down.communicate(timeout=120)
+
+    assert down.returncode == 0, stderr
+    assert "removed 1 SageMaker trainer(s) of run" in stderr
+    assert project_leftovers(bed, f"deepracer-{run_id}") == NOTHING
+    names = bed.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert f"tmp{run_id}-algo-1-abcde-1" not in names and "tmpkeep-algo-1-fghij-1" in names
+    bed.docker("rm", "-f", "tmpkeep-algo-1-fghij-1")
+
+
 def test_down_started_with_up_ends_with_nothing_running(
     bed: Any, tmp_path: Path, new_run: NewRun
 ) -> None:

@@ -421,3 +421,21 @@ def test_in_a_drfc_shell_an_unchosen_order_is_refused_suggesting_drfcs_meaning_f
         assert_one_error_line(result)
     )
     assert "hint: write DRGPU_INDEX_ORDER=cuda (DRfC's 'CUDA number') or =pci" in result.err
+
+
+def test_down_outside_drfc_takes_a_swarm_stack_down_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drgpu.commands import compose_run, down, swarm_deploy
+
+    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("DR_RUN_ID", "7")  # `DR_RUN_ID=7 drgpu down`, no --swarm, no system.env
+    monkeypatch.setattr("drgpu.host.swarm_engine.stack_service_count", lambda name: 2)
+    taken: list[tuple[str, str]] = []
+    for module in (compose_run, swarm_deploy):
+        monkeypatch.setattr(
+            module, "down", lambda c, t, m=module: taken.append((m.__name__, c.project))
+        )
+    down.down(InputOptions(env_file=tmp_path / "system.env"), swarm=False)
+    assert taken == [("drgpu.commands.swarm_deploy", "deepracer-7")]  # before: Compose's way
