@@ -381,8 +381,7 @@ def test_down_with_an_unreadable_setting_warns_and_stops_the_run_the_shell_names
 def test_down_refuses_only_when_it_cannot_tell_which_run(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
-        monkeypatch.delenv(key)
+    enter(monkeypatch, {})
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     env = tmp_path / "system.env"
     env.write_text("DR_RUN_ID=3\nDR_WORKERS=1=2\n")
@@ -400,9 +399,7 @@ def test_down_outside_drfc_stops_the_run_the_hint_names(
     from drgpu.commands.options import resolved
     from drgpu.errors import ConfigError
 
-    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("DR_RUN_ID", "7")  # `DR_RUN_ID=7 drgpu down`, no system.env here
+    enter(monkeypatch, {"DR_RUN_ID": "7"})  # `DR_RUN_ID=7 drgpu down`, no system.env here
     target = resolved(InputOptions(env_file=tmp_path / "system.env"))
     assert not target.drfc_settings
     config = identified(target, ConfigError("no settings file at system.env"))
@@ -428,9 +425,7 @@ def test_down_outside_drfc_takes_a_swarm_stack_down_as_one(
 ) -> None:
     from drgpu.commands import compose_run, down, swarm_deploy
 
-    for key in [key for key in __import__("os").environ if key.startswith("DR_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("DR_RUN_ID", "7")  # `DR_RUN_ID=7 drgpu down`, no --swarm, no system.env
+    enter(monkeypatch, {"DR_RUN_ID": "7"})  # `DR_RUN_ID=7 drgpu down`, no --swarm, no system.env
     monkeypatch.setattr("drgpu.host.swarm_engine.stack_service_count", lambda name: 2)
     taken: list[tuple[str, str]] = []
     for module in (compose_run, swarm_deploy):
