@@ -73,7 +73,11 @@ def check_stack(
     tasks = {task.id: task for task in wanted}
     stand_ins = [task_stand_in(project, task) for task in tasks.values()]
     if not containers and not stand_ins:
-        raise DockerError(f"no containers of {project}: is the stack up?")
+        runs = sorted({c.labels[labels.RUN_ID] for c in engine.drgpu_containers()})
+        raise DockerError(
+            f"no containers of {project}: is the stack up?",
+            hint=f"runs here: {', '.join(runs)} (--run-id N)" if runs else None,
+        )
     chosen = select([*containers, *stand_ins], service)
     # On a worker, a task stopped here may have been replaced on another node: said, not checked
     unjudged = [c for c in chosen if labels.SWARM_TASK_NAME in c.labels and c.state != "running"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from drgpu.core.facts import ContainerFacts
 from drgpu.core.inputs import InputOptions, resolve_inputs
 from drgpu.host.files import read_settings
 from tests.cli.conftest import GTX_M40, M40, assert_one_error_line
@@ -264,10 +265,13 @@ def test_cuda_check_from_the_host_checks_the_activated_project(
     enter(monkeypatch, activated(checkout))
     monkeypatch.setattr("drgpu.host.engine.project_containers", containers)
     monkeypatch.setattr("drgpu.host.swarm_engine.managed_tasks", lambda name: None)
+    other = ContainerFacts("o", "o", "robomaker", "deepracer-7", "running", {"drgpu.run_id": "7"})
+    monkeypatch.setattr("drgpu.host.engine.drgpu_containers", lambda: [other])
     result = cli("cuda-check", "--all", *flags)
     assert result.code == 5
     assert seen == [project]
     assert f"no containers of {project}" in result.err
+    assert "hint: runs here: 7 (--run-id N)" in result.err  # another run is up
 
 
 def test_a_bad_value_from_the_shell_says_it_came_from_the_environment(
