@@ -58,11 +58,15 @@ def _clean_after(holder: Holder) -> None:
         swarm.remove_stack(project, compose.compose_environment({}))
     removed = {"services": services, **engine.remove_run(project, holder.volumes_before)}
     if (run_id := training_run(project)) is not None:
-        trainers = remove_strays(lambda: run_trainers(engine.sagemaker_containers(), run_id))
-        removed["SageMaker trainers"] = trainers
+        removed["SageMaker trainers"] = _remove_trainers(run_id)
     left = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
     what = f", and what it left of {project} ({left})" if left else ""
     warn(f"{holder.describe()} was killed: its lock is removed{what}")
+
+
+def _remove_trainers(run_id: str) -> int:
+    """Remove the SageMaker trainers the rl_coach of run `run_id` started: how many."""
+    return remove_strays(lambda: run_trainers(engine.sagemaker_containers(), run_id))
 
 
 @contextmanager
@@ -78,10 +82,8 @@ def down_locked(
     with locked("down", config):
         before = engine.project_resources(config.project) if say_removed else None
         yield
-        if trainers and not config.evaluation:
-            run_id = config.run_id
-            if count := remove_strays(lambda: run_trainers(engine.sagemaker_containers(), run_id)):
-                note(f"removed {count} SageMaker trainer(s) of run {run_id}")
+        if trainers and not config.evaluation and (count := _remove_trainers(config.run_id)):
+            note(f"removed {count} SageMaker trainer(s) of run {config.run_id}")
         # the MPS daemon's tmpfs volumes, which drgpu's override made (a stop keeps volumes)
         made = {f"{config.project}_{volume}" for volume in (MPS_PIPE_VOLUME, MPS_LOG_VOLUME)}
         engine.remove_volumes(made.intersection(engine.project_volumes(config.project)))
