@@ -529,15 +529,15 @@ def _stopped(containers: list[ContainerFacts], manager: bool) -> list[Finding]:
     tell whether Swarm replaced it on another node, one Swarm did not replace here is a
     warning (task-unjudged)."""
     found = []
-    gone = replaced(containers, None)
+    gone = set() if manager else replaced(containers, None)
     for c in containers:
-        why = c.stop_problem(bool(labels.given_gpus(c) or forwarded_uuids(c)))
-        if c.state in ("created", "removing") or why is None:
+        task = labels.SWARM_TASK_NAME in c.labels
+        if c.state in ("created", "removing") or (task and (manager or c.id in gone)):
+            continue
+        if (why := c.stop_problem(bool(labels.given_gpus(c) or forwarded_uuids(c)))) is None:
             continue
         kind = "service-ended" if (c.state, c.exit_code) == ("exited", 0) else "service-stopped"
-        if labels.SWARM_TASK_NAME in c.labels:
-            if manager or c.id in gone:
-                continue
+        if task:
             kind = "task-unjudged"
             why += (
                 "; this node is no swarm manager and cannot tell whether Swarm replaced its"
