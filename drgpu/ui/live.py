@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from drgpu.core.gpu_board import HISTORY_POINTS, build_board, memory_percent, new_history, recorded
 from drgpu.ui.documents import status_document
-from drgpu.ui.tables import console, memory_text, print_json
+from drgpu.ui.tables import console, memory_text, print_json, wrap
 from drgpu.ui.talk import visible
 
 if TYPE_CHECKING:
@@ -206,10 +206,7 @@ def _cut(text: str, width: int) -> str:
 
 def _wrapped(text: str, width: int) -> str:
     """`text` in lines of at most `width` cells, the later ones indented."""
-    import textwrap  # lazy: only violations and notes need it
-
-    lines = textwrap.wrap(text, width=max(width, 20), subsequent_indent="  ")
-    return "".join(_cut(line, width) + "\n" for line in lines)
+    return "".join(_cut(line, width) + "\n" for line in wrap(text, width))
 
 
 def _occupant_memory(occupant: Occupant) -> str:

@@ -98,14 +98,20 @@ def plan_table(plan: Plan, view: SwarmView | None = None) -> None:
 
 
 def _wrapped(text: str, width: int | None) -> str:
-    """`text` in lines of at most `width` cells, the later ones indented (None: one line,
-    as piped output keeps it)."""
+    """`text` in lines of at most `width` cells, a UUID kept whole (None: one line, as piped
+    output keeps it)."""
     if width is None:
         return f"{text}\n"
+    return "".join(f"{line}\n" for line in wrap(text, width, break_on_hyphens=False))
+
+
+def wrap(text: str, width: int, *, break_on_hyphens: bool = True) -> list[str]:
+    """`text` in lines of at most `width` cells (20 at least), the later ones indented."""
     import textwrap  # lazy: only a terminal's lines need it
 
-    lines = textwrap.wrap(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
-    return "".join(f"{line}\n" for line in lines)
+    return textwrap.wrap(
+        text, max(width, 20), subsequent_indent="  ", break_on_hyphens=break_on_hyphens
+    )
 
 
 @contextmanager
