@@ -71,6 +71,38 @@ def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             server.wait()
 
 
+Attempt = Callable[[], tuple[list[str], str, int, Any]]
+
+
+@contextlib.contextmanager
+def _served(what: str, log: Path, attempt: Attempt) -> Iterator[Any]:
+    """The server `attempt` sets up (its argv, a URL and the status it answers once serving,
+    what to yield), waited for; set up again on fresh ports when another process took one
+    between `free_port` and the server's bind (the suites run side by side)."""
+    for _ in range(3):
+        argv, url, status, served = attempt()
+        with _running(argv, log) as server:
+            if _answers(server, url, status, what):
+                yield served
+                return
+        if b"address already in use" not in log.read_bytes():
+            break
+    raise AssertionError(f"{what} did not start: {log.read_text()[-500:]}")
+
+
+def _answers(server: subprocess.Popen[bytes], url: str, status: int, what: str) -> bool:
+    """Whether `url` answers `status` before `server` exits (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while server.poll() is None:
+        with contextlib.suppress(OSError):
+            if urllib.request.urlopen(url, timeout=2).status == status:
+                return True
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return False
+
+
 @dataclass(frozen=True)
 class Influx:
     """A running InfluxDB: its HTTP API and its UDP listener (database `drgpu`)."""
@@ -106,10 +138,12 @@ def influxdb(folder: Path) -> Iterator[Influx]:
     """influxd with its own config: HTTP and UDP on free loopback ports, data in `folder`,
     no usage reporting, and the UDP listener flushing every 100 ms."""
     influxd = _program("influxd")
-    http, udp, rpc = free_port(), free_port(socket.SOCK_DGRAM), free_port()
     config = folder / "influxdb.conf"
-    config.write_text(
-        f"""reporting-disabled = true
+
+    def attempt() -> tuple[list[str], str, int, Influx]:
+        http, udp, rpc = free_port(), free_port(socket.SOCK_DGRAM), free_port()
+        config.write_text(
+            f"""reporting-disabled = true
 bind-address = "127.0.0.1:{rpc}"
 [meta]
   dir = "{folder}/meta"
@@ -129,13 +163,15 @@ bind-address = "127.0.0.1:{rpc}"
   batch-size = 100
   batch-timeout = "100ms"
 """
-    )
-    with _running([influxd, "-config", str(config)], folder / "influxd.log"):
-        ping = f"http://127.0.0.1:{http}/ping"
-        wait_until(lambda: urllib.request.urlopen(ping, timeout=2).status == 204, "influxd")
+        )
+        argv = [influxd, "-config", str(config)]
+        return argv, f"http://127.0.0.1:{http}/ping", 204, Influx(http, udp)
+
+    with _served("influxd", folder / "influxd.log", attempt) as influx:
         create = urllib.parse.urlencode({"q": f"CREATE DATABASE {DATABASE}"}).encode()
-        urllib.request.urlopen(f"http://127.0.0.1:{http}/query", data=create, timeout=10).read()
-        yield Influx(http, udp)
+        query = f"http://127.0.0.1:{influx.http_port}/query"
+        urllib.request.urlopen(query, data=create, timeout=10).read()
+        yield influx
 
 
 @dataclass(frozen=True)
@@ -159,20 +195,22 @@ class Prometheus:
 def prometheus(folder: Path, target: str) -> Iterator[Prometheus]:
     """prometheus with its own config scraping `target` (HOST:PORT) every second."""
     program = _program("prometheus")
-    port = free_port()
     config = folder / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n  - job_name: drgpu\n"
         f"    static_configs:\n      - targets: ['{target}']\n"
     )
-    argv = [
-        program,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={folder / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-    ]
-    with _running(argv, folder / "prometheus.log"):
-        ready = f"http://127.0.0.1:{port}/-/ready"
-        wait_until(lambda: urllib.request.urlopen(ready, timeout=2).status == 200, "prometheus")
-        yield Prometheus(port)
+
+    def attempt() -> tuple[list[str], str, int, Prometheus]:
+        port = free_port()
+        argv = [
+            program,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={folder / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+        return argv, f"http://127.0.0.1:{port}/-/ready", 200, Prometheus(port)
+
+    with _served("prometheus", folder / "prometheus.log", attempt) as server:
+        yield server
